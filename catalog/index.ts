@@ -1,0 +1,3 @@
+export type * from './catalog';
+export { SqliteCatalog } from './sqlite';
+export { LockLostError } from './lock-lost';

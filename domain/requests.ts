@@ -1,0 +1,49 @@
+import { z } from 'zod';
+import { tableIdSchema, tableNameSchema, tableRefSchema } from './names';
+import { InvalidInputError } from './errors';
+
+/** The most shards a table may have. */
+export const MAX_SHARDS = 256;
+export const DEFAULT_SHARDS = 4;
+
+/** The requests the SDK accepts. Everything entering tablefate passes one of these, once, at the edge. */
+export const createRequestSchema = z.strictObject({
+  table: tableNameSchema,
+  shards: z.number().int().min(1).max(MAX_SHARDS).default(DEFAULT_SHARDS),
+});
+
+export const trashRequestSchema = z.strictObject({
+  table: tableNameSchema,
+  /** Seconds to keep the data in the trash; the worker's default (7 days) when absent. */
+  retentionSeconds: z.number().int().min(0).max(10 * 365 * 24 * 3600).optional(),
+});
+
+export const undeleteRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
+  table: tableRefSchema,
+  newName: tableNameSchema.optional(),
+});
+
+export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
+
+export const listRequestSchema = z.strictObject({ includeTrashed: z.boolean().default(false) });
+
+export const describeRequestSchema = z.strictObject({ table: tableRefSchema });
+
+export type CreateRequest = z.input<typeof createRequestSchema>;
+export type TrashRequest = z.input<typeof trashRequestSchema>;
+export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
+export type PurgeRequest = z.input<typeof purgeRequestSchema>;
+export type ListRequest = z.input<typeof listRequestSchema>;
+export type DescribeRequest = z.input<typeof describeRequestSchema>;
+
+/** Parses a request or throws InvalidInput naming every problem, with the field it concerns. */
+export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => {
+    const field = issue.path.join('.');
+    return field ? `${field}: ${issue.message}` : issue.message;
+  });
+  throw new InvalidInputError(problems.join('; '));
+}

@@ -1,0 +1,57 @@
+import type { ShardPlacement } from '../domain/table';
+
+/** Where a shard's set of files currently is. */
+export type ShardArea = 'live' | 'trash';
+
+/** Identifies one shard of one table on one storage node. Physical names derive from the id only. */
+export interface ShardRef extends ShardPlacement {
+  tableId: number;
+}
+
+export interface ShardReport {
+  tableId: number;
+  shard: number;
+  node: string;
+  /** Where the set was found, or null when no file of it exists anywhere. */
+  area: ShardArea | 'garbage' | null;
+  /** Total bytes of the set. */
+  bytes: number;
+  /** sha256 over the set's files (name and content, in name order), hex. */
+  checksum: string;
+}
+
+/**
+ * Owns the bytes. Every method is idempotent: running it again after it succeeded, or after a crash half
+ * way through, finishes the job or finds it done and succeeds.
+ */
+export interface StorageDriver {
+  /** The storage nodes shards can be placed on, in a stable order. */
+  readonly nodes: readonly string[];
+  /** Creates an empty shard in the live area. A shard that already exists there is left as it is. */
+  createShard(shard: ShardRef): Promise<void>;
+  /** Removes a shard wherever it is (create's compensation). A missing shard is success. */
+  dropShard(shard: ShardRef): Promise<void>;
+  /** Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. */
+  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea): Promise<void>;
+  /** Purge, first half: renames the trashed set to its garbage name. */
+  markGarbage(shard: ShardRef): Promise<void>;
+  /** Undo of markGarbage: renames the garbage set back into the trash area. */
+  unmarkGarbage(shard: ShardRef): Promise<void>;
+  /** Purge, second half: deletes the garbage set. */
+  deleteGarbage(shard: ShardRef): Promise<void>;
+  /** Size and content checksum of a shard, wherever it is. */
+  inspect(shard: ShardRef): Promise<ShardReport>;
+}
+
+/** A storage failure that retrying cannot fix (for example an injected permanent fault). */
+export class PermanentStorageError extends Error {
+  override readonly name = 'PermanentStorageError';
+}
+
+/**
+ * A set of files could neither be renamed nor put back: the data is in an unknown state and the process must
+ * stop before it does more damage (Manticore's rule).
+ */
+export class FatalStorageError extends Error {
+  override readonly name = 'FatalStorageError';
+}

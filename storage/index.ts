@@ -1,0 +1,10 @@
+export { FatalStorageError, PermanentStorageError } from './driver';
+export type { ShardArea, ShardRef, ShardReport, StorageDriver } from './driver';
+export { FaultInjector } from './faults';
+export type { Fault, StorageOp } from './faults';
+export { LocalFileStorage } from './local-files';
+export type { LocalFileStorageOptions } from './local-files';
+export { renameSet } from './rename-set';
+export type { RenameOps, RenamePair } from './rename-set';
+export { GARBAGE_SUFFIX, SHARD_EXTENSIONS, shardFileNames, shardPaths } from './shard-files';
+export type { StorageArea } from './shard-files';

@@ -1,0 +1,238 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { FatalStorageError, type ShardArea, type ShardRef, type ShardReport, type StorageDriver } from './driver';
+import { FaultInjector } from './faults';
+import { renameSet, type RenameOps, type RenamePair } from './rename-set';
+import { areaDir, shardFileNames, shardLabel, shardPaths, type StorageArea } from './shard-files';
+
+export { shardPaths } from './shard-files';
+
+export interface LocalFileStorageOptions {
+  root: string;
+  /** Number of storage nodes, named node-0 .. node-{n-1}. Default 3. */
+  nodeCount?: number;
+  faults?: FaultInjector;
+  renameOps?: RenameOps;
+}
+
+const AREAS: readonly StorageArea[] = ['live', 'trash', 'garbage'];
+
+/** Which of the set's files (by position in shardFileNames) exist in each area. */
+type Presence = Record<StorageArea, boolean[]>;
+
+const count = (flags: readonly boolean[]): number => flags.filter(Boolean).length;
+
+/**
+ * Storage nodes as directories on one local disk: <root>/<node>/live and <root>/<node>/trash.
+ * Every state change of a set is a renameSet, so after a crash a set is either where it was, where it was
+ * going, or split between the two; each method recognises all three and finishes the job.
+ */
+export class LocalFileStorage implements StorageDriver {
+  readonly nodes: readonly string[];
+  readonly faults: FaultInjector;
+  readonly root: string;
+  private readonly renameOps: RenameOps | undefined;
+
+  constructor(opts: LocalFileStorageOptions) {
+    const nodeCount = opts.nodeCount ?? 3;
+    if (!Number.isInteger(nodeCount) || nodeCount < 1) throw new RangeError(`nodeCount must be a positive integer, got ${nodeCount}`);
+    this.root = path.resolve(opts.root);
+    this.nodes = Object.freeze(Array.from({ length: nodeCount }, (_, i) => `node-${i}`));
+    this.faults = opts.faults ?? new FaultInjector();
+    this.renameOps = opts.renameOps;
+  }
+
+  async createShard(ref: ShardRef): Promise<void> {
+    this.faults.check('createShard', ref);
+    this.assertValid(ref);
+    const presence = await this.presence(ref);
+    // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
+    const parked = (['trash', 'garbage'] as const).filter((area) => count(presence[area]) > 0);
+    if (parked.length > 0) throw new Error(`cannot create ${shardLabel(ref)}: it already exists in ${parked.join(' and ')}`);
+    if (count(presence.live) === presence.live.length) return;
+    // No set, or a partial one from a crashed create that never returned: it holds no data, so replacing it is safe.
+    const temps = await this.writeFreshSet(ref);
+    await fs.mkdir(areaDir(this.root, ref.node, 'live'), { recursive: true });
+    const live = shardPaths(this.root, ref, 'live');
+    try {
+      await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps);
+    } catch (error) {
+      // After a roll-back the temps are back under their names; they are ours alone, so clear them.
+      // Not after a fatal one: nothing may touch the files until someone has looked.
+      if (!(error instanceof FatalStorageError)) await removeAll(temps);
+      throw error;
+    }
+  }
+
+  async dropShard(ref: ShardRef): Promise<void> {
+    this.faults.check('dropShard', ref);
+    this.assertValid(ref);
+    for (const area of AREAS) await removeAll(shardPaths(this.root, ref, area));
+  }
+
+  async moveShard(ref: ShardRef, from: ShardArea, to: ShardArea): Promise<void> {
+    this.faults.check('moveShard', ref);
+    this.assertValid(ref);
+    if (from === to) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to itself`);
+    await this.transfer(ref, from, to);
+  }
+
+  async markGarbage(ref: ShardRef): Promise<void> {
+    this.faults.check('markGarbage', ref);
+    this.assertValid(ref);
+    await this.transfer(ref, 'trash', 'garbage');
+  }
+
+  async unmarkGarbage(ref: ShardRef): Promise<void> {
+    this.assertValid(ref);
+    await this.transfer(ref, 'garbage', 'trash');
+  }
+
+  async deleteGarbage(ref: ShardRef): Promise<void> {
+    this.faults.check('deleteGarbage', ref);
+    this.assertValid(ref);
+    const presence = await this.presence(ref);
+    // Files still in trash mean markGarbage has not finished: deleting only the marked part would leave a
+    // torn set behind while the caller believes the shard purged.
+    if (count(presence.trash) > 0) {
+      throw new Error(`cannot delete garbage of ${shardLabel(ref)}: ${count(presence.trash)} file(s) are still in trash, not marked as garbage`);
+    }
+    await removeAll(shardPaths(this.root, ref, 'garbage'));
+  }
+
+  async inspect(ref: ShardRef): Promise<ShardReport> {
+    this.assertValid(ref);
+    const names = shardFileNames(ref);
+    const byArea = Object.fromEntries(AREAS.map((a) => [a, shardPaths(this.root, ref, a)])) as Record<StorageArea, string[]>;
+    const presence = await this.presence(ref);
+    // A set split by a crash is reported where its first file was found, live before trash before garbage.
+    const area = AREAS.find((a) => presence[a].some(Boolean)) ?? null;
+
+    const found: Array<{ name: string; file: string }> = [];
+    names.forEach((name, i) => {
+      const where = AREAS.find((a) => presence[a][i]);
+      if (where) found.push({ name, file: byArea[where][i]! });
+    });
+    // Names without the .gar suffix, so the same set has the same checksum in every area.
+    found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+    const hash = createHash('sha256');
+    let bytes = 0;
+    for (const { name, file } of found) {
+      hash.update(name);
+      hash.update('\0');
+      bytes += await hashFile(file, hash);
+    }
+    return { tableId: ref.tableId, shard: ref.shard, node: ref.node, area, bytes, checksum: hash.digest('hex') };
+  }
+
+  /**
+   * Moves whatever part of the set is still at `from` to `to`. All at `to` is success; a set split by a crash
+   * is completed forwards. A set with no file at either place, or a file at both, is an error: the data is
+   * not where the caller thinks, and that must not pass silently. Plain errors, because a concurrent attempt
+   * on the same shard can make the check see a file in flight.
+   */
+  private async transfer(ref: ShardRef, from: StorageArea, to: StorageArea): Promise<void> {
+    const presence = await this.presence(ref);
+    const names = shardFileNames(ref);
+    const fromPaths = shardPaths(this.root, ref, from);
+    const toPaths = shardPaths(this.root, ref, to);
+
+    const both = names.filter((_, i) => presence[from][i] && presence[to][i]);
+    if (both.length > 0) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
+    const missing = names.filter((_, i) => !presence[from][i] && !presence[to][i]);
+    if (missing.length === names.length) {
+      const elsewhere = AREAS.filter((a) => a !== from && a !== to && presence[a].some(Boolean));
+      const hint = elsewhere.length > 0 ? ` (found in ${elsewhere.join(', ')})` : '';
+      throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: it is in neither${hint}`);
+    }
+    if (missing.length > 0) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`);
+
+    const pending = fromPaths.flatMap((file, i): RenamePair[] => (presence[from][i] ? [[file, toPaths[i]!]] : []));
+    if (pending.length === 0) return;
+    await fs.mkdir(areaDir(this.root, ref.node, to), { recursive: true });
+    await renameSet(pending, this.renameOps);
+  }
+
+  private async presence(ref: ShardRef): Promise<Presence> {
+    const entries = await Promise.all(
+      AREAS.map(async (area) => [area, await Promise.all(shardPaths(this.root, ref, area).map(exists))] as const),
+    );
+    return Object.fromEntries(entries) as Presence;
+  }
+
+  /** Writes a complete new set under names no one else uses, so a crash mid-write never looks like a shard. */
+  private async writeFreshSet(ref: ShardRef): Promise<string[]> {
+    const tmpDir = path.join(this.root, ref.node, 'tmp');
+    await fs.mkdir(tmpDir, { recursive: true });
+    // Unique per call: a retried activity running alongside a stale attempt must not rename the other's files.
+    const nonce = randomBytes(6).toString('hex');
+    const temps = shardFileNames(ref).map((name) => path.join(tmpDir, `${name}.${nonce}.tmp`));
+    const meta = JSON.stringify({ tableId: ref.tableId, shard: ref.shard, createdAt: Date.now() });
+    const contents = shardFileNames(ref).map((name) => (name.endsWith('.meta') ? meta : ''));
+    try {
+      for (const [i, temp] of temps.entries()) await writeDurably(temp, contents[i]!);
+    } catch (error) {
+      await removeAll(temps);
+      throw error;
+    }
+    return temps;
+  }
+
+  private assertValid(ref: ShardRef): void {
+    // The ids become file names and the node a directory: reject anything that could point elsewhere.
+    if (!Number.isSafeInteger(ref.tableId) || ref.tableId < 0) throw new Error(`invalid tableId ${ref.tableId}`);
+    if (!Number.isSafeInteger(ref.shard) || ref.shard < 0) throw new Error(`invalid shard ${ref.shard}`);
+    if (!this.nodes.includes(ref.node)) throw new Error(`unknown storage node ${JSON.stringify(ref.node)}; nodes are ${this.nodes.join(', ')}`);
+  }
+}
+
+function errorCode(error: unknown): string | undefined {
+  // Structural, not instanceof Error: fs errors come from Node's own realm, which differs under jest's vm sandbox.
+  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.stat(file);
+    return true;
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw error;
+  }
+}
+
+/** Deletes files, treating already-missing ones as deleted. */
+async function removeAll(files: readonly string[]): Promise<void> {
+  for (const file of files) await fs.rm(file, { force: true });
+}
+
+/** Content reaches the disk before the rename publishes it, so a power cut cannot publish an empty file. */
+async function writeDurably(file: string, content: string): Promise<void> {
+  const handle = await fs.open(file, 'w');
+  try {
+    await handle.writeFile(content);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Feeds a file to the hash in chunks (data files can be large) and returns its size. */
+async function hashFile(file: string, hash: ReturnType<typeof createHash>): Promise<number> {
+  const handle = await fs.open(file, 'r');
+  try {
+    const buffer = Buffer.alloc(64 * 1024);
+    let total = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) return total;
+      hash.update(buffer.subarray(0, bytesRead));
+      total += bytesRead;
+    }
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,54 @@
+import { promises as fsPromises } from 'node:fs';
+import { FatalStorageError } from './driver';
+
+/** The one file-system call renameSet needs; tests pass one that fails on a chosen call. */
+export interface RenameOps {
+  rename(from: string, to: string): Promise<void>;
+}
+
+export type RenamePair = readonly [from: string, to: string];
+
+function describe(error: unknown): string {
+  // Structural: fs errors come from Node's realm, which is not the caller's under jest's vm sandbox.
+  const message: unknown = typeof error === 'object' && error !== null && 'message' in error ? error.message : undefined;
+  return typeof message === 'string' ? message : String(error);
+}
+
+/**
+ * Renames a set of files as one step (Manticore's try-and-roll-back): either every pair is renamed, or the
+ * ones already done are renamed back and the original error is rethrown unchanged, so callers can still
+ * classify it. If a rename back fails too, the set is split in a way nobody can repair automatically, so
+ * this throws FatalStorageError and the process must stop.
+ */
+export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps = fsPromises): Promise<void> {
+  const done: RenamePair[] = [];
+  for (const pair of pairs) {
+    const [from, to] = pair;
+    try {
+      await ops.rename(from, to);
+    } catch (forwardError) {
+      await rollBack(done, { from, to, error: forwardError }, ops);
+      throw forwardError;
+    }
+    done.push(pair);
+  }
+}
+
+async function rollBack(
+  done: readonly RenamePair[],
+  failed: { from: string; to: string; error: unknown },
+  ops: RenameOps,
+): Promise<void> {
+  for (let i = done.length - 1; i >= 0; i--) {
+    const [from, to] = done[i]!;
+    try {
+      await ops.rename(to, from);
+    } catch (rollbackError) {
+      throw new FatalStorageError(
+        `rename set left half renamed: rename ${failed.from} -> ${failed.to} failed (${describe(failed.error)}), ` +
+          `then rolling back ${to} -> ${from} failed (${describe(rollbackError)})`,
+        { cause: rollbackError },
+      );
+    }
+  }
+}

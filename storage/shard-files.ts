@@ -1,0 +1,33 @@
+import path from 'node:path';
+import type { ShardArea, ShardRef } from './driver';
+
+/** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
+export type StorageArea = ShardArea | 'garbage';
+
+/** Pegasus marks garbage by appending this to the trashed names, in the trash directory. */
+export const GARBAGE_SUFFIX = '.gar';
+
+/** The set's members, in name order (the order checksums use). */
+export const SHARD_EXTENSIONS = ['.dat', '.idx', '.meta'] as const;
+
+/** Base names of a shard's files, derived from the ids only so a rename of the table never touches storage. */
+export function shardFileNames(ref: Pick<ShardRef, 'tableId' | 'shard'>): string[] {
+  return SHARD_EXTENSIONS.map((ext) => `t${ref.tableId}-s${ref.shard}${ext}`);
+}
+
+/** Human-readable name of a shard for error messages. */
+export function shardLabel(ref: ShardRef): string {
+  return `shard t${ref.tableId}-s${ref.shard} on ${ref.node}`;
+}
+
+export function areaDir(root: string, node: string, area: StorageArea): string {
+  // Garbage stays in the trash directory: marking it is a rename, never a copy across directories.
+  return path.join(root, node, area === 'live' ? 'live' : 'trash');
+}
+
+/** Absolute paths of a shard's files in an area, in the same order as shardFileNames. */
+export function shardPaths(root: string, ref: ShardRef, area: StorageArea): string[] {
+  const dir = areaDir(root, ref.node, area);
+  const suffix = area === 'garbage' ? GARBAGE_SUFFIX : '';
+  return shardFileNames(ref).map((name) => path.join(dir, name + suffix));
+}

@@ -1,0 +1,183 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
+import { DevServer } from '../worker/dev-server';
+import { indexedValueType } from '../worker/search-attributes';
+import { findTemporalCli } from '../worker/temporal-cli';
+import { testNamespace, testServerAddress } from './support/test-server';
+
+/** Runs `fn` with TEMPORAL_CLI_PATH set to `value` (or unset), then puts it back. */
+async function withCliPathEnv<T>(value: string | undefined, fn: () => Promise<T>): Promise<T> {
+  const saved = process.env.TEMPORAL_CLI_PATH;
+  if (value === undefined) delete process.env.TEMPORAL_CLI_PATH;
+  else process.env.TEMPORAL_CLI_PATH = value;
+  try {
+    return await fn();
+  } finally {
+    if (saved === undefined) delete process.env.TEMPORAL_CLI_PATH;
+    else process.env.TEMPORAL_CLI_PATH = saved;
+  }
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw err;
+  }
+}
+
+async function customSearchAttributes(address: string, namespace = 'default'): Promise<Record<string, number>> {
+  const connection = await Connection.connect({ address });
+  try {
+    const listed = await connection.operatorService.listSearchAttributes({ namespace });
+    return { ...(listed.customAttributes ?? {}) };
+  } finally {
+    await connection.close();
+  }
+}
+
+function expectAllSearchAttributes(attributes: Record<string, number>): void {
+  for (const key of Object.values(SEARCH_ATTRIBUTES)) {
+    expect({ name: key.name, type: attributes[key.name] }).toEqual({ name: key.name, type: indexedValueType(key.type) });
+  }
+}
+
+let tempDir: string;
+const servers: DevServer[] = [];
+
+beforeAll(async () => {
+  tempDir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-dev-server-test-'));
+});
+
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.stop()));
+  await fs.promises.rm(tempDir, { recursive: true, force: true });
+});
+
+async function start(opts: Partial<Parameters<typeof DevServer.start>[0]> = {}): Promise<DevServer> {
+  const server = await DevServer.start({ stateDir: tempDir, headless: true, log: () => undefined, ...opts });
+  servers.push(server);
+  return server;
+}
+
+describe('findTemporalCli', () => {
+  test('TEMPORAL_CLI_PATH naming a missing file is a clear error', async () => {
+    const missing = path.join(tempDir, 'no-such-temporal');
+    await withCliPathEnv(missing, async () => {
+      await expect(findTemporalCli({ stateDir: tempDir })).rejects.toThrow(
+        new RegExp(`TEMPORAL_CLI_PATH is set to "${missing}", but .* is not there`),
+      );
+    });
+  });
+
+  test('TEMPORAL_CLI_PATH naming a file that is not executable is a clear error', async () => {
+    const plain = path.join(tempDir, 'not-executable');
+    await fs.promises.writeFile(plain, 'not a binary', { mode: 0o644 });
+    await withCliPathEnv(plain, async () => {
+      await expect(findTemporalCli({ stateDir: tempDir })).rejects.toThrow(/TEMPORAL_CLI_PATH .* not executable/);
+    });
+  });
+
+  test('without TEMPORAL_CLI_PATH, the copy cached in <stateDir>/bin is used', async () => {
+    const stateDir = path.join(tempDir, 'cached-state');
+    const cached = path.join(stateDir, 'bin', 'temporal');
+    await fs.promises.mkdir(path.dirname(cached), { recursive: true });
+    await fs.promises.writeFile(cached, '#!/bin/sh\n', { mode: 0o755 });
+    await withCliPathEnv(undefined, async () => {
+      await expect(findTemporalCli({ stateDir })).resolves.toBe(cached);
+    });
+  });
+});
+
+describe('DevServer', () => {
+  test('the global test server answers at testServerAddress(), with the search attributes registered', async () => {
+    expect(testServerAddress()).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(testNamespace()).toBe('default');
+    expectAllSearchAttributes(await customSearchAttributes(testServerAddress(), testNamespace()));
+  });
+
+  test('starts headless on free ports, registers the search attributes, stops, and restarts on the same db', async () => {
+    const dbFile = path.join(tempDir, 'restart', 'temporal.db');
+    const first = await start({ dbFile });
+    expect(first.address).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(first.uiUrl).toBeNull();
+    expect(first.dbFile).toBe(dbFile);
+    expect(fs.existsSync(dbFile)).toBe(true);
+    expectAllSearchAttributes(await customSearchAttributes(first.address));
+
+    // A workflow with no worker stays RUNNING; it must survive a restart on the same db.
+    const connection = await Connection.connect({ address: first.address });
+    const workflowId = `dev-server-test-${Date.now()}`;
+    try {
+      const client = new Client({ connection, namespace: 'default' });
+      await client.workflow.start('tablefateNoSuchWorkflow', {
+        taskQueue: 'dev-server-test-no-worker',
+        workflowId,
+        args: [],
+        typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.tableOp, value: 'create' }],
+      });
+    } finally {
+      await connection.close();
+    }
+
+    await first.stop();
+    expect(first.running).toBe(false);
+    expect(processExists(first.pid)).toBe(false);
+    await first.stop(); // idempotent
+
+    const second = await start({ dbFile });
+    expect(second.address).not.toBe(first.address);
+    expectAllSearchAttributes(await customSearchAttributes(second.address));
+    const again = await Connection.connect({ address: second.address });
+    try {
+      const client = new Client({ connection: again, namespace: 'default' });
+      const description = await client.workflow.getHandle(workflowId).describe();
+      expect(description.status.name).toBe('RUNNING');
+      expect(description.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableOp)).toBe('create');
+    } finally {
+      await again.close();
+    }
+    await second.stop();
+    expect(processExists(second.pid)).toBe(false);
+  });
+
+  test('with a UI, a namespace of its own and the search attributes there', async () => {
+    const server = await start({ dbFile: path.join(tempDir, 'ui', 'temporal.db'), headless: false, namespace: 'tablefate-test' });
+    expect(server.uiUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expectAllSearchAttributes(await customSearchAttributes(server.address, 'tablefate-test'));
+    await server.stop();
+  });
+
+  test('a taken port is refused before starting', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      await expect(start({ dbFile: path.join(tempDir, 'taken', 'temporal.db'), port })).rejects.toThrow(
+        `gRPC port 127.0.0.1:${port} is already in use`,
+      );
+    } finally {
+      await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+  });
+
+  test('a server that exits at once fails the start with the tail of its log', async () => {
+    // A directory where the db file should be: the server cannot open it and exits.
+    const dbFile = path.join(tempDir, 'db-is-a-directory');
+    await fs.promises.mkdir(dbFile, { recursive: true });
+    const logFile = path.join(tempDir, 'failing.log');
+    const error = await start({ dbFile, logFile }).then(
+      () => new Error('started'),
+      (err: unknown) => err as Error,
+    );
+    expect(error.message).toMatch(/Temporal dev server .* exited with code/);
+    expect(error.message).toContain(`Last lines of its log ${logFile}:`);
+    expect(error.message).toContain('server start-dev'); // the header line of this run in the log
+  });
+});

@@ -1,0 +1,14 @@
+import fs from 'node:fs';
+import { GLOBAL_KEY, globalTestServer } from './global-setup';
+
+/** Stops the global test server and removes its db and log. */
+export default async function globalTeardown(): Promise<void> {
+  const started = globalTestServer();
+  if (!started) return;
+  delete (globalThis as Record<string, unknown>)[GLOBAL_KEY];
+  try {
+    await started.server.stop();
+  } finally {
+    await fs.promises.rm(started.tempDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,115 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { SqliteCatalog } from '../../catalog/sqlite';
+import { LocalFileStorage } from '../../storage/local-files';
+import { TableFateClient } from '../../client/client';
+import { createTableFateWorker } from '../../worker/worker';
+import { createLogger } from '../../worker/logger';
+import { testNamespace, testServerAddress } from './test-server';
+
+// Expected failures (TableExists, NameTaken, ...) are what these tests provoke; only errors are worth showing.
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+
+type WorkflowBundle = Awaited<ReturnType<typeof bundleWorkflowCode>>;
+let bundle: Promise<WorkflowBundle> | undefined;
+
+/** The workflow bundle, built once per test file (webpack is the slow part of starting a worker). */
+export function workflowBundle(): Promise<WorkflowBundle> {
+  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: quietBundlerLogger });
+  return bundle;
+}
+
+const quietBundlerLogger = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (message: string, meta?: unknown) => console.error(message, meta),
+  log: () => undefined,
+};
+
+export interface HarnessOptions {
+  /** The server to use; the shared test server by default. */
+  address?: string;
+  /** An existing state directory (to carry a table across a server restart); a new temp one by default. */
+  home?: string;
+  taskQueue?: string;
+  startWorker?: boolean;
+}
+
+/**
+ * Everything a test of the product needs, real: a state directory with a SQLite catalog and storage nodes
+ * on disk, a worker polling a task queue of its own on a real dev server, and the SDK client.
+ */
+export class Harness {
+  worker: Worker | undefined;
+  private running: Promise<void> | undefined;
+
+  private constructor(
+    readonly home: string,
+    readonly address: string,
+    readonly taskQueue: string,
+    readonly catalog: SqliteCatalog,
+    readonly storage: LocalFileStorage,
+    readonly connection: Connection,
+    readonly client: TableFateClient,
+    private readonly ownsHome: boolean,
+  ) {}
+
+  get temporal(): Client {
+    return new Client({ connection: this.connection, namespace: testNamespace() });
+  }
+
+  static async start(opts: HarnessOptions = {}): Promise<Harness> {
+    const home = opts.home ?? (await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-home-')));
+    const address = opts.address ?? testServerAddress();
+    const taskQueue = opts.taskQueue ?? `tablefate-test-${randomUUID()}`;
+    const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
+    const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
+    const connection = await Connection.connect({ address });
+    const client = new TableFateClient({
+      client: new Client({ connection, namespace: testNamespace() }),
+      catalog,
+      taskQueue,
+    });
+    const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home);
+    if (opts.startWorker ?? true) await harness.startWorker();
+    return harness;
+  }
+
+  async startWorker(): Promise<void> {
+    if (this.worker) return;
+    const connection = await NativeConnection.connect({ address: this.address });
+    const worker = await createTableFateWorker({
+      connection,
+      namespace: testNamespace(),
+      catalog: this.catalog,
+      storage: this.storage,
+      defaultRetentionSeconds: 7 * 24 * 3600,
+      logger: createLogger('warn'),
+      taskQueue: this.taskQueue,
+      workflowBundle: await workflowBundle(),
+    });
+    this.worker = worker;
+    this.running = worker.run().finally(() => connection.close());
+  }
+
+  async stopWorker(): Promise<void> {
+    if (!this.worker) return;
+    this.worker.shutdown();
+    await this.running;
+    this.worker = undefined;
+    this.running = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.stopWorker();
+    await this.connection.close();
+    await this.catalog.close();
+    if (this.ownsHome) await fs.promises.rm(this.home, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,327 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Connection } from '@temporalio/client';
+import { statePaths } from './config';
+import { registerSearchAttributes } from './search-attributes';
+import { findTemporalCli } from './temporal-cli';
+
+const HOST = '127.0.0.1';
+const LOG_TAIL_LINES = 20;
+const STOP_GRACE_MS = 10_000;
+
+export interface DevServerOptions {
+  /** State directory: default db and log location, and where the CLI is cached. */
+  stateDir: string;
+  /** The server's SQLite file; kept across restarts. Default `statePaths(stateDir).temporalDb`. */
+  dbFile?: string;
+  /** gRPC port; default a free one. */
+  port?: number;
+  /** Web UI port; default a free one. Unused when headless. */
+  uiPort?: number;
+  /** No Web UI. */
+  headless?: boolean;
+  /** Namespace to create (if missing) and register the search attributes in. Default `default`. */
+  namespace?: string;
+  /** Where the server's stdout and stderr are appended. Default `statePaths(stateDir).temporalLog`. */
+  logFile?: string;
+  /** How long to wait for the server to answer. Default 60 s. */
+  readyTimeoutMs?: number;
+  /** The CLI binary; default found with `findTemporalCli({ stateDir })`. */
+  cliPath?: string;
+  /** Progress messages (default: stderr). */
+  log?: (line: string) => void;
+}
+
+/** The server could not bind a port: another process took it. */
+class PortInUseError extends Error {}
+
+/** `n` distinct ports that were free a moment ago (bound to port 0 on 127.0.0.1 together, then released). */
+async function freePorts(n: number): Promise<number[]> {
+  const servers: net.Server[] = [];
+  try {
+    const ports: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const server = net.createServer();
+      servers.push(server);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, HOST, () => resolve());
+      });
+      ports.push((server.address() as net.AddressInfo).port);
+    }
+    return ports;
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+}
+
+/**
+ * Throws if `port` cannot be bound on 127.0.0.1. Without this, a server that fails to bind a given port
+ * would look ready: the readiness probe would reach whatever already listens there.
+ */
+async function assertPortFree(port: number, what: string): Promise<void> {
+  const server = net.createServer();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, HOST, () => resolve());
+    });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new Error(
+      `cannot start the Temporal dev server: ${what} ${HOST}:${port} is ${code === 'EADDRINUSE' ? 'already in use' : `unusable (${code ?? String(err)})`}`,
+    );
+  } finally {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:`port` right now. */
+function tcpAccepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: HOST, port });
+    socket.setTimeout(1000);
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
+  });
+}
+
+/** The last `lines` lines written to `file` from byte `from` on. */
+async function logTail(file: string, from: number, lines = LOG_TAIL_LINES): Promise<string> {
+  try {
+    const handle = await fs.promises.open(file, 'r');
+    try {
+      const { size } = await handle.stat();
+      const start = Math.max(from, size - 64 * 1024);
+      const buffer = Buffer.alloc(Math.max(0, size - start));
+      await handle.read(buffer, 0, buffer.length, start);
+      const text = buffer.toString('utf8').trimEnd();
+      return text ? text.split('\n').slice(-lines).join('\n') : '(nothing)';
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    return `(cannot read the log: ${(err as Error).message})`;
+  }
+}
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  error?: Error;
+}
+
+function describeExit(exit: Exit): string {
+  if (exit.error) return `could not be run (${exit.error.message})`;
+  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${String(exit.code)}`;
+}
+
+/** A Temporal dev server (`temporal server start-dev`) run as a child process. */
+export class DevServer {
+  /** `127.0.0.1:<port>`, the gRPC address clients and workers connect to. */
+  readonly address: string;
+  /** The Web UI, or null when headless. */
+  readonly uiUrl: string | null;
+  readonly dbFile: string;
+  readonly logFile: string;
+  readonly namespace: string;
+  readonly pid: number;
+  /** How long the start took until the server answered and the search attributes were in place. */
+  readonly startMs: number;
+
+  private readonly child: ChildProcess;
+  private readonly exited: Promise<Exit>;
+  private stopping: Promise<void> | null = null;
+  private readonly killOnExit: () => void;
+
+  private constructor(init: {
+    address: string;
+    uiUrl: string | null;
+    dbFile: string;
+    logFile: string;
+    namespace: string;
+    child: ChildProcess;
+    exited: Promise<Exit>;
+    killOnExit: () => void;
+    startMs: number;
+  }) {
+    this.address = init.address;
+    this.uiUrl = init.uiUrl;
+    this.dbFile = init.dbFile;
+    this.logFile = init.logFile;
+    this.namespace = init.namespace;
+    this.child = init.child;
+    this.pid = init.child.pid!;
+    this.exited = init.exited;
+    this.killOnExit = init.killOnExit;
+    this.startMs = init.startMs;
+  }
+
+  /**
+   * Starts the server, waits until it answers, and registers the search attributes.
+   * If it exits early or does not answer in time, it is killed and the error carries the tail of its log.
+   */
+  static async start(opts: DevServerOptions): Promise<DevServer> {
+    const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+    const paths = statePaths(opts.stateDir);
+    const cli = opts.cliPath ?? (await findTemporalCli({ stateDir: opts.stateDir, log }));
+    const dbFile = path.resolve(opts.dbFile ?? paths.temporalDb);
+    const logFile = path.resolve(opts.logFile ?? paths.temporalLog);
+    await fs.promises.mkdir(path.dirname(dbFile), { recursive: true });
+    await fs.promises.mkdir(path.dirname(logFile), { recursive: true });
+
+    // Ports we picked can be taken by someone else before the server binds them: then try again with new ones.
+    const picksPorts = opts.port === undefined || (!opts.headless && opts.uiPort === undefined);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await DevServer.startOnce(opts, cli, dbFile, logFile);
+      } catch (err) {
+        if (!picksPorts || attempt >= 3 || !(err instanceof PortInUseError)) throw err;
+        log(`Temporal dev server: a port was taken meanwhile; retrying on other ports`);
+      }
+    }
+  }
+
+  private static async startOnce(opts: DevServerOptions, cli: string, dbFile: string, logFile: string): Promise<DevServer> {
+    const started = Date.now();
+    const headless = opts.headless ?? false;
+    const namespace = opts.namespace ?? 'default';
+    const readyTimeoutMs = opts.readyTimeoutMs ?? 60_000;
+    const [pickedPort, pickedUiPort] = await freePorts(2);
+    const port = opts.port ?? pickedPort!;
+    const uiPort = headless ? null : (opts.uiPort ?? pickedUiPort!);
+    const address = `${HOST}:${port}`;
+    if (opts.port !== undefined) await assertPortFree(port, 'gRPC port');
+    if (uiPort !== null && opts.uiPort !== undefined) await assertPortFree(uiPort, 'UI port');
+
+    // --http-port and --metrics-port default to random free ports, so two servers never collide on them.
+    const args = ['server', 'start-dev', '--db-filename', dbFile, '--ip', HOST, '--port', String(port)];
+    if (uiPort === null) args.push('--headless');
+    else args.push('--ui-port', String(uiPort));
+    args.push('--namespace', namespace, '--log-level', 'warn');
+
+    // Remember where this run's output begins, so errors show this run's lines only.
+    const logStart = await fs.promises.stat(logFile).then((s) => s.size, () => 0);
+    await fs.promises.appendFile(logFile, `--- ${new Date().toISOString()} ${cli} ${args.join(' ')}\n`);
+    const fd = fs.openSync(logFile, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(cli, args, { stdio: ['ignore', fd, fd] });
+    } finally {
+      fs.closeSync(fd);
+    }
+    // The server must not outlive us: killed on any exit of this process that runs 'exit' handlers.
+    const killOnExit = () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    };
+    process.on('exit', killOnExit);
+    const exited = new Promise<Exit>((resolve) => {
+      child.once('exit', (code, signal) => resolve({ code, signal }));
+      child.once('error', (error) => resolve({ code: null, signal: null, error }));
+    });
+    exited.then(
+      () => process.off('exit', killOnExit),
+      () => undefined,
+    );
+    // Our event loop may end while the server runs; the 'exit' handler then kills it.
+    child.unref();
+
+    const fail = async (reason: string, exit: Exit | null): Promise<never> => {
+      if (!exit) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      const tail = await logTail(logFile, logStart);
+      const message =
+        `Temporal dev server (${cli}, ${address}, db ${dbFile}) ${reason}.\n` +
+        `Last lines of its log ${logFile}:\n${tail}`;
+      throw /address already in use/i.test(tail) && exit ? new PortInUseError(message) : new Error(message);
+    };
+
+    const state: { exit: Exit | null } = { exit: null };
+    void exited.then((e) => (state.exit = e));
+    const deadline = started + readyTimeoutMs;
+    let lastError = 'no answer';
+    let connection: Connection | null = null;
+    while (!connection) {
+      if (state.exit) return fail(describeExit(state.exit), state.exit);
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) return fail(`did not answer within ${readyTimeoutMs} ms (last error: ${lastError})`, null);
+      // A plain TCP connect first: cheap, and it fails at once while the port is closed, whereas a gRPC
+      // channel backs off for a second or more after a refused connection.
+      if (!(await tcpAccepts(port))) {
+        lastError = `nothing listens on ${address} yet`;
+        await Promise.race([sleep(50), exited]);
+        continue;
+      }
+      let attempt: Connection | null = null;
+      try {
+        attempt = await Connection.connect({ address, connectTimeout: Math.min(5000, Math.max(remaining, 100)) });
+        const probe = attempt;
+        await probe.withDeadline(Date.now() + Math.min(5000, Math.max(remaining, 100)), () =>
+          probe.workflowService.describeNamespace({ namespace }),
+        );
+        connection = attempt;
+      } catch (err) {
+        lastError = (err as Error).message;
+        await attempt?.close().catch(() => undefined);
+        await Promise.race([sleep(100), exited]);
+      }
+    }
+
+    try {
+      await registerSearchAttributes(connection, namespace);
+    } catch (err) {
+      return fail(`answered, but registering the search attributes failed: ${(err as Error).message}`, state.exit);
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+
+    // A server that failed to bind exits at once; don't mistake another server on the port for ours.
+    if (state.exit) return fail(describeExit(state.exit), state.exit);
+
+    return new DevServer({
+      address,
+      uiUrl: uiPort === null ? null : `http://${HOST}:${uiPort}`,
+      dbFile,
+      logFile,
+      namespace,
+      child,
+      exited,
+      killOnExit,
+      startMs: Date.now() - started,
+    });
+  }
+
+  /** Whether the server process is still running. */
+  get running(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** SIGTERM, then SIGKILL if it has not exited within 10 s. Idempotent; resolves once the process is gone. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      // Keep this process alive until the server is gone, or the 'exit' handler would SIGKILL it mid-shutdown.
+      this.child.ref();
+      if (this.running) {
+        this.child.kill('SIGTERM');
+        const abort = new AbortController();
+        const timer = sleep(STOP_GRACE_MS, 'timeout' as const, { signal: abort.signal }).catch(() => 'aborted' as const);
+        const first = await Promise.race([this.exited, timer]);
+        abort.abort();
+        if (first === 'timeout' && this.running) this.child.kill('SIGKILL');
+      }
+      await this.exited;
+      process.off('exit', this.killOnExit);
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,48 @@
+import { upsertSearchAttributes } from '@temporalio/workflow';
+import type { CreateInput } from '../domain/operations';
+import { lockFor } from '../domain/operations';
+import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { act, forEachShard } from './activities';
+import { withLock } from './lock';
+import { FINISHED, runSteps } from './steps';
+
+/**
+ * Creates a table, idempotently: the id and placement are chosen once and kept in a prepare record, so
+ * running the same create again after a failure lands on the same id and shards (CeresDB's proposal).
+ */
+export async function createTable(input: CreateInput): Promise<TableInfo> {
+  const lock = lockFor.name(input);
+  let table: TableRecord | undefined;
+  const prepared = () => table!;
+
+  await withLock(lock, () =>
+    runSteps([
+      {
+        name: 'prepare',
+        call: async () => {
+          const result = await act.prepareCreate({ namespace: input.namespace, name: input.name, params: input, lock });
+          table = result.table;
+          upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: table.id }]);
+          if (result.outcome === 'exists') return FINISHED;
+        },
+        // The record stays, marked failed, so that a retry resumes it.
+        undo: async () => {
+          if (table) await act.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', lock });
+        },
+      },
+      {
+        name: 'create shards',
+        call: () => forEachShard(prepared(), (shard) => act.createShard(shard)),
+        undo: () => forEachShard(prepared(), (shard) => act.dropShard(shard)),
+      },
+      {
+        name: 'commit',
+        call: async () => {
+          table = await act.transition({ tableId: prepared().id, from: ['CREATING'], to: 'READY', lock });
+        },
+      },
+    ]),
+  );
+  return toTableInfo(prepared());
+}

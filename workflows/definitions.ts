@@ -1,0 +1,19 @@
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { TableInfo } from '../domain/table';
+
+/**
+ * The trash workflow's early return: answers as soon as the table is TRASHED, while the workflow goes on
+ * to wait for the expiry. The argument is the caller's request id (see TrashInput.requestId).
+ */
+export const trashedUpdate = defineUpdate<TableInfo, [requestId: string]>('trashed');
+
+/** Ends a trash timer early: the table was restored or purged by hand, so the expiry must not purge it. */
+export const endTimerSignal = defineSignal<[reason: 'restored' | 'purged']>('endTimer');
+
+export interface TrashTimerState {
+  expireAt: string | null;
+  ended: 'restored' | 'purged' | 'expired' | null;
+}
+
+/** When the trashed table expires and whether the timer is still pending. */
+export const trashTimerQuery = defineQuery<TrashTimerState>('trashTimer');

@@ -1,0 +1,5 @@
+// The workflows a tablefate worker runs: one per operation.
+export { createTable } from './create';
+export { trashTable } from './trash';
+export { undeleteTable } from './undelete';
+export { purgeTable } from './purge';

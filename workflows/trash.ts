@@ -1,0 +1,113 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import {
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  executeChild,
+  setHandler,
+} from '@temporalio/workflow';
+import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { act, forEachShard } from './activities';
+import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
+import { withLock } from './lock';
+import { domainFailure, runSteps } from './steps';
+import { purgeTable } from './purge';
+
+type Outcome = { table: TableInfo } | { error: unknown };
+
+/**
+ * Soft-deletes a table: it becomes unreachable at once and its shards move to the trash. The caller is
+ * answered (through the `trashed` update) as soon as the table is TRASHED; the workflow then sleeps on a
+ * durable timer until the retention runs out and purges the table, unless an undelete or a manual purge
+ * ends the timer first.
+ */
+export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
+  let outcome: Outcome | undefined;
+  const timer: TrashTimerState = { expireAt: null, ended: null };
+
+  setHandler(
+    trashedUpdate,
+    async () => {
+      await condition(() => outcome !== undefined);
+      if ('error' in outcome!) throw outcome.error;
+      return outcome!.table;
+    },
+    {
+      // A caller that joins this run while it is still trashing gets the same answer; once the table is in
+      // the trash, only the request that started the run may read the answer. Anyone else (a new trash
+      // after an undelete, say) must not be handed this old one.
+      validator: (requestId) => {
+        if (outcome !== undefined && requestId !== input.requestId) {
+          throw ApplicationFailure.nonRetryable('this trash run has already answered', 'TrashRunAnswered');
+        }
+      },
+    },
+  );
+  setHandler(endTimerSignal, (reason) => {
+    timer.ended ??= reason;
+  });
+  setHandler(trashTimerQuery, () => timer);
+
+  const lock = lockFor.table(input.tableId);
+  let table: TableRecord | undefined;
+  const current = () => table!;
+  try {
+    await withLock(lock, () =>
+      runSteps([
+        {
+          name: 'mark trashing',
+          call: async () => {
+            table = await act.transition({ tableId: input.tableId, from: ['READY'], to: 'TRASHING', lock });
+          },
+          undo: async () => {
+            if (table) await act.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', lock });
+          },
+        },
+        {
+          name: 'move shards to trash',
+          call: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'live', to: 'trash' })),
+          undo: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'trash', to: 'live' })),
+        },
+        {
+          name: 'commit trashed',
+          call: async () => {
+            table = await act.commitTrash({ tableId: current().id, lock, retentionSeconds: input.retentionSeconds });
+          },
+        },
+      ]),
+    );
+  } catch (err) {
+    outcome = { error: domainFailure(err) };
+    await condition(allHandlersFinished);
+    throw outcome.error;
+  }
+  outcome = { table: toTableInfo(current()) };
+
+  // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
+  // server restarted in between.
+  const { id, droppedAt, expireAt, namespace, name } = current();
+  timer.expireAt = new Date(expireAt!).toISOString();
+  const ended = await condition(() => timer.ended !== null, Math.max(expireAt! - Date.now(), 1));
+  if (!ended) {
+    timer.ended = 'expired';
+    await purgeOnExpiry(id, droppedAt!, namespace, name);
+  }
+  await condition(allHandlersFinished);
+  return timer;
+}
+
+/** Runs the purge as its own workflow (`purge:<id>`), so it shows in the UI like a manual one. */
+async function purgeOnExpiry(tableId: number, droppedAt: number, namespace: string, name: string): Promise<void> {
+  try {
+    await executeChild(purgeTable, {
+      workflowId: workflowIdFor.purge(tableId),
+      args: [{ tableId, trigger: 'expiry', droppedAt }],
+      typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
+    });
+  } catch (err) {
+    // A manual purge of this table is running: it does the work.
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return;
+    throw err;
+  }
+}

@@ -1,0 +1,69 @@
+import { lockFor, type UndeleteInput } from '../domain/operations';
+import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { act, forEachShard } from './activities';
+import { withLock } from './lock';
+import { endTrashTimer } from './purge';
+import { asFailure, runSteps } from './steps';
+
+/**
+ * Recalls a trashed table before it expires, under its old name or a new one, and ends its trash timer so
+ * the expiry never purges a restored table.
+ */
+export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
+  const lock = lockFor.table(input.tableId);
+  let table: TableRecord | undefined;
+  const current = () => table!;
+  let original: { namespace: string; name: string } | undefined;
+
+  await withLock(lock, () =>
+    runSteps([
+      {
+        name: 'check',
+        call: async () => {
+          table = (await act.getTable(input.tableId)) ?? undefined;
+          if (!table || table.state === 'PURGED') {
+            throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
+          }
+          if (table.state !== 'TRASHED') {
+            throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
+          }
+          if (table.expireAt !== null && table.expireAt <= Date.now()) {
+            throw asFailure(
+              new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`),
+            );
+          }
+          original = { namespace: table.namespace, name: table.name };
+        },
+      },
+      {
+        // Taking the name and changing state is one compare-and-set: the catalog refuses a taken name (NameTaken).
+        name: 'claim name, mark restoring',
+        call: async () => {
+          const rename = input.newName ?? original!;
+          table = await act.transition({ tableId: current().id, from: ['TRASHED'], to: 'RESTORING', lock, rename });
+        },
+        undo: async () => {
+          await act.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: original });
+        },
+      },
+      {
+        name: 'move shards back',
+        call: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'trash', to: 'live' })),
+        undo: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'live', to: 'trash' })),
+      },
+      {
+        name: 'commit ready',
+        call: async () => {
+          table = await act.transition({ tableId: current().id, from: ['RESTORING'], to: 'READY', lock });
+        },
+      },
+      {
+        name: 'end trash timer',
+        call: () => endTrashTimer(current().id, 'restored'),
+      },
+    ]),
+  );
+  return toTableInfo(current());
+}
+
