@@ -27,7 +27,10 @@ export default tseslint.config(
         {
           paths: nodeBuiltins.map((name) => ({ name, message: 'Node built-ins are not deterministic; keep them out of workflows/ and domain/.' })),
           patterns: [
-            { group: ['../activities/**', '../catalog/**', '../storage/**', '../worker/**', '../client/**'], message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.' },
+            {
+              allowTypeImports: true,
+              group: ['../activities/**', '../catalog/**', '../storage/**', '../worker/**', '../client/**'], message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
+            },
           ],
         },
       ],

@@ -58,8 +58,9 @@ export class TableFateClient {
   }
 
   /** Connects to the Temporal server and opens the catalog named by the configuration (environment). */
-  static async connect(config: Config = loadConfig()): Promise<TableFateClient> {
-    const connection = await Connection.connect({ address: config.temporalAddress });
+  static connect(config: Config = loadConfig()): TableFateClient {
+    // Lazy: requests are validated, and reads answered from the catalog, without waiting for the server.
+    const connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
     const catalog = new SqliteCatalog(statePaths(config.home).catalog);
     const client = new TableFateClient({
       client: new Client({ connection, namespace: config.temporalNamespace }),

@@ -22,7 +22,7 @@ export interface TableFateWorkerOptions {
  * neither renamed nor put back, the worker stops at once rather than act on damaged data.
  */
 export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<Worker> {
-  let worker: Worker | undefined;
+  let stopWorker = () => undefined as void;
   const activities = createActivities({
     catalog: opts.catalog,
     storage: opts.storage,
@@ -30,10 +30,10 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     onFatal: (err) => {
       opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
       process.exitCode = 70;
-      worker?.shutdown();
+      stopWorker();
     },
   });
-  worker = await Worker.create({
+  const worker = await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue ?? TASK_QUEUE,
@@ -42,5 +42,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
   });
+  stopWorker = () => {
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+  };
   return worker;
 }

@@ -1,0 +1,35 @@
+import type { TableInfo } from '../../domain/table';
+
+const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
+  ['ID', (t) => String(t.id)],
+  ['STATE', (t) => t.state],
+  ['NAMESPACE', (t) => t.namespace],
+  ['NAME', (t) => t.name],
+  ['SHARDS', (t) => String(t.shards)],
+  ['CREATED', (t) => t.createdAt],
+  ['DROPPED', (t) => t.droppedAt ?? '-'],
+  ['EXPIRES', (t) => t.expireAt ?? '-'],
+];
+
+/** Tables as aligned columns, like Pegasus's `ls`. */
+export function formatTableList(tables: readonly TableInfo[]): string {
+  const rows = [COLUMNS.map(([header]) => header), ...tables.map((t) => COLUMNS.map(([, value]) => value(t)))];
+  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
+
+/** One table, a field per line. */
+export function formatTable(table: TableInfo): string {
+  const fields: Array<[string, string]> = [
+    ['id', String(table.id)],
+    ['name', `${table.namespace}.${table.name}`],
+    ['state', table.state],
+    ['shards', table.placement.map((p) => `${p.shard}@${p.node}`).join(' ')],
+    ['created', table.createdAt],
+    ['dropped', table.droppedAt ?? '-'],
+    ['expires', table.expireAt ?? '-'],
+    ['purged', table.purgedAt ?? '-'],
+  ];
+  const width = Math.max(...fields.map(([k]) => k.length));
+  return fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+}

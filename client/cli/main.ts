@@ -1,0 +1,179 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../../worker/config';
+import { devCommand, workerCommand } from '../../worker/main';
+import { InvalidInputError, TableFateError, type DomainErrorType } from '../../domain/errors';
+import type { TableInfo } from '../../domain/table';
+import { TableFateClient } from '../client';
+import { formatTable, formatTableList } from './format';
+
+const USAGE = `usage: tablefate <command> [options]
+
+  dev [--headless] [--port N] [--ui-port N]   dev server + worker in the foreground (npm start)
+  worker                                      a worker alone, against TEMPORAL_ADDRESS
+  create <ns.name> [--shards N]               create a table (default 4 shards)
+  drop|trash <ns.name> [-r|--reserve-seconds N]
+                                              move a table to the trash (default retention 7 days)
+  recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
+  purge <id>                                  delete a trashed table now
+  ls [-a|--all]                               live tables; -a adds trashed ones
+  describe <id|ns.name>                       one table (by id: any, tombstones included)
+
+every command takes --json. environment: TABLEFATE_HOME (default ./.tablefate),
+TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default).
+exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken or wrong state, 1 other.`;
+
+/** A command line that does not parse: exit 2, like invalid input. */
+class UsageError extends Error {}
+
+const EXIT_CODES: Record<DomainErrorType, number> = {
+  InvalidInput: 2,
+  TableNotFound: 3,
+  TableInTrash: 3,
+  TableExists: 4,
+  NameTaken: 4,
+  WrongState: 4,
+};
+
+export function exitCodeOf(err: unknown): number {
+  if (err instanceof UsageError) return 2;
+  if (err instanceof TableFateError) return EXIT_CODES[err.type];
+  return 1;
+}
+
+interface Io {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+
+/** A whole number as typed, or the text itself so that validation names what was wrong with it. */
+function numberArg(value: string | undefined): number | string | undefined {
+  return value !== undefined && /^-?[0-9]+$/.test(value) ? Number(value) : value;
+}
+
+function positionals(args: string[], count: { min: number; max: number }, command: string): string[] {
+  if (args.length < count.min || args.length > count.max) {
+    throw new UsageError(`${command}: expected ${count.min === count.max ? count.min : `${count.min} to ${count.max}`} argument(s), got ${args.length}`);
+  }
+  return args;
+}
+
+/** Runs one command; returns the process exit code. */
+export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+  const [command, ...rest] = argv;
+  let json = rest.includes('--json');
+  try {
+    if (!command || command === '--help' || command === '-h' || command === 'help') {
+      io.out(USAGE);
+      return command ? 0 : 2;
+    }
+    const config = loadConfig();
+    const run = async (
+      options: NonNullable<Parameters<typeof parseArgs>[0]>['options'],
+      count: { min: number; max: number },
+      body: (values: Record<string, string | boolean | undefined>, args: string[]) => Promise<TableInfo | TableInfo[] | void>,
+    ) => {
+      let parsed;
+      try {
+        parsed = parseArgs({ args: rest, options: { ...COMMON, ...options }, allowPositionals: true, strict: true });
+      } catch (err) {
+        throw new UsageError(`${command}: ${(err as Error).message}`);
+      }
+      const values = parsed.values as Record<string, string | boolean | undefined>;
+      json = values.json === true;
+      if (values.help) {
+        io.out(USAGE);
+        return;
+      }
+      const result = await body(values, positionals(parsed.positionals, count, command));
+      if (result === undefined) return;
+      if (json) io.out(JSON.stringify(result, null, 2));
+      else io.out(Array.isArray(result) ? formatTableList(result) : formatTable(result));
+    };
+    const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
+      const client = TableFateClient.connect(config);
+      try {
+        return await fn(client);
+      } finally {
+        await client.close();
+      }
+    };
+
+    switch (command) {
+      case 'dev':
+        await run(
+          { headless: { type: 'boolean' }, port: { type: 'string' }, 'ui-port': { type: 'string' } },
+          { min: 0, max: 0 },
+          async (v) => {
+            const port = portArg(v.port as string | undefined, 7233, '--port');
+            const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
+            await devCommand(config, { headless: v.headless === true, port, uiPort }, io.out);
+          },
+        );
+        return 0;
+      case 'worker':
+        await run({}, { min: 0, max: 0 }, () => workerCommand(config));
+        return 0;
+      case 'create':
+        await run({ shards: { type: 'string', short: 's' } }, { min: 1, max: 1 }, (v, [table]) =>
+          withClient((c) => c.create({ table: table!, shards: numberArg(v.shards as string | undefined) as number })),
+        );
+        return 0;
+      case 'drop':
+      case 'trash':
+        await run({ 'reserve-seconds': { type: 'string', short: 'r' } }, { min: 1, max: 1 }, (v, [table]) =>
+          withClient((c) =>
+            c.trash({ table: table!, retentionSeconds: numberArg(v['reserve-seconds'] as string | undefined) as number }),
+          ),
+        );
+        return 0;
+      case 'recall':
+      case 'undelete':
+        await run({}, { min: 1, max: 2 }, (_v, [table, newName]) =>
+          withClient((c) => c.undelete({ table: table!, newName })),
+        );
+        return 0;
+      case 'purge':
+        await run({}, { min: 1, max: 1 }, (_v, [id]) =>
+          withClient((c) => c.purge({ tableId: id })),
+        );
+        return 0;
+      case 'ls':
+        await run({ all: { type: 'boolean', short: 'a' } }, { min: 0, max: 0 }, (v) =>
+          withClient((c) => c.list({ includeTrashed: v.all === true })),
+        );
+        return 0;
+      case 'describe':
+        await run({}, { min: 1, max: 1 }, (_v, [table]) => withClient((c) => c.describe({ table: table! })));
+        return 0;
+      default:
+        throw new UsageError(`unknown command "${command}"; try tablefate --help`);
+    }
+  } catch (err) {
+    const code = exitCodeOf(err);
+    let message = err instanceof Error ? err.message : String(err);
+    const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
+    if (/failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
+      const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+      message = `cannot reach the Temporal server at ${address} (${message}); is \`tablefate dev\` running?`;
+    }
+    const kind = err instanceof TableFateError ? err.type : err instanceof UsageError ? 'Usage' : 'Error';
+    io.err(json ? JSON.stringify({ error: kind, message }) : `tablefate: ${kind}: ${message}`);
+    return code;
+  }
+}
+
+function portArg(value: string | undefined, fallback: number, flag: string): number {
+  if (value === undefined) return fallback;
+  const port = Number(value);
+  if (!/^[0-9]+$/.test(value) || port < 1 || port > 65535) {
+    throw new InvalidInputError(`${flag} must be a port number (1 to 65535), not "${value}"`);
+  }
+  return port;
+}
+
+const defaultIo: Io = {
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+};

@@ -1,0 +1,72 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Harness } from './support/harness';
+import { TableExistsError } from '../domain/errors';
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError } from '@temporalio/client';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** Every file under the storage nodes that belongs to table `id`, in any area. */
+async function filesOfTable(id: number): Promise<string[]> {
+  const root = h.storage.root;
+  if (!fs.existsSync(root)) return [];
+  const all = await fs.promises.readdir(root, { recursive: true });
+  return all.filter((f) => path.basename(f).startsWith(`t${id}-`));
+}
+
+test('a failed create is compensated, and running it again resumes with the same id and placement', async () => {
+  h.storage.faults.inject({ op: 'createShard', shard: 2, kind: 'permanent' });
+  const failure = await h.client.create({ table: 'ceres.orders', shards: 4 }).catch((err: unknown) => err);
+  expect(failure).toBeInstanceOf(WorkflowFailedError);
+  expect(((failure as WorkflowFailedError).cause as ApplicationFailure).type).toBe('StorageFault');
+
+  const failed = await h.catalog.findByName({ namespace: 'ceres', name: 'orders' });
+  expect(failed?.state).toBe('CREATE_FAILED');
+  expect(await filesOfTable(failed!.id)).toEqual([]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  h.storage.faults.clear();
+  const created = await h.client.create({ table: 'ceres.orders', shards: 4 });
+  expect(created.state).toBe('READY');
+  expect(created.id).toBe(failed!.id);
+  expect(created.placement).toEqual(failed!.placement);
+  expect((await filesOfTable(created.id)).length).toBe(4 * 3);
+
+  // The same create once more returns the table; other parameters are a conflict.
+  expect((await h.client.create({ table: 'ceres.orders', shards: 4 })).id).toBe(created.id);
+  await expect(h.client.create({ table: 'ceres.orders', shards: 8 })).rejects.toThrow(TableExistsError);
+});
+
+test('a failed create blocks other parameters for its name until it is finished', async () => {
+  h.storage.faults.inject({ op: 'createShard', shard: 0, kind: 'permanent' });
+  await expect(h.client.create({ table: 'ceres.blocked', shards: 2 })).rejects.toThrow(WorkflowFailedError);
+  h.storage.faults.clear();
+  await expect(h.client.create({ table: 'ceres.blocked', shards: 3 })).rejects.toThrow(/repeat that create/);
+  expect((await h.client.create({ table: 'ceres.blocked', shards: 2 })).state).toBe('READY');
+});
+
+test('a transient storage fault is retried and the create succeeds', async () => {
+  h.storage.faults.inject({ op: 'createShard', shard: 1, kind: 'transient', times: 2 });
+  const table = await h.client.create({ table: 'ceres.flaky', shards: 2 });
+  expect(table.state).toBe('READY');
+  expect((await filesOfTable(table.id)).length).toBe(2 * 3);
+});
+
+test('20 concurrent creates of one name give one table, and every caller gets its id', async () => {
+  const results = await Promise.all(
+    Array.from({ length: 20 }, () => h.client.create({ table: 'race.one', shards: 4 })),
+  );
+  const ids = new Set(results.map((t) => t.id));
+  expect(ids.size).toBe(1);
+  const tables = (await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.name === 'one');
+  expect(tables).toHaveLength(1);
+  expect(tables[0]!.id).toBe([...ids][0]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});

@@ -1,0 +1,108 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Harness } from './support/harness';
+import { sleep, waitFor } from './support/wait';
+import { DevServer } from '../worker/dev-server';
+import { workflowIdFor } from '../domain/operations';
+import { trashTimerQuery } from '../workflows/definitions';
+import type { TableInfo } from '../domain/table';
+
+async function shardAreas(h: Harness, table: TableInfo) {
+  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
+}
+
+const purgedIn = (h: Harness, tableId: number) =>
+  waitFor(
+    () => h.catalog.getTable(tableId),
+    (t) => t?.state === 'PURGED',
+    { what: `table ${tableId} to be purged`, timeoutMs: 60_000 },
+  );
+
+describe('on the shared server', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start();
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  test('the trash call answers at once and the timer purges at expiry, although the worker was down', async () => {
+    const table = await h.client.create({ table: 'timer.down', shards: 3 });
+    const trashed = await h.client.trash({ table: 'timer.down', retentionSeconds: 3 });
+    expect(trashed.state).toBe('TRASHED');
+    const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).query(trashTimerQuery);
+    expect(timer).toEqual({ expireAt: trashed.expireAt, ended: null });
+
+    await h.stopWorker();
+    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 1000);
+    expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+    await h.startWorker();
+
+    const purged = await purgedIn(h, table.id);
+    expect(purged?.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
+    expect(await shardAreas(h, trashed)).toEqual([null, null, null]);
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).result()) as unknown;
+    expect(result).toMatchObject({ ended: 'expired' });
+    expect(await h.catalog.listLocks()).toEqual([]);
+  });
+
+  test('an undelete before expiry ends the timer: the table is still READY well after the old expiry', async () => {
+    const table = await h.client.create({ table: 'timer.saved', shards: 2 });
+    const trashed = await h.client.trash({ table: 'timer.saved', retentionSeconds: 2 });
+    await h.client.undelete({ table: 'timer.saved' });
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).result()) as unknown;
+    expect(result).toMatchObject({ ended: 'restored' });
+
+    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 2000);
+    expect((await h.client.describe({ table: table.id })).state).toBe('READY');
+    expect(await shardAreas(h, table)).toEqual(['live', 'live']);
+  });
+
+  test('a timer that fires while an undelete holds the lock finds the table restored and does nothing', async () => {
+    const table = await h.client.create({ table: 'timer.overlap', shards: 2 });
+    const trashed = await h.client.trash({ table: 'timer.overlap', retentionSeconds: 2 });
+    // Moving the shards back fails a few times, so the undelete still holds the lock when the timer fires.
+    h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 5 });
+    const restored = await h.client.undelete({ table: table.id });
+    expect(restored.state).toBe('READY');
+    expect(Date.now()).toBeGreaterThan(Date.parse(trashed.expireAt!));
+
+    const trashRun = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id));
+    const ended = (await trashRun.result()) as { ended: string };
+    // The timer fired first and its purge waited for the lock, then found the table restored.
+    expect(ended.ended).toBe('expired');
+    const purgeRun = (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id)).result()) as TableInfo;
+    expect(purgeRun.state).toBe('READY');
+    expect((await h.client.describe({ table: table.id })).state).toBe('READY');
+    expect(await shardAreas(h, table)).toEqual(['live', 'live']);
+    expect(await h.catalog.listLocks()).toEqual([]);
+  });
+});
+
+test('the timer survives a restart of the dev server on the same db file', async () => {
+  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-restart-'));
+  const home = path.join(dir, 'home');
+  const dbFile = path.join(dir, 'temporal.db');
+  let server = await DevServer.start({ stateDir: dir, dbFile, headless: true });
+  let h = await Harness.start({ address: server.address, home });
+  const taskQueue = h.taskQueue;
+  try {
+    const table = await h.client.create({ table: 'timer.restart', shards: 2 });
+    const trashed = await h.client.trash({ table: 'timer.restart', retentionSeconds: 3 });
+    await h.close();
+    await server.stop();
+
+    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 1000);
+    server = await DevServer.start({ stateDir: dir, dbFile, headless: true });
+    h = await Harness.start({ address: server.address, home, taskQueue });
+    await purgedIn(h, table.id);
+    expect(await shardAreas(h, trashed)).toEqual([null, null]);
+    expect((await h.client.describe({ table: table.id })).state).toBe('PURGED');
+  } finally {
+    await h.close();
+    await server.stop();
+    await fs.promises.rm(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,107 @@
+import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
+import { SqliteCatalog } from '../catalog/sqlite';
+import { LocalFileStorage } from '../storage/local-files';
+import { statePaths, type Config } from './config';
+import { DevServer } from './dev-server';
+import { createLogger, type Logger } from './logger';
+import { createTableFateWorker } from './worker';
+
+const SDK_LEVELS: Record<string, LogLevel> = {
+  trace: 'TRACE',
+  debug: 'DEBUG',
+  info: 'INFO',
+  warn: 'WARN',
+  error: 'ERROR',
+  fatal: 'ERROR',
+  silent: 'ERROR',
+};
+
+/** Sends the Temporal SDK's own logs through pino, at the configured level. Once per process. */
+function routeSdkLogs(logger: Logger, level: string): void {
+  const sdk = logger.child({ component: 'temporal' });
+  Runtime.install({
+    // Ctrl-C is ours to handle: stop the worker, then the dev server, in that order.
+    shutdownSignals: [],
+    logger: new DefaultLogger(SDK_LEVELS[level] ?? 'WARN', ({ level: l, message, meta }) => {
+      const method = l === 'TRACE' ? 'trace' : l === 'DEBUG' ? 'debug' : l === 'INFO' ? 'info' : l === 'WARN' ? 'warn' : 'error';
+      sdk[method](meta ?? {}, message);
+    }),
+  });
+}
+
+/** Resolves on the first Ctrl-C or SIGTERM. */
+function untilInterrupted(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+}
+
+/**
+ * Runs a worker against `address` until interrupted: the catalog and storage nodes live under the state
+ * directory. The worker stops when `stop` settles.
+ */
+export async function runWorker(config: Config, address: string, logger: Logger, stop: Promise<unknown>): Promise<void> {
+  const paths = statePaths(config.home);
+  const catalog = new SqliteCatalog(paths.catalog);
+  const storage = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
+  const connection = await NativeConnection.connect({ address });
+  try {
+    const worker = await createTableFateWorker({
+      connection,
+      namespace: config.temporalNamespace,
+      catalog,
+      storage,
+      defaultRetentionSeconds: config.defaultRetentionSeconds,
+      logger,
+    });
+    logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
+    const running = worker.run();
+    await Promise.race([stop, running]);
+    if (worker.getState() === 'RUNNING') worker.shutdown();
+    await running;
+  } finally {
+    await connection.close();
+    await catalog.close();
+  }
+}
+
+/** `tablefate worker`: a worker alone, against TEMPORAL_ADDRESS. */
+export async function workerCommand(config: Config): Promise<void> {
+  const logger = createLogger(config.logLevel, { component: 'tablefate' });
+  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  await runWorker(config, config.temporalAddress, logger, untilInterrupted());
+}
+
+export interface DevOptions {
+  headless: boolean;
+  port: number;
+  uiPort: number;
+}
+
+/**
+ * `tablefate dev`: the embedded default. A Temporal dev server persisted under the state directory (its db
+ * file is reused, so timers and histories survive a restart) plus a worker, in the foreground until Ctrl-C.
+ */
+export async function devCommand(config: Config, opts: DevOptions, print: (line: string) => void): Promise<void> {
+  const logger = createLogger(config.logLevel, { component: 'tablefate' });
+  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const interrupted = untilInterrupted();
+  const server = await DevServer.start({
+    stateDir: config.home,
+    port: opts.port,
+    uiPort: opts.uiPort,
+    headless: opts.headless,
+    namespace: config.temporalNamespace,
+    log: print,
+  });
+  try {
+    print(`Temporal dev server: ${server.address} (db ${server.dbFile}, log ${server.logFile})`);
+    print(server.uiUrl ? `Temporal web UI: ${server.uiUrl}` : 'Temporal web UI: off (--headless)');
+    print(`tablefate worker running; state in ${config.home}. Ctrl-C to stop.`);
+    await runWorker(config, server.address, logger, interrupted);
+  } finally {
+    print('stopping the worker and the dev server ...');
+    await server.stop();
+  }
+}
