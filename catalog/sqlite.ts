@@ -90,22 +90,28 @@ function toHolder(row: LockRow): LockHolder {
 
 const sameOwner = (a: LockOwner, b: LockOwner) => a.workflowId === b.workflowId && a.runId === b.runId;
 
+// By its code, not its class: the driver's error class may come from another realm (jest's module sandboxes).
 const isUniqueViolation = (err: unknown) =>
-  err instanceof Error && (err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE';
+  typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE';
 
 /** The embedded catalog: one SQLite file in WAL mode, shared by the worker and the command line. */
 export class SqliteCatalog implements Catalog {
   private readonly db: Database.Database;
+  private readonly firstTableId: number;
 
-  constructor(file: string, opts: { readonly?: boolean } = {}) {
-    if (!opts.readonly) fs.mkdirSync(path.dirname(file), { recursive: true });
-    this.db = new Database(file, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
+  /**
+   * `firstTableId` seeds the id counter of a new catalog (default 1). Workflow ids derive from table ids, so
+   * catalogs that share one Temporal namespace must not hand out the same ids; the tests use it for that.
+   */
+  constructor(file: string, opts: { firstTableId?: number } = {}) {
+    this.firstTableId = opts.firstTableId ?? 1;
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    this.db = new Database(file);
+    // The worker writes while the command line reads: WAL lets them, and the timeout waits out a writer.
     this.db.pragma('busy_timeout = 5000');
-    if (!opts.readonly) {
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma('synchronous = NORMAL');
-      this.db.exec(SCHEMA);
-    }
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.exec(SCHEMA);
   }
 
   prepareCreate(req: PrepareCreateRequest): Promise<PrepareResult> {
@@ -267,13 +273,9 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve();
   }
 
-  /** Runs `fn` in a write transaction, turning a synchronous throw into a rejected promise. */
+  /** Runs `fn` in a write transaction (taken at once, so two writers never deadlock on upgrade). */
   private inTransaction<T>(fn: () => T): Promise<T> {
-    try {
-      return Promise.resolve(this.db.transaction(fn).immediate());
-    } catch (err) {
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
+    return Promise.resolve().then(() => this.db.transaction(fn).immediate());
   }
 
   private assertHolds(guard: LockGuard): void {
@@ -289,10 +291,10 @@ export class SqliteCatalog implements Catalog {
   private nextId(): number {
     const row = this.db
       .prepare(
-        `INSERT INTO counters (name, value) VALUES ('table_id', 1)
+        `INSERT INTO counters (name, value) VALUES ('table_id', ?)
          ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value`,
       )
-      .get() as { value: number };
+      .get(this.firstTableId) as { value: number };
     return row.value;
   }
 

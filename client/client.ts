@@ -129,14 +129,16 @@ export class TableFateClient {
   /** Recalls a trashed table, by id or by name (the most recently trashed of that name), maybe renamed. */
   async undelete(request: UndeleteRequest): Promise<TableInfo> {
     const { table: ref, newName } = parseRequest(undeleteRequestSchema, request);
-    const tableId = await this.trashedTableId(ref);
+    const trashed = await this.trashedTable(ref);
+    const tableId = trashed.id;
+    const target = newName ?? trashed;
     try {
       return await this.client.workflow.execute<typeof undeleteTable>('undeleteTable', {
         workflowId: workflowIdFor.undelete(tableId),
         taskQueue: this.taskQueue,
         args: [{ tableId, newName }],
         workflowIdConflictPolicy: 'FAIL',
-        typedSearchAttributes: searchAttributesFor('undelete', { tableId, ...(newName ?? {}) }),
+        typedSearchAttributes: searchAttributesFor('undelete', { tableId, namespace: target.namespace, name: target.name }),
         staticSummary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
       });
     } catch (err) {
@@ -196,10 +198,14 @@ export class TableFateClient {
     throw new TableNotFoundError(`table ${formatTableName(name)} does not exist`);
   }
 
-  private async trashedTableId(ref: TableRef): Promise<number> {
-    if (ref.kind === 'id') return ref.id;
-    const trashed = await this.catalog.findTrashed(ref);
-    if (!trashed) throw new TableNotFoundError(`no table named ${formatTableName(ref)} is in the trash`);
-    return trashed.id;
+  /** The table an undelete names; its state is checked again, under the lock, by the workflow. */
+  private async trashedTable(ref: TableRef): Promise<TableRecord> {
+    const table = ref.kind === 'id' ? await this.catalog.getTable(ref.id) : await this.catalog.findTrashed(ref);
+    if (!table || table.state === 'PURGED') {
+      throw new TableNotFoundError(
+        ref.kind === 'id' ? `table ${ref.id} does not exist or was purged` : `no table named ${formatTableName(ref)} is in the trash`,
+      );
+    }
+    return table;
   }
 }

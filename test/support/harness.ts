@@ -68,7 +68,11 @@ export class Harness {
     const home = opts.home ?? (await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-home-')));
     const address = opts.address ?? testServerAddress();
     const taskQueue = opts.taskQueue ?? `tablefate-test-${randomUUID()}`;
-    const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
+    // Test files share one Temporal namespace, and workflow ids derive from table ids (trash:<id>): give each
+    // catalog its own id range so that two files never address the same workflow.
+    const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'), {
+      firstTableId: 1000 * Math.floor(1 + Math.random() * 1_000_000),
+    });
     const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
     const connection = await Connection.connect({ address });
     const client = new TableFateClient({

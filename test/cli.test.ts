@@ -1,0 +1,449 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { CliProcess, jsonOf, runCli, runCliAll, type CliResult } from './support/cli';
+import { testNamespace, testServerAddress } from './support/test-server';
+import { sleep, waitFor } from './support/wait';
+import { TASK_QUEUE } from '../worker/config';
+import type { TableInfo } from '../domain/table';
+
+/*
+ * The command line, run as a person runs it: `node bin/tablefate.js ...` in child processes, with a worker that is
+ * itself `tablefate worker` in a child process, against the shared test server. The CLI cannot choose its task
+ * queue or its first table id, so this file uses the task queue `tablefate` (no other file does) and only tables
+ * in the namespace `cli`, and keeps every trash retention long enough that no expiry timer fires while it runs.
+ */
+
+const ISO_8601 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000;
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+let worker: CliProcess | undefined;
+let connection: Connection | undefined;
+let temporal: Client;
+
+const cli = (...args: string[]) => runCli(args, { env });
+const cliAll = (...argsList: string[][]) => runCliAll(argsList, { env }, 4);
+
+beforeAll(async () => {
+  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-cli-'));
+  env = { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_LOG_LEVEL: 'warn' };
+  connection = await Connection.connect({ address: testServerAddress() });
+  temporal = new Client({ connection, namespace: testNamespace() });
+
+  worker = CliProcess.start(['worker'], env);
+  // At log level warn the worker says nothing when it is ready: ask the server who polls the task queue.
+  await waitFor(
+    async () => {
+      if (worker!.exitStatus) {
+        throw new Error(`tablefate worker exited early (${JSON.stringify(worker!.exitStatus)}); stderr: ${worker!.stderr}`);
+      }
+      const queue = await temporal.workflowService.describeTaskQueue({
+        namespace: testNamespace(),
+        taskQueue: { name: TASK_QUEUE },
+      });
+      return queue.pollers?.length ?? 0;
+    },
+    (pollers) => pollers > 0,
+    { timeoutMs: 90_000, intervalMs: 250, what: 'tablefate worker to poll the task queue' },
+  );
+});
+
+afterAll(async () => {
+  try {
+    if (worker) {
+      const exit = await worker.stop('SIGINT');
+      expect({ exit, stderr: worker.stderr }).toEqual({ exit: { code: 0, signal: null }, stderr: expect.any(String) });
+    }
+  } finally {
+    await connection?.close();
+    if (home) await fs.promises.rm(home, { recursive: true, force: true });
+  }
+});
+
+/** A failed command, reduced to what a person (or a script) sees of it. */
+function failure(r: CliResult) {
+  return { args: r.args, code: r.code, stdout: r.stdout, stderr: r.stderrLines };
+}
+
+/** Asserts a command failed with `code` and exactly one stderr line `tablefate: <kind>: <message>`. */
+function expectFailure(r: CliResult, code: number, kind: string, message: RegExp = /./) {
+  expect(failure(r)).toEqual({
+    args: r.args,
+    code,
+    stdout: '',
+    stderr: [expect.stringMatching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
+  });
+}
+
+/** The table a successful `--json` command printed, checked for the shape every table has. */
+function tableOf(r: CliResult): TableInfo {
+  expect({ args: r.args, code: r.code, stderr: r.stderr }).toEqual({ args: r.args, code: 0, stderr: '' });
+  const table = jsonOf<TableInfo>(r);
+  expectTableShape(table);
+  return table;
+}
+
+function tablesOf(r: CliResult): TableInfo[] {
+  expect({ args: r.args, code: r.code, stderr: r.stderr }).toEqual({ args: r.args, code: 0, stderr: '' });
+  const tables = jsonOf<TableInfo[]>(r);
+  expect(Array.isArray(tables)).toBe(true);
+  for (const table of tables) expectTableShape(table);
+  return tables;
+}
+
+const isoOrNull = (value: unknown) => value === null || (typeof value === 'string' && isIso(value));
+const isIso = (value: string) => ISO_8601.test(value) && new Date(Date.parse(value)).toISOString() === value;
+
+function expectTableShape(table: TableInfo) {
+  expect(table).toEqual(
+    expect.objectContaining({
+      id: expect.any(Number),
+      namespace: expect.any(String),
+      name: expect.any(String),
+      state: expect.any(String),
+      shards: expect.any(Number),
+    }),
+  );
+  expect(Number.isInteger(table.id) && table.id > 0).toBe(true);
+  expect(table.placement).toHaveLength(table.shards);
+  expect({ createdAt: isIso(table.createdAt), droppedAt: isoOrNull(table.droppedAt), expireAt: isoOrNull(table.expireAt) }).toEqual({
+    createdAt: true,
+    droppedAt: true,
+    expireAt: true,
+  });
+}
+
+/**
+ * `ls` without --json: the header names the columns, and every row's cells start where their header starts
+ * (two spaces or more before each). Returns the rows as header -> cell.
+ */
+function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
+  const [header, ...rows] = text.replace(/\n$/, '').split('\n');
+  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}CREATED {2,}DROPPED {2,}EXPIRES$/);
+  const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
+  return {
+    header: header!,
+    rows: rows.map((row) => {
+      for (const { name, at } of columns.slice(1)) {
+        // A cell starts exactly under its header: a blank before it, text at it.
+        expect({ row, column: name, before: row[at - 1], at: row[at] }).toEqual({
+          row,
+          column: name,
+          before: ' ',
+          at: expect.stringMatching(/\S/),
+        });
+      }
+      return Object.fromEntries(columns.map(({ name, at }, i) => [name, row.slice(at, columns[i + 1]?.at).trim()]));
+    }),
+  };
+}
+
+/** What `ls` should print in a row for this table. */
+function rowFor(t: TableInfo): Record<string, string> {
+  return {
+    ID: String(t.id),
+    STATE: t.state,
+    NAMESPACE: t.namespace,
+    NAME: t.name,
+    SHARDS: String(t.shards),
+    CREATED: t.createdAt,
+    DROPPED: t.droppedAt ?? '-',
+    EXPIRES: t.expireAt ?? '-',
+  };
+}
+
+/** The number of workflows ever started on the CLI's task queue, once visibility has caught up (two equal reads). */
+async function settledWorkflowCount(): Promise<number> {
+  let last = -1;
+  for (let i = 0; i < 15; i++) {
+    await sleep(1000);
+    const { count } = await temporal.workflow.count(`TaskQueue = '${TASK_QUEUE}'`);
+    if (count === last) return count;
+    last = count;
+  }
+  throw new Error(`the workflow count on task queue ${TASK_QUEUE} did not settle; last ${last}`);
+}
+
+test('--help (and help, and <command> --help) prints the usage of every command and exits 0; no command exits 2', async () => {
+  const [help, helpWord, createHelp, nothing] = await cliAll(['--help'], ['help'], ['create', '--help'], []);
+  for (const r of [help, helpWord, createHelp]) {
+    expect({ args: r!.args, code: r!.code, stderr: r!.stderr }).toEqual({ args: r!.args, code: 0, stderr: '' });
+    expect(r!.stdout).toMatch(/^usage: tablefate <command>/);
+    for (const command of ['create', 'drop|trash', 'recall|undelete', 'purge', 'ls', 'describe', 'worker', 'dev', '--json']) {
+      expect(r!.stdout).toContain(command);
+    }
+    expect(r!.stdout).toContain('exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists');
+  }
+  expect(nothing!.code).toBe(2);
+  expect(nothing!.stdout + nothing!.stderr).toContain('usage: tablefate');
+});
+
+test('create prints the table (--json: the TableInfo object), is idempotent, and refuses the same name with other shards', async () => {
+  const created = tableOf(await cli('create', 'cli.orders', '--shards', '3', '--json'));
+  expect(created).toMatchObject({ namespace: 'cli', name: 'orders', state: 'READY', shards: 3, droppedAt: null, expireAt: null });
+
+  const [again, other, otherJson, defaults] = await cliAll(
+    ['create', 'cli.orders', '-s', '3', '--json'],
+    ['create', 'cli.orders', '--shards', '5'],
+    ['create', 'cli.orders', '--shards', '5', '--json'],
+    ['create', 'cli.defaults', '--json'],
+  );
+  // The same create again is the same table.
+  expect(tableOf(again!)).toEqual(created);
+  expectFailure(other!, 4, 'TableExists', /cli\.orders.*3 shards, not 5/);
+  // With --json the error is one JSON object on stderr, and stdout stays empty.
+  expect({ code: otherJson!.code, stdout: otherJson!.stdout, stderrLines: otherJson!.stderrLines.length }).toEqual({
+    code: 4,
+    stdout: '',
+    stderrLines: 1,
+  });
+  expect(JSON.parse(otherJson!.stderr)).toEqual({ error: 'TableExists', message: expect.stringContaining('cli.orders') });
+  const withDefaults = tableOf(defaults!);
+  expect(withDefaults).toMatchObject({ name: 'defaults', shards: 4, state: 'READY' });
+  expect(withDefaults.id).toBeGreaterThan(created.id);
+
+  // Without --json: one field per line, the values in one column.
+  const described = await cli('describe', 'cli.orders');
+  expect({ code: described.code, stderr: described.stderr }).toEqual({ code: 0, stderr: '' });
+  const fields = described.stdout.trimEnd().split('\n');
+  const valueAt = fields[0]!.search(/ \S/) + 1;
+  expect(fields.map((line) => line.search(/ \S/) + 1)).toEqual(fields.map(() => valueAt));
+  expect(Object.fromEntries(fields.map((line) => [line.slice(0, valueAt).trim(), line.slice(valueAt)]))).toEqual({
+    id: String(created.id),
+    name: 'cli.orders',
+    state: 'READY',
+    shards: created.placement.map((p) => `${p.shard}@${p.node}`).join(' '),
+    created: created.createdAt,
+    dropped: '-',
+    expires: '-',
+    purged: '-',
+  });
+});
+
+test('bad input exits 2 with one line on stderr, starts no workflow and changes nothing', async () => {
+  // Something for the bad commands to aim at: a live table and a trashed one.
+  const [keep, binned] = (await cliAll(['create', 'cli.keep', '--json'], ['create', 'cli.binned', '--json'])).map(tableOf);
+  expect(tableOf(await cli('drop', 'cli.binned', '-r', '3600', '--json')).state).toBe('TRASHED');
+
+  const tablesBefore = tablesOf(await cli('ls', '-a', '--json'));
+  const workflowsBefore = await settledWorkflowCount();
+  // The query matches this file's workflows (so an unchanged count means something).
+  expect(workflowsBefore).toBeGreaterThanOrEqual(3);
+
+  const cases: Array<[args: string[], kind: 'InvalidInput' | 'Usage', message?: RegExp]> = [
+    [['create', ''], 'InvalidInput', /name "" must be 1 to 63 characters/],
+    [['create', `cli.${'a'.repeat(64)}`], 'InvalidInput', /must be 1 to 63 characters/],
+    [['create', '../x'], 'InvalidInput', /more than one "\."/],
+    [['create', 'cli.a;drop'], 'InvalidInput', /"a;drop"/],
+    [['create', 'cli.tàble'], 'InvalidInput', /"tàble"/],
+    [['create', 'cli.zero', '--shards', '0'], 'InvalidInput', /shards/],
+    [['create', 'cli.many', '--shards', '257'], 'InvalidInput', /shards/],
+    [['create', 'cli.half', '--shards', '2.5'], 'InvalidInput', /shards/],
+    [['create', 'cli.word', '--shards', 'four'], 'InvalidInput', /shards/],
+    [['create', 'cli.novalue', '--shards'], 'Usage', /shards/],
+    [['drop', 'cli.keep', '-r=-5'], 'InvalidInput', /retentionSeconds/],
+    [['drop', 'cli.keep', '--reserve-seconds=-5'], 'InvalidInput', /retentionSeconds/],
+    [['trash', '../x'], 'InvalidInput'],
+    [['recall', 'cli.a;drop'], 'InvalidInput', /"a;drop"/],
+    [['recall', String(binned!.id), 'cli.tàble'], 'InvalidInput', /newName/],
+    [['undelete', '0'], 'InvalidInput', /not a valid table id/],
+    [['purge', '0'], 'InvalidInput', /tableId/],
+    [['purge', 'cli.binned'], 'InvalidInput', /tableId/],
+    [['describe', ''], 'InvalidInput'],
+    [['frobnicate'], 'Usage', /unknown command "frobnicate"/],
+    [['ls', '--bogus'], 'Usage', /--bogus/],
+    [['ls', 'extra'], 'Usage', /expected 0 argument/],
+    [['create'], 'Usage', /create: expected 1 argument\(s\), got 0/],
+    [['drop'], 'Usage', /drop: expected 1 argument/],
+    [['recall'], 'Usage', /recall: expected 1 to 2 argument/],
+    [['purge'], 'Usage', /purge: expected 1 argument/],
+    [['describe'], 'Usage', /describe: expected 1 argument/],
+    [['recall', String(binned!.id), 'cli.a', 'cli.b'], 'Usage', /got 3/],
+  ];
+  const results = await cliAll(...cases.map(([args]) => args));
+  expect(results.map(failure)).toEqual(
+    cases.map(([args, kind, message = /./]) => ({
+      args,
+      code: 2,
+      stdout: '',
+      stderr: [expect.stringMatching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
+    })),
+  );
+
+  // With --json, the error is a single-line JSON object {error, message} on stderr.
+  const jsonCases: Array<[args: string[], error: string]> = [
+    [['create', '../x', '--json'], 'InvalidInput'],
+    [['frobnicate', '--json'], 'Usage'],
+    [['ls', '--bogus', '--json'], 'Usage'],
+    [['drop', 'cli.keep', '--reserve-seconds=-5', '--json'], 'InvalidInput'],
+  ];
+  const jsonResults = await cliAll(...jsonCases.map(([args]) => args));
+  expect(jsonResults.map((r) => ({ ...failure(r), stderr: r.stderrLines.map((line) => JSON.parse(line) as unknown) }))).toEqual(
+    jsonCases.map(([args, error]) => ({ args, code: 2, stdout: '', stderr: [{ error, message: expect.any(String) }] })),
+  );
+
+  const [tablesAfter, keepAfter, binnedAfter] = await cliAll(
+    ['ls', '-a', '--json'],
+    ['describe', 'cli.keep', '--json'],
+    ['describe', String(binned!.id), '--json'],
+  );
+  expect(tablesOf(tablesAfter!)).toEqual(tablesBefore);
+  expect(tableOf(keepAfter!)).toEqual(keep);
+  expect(tableOf(binnedAfter!)).toMatchObject({ id: binned!.id, state: 'TRASHED' });
+  expect(await settledWorkflowCount()).toBe(workflowsBefore);
+});
+
+test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows it, recall it under a new name', async () => {
+  const temp = tableOf(await cli('create', 'cli.temp', '--shards', '8', '--json'));
+  const mytable = tableOf(await cli('create', 'cli.mytable', '--shards', '8', '--json'));
+  expect(mytable.id).toBeGreaterThan(temp.id);
+
+  const dropped = tableOf(await cli('drop', 'cli.mytable', '-r', '3600', '--json'));
+  expect(dropped).toMatchObject({ id: mytable.id, state: 'TRASHED', droppedAt: expect.any(String), expireAt: expect.any(String) });
+  expect(Date.parse(dropped.expireAt!) - Date.parse(dropped.droppedAt!)).toBe(3600 * 1000);
+
+  const [live, all, allText, byName] = await cliAll(['ls', '--json'], ['ls', '-a', '--json'], ['ls', '-a'], ['describe', 'cli.mytable']);
+  const liveTables = tablesOf(live!);
+  expect(liveTables.map((t) => t.id)).toContain(temp.id);
+  expect(liveTables.map((t) => t.id)).not.toContain(mytable.id);
+  expect(liveTables.every((t) => t.state === 'READY')).toBe(true);
+  const allTables = tablesOf(all!);
+  expect(allTables.find((t) => t.id === mytable.id)).toEqual(dropped);
+
+  // The same list as aligned columns: one row per table, in the same order, every cell under its header.
+  expect({ code: allText!.code, stderr: allText!.stderr }).toEqual({ code: 0, stderr: '' });
+  const { header, rows } = parseColumns(allText!.stdout);
+  expect(rows).toEqual(allTables.map(rowFor));
+  const trashedRow = allText!.stdout.split('\n').find((line) => line.startsWith(`${mytable.id} `))!;
+  expect(trashedRow.indexOf('TRASHED')).toBe(header.indexOf('STATE'));
+  expect(trashedRow.indexOf(dropped.expireAt!)).toBe(header.indexOf('EXPIRES'));
+
+  expectFailure(byName!, 3, 'TableInTrash', new RegExp(`in the trash, id ${mytable.id}$`));
+
+  const recalled = tableOf(await cli('recall', String(mytable.id), 'cli.mytable2', '--json'));
+  expect(recalled).toMatchObject({ id: mytable.id, namespace: 'cli', name: 'mytable2', state: 'READY', droppedAt: null, expireAt: null });
+
+  const [liveAfter, liveText, oldName, newName] = await cliAll(
+    ['ls', '--json'],
+    ['ls'],
+    ['describe', 'cli.mytable'],
+    ['describe', 'cli.mytable2', '--json'],
+  );
+  const after = tablesOf(liveAfter!);
+  expect(after.filter((t) => t.id === temp.id || t.id === mytable.id)).toEqual([
+    expect.objectContaining({ id: temp.id, name: 'temp', state: 'READY' }),
+    expect.objectContaining({ id: mytable.id, name: 'mytable2', state: 'READY' }),
+  ]);
+  expect(parseColumns(liveText!.stdout).rows).toEqual(after.map(rowFor));
+  expectFailure(oldName!, 3, 'TableNotFound', /cli\.mytable does not exist/);
+  expect(tableOf(newName!)).toEqual(recalled);
+});
+
+test('drop and recall have aliases (trash, undelete); drop keeps a table 7 days by default; recall by name', async () => {
+  const table = tableOf(await cli('create', 'cli.aliased', '--shards', '2', '--json'));
+  const trashed = tableOf(await cli('trash', 'cli.aliased', '--json'));
+  expect(trashed).toMatchObject({ id: table.id, state: 'TRASHED' });
+  expect(Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)).toBe(SEVEN_DAYS_MS);
+
+  const [again, notFound] = await cliAll(['drop', 'cli.aliased'], ['undelete', 'cli.never_trashed']);
+  expectFailure(again!, 3, 'TableInTrash', new RegExp(`in the trash, id ${table.id}$`));
+  expectFailure(notFound!, 3, 'TableNotFound', /cli\.never_trashed/);
+
+  const restored = tableOf(await cli('undelete', 'cli.aliased', '--json'));
+  expect(restored).toMatchObject({ id: table.id, name: 'aliased', state: 'READY', droppedAt: null, expireAt: null });
+
+  const retrashed = tableOf(await cli('drop', 'cli.aliased', '--reserve-seconds', '7200', '--json'));
+  expect(Date.parse(retrashed.expireAt!) - Date.parse(retrashed.droppedAt!)).toBe(7200 * 1000);
+  expect(tableOf(await cli('recall', 'cli.aliased', '--json'))).toMatchObject({ id: table.id, state: 'READY' });
+});
+
+test('not found and in-trash exit 3; name taken and wrong state exit 4', async () => {
+  const [describeName, describeId, drop, purge] = await cliAll(
+    ['describe', 'cli.nope'],
+    ['describe', '999999'],
+    ['drop', 'cli.nope'],
+    ['purge', '999999'],
+  );
+  expectFailure(describeName!, 3, 'TableNotFound', /cli\.nope/);
+  expectFailure(describeId!, 3, 'TableNotFound', /999999/);
+  expectFailure(drop!, 3, 'TableNotFound', /cli\.nope/);
+  expectFailure(purge!, 3, 'TableNotFound', /999999/);
+
+  // A trashed name can be created again; recalling the old table into it is NameTaken, and leaves it in the trash.
+  const first = tableOf(await cli('create', 'cli.taken', '--json'));
+  tableOf(await cli('drop', 'cli.taken', '-r', '3600', '--json'));
+  const second = tableOf(await cli('create', 'cli.taken', '--json'));
+  expect(second.id).toBeGreaterThan(first.id);
+
+  const [taken, takenJson, recallLive, purgeLive] = await cliAll(
+    ['recall', String(first.id)],
+    ['recall', String(first.id), '--json'],
+    ['recall', String(second.id)],
+    ['purge', String(second.id)],
+  );
+  expectFailure(taken!, 4, 'NameTaken', /cli\.taken/);
+  expect({ code: takenJson!.code, stdout: takenJson!.stdout, stderr: takenJson!.stderrLines.map((l) => JSON.parse(l) as unknown) }).toEqual({
+    code: 4,
+    stdout: '',
+    stderr: [{ error: 'NameTaken', message: expect.stringContaining('cli.taken') }],
+  });
+  expectFailure(recallLive!, 4, 'WrongState', /READY/);
+  expectFailure(purgeLive!, 4, 'WrongState', /READY/);
+
+  const [firstAfter, secondAfter] = await cliAll(['describe', String(first.id), '--json'], ['describe', 'cli.taken', '--json']);
+  expect(tableOf(firstAfter!)).toMatchObject({ id: first.id, state: 'TRASHED' });
+  expect(tableOf(secondAfter!)).toMatchObject({ id: second.id, state: 'READY' });
+  expect(tableOf(await cli('recall', String(first.id), 'cli.taken_old', '--json'))).toMatchObject({
+    id: first.id,
+    name: 'taken_old',
+    state: 'READY',
+  });
+});
+
+test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombstone that describe shows and ls -a does not', async () => {
+  const table = tableOf(await cli('create', 'cli.doomed', '--shards', '2', '--json'));
+  expectFailure(await cli('purge', String(table.id)), 4, 'WrongState', /READY/);
+  expect(tableOf(await cli('describe', String(table.id), '--json')).state).toBe('READY');
+
+  tableOf(await cli('drop', 'cli.doomed', '-r', '3600', '--json'));
+  const purged = tableOf(await cli('purge', String(table.id), '--json'));
+  expect(purged).toMatchObject({ id: table.id, state: 'PURGED', purgedAt: expect.stringMatching(ISO_8601) });
+
+  const [described, all, again, recall] = await cliAll(
+    ['describe', String(table.id), '--json'],
+    ['ls', '-a', '--json'],
+    ['purge', String(table.id), '--json'],
+    ['recall', String(table.id)],
+  );
+  expect(tableOf(described!)).toMatchObject({ id: table.id, name: 'doomed', state: 'PURGED', purgedAt: purged.purgedAt });
+  expect(tablesOf(all!).map((t) => t.id)).not.toContain(table.id);
+  // Purging a purged table is not an error: it answers with the tombstone.
+  expect(tableOf(again!)).toEqual(purged);
+  expectFailure(recall!, 3, 'TableNotFound', new RegExp(`table ${table.id}`));
+  // The name is free again.
+  expect(tableOf(await cli('create', 'cli.doomed', '--json')).id).toBeGreaterThan(table.id);
+});
+
+// Known CLI bugs (see the report): these assert the intended behaviour and fail today. `test.failing` keeps the suite
+// green while they stand, and turns red once they are fixed, to be made ordinary tests.
+describe('known CLI bugs', () => {
+  test.failing('an option parse error is still one line on stderr (drop -r -5)', async () => {
+    const r = await cli('drop', 'cli.keep', '-r', '-5');
+    expect(r.code).toBe(2);
+    expect(r.stderrLines).toHaveLength(1);
+  });
+
+  test.failing('purge takes only a decimal id, like describe and recall (0x1, 1e0 and " 1" are not ids)', async () => {
+    const keep = tableOf(await cli('describe', 'cli.keep', '--json'));
+    const results = await cliAll(
+      ['purge', `0x${keep.id.toString(16)}`],
+      ['purge', `${keep.id}e0`],
+      ['purge', ` ${keep.id}`],
+      ['describe', `0x${keep.id.toString(16)}`],
+    );
+    expect(results.map((r) => r.code)).toEqual([2, 2, 2, 2]);
+  });
+});

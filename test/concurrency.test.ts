@@ -1,0 +1,103 @@
+import { Harness } from './support/harness';
+import { waitFor } from './support/wait';
+import { TableFateError } from '../domain/errors';
+import { workflowIdFor } from '../domain/operations';
+import type { TableInfo } from '../domain/table';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+const AREA_OF_STATE = { READY: 'live', TRASHED: 'trash', PURGED: null } as const;
+
+async function shardAreas(table: TableInfo) {
+  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
+}
+
+test('a trash, an undelete and a purge racing on one table end consistent, with no lock left', async () => {
+  const tables = await Promise.all([1, 2, 3, 4].map((i) => h.client.create({ table: `racing.t${i}`, shards: 3 })));
+  const outcomes = await Promise.all(
+    tables.map((t) =>
+      Promise.allSettled([
+        h.client.trash({ table: `racing.${t.name}`, retentionSeconds: 3600 }),
+        h.client.undelete({ table: t.id }),
+        h.client.purge({ tableId: t.id }),
+      ]),
+    ),
+  );
+  // Every refusal is a domain error the caller can act on, never a crash.
+  for (const result of outcomes.flat()) {
+    if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(TableFateError);
+  }
+  for (const t of tables) {
+    const final = await h.client.describe({ table: t.id });
+    expect(['READY', 'TRASHED', 'PURGED']).toContain(final.state);
+    const expected = AREA_OF_STATE[final.state as keyof typeof AREA_OF_STATE];
+    expect(await shardAreas(t)).toEqual([expected, expected, expected]);
+  }
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+test('a second operation waits for the lock instead of failing, then runs', async () => {
+  const table = await h.client.create({ table: 'racing.waits', shards: 2 });
+  // The trash holds the lock for a few seconds while its shard moves fail and are retried.
+  h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 4 });
+  const trashing = h.client.trash({ table: 'racing.waits', retentionSeconds: 3600 });
+  await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'TRASHING', { what: 'the trash to begin' });
+  const purging = h.client.purge({ tableId: table.id });
+  const [trashed, purged] = await Promise.all([trashing, purging]);
+  expect(trashed.state).toBe('TRASHED');
+  expect(purged.state).toBe('PURGED');
+  expect(await shardAreas(table)).toEqual([null, null]);
+});
+
+test('a create terminated while holding its lock is resumed by the next run of the same create', async () => {
+  h.storage.faults.inject({ op: 'createShard', shard: 1, kind: 'transient' });
+  const workflowId = workflowIdFor.create({ namespace: 'racing', name: 'killed' });
+  const first = h.client.create({ table: 'racing.killed', shards: 3 }).catch((err: unknown) => err);
+  const stuck = await waitFor(
+    () => h.catalog.findByName({ namespace: 'racing', name: 'killed' }),
+    (t) => t?.state === 'CREATING',
+    { what: 'the create to prepare' },
+  );
+  await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 1, { what: 'the create to hold its lock' });
+  await h.temporal.workflow.getHandle(workflowId).terminate('test: a crash that runs no compensation');
+  await first;
+  expect((await h.catalog.listLocks()).map((l) => l.workflowId)).toEqual([workflowId]);
+
+  h.storage.faults.clear();
+  const created = await h.client.create({ table: 'racing.killed', shards: 3 });
+  expect(created).toMatchObject({ id: stuck!.id, state: 'READY', placement: stuck!.placement });
+  expect(await shardAreas(created)).toEqual(['live', 'live', 'live']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+test('every run carries the table search attributes: the visibility API finds a table by id', async () => {
+  const table = await h.client.create({ table: 'racing.visible', shards: 1 });
+  await h.client.trash({ table: 'racing.visible', retentionSeconds: 3600 });
+  await h.client.undelete({ table: table.id });
+  const runs = await waitFor(
+    async () => {
+      const found: Array<{ workflowId: string; op: unknown; name: unknown }> = [];
+      for await (const wf of h.temporal.workflow.list({ query: `TableId = ${table.id}` })) {
+        found.push({
+          workflowId: wf.workflowId,
+          op: wf.searchAttributes.TableOp?.[0],
+          name: wf.searchAttributes.TableName?.[0],
+        });
+      }
+      return found.sort((a, b) => a.workflowId.localeCompare(b.workflowId));
+    },
+    (found) => found.length === 3,
+    { what: 'three runs of the table in visibility' },
+  );
+  expect(runs).toEqual([
+    { workflowId: `create:racing.visible`, op: 'create', name: 'visible' },
+    { workflowId: `trash:${table.id}`, op: 'trash', name: 'visible' },
+    { workflowId: `undelete:${table.id}`, op: 'undelete', name: 'visible' },
+  ]);
+});
