@@ -24,6 +24,12 @@ let worker: CliProcess | undefined;
 let connection: Connection | undefined;
 let temporal: Client;
 
+// Jest's asymmetric matchers are typed `any`; typed `unknown` they can sit in an expected value lint-clean.
+const anyValue = (type: StringConstructor | NumberConstructor): unknown => expect.any(type);
+const matching = (pattern: RegExp): unknown => expect.stringMatching(pattern);
+const containing = (text: string): unknown => expect.stringContaining(text);
+const like = (object: Record<string, unknown>): unknown => expect.objectContaining(object);
+
 const cli = (...args: string[]) => runCli(args, { env });
 const cliAll = (...argsList: string[][]) => runCliAll(argsList, { env }, 4);
 
@@ -55,7 +61,8 @@ afterAll(async () => {
   try {
     if (worker) {
       const exit = await worker.stop('SIGINT');
-      expect({ exit, stderr: worker.stderr }).toEqual({ exit: { code: 0, signal: null }, stderr: expect.any(String) });
+      // (stderr on both sides: it shows in the diff if the exit is wrong)
+      expect({ exit, stderr: worker.stderr }).toEqual({ exit: { code: 0, signal: null }, stderr: worker.stderr });
     }
   } finally {
     await connection?.close();
@@ -74,7 +81,7 @@ function expectFailure(r: CliResult, code: number, kind: string, message: RegExp
     args: r.args,
     code,
     stdout: '',
-    stderr: [expect.stringMatching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
+    stderr: [matching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
   });
 }
 
@@ -99,12 +106,12 @@ const isIso = (value: string) => ISO_8601.test(value) && new Date(Date.parse(val
 
 function expectTableShape(table: TableInfo) {
   expect(table).toEqual(
-    expect.objectContaining({
-      id: expect.any(Number),
-      namespace: expect.any(String),
-      name: expect.any(String),
-      state: expect.any(String),
-      shards: expect.any(Number),
+    like({
+      id: anyValue(Number),
+      namespace: anyValue(String),
+      name: anyValue(String),
+      state: anyValue(String),
+      shards: anyValue(Number),
     }),
   );
   expect(Number.isInteger(table.id) && table.id > 0).toBe(true);
@@ -133,7 +140,7 @@ function parseColumns(text: string): { header: string; rows: Array<Record<string
           row,
           column: name,
           before: ' ',
-          at: expect.stringMatching(/\S/),
+          at: matching(/\S/),
         });
       }
       return Object.fromEntries(columns.map(({ name, at }, i) => [name, row.slice(at, columns[i + 1]?.at).trim()]));
@@ -200,7 +207,7 @@ test('create prints the table (--json: the TableInfo object), is idempotent, and
     stdout: '',
     stderrLines: 1,
   });
-  expect(JSON.parse(otherJson!.stderr)).toEqual({ error: 'TableExists', message: expect.stringContaining('cli.orders') });
+  expect(JSON.parse(otherJson!.stderr)).toEqual({ error: 'TableExists', message: containing('cli.orders') });
   const withDefaults = tableOf(defaults!);
   expect(withDefaults).toMatchObject({ name: 'defaults', shards: 4, state: 'READY' });
   expect(withDefaults.id).toBeGreaterThan(created.id);
@@ -269,7 +276,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
       args,
       code: 2,
       stdout: '',
-      stderr: [expect.stringMatching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
+      stderr: [matching(new RegExp(`^tablefate: ${kind}: .*${message.source}`))],
     })),
   );
 
@@ -282,7 +289,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
   ];
   const jsonResults = await cliAll(...jsonCases.map(([args]) => args));
   expect(jsonResults.map((r) => ({ ...failure(r), stderr: r.stderrLines.map((line) => JSON.parse(line) as unknown) }))).toEqual(
-    jsonCases.map(([args, error]) => ({ args, code: 2, stdout: '', stderr: [{ error, message: expect.any(String) }] })),
+    jsonCases.map(([args, error]) => ({ args, code: 2, stdout: '', stderr: [{ error, message: anyValue(String) }] })),
   );
 
   const [tablesAfter, keepAfter, binnedAfter] = await cliAll(
@@ -302,7 +309,7 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   expect(mytable.id).toBeGreaterThan(temp.id);
 
   const dropped = tableOf(await cli('drop', 'cli.mytable', '-r', '3600', '--json'));
-  expect(dropped).toMatchObject({ id: mytable.id, state: 'TRASHED', droppedAt: expect.any(String), expireAt: expect.any(String) });
+  expect(dropped).toMatchObject({ id: mytable.id, state: 'TRASHED', droppedAt: anyValue(String), expireAt: anyValue(String) });
   expect(Date.parse(dropped.expireAt!) - Date.parse(dropped.droppedAt!)).toBe(3600 * 1000);
 
   const [live, all, allText, byName] = await cliAll(['ls', '--json'], ['ls', '-a', '--json'], ['ls', '-a'], ['describe', 'cli.mytable']);
@@ -334,8 +341,8 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   );
   const after = tablesOf(liveAfter!);
   expect(after.filter((t) => t.id === temp.id || t.id === mytable.id)).toEqual([
-    expect.objectContaining({ id: temp.id, name: 'temp', state: 'READY' }),
-    expect.objectContaining({ id: mytable.id, name: 'mytable2', state: 'READY' }),
+    like({ id: temp.id, name: 'temp', state: 'READY' }),
+    like({ id: mytable.id, name: 'mytable2', state: 'READY' }),
   ]);
   expect(parseColumns(liveText!.stdout).rows).toEqual(after.map(rowFor));
   expectFailure(oldName!, 3, 'TableNotFound', /cli\.mytable does not exist/);
@@ -388,7 +395,7 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
   expect({ code: takenJson!.code, stdout: takenJson!.stdout, stderr: takenJson!.stderrLines.map((l) => JSON.parse(l) as unknown) }).toEqual({
     code: 4,
     stdout: '',
-    stderr: [{ error: 'NameTaken', message: expect.stringContaining('cli.taken') }],
+    stderr: [{ error: 'NameTaken', message: containing('cli.taken') }],
   });
   expectFailure(recallLive!, 4, 'WrongState', /READY/);
   expectFailure(purgeLive!, 4, 'WrongState', /READY/);
@@ -410,7 +417,7 @@ test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombst
 
   tableOf(await cli('drop', 'cli.doomed', '-r', '3600', '--json'));
   const purged = tableOf(await cli('purge', String(table.id), '--json'));
-  expect(purged).toMatchObject({ id: table.id, state: 'PURGED', purgedAt: expect.stringMatching(ISO_8601) });
+  expect(purged).toMatchObject({ id: table.id, state: 'PURGED', purgedAt: matching(ISO_8601) });
 
   const [described, all, again, recall] = await cliAll(
     ['describe', String(table.id), '--json'],

@@ -1,0 +1,11 @@
+# The tablefate worker and command line. The Temporal server runs in its own container (docker-compose.yml).
+FROM node:20-bookworm-slim
+WORKDIR /app
+RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY . .
+ENV TABLEFATE_HOME=/data
+VOLUME /data
+ENTRYPOINT ["node", "bin/tablefate.js"]
+CMD ["worker"]
