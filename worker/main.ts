@@ -1,8 +1,10 @@
+import { Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { statePaths, type Config } from './config';
 import { DevServer } from './dev-server';
+import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
 import { createTableFateWorker } from './worker';
 
@@ -66,10 +68,20 @@ export async function runWorker(config: Config, address: string, logger: Logger,
   }
 }
 
-/** `tablefate worker`: a worker alone, against TEMPORAL_ADDRESS. */
+/**
+ * `tablefate worker`: a worker alone, against TEMPORAL_ADDRESS. It makes sure the search attributes exist
+ * first (a server that tablefate did not start may lack them); without them every start would fail.
+ */
 export async function workerCommand(config: Config): Promise<void> {
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const connection = await Connection.connect({ address: config.temporalAddress });
+  try {
+    const added = await registerSearchAttributes(connection, config.temporalNamespace);
+    if (added.length > 0) logger.info({ added }, 'registered search attributes');
+  } finally {
+    await connection.close();
+  }
   await runWorker(config, config.temporalAddress, logger, untilInterrupted());
 }
 
