@@ -82,7 +82,13 @@ export class TableFateClient {
         typedSearchAttributes: searchAttributesFor('create', table),
         staticSummary: `create ${formatTableName(table)} with ${shards} shards`,
       })
-      .catch(rethrowAsDomainError);
+      .catch(async (err: unknown) => {
+        // A same-named create with other parameters was running and this call joined it: its TableExists is
+        // not ours if the table that exists is the one we asked for.
+        const existing = await this.catalog.findByName(table);
+        if (existing?.state === 'READY' && existing.params.shards === shards) return toTableInfo(existing);
+        return rethrowAsDomainError(err);
+      });
     // Joining a running create of the same name with other parameters must not pass for success.
     if (created.shards !== shards) {
       throw new TableExistsError(

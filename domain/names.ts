@@ -41,8 +41,20 @@ export function formatTableName(table: TableName): string {
   return `${table.namespace}.${table.name}`;
 }
 
-/** A table id: a positive integer from the catalog's counter. */
-export const tableIdSchema = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+/**
+ * A table id: a positive integer from the catalog's counter, as a number or as decimal digits. Nothing looser
+ * (`0x10`, `1e3`, ` 5`): an id picks the table a purge destroys.
+ */
+export const tableIdSchema = z.union([
+  positiveId,
+  z
+    .string()
+    .regex(/^[0-9]+$/, 'a table id is a positive whole number')
+    .transform(Number)
+    .pipe(positiveId),
+]);
 
 /**
  * A reference to a table as a person types it: a number is an id, anything else a name.
@@ -52,6 +64,7 @@ export type TableRef = { kind: 'id'; id: number } | ({ kind: 'name' } & TableNam
 
 export const tableRefSchema = z.union([z.number(), z.string()]).transform((value, ctx): TableRef => {
   if (typeof value === 'number' || /^[0-9]+$/.test(value)) {
+    // Digits only: a name part must start with a letter, so this cannot be a name.
     const id = tableIdSchema.safeParse(value);
     if (!id.success) {
       ctx.addIssue({ code: 'custom', message: `"${value}" is not a valid table id` });

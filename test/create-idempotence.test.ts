@@ -70,3 +70,20 @@ test('20 concurrent creates of one name give one table, and every caller gets it
   expect(tables[0]!.id).toBe([...ids][0]);
   expect(await h.catalog.listLocks()).toEqual([]);
 });
+
+test('a create that joins a conflicting create of its name still gets its own answer', async () => {
+  await h.client.create({ table: 'race.joined', shards: 3 });
+  const calls = [3, 5, 3, 5, 3].map((shards) =>
+    h.client.create({ table: 'race.joined', shards }).then(
+      (t) => ({ shards, ok: t.shards }),
+      (err: unknown) => ({ shards, error: (err as Error).name }),
+    ),
+  );
+  expect(await Promise.all(calls)).toEqual([
+    { shards: 3, ok: 3 },
+    { shards: 5, error: 'TableExistsError' },
+    { shards: 3, ok: 3 },
+    { shards: 5, error: 'TableExistsError' },
+    { shards: 3, ok: 3 },
+  ]);
+});

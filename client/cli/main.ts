@@ -47,9 +47,9 @@ interface Io {
 
 const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
 
-/** A whole number as typed, or the text itself so that validation names what was wrong with it. */
+/** A number as typed, or the text itself so that validation names what was wrong with it. */
 function numberArg(value: string | undefined): number | string | undefined {
-  return value !== undefined && /^-?[0-9]+$/.test(value) ? Number(value) : value;
+  return value !== undefined && /^-?[0-9]+(\.[0-9]+)?$/.test(value) ? Number(value) : value;
 }
 
 function positionals(args: string[], count: { min: number; max: number }, command: string): string[] {
@@ -64,9 +64,13 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
   const [command, ...rest] = argv;
   let json = rest.includes('--json');
   try {
-    if (!command || command === '--help' || command === '-h' || command === 'help') {
+    if (!command) {
+      io.err(USAGE);
+      return 2;
+    }
+    if (command === '--help' || command === '-h' || command === 'help') {
       io.out(USAGE);
-      return command ? 0 : 2;
+      return 0;
     }
     const config = loadConfig();
     const run = async (
@@ -136,7 +140,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         return 0;
       case 'purge':
         await run({}, { min: 1, max: 1 }, (_v, [id]) =>
-          withClient((c) => c.purge({ tableId: id })),
+          withClient((c) => c.purge({ tableId: id! })),
         );
         return 0;
       case 'ls':
@@ -152,7 +156,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     }
   } catch (err) {
     const code = exitCodeOf(err);
-    let message = err instanceof Error ? err.message : String(err);
+    // One line, always: some messages (node's parseArgs) span several.
+    let message = (err instanceof Error ? err.message : String(err)).replace(/\s*\n\s*/g, ' ');
     const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
     if (/failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
       const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
