@@ -3,7 +3,7 @@ import type { CreateInput } from '../domain/operations';
 import { lockFor } from '../domain/operations';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { act, forEachShard } from './activities';
+import { catalog, forEachShard, shards } from './activities';
 import { withLock } from './lock';
 import { FINISHED, runSteps } from './steps';
 
@@ -21,25 +21,25 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
       {
         name: 'prepare',
         call: async () => {
-          const result = await act.prepareCreate({ namespace: input.namespace, name: input.name, params: input, lock });
+          const result = await catalog.prepareCreate({ namespace: input.namespace, name: input.name, params: input, lock });
           table = result.table;
           upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: table.id }]);
           if (result.outcome === 'exists') return FINISHED;
         },
         // The record stays, marked failed, so that a retry resumes it.
         undo: async () => {
-          if (table) await act.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', lock });
+          if (table) await catalog.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', lock });
         },
       },
       {
         name: 'create shards',
-        call: () => forEachShard(prepared(), (shard) => act.createShard(shard)),
-        undo: () => forEachShard(prepared(), (shard) => act.dropShard(shard)),
+        call: () => forEachShard(prepared(), (shard) => shards.createShard(shard)),
+        undo: () => forEachShard(prepared(), (shard) => shards.dropShard(shard)),
       },
       {
         name: 'commit',
         call: async () => {
-          table = await act.transition({ tableId: prepared().id, from: ['CREATING'], to: 'READY', lock });
+          table = await catalog.transition({ tableId: prepared().id, from: ['CREATING'], to: 'READY', lock });
         },
       },
     ]),

@@ -2,7 +2,7 @@ import { getExternalWorkflowHandle, log } from '@temporalio/workflow';
 import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { act, forEachShard } from './activities';
+import { catalog, forEachShard, shards } from './activities';
 import { endTimerSignal } from './definitions';
 import { withLock } from './lock';
 import { asFailure, FINISHED, runSteps } from './steps';
@@ -23,7 +23,7 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
       {
         name: 'check',
         call: async () => {
-          table = (await act.getTable(input.tableId)) ?? undefined;
+          table = (await catalog.getTable(input.tableId)) ?? undefined;
           if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
           if (table.state === 'PURGED') return FINISHED;
           if (input.trigger === 'expiry' && (table.state !== 'TRASHED' || table.droppedAt !== input.droppedAt)) {
@@ -45,28 +45,28 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
       {
         name: 'mark purging',
         call: async () => {
-          table = await act.transition({ tableId: current().id, from: ['TRASHED'], to: 'PURGING', lock });
+          table = await catalog.transition({ tableId: current().id, from: ['TRASHED'], to: 'PURGING', lock });
         },
         undo: async () => {
-          await act.transition({ tableId: current().id, from: ['PURGING'], to: 'TRASHED', lock });
+          await catalog.transition({ tableId: current().id, from: ['PURGING'], to: 'TRASHED', lock });
         },
       },
       {
         name: 'mark shards garbage',
         call: async () => {
-          if (!resuming) await forEachShard(current(), (shard) => act.markGarbage(shard));
+          if (!resuming) await forEachShard(current(), (shard) => shards.markGarbage(shard));
         },
-        undo: () => forEachShard(current(), (shard) => act.unmarkGarbage(shard)),
+        undo: () => forEachShard(current(), (shard) => shards.unmarkGarbage(shard)),
       },
       {
         name: 'delete garbage',
         pointOfNoReturn: true,
-        call: () => forEachShard(current(), (shard) => act.deleteGarbage(shard)),
+        call: () => forEachShard(current(), (shard) => shards.deleteGarbage(shard)),
       },
       {
         name: 'commit purged',
         call: async () => {
-          table = await act.transition({ tableId: current().id, from: ['PURGING'], to: 'PURGED', lock });
+          table = await catalog.transition({ tableId: current().id, from: ['PURGING'], to: 'PURGED', lock });
         },
       },
     ]),

@@ -8,7 +8,7 @@ import {
 } from '@temporalio/workflow';
 import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { act, forEachShard } from './activities';
+import { catalog, forEachShard, shards } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
 import { domainFailure, runSteps } from './steps';
@@ -58,21 +58,21 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
         {
           name: 'mark trashing',
           call: async () => {
-            table = await act.transition({ tableId: input.tableId, from: ['READY'], to: 'TRASHING', lock });
+            table = await catalog.transition({ tableId: input.tableId, from: ['READY'], to: 'TRASHING', lock });
           },
           undo: async () => {
-            if (table) await act.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', lock });
+            if (table) await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', lock });
           },
         },
         {
           name: 'move shards to trash',
-          call: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'live', to: 'trash' })),
-          undo: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'trash', to: 'live' })),
+          call: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'live', to: 'trash' })),
+          undo: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'trash', to: 'live' })),
         },
         {
           name: 'commit trashed',
           call: async () => {
-            table = await act.commitTrash({ tableId: current().id, lock, retentionSeconds: input.retentionSeconds });
+            table = await catalog.commitTrash({ tableId: current().id, lock, retentionSeconds: input.retentionSeconds });
           },
         },
       ]),

@@ -1,7 +1,7 @@
 import { lockFor, type UndeleteInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { act, forEachShard } from './activities';
+import { catalog, forEachShard, shards } from './activities';
 import { withLock } from './lock';
 import { endTrashTimer } from './purge';
 import { asFailure, runSteps } from './steps';
@@ -21,7 +21,7 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       {
         name: 'check',
         call: async () => {
-          table = (await act.getTable(input.tableId)) ?? undefined;
+          table = (await catalog.getTable(input.tableId)) ?? undefined;
           if (!table || table.state === 'PURGED') {
             throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
           }
@@ -41,21 +41,21 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
         name: 'claim name, mark restoring',
         call: async () => {
           const rename = input.newName ?? original!;
-          table = await act.transition({ tableId: current().id, from: ['TRASHED'], to: 'RESTORING', lock, rename });
+          table = await catalog.transition({ tableId: current().id, from: ['TRASHED'], to: 'RESTORING', lock, rename });
         },
         undo: async () => {
-          await act.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: original });
+          await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: original });
         },
       },
       {
         name: 'move shards back',
-        call: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'trash', to: 'live' })),
-        undo: () => forEachShard(current(), (shard) => act.moveShard({ shard, from: 'live', to: 'trash' })),
+        call: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'trash', to: 'live' })),
+        undo: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'live', to: 'trash' })),
       },
       {
         name: 'commit ready',
         call: async () => {
-          table = await act.transition({ tableId: current().id, from: ['RESTORING'], to: 'READY', lock });
+          table = await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'READY', lock });
         },
       },
       {
