@@ -56,6 +56,10 @@ export async function runWorker(config: Config, address: string, logger: Logger,
       storage,
       defaultRetentionSeconds: config.defaultRetentionSeconds,
       logger,
+      // EX_SOFTWARE: a supervisor must not restart us blindly; an operator has to look at the files first.
+      onFatal: () => {
+        process.exitCode = 70;
+      },
     });
     logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
     const running = worker.run();

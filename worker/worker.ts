@@ -13,6 +13,8 @@ export interface TableFateWorkerOptions {
   defaultRetentionSeconds: number;
   logger: Logger;
   taskQueue?: string;
+  /** Called after a fatal storage error, once the worker has begun to stop (the CLI sets the exit code). */
+  onFatal?: (err: Error) => void;
   /** A prebuilt workflow bundle (tests build it once per file); otherwise the workflows are bundled here. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
@@ -29,8 +31,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     onFatal: (err) => {
       opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
-      process.exitCode = 70;
       stopWorker();
+      opts.onFatal?.(err);
     },
   });
   const worker = await Worker.create({

@@ -6,6 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { LocalFileStorage } from '../../storage/local-files';
+import type { RenameOps } from '../../storage/rename-set';
 import { TableFateClient } from '../../client/client';
 import { createTableFateWorker } from '../../worker/worker';
 import { createLogger } from '../../worker/logger';
@@ -39,6 +40,8 @@ export interface HarnessOptions {
   home?: string;
   taskQueue?: string;
   startWorker?: boolean;
+  /** Storage's file renames, to make them fail (see storage/rename-set.ts). */
+  renameOps?: RenameOps;
 }
 
 /**
@@ -47,6 +50,8 @@ export interface HarnessOptions {
  */
 export class Harness {
   worker: Worker | undefined;
+  /** Fatal errors the worker stopped for. */
+  readonly fatalErrors: Error[] = [];
   private running: Promise<void> | undefined;
 
   private constructor(
@@ -73,7 +78,7 @@ export class Harness {
     const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'), {
       firstTableId: 1000 * Math.floor(1 + Math.random() * 1_000_000),
     });
-    const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
+    const storage = new LocalFileStorage({ root: path.join(home, 'storage'), renameOps: opts.renameOps });
     const connection = await Connection.connect({ address });
     const client = new TableFateClient({
       client: new Client({ connection, namespace: testNamespace() }),
@@ -97,9 +102,17 @@ export class Harness {
       logger: createLogger('warn'),
       taskQueue: this.taskQueue,
       workflowBundle: await workflowBundle(),
+      onFatal: (err) => this.fatalErrors.push(err),
     });
     this.worker = worker;
     this.running = worker.run().finally(() => connection.close());
+  }
+
+  /** Resolves when the worker has stopped by itself (after a fatal error). */
+  async workerStopped(): Promise<void> {
+    await this.running;
+    this.worker = undefined;
+    this.running = undefined;
   }
 
   async stopWorker(): Promise<void> {
