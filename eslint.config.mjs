@@ -29,7 +29,21 @@ export default tseslint.config(
           patterns: [
             {
               allowTypeImports: true,
-              group: ['../activities/**', '../catalog/**', '../storage/**', '../worker/**', '../client/**'], message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
+              group: [
+                '../activities',
+                '../activities/**',
+                '../catalog',
+                '../catalog/**',
+                '../storage',
+                '../storage/**',
+                '../worker',
+                '../worker/**',
+                '../client',
+                '../client/**',
+                '@temporalio/client',
+                '@temporalio/worker',
+                '@temporalio/activity',
+              ], message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
             },
           ],
         },

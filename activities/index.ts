@@ -5,7 +5,7 @@ import type { Catalog, LockGuard, LockHolder, LockOwner } from '../catalog/catal
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import type { ShardArea, ShardRef, StorageDriver, ShardReport } from '../storage/driver';
+import type { ShardArea, ShardRef, StorageDriver } from '../storage/driver';
 import { FatalStorageError } from '../storage/driver';
 import { withFailureMapping } from './failures';
 
@@ -136,9 +136,6 @@ export function createActivities(deps: ActivityDeps) {
     },
     async deleteGarbage(shard: ShardRef): Promise<void> {
       await storage.deleteGarbage(shard);
-    },
-    async inspectShard(shard: ShardRef): Promise<ShardReport> {
-      return storage.inspect(shard);
     },
   };
   return withFailureMapping(activities, deps.onFatal);

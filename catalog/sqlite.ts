@@ -160,8 +160,15 @@ export class SqliteCatalog implements Catalog {
       const current = this.getRow(req.tableId);
       if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
       this.assertHolds(req.guard);
-      // Holding the lock, nobody else can have made this move: finding it made means a retry of our own.
-      if (current.state === req.to) return current;
+      // Already made: a retry of our own step, or an earlier run of this operation that stopped half way and
+      // that this one resumes. Either way it must be the same move, under the same name.
+      if (current.state === req.to) {
+        const wanted = { namespace: req.set?.namespace ?? current.namespace, name: req.set?.name ?? current.name };
+        if (wanted.namespace === current.namespace && wanted.name === current.name) return current;
+        throw new WrongStateError(
+          `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
+        );
+      }
       if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
         throw new WrongStateError(
           `table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`,

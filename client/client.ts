@@ -25,7 +25,7 @@ import {
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { loadConfig, statePaths, TASK_QUEUE, type Config } from '../worker/config';
 import { trashedUpdate } from '../workflows/definitions';
 import type { createTable, purgeTable, trashTable, undeleteTable } from '../workflows';
@@ -86,11 +86,11 @@ export class TableFateClient {
         // A same-named create with other parameters was running and this call joined it: its TableExists is
         // not ours if the table that exists is the one we asked for.
         const existing = await this.catalog.findByName(table);
-        if (existing?.state === 'READY' && existing.params.shards === shards) return toTableInfo(existing);
+        if (existing?.state === 'READY' && sameCreateParams(existing.params, { shards })) return toTableInfo(existing);
         return rethrowAsDomainError(err);
       });
     // Joining a running create of the same name with other parameters must not pass for success.
-    if (created.shards !== shards) {
+    if (!sameCreateParams({ shards: created.shards }, { shards })) {
       throw new TableExistsError(
         `table ${formatTableName(table)} is being created with ${created.shards} shards, not ${shards}`,
       );
@@ -105,11 +105,13 @@ export class TableFateClient {
     const deadline = Date.now() + TRASH_RUN_HANDOVER_MS;
     for (;;) {
       const table = await this.liveTable(name);
-      if (table.state !== 'READY') {
+      // TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
+      if (table.state !== 'READY' && table.state !== 'TRASHING') {
         throw new WrongStateError(`table ${formatTableName(name)} (id ${table.id}) is ${table.state}`);
       }
+      let trashed: TableInfo;
       try {
-        return await this.client.workflow.executeUpdateWithStart(trashedUpdate, {
+        trashed = await this.client.workflow.executeUpdateWithStart(trashedUpdate, {
           args: [requestId],
           startWorkflowOperation: new WithStartWorkflowOperation<typeof trashTable>('trashTable', {
             workflowId: workflowIdFor.trash(table.id),
@@ -129,6 +131,14 @@ export class TableFateClient {
         }
         rethrowAsDomainError(err);
       }
+      // Joined a trash of this table that was already running: its retention is the one that holds.
+      const kept = (Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)) / 1000;
+      if (retentionSeconds !== undefined && kept !== retentionSeconds) {
+        throw new WrongStateError(
+          `table ${formatTableName(name)} was trashed meanwhile by another request, with a retention of ${kept} s`,
+        );
+      }
+      return trashed;
     }
   }
 
@@ -170,7 +180,10 @@ export class TableFateClient {
         staticSummary: `purge table ${tableId}`,
       })
       .catch(rethrowAsDomainError);
-    if (!purged) throw new TableNotFoundError(`table ${tableId} does not exist`);
+    // Joined a purge started by the trash timer that found the table restored: nothing was purged.
+    if (purged.state !== 'PURGED') {
+      throw new WrongStateError(`table ${tableId} is ${purged.state}; only a trashed table can be purged`);
+    }
     return purged;
   }
 

@@ -5,11 +5,6 @@ export const DEFAULT_NAMESPACE = 'default';
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
 
-/** One part of a table name: 1 to 63 of a-z, 0-9, _, starting with a letter. */
-export const identifierSchema = z
-  .string()
-  .regex(IDENTIFIER, 'must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter');
-
 export interface TableName {
   namespace: string;
   name: string;

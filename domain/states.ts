@@ -19,9 +19,6 @@ export type TableState = (typeof TABLE_STATES)[number];
  */
 export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
 
-/** States whose shards live in the trash area of their storage nodes. */
-export const IN_TRASH_STATES: readonly TableState[] = ['TRASHED', 'PURGING'];
-
 /** Every move a table may make; anything else is a bug or a race and is refused. */
 export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = {
   CREATING: ['READY', 'CREATE_FAILED'],

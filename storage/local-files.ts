@@ -6,7 +6,6 @@ import { FaultInjector } from './faults';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
 import { areaDir, shardFileNames, shardLabel, shardPaths, type StorageArea } from './shard-files';
 
-export { shardPaths } from './shard-files';
 
 export interface LocalFileStorageOptions {
   root: string;
@@ -81,6 +80,8 @@ export class LocalFileStorage implements StorageDriver {
   async markGarbage(ref: ShardRef): Promise<void> {
     this.faults.check('markGarbage', ref);
     this.assertValid(ref);
+    // Nothing left in the trash: marked already, or a resumed purge already deleted some or all of it.
+    if (count((await this.presence(ref)).trash) === 0) return;
     await this.transfer(ref, 'trash', 'garbage');
   }
 

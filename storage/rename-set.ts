@@ -8,6 +8,17 @@ export interface RenameOps {
 
 export type RenamePair = readonly [from: string, to: string];
 
+function errorCode(error: unknown): unknown {
+  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
+}
+
+async function exists(file: string): Promise<boolean> {
+  return fsPromises.access(file).then(
+    () => true,
+    () => false,
+  );
+}
+
 function describe(error: unknown): string {
   // Structural: fs errors come from Node's realm, which is not the caller's under jest's vm sandbox.
   const message: unknown = typeof error === 'object' && error !== null && 'message' in error ? error.message : undefined;
@@ -27,6 +38,9 @@ export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps
     try {
       await ops.rename(from, to);
     } catch (forwardError) {
+      // Gone from here and already there: another attempt at the same move (a retried activity alongside a
+      // stale one) renamed it first. That attempt is finishing the set forwards; undoing ours would tear it.
+      if (errorCode(forwardError) === 'ENOENT' && (await exists(to))) continue;
       await rollBack(done, { from, to, error: forwardError }, ops);
       throw forwardError;
     }

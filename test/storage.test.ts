@@ -321,3 +321,42 @@ describe('LocalFileStorage', () => {
     expect(await listFiles(root)).toEqual([]);
   });
 });
+
+describe('moves that race or resume', () => {
+  test('renameSet counts a pair another attempt already renamed as done, and rolls nothing back', async () => {
+    const names = ['a', 'b', 'c'].map((n) => path.join(root, n));
+    for (const file of names) await fs.writeFile(file, n(file));
+    const pairs = names.map((file) => [file, `${file}.moved`] as const);
+    // The other attempt got to "b" first.
+    await fs.rename(names[1]!, `${names[1]!}.moved`);
+    await renameSet(pairs);
+    for (const file of names) {
+      expect(await exists(file)).toBe(false);
+      expect(await fs.readFile(`${file}.moved`, 'utf8')).toBe(n(file));
+    }
+  });
+
+  test('two concurrent moves of one shard both succeed and leave the whole set moved', async () => {
+    const storage = new LocalFileStorage({ root });
+    await storage.createShard(ref);
+    await Promise.all([storage.moveShard(ref, 'live', 'trash'), storage.moveShard(ref, 'live', 'trash')]);
+    expect(await presentIn(ref, 'trash')).toEqual([true, true, true]);
+    expect(await presentIn(ref, 'live')).toEqual([false, false, false]);
+  });
+
+  test('markGarbage of a shard a resumed purge already (partly) deleted is a success', async () => {
+    const storage = new LocalFileStorage({ root });
+    await storage.createShard(ref);
+    await storage.moveShard(ref, 'live', 'trash');
+    await storage.markGarbage(ref);
+    await fs.rm(shardPaths(root, ref, 'garbage')[0]!);
+    await storage.markGarbage(ref);
+    await storage.deleteGarbage(ref);
+    await storage.markGarbage(ref);
+    expect((await storage.inspect(ref)).area).toBeNull();
+  });
+});
+
+function n(file: string): string {
+  return `content of ${path.basename(file)}`;
+}

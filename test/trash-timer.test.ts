@@ -33,7 +33,7 @@ describe('on the shared server', () => {
     const trashed = await h.client.trash({ table: 'timer.down', retentionSeconds: 3 });
     expect(trashed.state).toBe('TRASHED');
     const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).query(trashTimerQuery);
-    expect(timer).toEqual({ expireAt: trashed.expireAt, ended: null });
+    expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
 
     await h.stopWorker();
     await sleep(Date.parse(trashed.expireAt!) - Date.now() + 1000);

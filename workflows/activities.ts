@@ -32,7 +32,14 @@ export const locking = proxyLocalActivities<LockActivities>({
 /** Shard work touches the storage nodes' bytes: ordinary activities, which any worker can pick up. */
 export const shards = proxyActivities<ShardActivities>({ startToCloseTimeout: '5 minutes', retry: RETRY });
 
-/** Runs `fn` on every shard of the table at once; shard activities are independent and idempotent. */
+/**
+ * Runs `fn` on every shard of the table at once (shard activities are independent and idempotent), and
+ * settles only when every one has: an undo must never race a shard's call that is still running.
+ */
 export async function forEachShard(table: TableRecord, fn: (shard: ShardRef) => Promise<void>): Promise<void> {
-  await Promise.all(table.placement.map((p) => fn({ tableId: table.id, shard: p.shard, node: p.node })));
+  const results = await Promise.allSettled(
+    table.placement.map((p) => fn({ tableId: table.id, shard: p.shard, node: p.node })),
+  );
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }

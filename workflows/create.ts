@@ -21,7 +21,12 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
       {
         name: 'prepare',
         call: async () => {
-          const result = await catalog.prepareCreate({ namespace: input.namespace, name: input.name, params: input, lock });
+          const result = await catalog.prepareCreate({
+            namespace: input.namespace,
+            name: input.name,
+            params: { shards: input.shards },
+            lock,
+          });
           table = result.table;
           upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: table.id }]);
           if (result.outcome === 'exists') return FINISHED;

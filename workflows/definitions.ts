@@ -7,10 +7,14 @@ import type { TableInfo } from '../domain/table';
  */
 export const trashedUpdate = defineUpdate<TableInfo, [requestId: string]>('trashed');
 
-/** Ends a trash timer early: the table was restored or purged by hand, so the expiry must not purge it. */
-export const endTimerSignal = defineSignal<[reason: 'restored' | 'purged']>('endTimer');
+/**
+ * Ends a trash timer early: the table was restored or purged by hand, so the expiry must not purge it. It
+ * names the trash it ends by its drop time, so that it cannot end a later trash of the same table.
+ */
+export const endTimerSignal = defineSignal<[reason: 'restored' | 'purged', droppedAt: number]>('endTimer');
 
 export interface TrashTimerState {
+  droppedAt: number | null;
   expireAt: string | null;
   ended: 'restored' | 'purged' | 'expired' | null;
 }

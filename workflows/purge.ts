@@ -11,12 +11,10 @@ import { asFailure, FINISHED, runSteps } from './steps';
  * Deletes a trashed table for good: its shards are first renamed to garbage, then deleted, and the table
  * stays in the catalog as a PURGED tombstone. Started by hand or by the trash timer.
  */
-export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
+export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const lock = lockFor.table(input.tableId);
   let table: TableRecord | undefined;
   const current = () => table!;
-  // Found PURGING: an earlier purge got past marking its shards garbage and stopped while deleting them.
-  let resuming = false;
 
   await withLock(lock, () =>
     runSteps([
@@ -26,7 +24,8 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
           table = (await catalog.getTable(input.tableId)) ?? undefined;
           if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
           if (table.state === 'PURGED') return FINISHED;
-          if (input.trigger === 'expiry' && (table.state !== 'TRASHED' || table.droppedAt !== input.droppedAt)) {
+          const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
+          if (input.trigger === 'expiry' && !inThatTrash) {
             // Restored (or trashed again) since this timer was set: this expiry no longer applies.
             log.info('trash timer expired for a table no longer in that trash; nothing to purge', {
               tableId: table.id,
@@ -34,8 +33,8 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
             });
             return FINISHED;
           }
-          resuming = table.state === 'PURGING';
-          if (table.state !== 'TRASHED' && !resuming) {
+          // PURGING: an earlier purge stopped half way; this one finishes it.
+          if (table.state !== 'TRASHED' && table.state !== 'PURGING') {
             throw asFailure(
               new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`),
             );
@@ -53,9 +52,7 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
       },
       {
         name: 'mark shards garbage',
-        call: async () => {
-          if (!resuming) await forEachShard(current(), (shard) => shards.markGarbage(shard));
-        },
+        call: () => forEachShard(current(), (shard) => shards.markGarbage(shard)),
         undo: () => forEachShard(current(), (shard) => shards.unmarkGarbage(shard)),
       },
       {
@@ -71,15 +68,20 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo | null> {
       },
     ]),
   );
-  if (!table) return null;
-  if (input.trigger === 'manual') await endTrashTimer(table.id, 'purged');
-  return toTableInfo(table);
+  const purged = current();
+  if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
+    await endTrashTimer(purged.id, 'purged', purged.droppedAt);
+  }
+  return toTableInfo(purged);
 }
 
-/** Tells the table's trash workflow that its timer has nothing left to do. It may have ended already. */
-export async function endTrashTimer(tableId: number, reason: 'restored' | 'purged'): Promise<void> {
+/**
+ * Tells the trash workflow of the trash that happened at `droppedAt` that its timer has nothing left to do.
+ * It may have ended already.
+ */
+export async function endTrashTimer(tableId: number, reason: 'restored' | 'purged', droppedAt: number): Promise<void> {
   try {
-    await getExternalWorkflowHandle(workflowIdFor.trash(tableId)).signal(endTimerSignal, reason);
+    await getExternalWorkflowHandle(workflowIdFor.trash(tableId)).signal(endTimerSignal, reason, droppedAt);
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });
   }

@@ -23,6 +23,10 @@ export interface Step {
  * Runs the steps in order. When one fails for good, the undos of every step begun (the failing one included,
  * since it may have half happened) run in reverse, in a scope that cancellation cannot interrupt, and the
  * failure is rethrown in the form the client understands.
+ *
+ * If an undo itself fails for good, compensation stops there: the earlier undos are the catalog's, and running
+ * them would record a state the bytes are not in. The table stays in its transitional state (TRASHING,
+ * RESTORING, PURGING, CREATING), from which running the same operation again resumes.
  */
 export async function runSteps(steps: readonly Step[]): Promise<void> {
   let begun: Step[] = [];
@@ -39,7 +43,11 @@ export async function runSteps(steps: readonly Step[]): Promise<void> {
         try {
           await step.undo();
         } catch (undoErr) {
-          log.error('compensation failed; continuing with the rest', { step: step.name, error: String(undoErr) });
+          log.error('compensation failed; the table stays in its transitional state until the operation is run again', {
+            step: step.name,
+            error: String(undoErr),
+          });
+          break;
         }
       }
     });

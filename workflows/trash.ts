@@ -4,14 +4,16 @@ import {
   allHandlersFinished,
   condition,
   executeChild,
+  log,
   setHandler,
+  sleep,
 } from '@temporalio/workflow';
 import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { catalog, forEachShard, shards } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
-import { domainFailure, runSteps } from './steps';
+import { runSteps } from './steps';
 import { purgeTable } from './purge';
 
 type Outcome = { table: TableInfo } | { error: unknown };
@@ -24,7 +26,7 @@ type Outcome = { table: TableInfo } | { error: unknown };
  */
 export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   let outcome: Outcome | undefined;
-  const timer: TrashTimerState = { expireAt: null, ended: null };
+  const timer: TrashTimerState = { droppedAt: null, expireAt: null, ended: null };
 
   setHandler(
     trashedUpdate,
@@ -44,8 +46,8 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       },
     },
   );
-  setHandler(endTimerSignal, (reason) => {
-    timer.ended ??= reason;
+  setHandler(endTimerSignal, (reason, droppedAt) => {
+    if (timer.droppedAt === droppedAt) timer.ended ??= reason;
   });
   setHandler(trashTimerQuery, () => timer);
 
@@ -78,36 +80,51 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       ]),
     );
   } catch (err) {
-    outcome = { error: domainFailure(err) };
+    outcome = { error: err };
     await condition(allHandlersFinished);
-    throw outcome.error;
+    throw err;
   }
   outcome = { table: toTableInfo(current()) };
 
   // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
   // server restarted in between.
-  const { id, droppedAt, expireAt, namespace, name } = current();
-  timer.expireAt = new Date(expireAt!).toISOString();
-  const ended = await condition(() => timer.ended !== null, Math.max(expireAt! - Date.now(), 1));
+  const trashed = current();
+  timer.droppedAt = trashed.droppedAt;
+  timer.expireAt = new Date(trashed.expireAt!).toISOString();
+  const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
   if (!ended) {
     timer.ended = 'expired';
-    await purgeOnExpiry(id, droppedAt!, namespace, name);
+    await purgeOnExpiry(trashed);
   }
   await condition(allHandlersFinished);
   return timer;
 }
 
-/** Runs the purge as its own workflow (`purge:<id>`), so it shows in the UI like a manual one. */
-async function purgeOnExpiry(tableId: number, droppedAt: number, namespace: string, name: string): Promise<void> {
-  try {
-    await executeChild(purgeTable, {
-      workflowId: workflowIdFor.purge(tableId),
-      args: [{ tableId, trigger: 'expiry', droppedAt }],
-      typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
-    });
-  } catch (err) {
-    // A manual purge of this table is running: it does the work.
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return;
-    throw err;
+const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];
+
+/**
+ * Runs the purge as its own workflow (`purge:<id>`, so it shows in the UI like a manual one), again and again
+ * until the table is purged or is no longer in this trash: an expiry must not be lost to a purge that failed
+ * or to a manual purge that was running and then failed. The child outlives this run if it is terminated.
+ */
+async function purgeOnExpiry(trashed: TableRecord): Promise<void> {
+  const { id: tableId, droppedAt, namespace, name } = trashed;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await executeChild(purgeTable, {
+        workflowId: workflowIdFor.purge(tableId),
+        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt! }],
+        typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
+        parentClosePolicy: 'ABANDON',
+      });
+    } catch (err) {
+      // Already started: a manual purge is running; see below whether it got there.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+        log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
+      }
+    }
+    const now = await catalog.getTable(tableId);
+    if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return;
+    await sleep(RETRY_PURGE_AFTER_MS[Math.min(attempt, RETRY_PURGE_AFTER_MS.length - 1)]!);
   }
 }

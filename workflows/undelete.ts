@@ -14,7 +14,8 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   const lock = lockFor.table(input.tableId);
   let table: TableRecord | undefined;
   const current = () => table!;
-  let original: { namespace: string; name: string } | undefined;
+  // The name the table had in the trash, and when it was trashed (which trash timer to end).
+  let trash: { namespace: string; name: string; droppedAt: number } | undefined;
 
   await withLock(lock, () =>
     runSteps([
@@ -25,26 +26,28 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
           if (!table || table.state === 'PURGED') {
             throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
           }
-          if (table.state !== 'TRASHED') {
+          // RESTORING: an earlier undelete stopped half way; this one finishes it.
+          if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
             throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
           }
-          if (table.expireAt !== null && table.expireAt <= Date.now()) {
+          if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now()) {
             throw asFailure(
               new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`),
             );
           }
-          original = { namespace: table.namespace, name: table.name };
+          trash = { namespace: table.namespace, name: table.name, droppedAt: table.droppedAt! };
         },
       },
       {
         // Taking the name and changing state is one compare-and-set: the catalog refuses a taken name (NameTaken).
         name: 'claim name, mark restoring',
         call: async () => {
-          const rename = input.newName ?? original!;
+          const rename = input.newName ?? { namespace: trash!.namespace, name: trash!.name };
           table = await catalog.transition({ tableId: current().id, from: ['TRASHED'], to: 'RESTORING', lock, rename });
         },
         undo: async () => {
-          await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: original });
+          const { namespace, name } = trash!;
+          await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: { namespace, name } });
         },
       },
       {
@@ -60,7 +63,7 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       },
       {
         name: 'end trash timer',
-        call: () => endTrashTimer(current().id, 'restored'),
+        call: () => endTrashTimer(current().id, 'restored', trash!.droppedAt),
       },
     ]),
   );

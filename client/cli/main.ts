@@ -4,6 +4,7 @@ import { devCommand, workerCommand } from '../../worker/main';
 import { InvalidInputError, TableFateError, type DomainErrorType } from '../../domain/errors';
 import type { TableInfo } from '../../domain/table';
 import { TableFateClient } from '../client';
+import { applicationFailureOf } from '../errors';
 import { formatTable, formatTableList } from './format';
 
 const USAGE = `usage: tablefate <command> [options]
@@ -156,8 +157,12 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     }
   } catch (err) {
     const code = exitCodeOf(err);
+    // What the workflow failed with, not just "Workflow execution failed".
+    const failure = applicationFailureOf(err);
+    let message = err instanceof Error ? err.message : String(err);
+    if (failure && !(err instanceof TableFateError)) message = `${message}: ${failure.type ?? 'Error'}: ${failure.message}`;
     // One line, always: some messages (node's parseArgs) span several.
-    let message = (err instanceof Error ? err.message : String(err)).replace(/\s*\n\s*/g, ' ');
+    message = message.replace(/\s*\n\s*/g, ' ');
     const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
     if (/failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
       const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';

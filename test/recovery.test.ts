@@ -1,0 +1,53 @@
+import { Harness } from './support/harness';
+import { waitFor } from './support/wait';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { TableInfo } from '../domain/table';
+import { applicationFailureOf } from '../client/errors';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+async function shardAreas(table: TableInfo) {
+  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
+}
+
+test('when an undo fails too, the table stays TRASHING and the next trash resumes it', async () => {
+  const table = await h.client.create({ table: 'recover.trash', shards: 2 });
+  // Shard 1 can move neither way: the move fails, and so does its undo.
+  h.storage.faults.inject({ op: 'moveShard', tableId: table.id, shard: 1, kind: 'permanent' });
+  const failure = await h.client.trash({ table: 'recover.trash', retentionSeconds: 3600 }).catch((err: unknown) => err);
+  expect(applicationFailureOf(failure)?.type).toBe('StorageFault');
+  // Not READY: shard 0 may be in the trash; the catalog does not claim what the files are not.
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHING');
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  h.storage.faults.clear();
+  const trashed = await h.client.trash({ table: 'recover.trash', retentionSeconds: 3600 });
+  expect(trashed.state).toBe('TRASHED');
+  expect(await shardAreas(table)).toEqual(['trash', 'trash']);
+});
+
+test('a purge on expiry that fails is tried again until the table is purged', async () => {
+  const table = await h.client.create({ table: 'recover.expiry', shards: 2 });
+  h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: 1 });
+  await h.client.trash({ table: 'recover.expiry', retentionSeconds: 1 });
+  // The first purge fails and is compensated back to TRASHED; the trash run tries again 10 s later.
+  const firstPurge = h.temporal.workflow.getHandle(`purge:${table.id}`);
+  await waitFor(
+    () => firstPurge.describe().then((d) => d.status.name, () => 'NOT_FOUND'),
+    (status) => status === 'FAILED',
+    { what: 'the first expiry purge to fail' },
+  );
+  await expect(firstPurge.result()).rejects.toThrow(WorkflowFailedError);
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+
+  await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
+  expect(await shardAreas(table)).toEqual([null, null]);
+  const trashRun = (await h.temporal.workflow.getHandle(`trash:${table.id}`).result()) as { ended: string };
+  expect(trashRun.ended).toBe('expired');
+});
