@@ -2,7 +2,6 @@ import { Harness } from './support/harness';
 import { waitFor } from './support/wait';
 import { TableFateError } from '../domain/errors';
 import { workflowIdFor } from '../domain/operations';
-import type { TableInfo } from '../domain/table';
 
 let h: Harness;
 beforeAll(async () => {
@@ -13,10 +12,6 @@ afterAll(async () => {
 });
 
 const AREA_OF_STATE = { READY: 'live', TRASHED: 'trash', PURGED: null } as const;
-
-async function shardAreas(table: TableInfo) {
-  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
-}
 
 test('a trash, an undelete and a purge racing on one table end consistent, with no lock left', async () => {
   const tables = await Promise.all([1, 2, 3, 4].map((i) => h.client.create({ table: `racing.t${i}`, shards: 3 })));
@@ -37,7 +32,7 @@ test('a trash, an undelete and a purge racing on one table end consistent, with 
     const final = await h.client.describe({ table: t.id });
     expect(['READY', 'TRASHED', 'PURGED']).toContain(final.state);
     const expected = AREA_OF_STATE[final.state as keyof typeof AREA_OF_STATE];
-    expect(await shardAreas(t)).toEqual([expected, expected, expected]);
+    expect(await h.shardAreas(t)).toEqual([expected, expected, expected]);
   }
   expect(await h.catalog.listLocks()).toEqual([]);
 });
@@ -52,7 +47,7 @@ test('a second operation waits for the lock instead of failing, then runs', asyn
   const [trashed, purged] = await Promise.all([trashing, purging]);
   expect(trashed.state).toBe('TRASHED');
   expect(purged.state).toBe('PURGED');
-  expect(await shardAreas(table)).toEqual([null, null]);
+  expect(await h.shardAreas(table)).toEqual([null, null]);
 });
 
 test('a create terminated while holding its lock is resumed by the next run of the same create', async () => {
@@ -72,7 +67,7 @@ test('a create terminated while holding its lock is resumed by the next run of t
   h.storage.faults.clear();
   const created = await h.client.create({ table: 'racing.killed', shards: 3 });
   expect(created).toMatchObject({ id: stuck!.id, state: 'READY', placement: stuck!.placement });
-  expect(await shardAreas(created)).toEqual(['live', 'live', 'live']);
+  expect(await h.shardAreas(created)).toEqual(['live', 'live', 'live']);
   expect(await h.catalog.listLocks()).toEqual([]);
 });
 

@@ -3,7 +3,6 @@ import { randomBytes } from 'node:crypto';
 import { Harness } from './support/harness';
 import { shardPaths } from '../storage/shard-files';
 import { TableInTrashError, TableNotFoundError, NameTakenError, WrongStateError } from '../domain/errors';
-import type { TableInfo } from '../domain/table';
 
 let h: Harness;
 beforeAll(async () => {
@@ -12,11 +11,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.close();
 });
-
-/** Size and checksum of every shard, as the storage driver reports them. */
-async function shardReports(table: TableInfo) {
-  return Promise.all(table.placement.map((p) => h.storage.inspect({ tableId: table.id, ...p })));
-}
 
 test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows it, recall under a new name', async () => {
   const temp = await h.client.create({ table: 'pegasus.temp', shards: 8 });
@@ -43,7 +37,7 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   expect((await h.client.describe({ table: 'pegasus.temp' })).state).toBe('READY');
   expect((await h.client.describe({ table: 'pegasus.mytable2' })).id).toBe(mytable.id);
   await expect(h.client.describe({ table: 'pegasus.mytable' })).rejects.toThrow(TableNotFoundError);
-  for (const report of await shardReports(recalled)) expect(report.area).toBe('live');
+  for (const report of await h.shardReports(recalled)) expect(report.area).toBe('live');
 });
 
 test('data survives: every shard has the same checksum before trash and after undelete', async () => {
@@ -52,16 +46,16 @@ test('data survives: every shard has the same checksum before trash and after un
     const [dat] = shardPaths(h.storage.root, { tableId: table.id, ...p }, 'live');
     await fs.promises.appendFile(dat!, randomBytes(4096 + p.shard));
   }
-  const before = await shardReports(table);
+  const before = await h.shardReports(table);
   expect(new Set(before.map((r) => r.checksum)).size).toBe(5);
 
   await h.client.trash({ table: 'data.kept' });
-  const inTrash = await shardReports(table);
+  const inTrash = await h.shardReports(table);
   expect(inTrash.map((r) => r.area)).toEqual(Array(5).fill('trash'));
   expect(inTrash.map((r) => r.checksum)).toEqual(before.map((r) => r.checksum));
 
   const restored = await h.client.undelete({ table: 'data.kept' });
-  const after = await shardReports(restored);
+  const after = await h.shardReports(restored);
   expect(after.map((r) => r.area)).toEqual(Array(5).fill('live'));
   expect(after.map((r) => [r.checksum, r.bytes])).toEqual(before.map((r) => [r.checksum, r.bytes]));
 });
@@ -86,7 +80,7 @@ test('purge by hand deletes the shards and leaves a PURGED tombstone that ls doe
   await h.client.trash({ table: 'purge.me' });
   const purged = await h.client.purge({ tableId: table.id });
   expect(purged.state).toBe('PURGED');
-  for (const report of await shardReports(table)) expect(report.area).toBeNull();
+  for (const report of await h.shardReports(table)) expect(report.area).toBeNull();
   const tombstone = await h.client.describe({ table: table.id });
   expect(tombstone.state).toBe('PURGED');
   expect(tombstone.purgedAt).not.toBeNull();

@@ -1,7 +1,6 @@
 import { Harness } from './support/harness';
 import { waitFor } from './support/wait';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { TableInfo } from '../domain/table';
 import { applicationFailureOf } from '../client/errors';
 
 let h: Harness;
@@ -11,10 +10,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.close();
 });
-
-async function shardAreas(table: TableInfo) {
-  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
-}
 
 test('when an undo fails too, the table stays TRASHING and the next trash resumes it', async () => {
   const table = await h.client.create({ table: 'recover.trash', shards: 2 });
@@ -29,7 +24,7 @@ test('when an undo fails too, the table stays TRASHING and the next trash resume
   h.storage.faults.clear();
   const trashed = await h.client.trash({ table: 'recover.trash', retentionSeconds: 3600 });
   expect(trashed.state).toBe('TRASHED');
-  expect(await shardAreas(table)).toEqual(['trash', 'trash']);
+  expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
 });
 
 test('a purge on expiry that fails is tried again until the table is purged', async () => {
@@ -47,7 +42,7 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
 
   await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
-  expect(await shardAreas(table)).toEqual([null, null]);
+  expect(await h.shardAreas(table)).toEqual([null, null]);
   const trashRun = (await h.temporal.workflow.getHandle(`trash:${table.id}`).result()) as { ended: string };
   expect(trashRun.ended).toBe('expired');
 });

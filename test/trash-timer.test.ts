@@ -8,10 +8,6 @@ import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../workflows/definitions';
 import type { TableInfo } from '../domain/table';
 
-async function shardAreas(h: Harness, table: TableInfo) {
-  return Promise.all(table.placement.map(async (p) => (await h.storage.inspect({ tableId: table.id, ...p })).area));
-}
-
 const purgedIn = (h: Harness, tableId: number) =>
   waitFor(
     () => h.catalog.getTable(tableId),
@@ -42,7 +38,7 @@ describe('on the shared server', () => {
 
     const purged = await purgedIn(h, table.id);
     expect(purged?.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
-    expect(await shardAreas(h, trashed)).toEqual([null, null, null]);
+    expect(await h.shardAreas(trashed)).toEqual([null, null, null]);
     const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).result()) as unknown;
     expect(result).toMatchObject({ ended: 'expired' });
     expect(await h.catalog.listLocks()).toEqual([]);
@@ -57,7 +53,7 @@ describe('on the shared server', () => {
 
     await sleep(Date.parse(trashed.expireAt!) - Date.now() + 2000);
     expect((await h.client.describe({ table: table.id })).state).toBe('READY');
-    expect(await shardAreas(h, table)).toEqual(['live', 'live']);
+    expect(await h.shardAreas(table)).toEqual(['live', 'live']);
   });
 
   test('a timer that fires while an undelete holds the lock finds the table restored and does nothing', async () => {
@@ -76,7 +72,7 @@ describe('on the shared server', () => {
     const purgeRun = (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id)).result()) as TableInfo;
     expect(purgeRun.state).toBe('READY');
     expect((await h.client.describe({ table: table.id })).state).toBe('READY');
-    expect(await shardAreas(h, table)).toEqual(['live', 'live']);
+    expect(await h.shardAreas(table)).toEqual(['live', 'live']);
     expect(await h.catalog.listLocks()).toEqual([]);
   });
 });
@@ -98,7 +94,7 @@ test('the timer survives a restart of the dev server on the same db file', async
     server = await DevServer.start({ stateDir: dir, dbFile, headless: true });
     h = await Harness.start({ address: server.address, home, taskQueue });
     await purgedIn(h, table.id);
-    expect(await shardAreas(h, trashed)).toEqual([null, null]);
+    expect(await h.shardAreas(trashed)).toEqual([null, null]);
     expect((await h.client.describe({ table: table.id })).state).toBe('PURGED');
   } finally {
     await h.close();

@@ -7,6 +7,8 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Work
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
+import type { ShardReport } from '../../storage/driver';
+import type { TableInfo } from '../../domain/table';
 import { TableFateClient } from '../../client/client';
 import { createTableFateWorker } from '../../worker/worker';
 import { createLogger } from '../../worker/logger';
@@ -121,6 +123,16 @@ export class Harness {
     await this.running;
     this.worker = undefined;
     this.running = undefined;
+  }
+
+  /** What the storage driver reports for every shard of a table (area, size, checksum), in shard order. */
+  shardReports(table: TableInfo): Promise<ShardReport[]> {
+    return Promise.all(table.placement.map((p) => this.storage.inspect({ tableId: table.id, ...p })));
+  }
+
+  /** Where each shard of a table is: live, trash, garbage, or null (gone). */
+  async shardAreas(table: TableInfo): Promise<Array<ShardReport['area']>> {
+    return (await this.shardReports(table)).map((report) => report.area);
   }
 
   async close(): Promise<void> {
