@@ -75,6 +75,9 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
           name: 'commit trashed',
           call: async () => {
             table = await catalog.commitTrash({ tableId: current().id, lock, retentionSeconds: input.retentionSeconds });
+            // From here on an undelete or a purge may end this trash: know which trash that is before unlocking.
+            timer.droppedAt = table.droppedAt;
+            timer.expireAt = new Date(table.expireAt!).toISOString();
           },
         },
       ]),
@@ -89,8 +92,6 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
   // server restarted in between.
   const trashed = current();
-  timer.droppedAt = trashed.droppedAt;
-  timer.expireAt = new Date(trashed.expireAt!).toISOString();
   const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
   if (!ended) {
     timer.ended = 'expired';
