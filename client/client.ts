@@ -4,6 +4,7 @@ import {
   Connection,
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
+  type WorkflowHandle,
 } from '@temporalio/client';
 import type { Catalog } from '../catalog/catalog';
 import { SqliteCatalog } from '../catalog/sqlite';
@@ -27,7 +28,7 @@ import {
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { loadConfig, statePaths, TASK_QUEUE, type Config } from '../worker/config';
-import { trashedUpdate } from '../workflows/definitions';
+import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../workflows/definitions';
 import type { createTable, purgeTable, trashTable, undeleteTable } from '../workflows';
 import { applicationFailureOf, rethrowAsDomainError } from './errors';
 
@@ -142,14 +143,17 @@ export class TableFateClient {
     }
   }
 
-  /** Recalls a trashed table, by id or by name (the most recently trashed of that name), maybe renamed. */
-  async undelete(request: UndeleteRequest): Promise<TableInfo> {
+  /**
+   * Recalls a trashed table, by id or by name (the most recently trashed of that name), maybe renamed.
+   * `onProgress` hears how many shards are back, each time that changes (Pegasus's recall progress).
+   */
+  async undelete(request: UndeleteRequest, opts: { onProgress?: (progress: RecallProgress) => void } = {}): Promise<TableInfo> {
     const { table: ref, newName } = parseRequest(undeleteRequestSchema, request);
     const trashed = await this.trashedTable(ref);
     const tableId = trashed.id;
     const target = newName ?? trashed;
     try {
-      return await this.client.workflow.execute<typeof undeleteTable>('undeleteTable', {
+      const handle = await this.client.workflow.start<typeof undeleteTable>('undeleteTable', {
         workflowId: workflowIdFor.undelete(tableId),
         taskQueue: this.taskQueue,
         args: [{ tableId, newName }],
@@ -157,6 +161,9 @@ export class TableFateClient {
         typedSearchAttributes: searchAttributesFor('undelete', { tableId, namespace: target.namespace, name: target.name }),
         staticSummary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
       });
+      const result = handle.result();
+      if (opts.onProgress) await reportProgress(handle, result, opts.onProgress);
+      return await result;
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError) {
         throw new WrongStateError(`an undelete of table ${tableId} is already running`);
@@ -226,5 +233,29 @@ export class TableFateClient {
       );
     }
     return table;
+  }
+}
+
+const PROGRESS_POLL_MS = 300;
+
+/** Asks the running undelete how far it is until it ends, reporting each change. */
+async function reportProgress(
+  handle: WorkflowHandle<typeof undeleteTable>,
+  result: Promise<unknown>,
+  onProgress: (progress: RecallProgress) => void,
+): Promise<void> {
+  let ended = false;
+  const settled = result.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  let last = '';
+  while (!ended) {
+    const progress = await handle.query(recallProgressQuery).catch(() => undefined);
+    if (progress && progress.shards > 0 && JSON.stringify(progress) !== last) {
+      last = JSON.stringify(progress);
+      onProgress(progress);
+    }
+    await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, PROGRESS_POLL_MS))]);
   }
 }

@@ -19,5 +19,13 @@ export interface TrashTimerState {
   ended: 'restored' | 'purged' | 'expired' | null;
 }
 
+/** How far a recall is: shards back in the live area, of all (Pegasus's "still waiting... (7/8)"). */
+export interface RecallProgress {
+  shardsBack: number;
+  shards: number;
+}
+
+export const recallProgressQuery = defineQuery<RecallProgress>('recallProgress');
+
 /** When the trashed table expires and whether the timer is still pending. */
 export const trashTimerQuery = defineQuery<TrashTimerState>('trashTimer');

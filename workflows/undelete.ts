@@ -1,4 +1,6 @@
+import { setHandler } from '@temporalio/workflow';
 import { lockFor, type UndeleteInput } from '../domain/operations';
+import { recallProgressQuery, type RecallProgress } from './definitions';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { catalog, forEachShard, shards } from './activities';
@@ -16,6 +18,8 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   const current = () => table!;
   // The name the table had in the trash, and when it was trashed (which trash timer to end).
   let trash: { namespace: string; name: string; droppedAt: number } | undefined;
+  const progress: RecallProgress = { shardsBack: 0, shards: 0 };
+  setHandler(recallProgressQuery, () => progress);
 
   await withLock(lock, () =>
     runSteps([
@@ -52,7 +56,13 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       },
       {
         name: 'move shards back',
-        call: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'trash', to: 'live' })),
+        call: async () => {
+          progress.shards = current().placement.length;
+          await forEachShard(current(), async (shard) => {
+            await shards.moveShard({ shard, from: 'trash', to: 'live' });
+            progress.shardsBack++;
+          });
+        },
         undo: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'live', to: 'trash' })),
       },
       {

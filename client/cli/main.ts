@@ -136,7 +136,15 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       case 'recall':
       case 'undelete':
         await run({}, { min: 1, max: 2 }, (_v, [table, newName]) =>
-          withClient((c) => c.undelete({ table: table!, newName })),
+          withClient((c) =>
+            c.undelete(
+              { table: table!, newName },
+              // Progress for a person watching; scripts (no terminal, or --json) get only the result.
+              process.stderr.isTTY && !json
+                ? { onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) }
+                : {},
+            ),
+          ),
         );
         return 0;
       case 'purge':
