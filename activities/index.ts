@@ -1,7 +1,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import type { Catalog, LockGuard, LockHolder, LockOwner } from '../catalog/catalog';
+import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
+import { LockLostError } from '../catalog/lock-lost';
+import { lockFor } from '../domain/operations';
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
@@ -18,7 +20,19 @@ export interface ActivityDeps {
   onFatal: (err: FatalStorageError) => void;
   /** Whether the workflow that holds a lock has closed; defaults to asking the Temporal server. */
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
+  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
+  storageRetryAttempts?: number;
+  /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
   now?: () => number;
+}
+
+/**
+ * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
+ * the call's place in the run (`step`), under which the catalog journals its outcome.
+ */
+export interface CallScope {
+  catalogId?: string;
+  step?: string;
 }
 
 /** The calling workflow: every lock and compare-and-set is done in its name. */
@@ -27,8 +41,6 @@ function callingWorkflow(): LockOwner {
   if (!execution) throw new Error('tablefate activities run only on behalf of a workflow');
   return { workflowId: execution.workflowId, runId: execution.runId };
 }
-
-const guardOf = (lock: string): LockGuard => ({ resource: lock, owner: callingWorkflow() });
 
 async function ownerClosedOnServer(holder: LockHolder): Promise<boolean> {
   try {
@@ -42,103 +54,149 @@ async function ownerClosedOnServer(holder: LockHolder): Promise<boolean> {
 
 export function createActivities(deps: ActivityDeps) {
   const { catalog, storage } = deps;
-  const now = deps.now ?? Date.now;
+  const clock = deps.now ?? Date.now;
   const isOwnerClosed = deps.isOwnerClosed ?? ownerClosedOnServer;
+
+  /**
+   * Refuses an operation of another catalog (two catalogs whose workers share a task queue): acting on it here
+   * would change a table of the same id that is not the one it means.
+   */
+  const inScope = (scope: CallScope): LockOwner => {
+    if (scope.catalogId !== undefined && scope.catalogId !== catalog.id) {
+      throw ApplicationFailure.nonRetryable(
+        `this worker serves catalog ${catalog.id}, but the operation belongs to catalog ${scope.catalogId}: ` +
+          `give the workers of each catalog their own Temporal namespace or task queue`,
+        'WrongCatalog',
+      );
+    }
+    return callingWorkflow();
+  };
+  const stepOf = (owner: LockOwner, scope: CallScope): StepKey | undefined =>
+    scope.step === undefined ? undefined : { runId: owner.runId, step: scope.step };
+
+  /**
+   * The fence in front of every storage change: the calling operation must still hold the table's lock, or it
+   * touches nothing. The heartbeat lets the server tell a cancelled or superseded attempt to stop.
+   */
+  const fenced = async (scope: CallScope, shard: ShardRef, change: () => Promise<void>): Promise<void> => {
+    const owner = inScope(scope);
+    Context.current().heartbeat();
+    if (!(await catalog.holdsLock(lockFor.table(shard.tableId), owner))) {
+      throw new LockLostError(
+        `${owner.workflowId} no longer holds table ${shard.tableId}; shard ${shard.shard} on ${shard.node} left untouched`,
+      );
+    }
+    await change();
+    Context.current().heartbeat();
+  };
 
   const activities = {
     /**
      * FATE's isReady: fails with a retryable LockBusy while another running workflow holds the lock, so
      * Temporal's retry policy is the wait-with-backoff. A lock left by a closed workflow is taken over.
      */
-    async acquireLock(lock: string): Promise<void> {
-      const result = await catalog.acquireLock(lock, callingWorkflow(), now(), isOwnerClosed);
+    async acquireLock(input: CallScope & { lock: string }): Promise<void> {
+      const owner = inScope(input);
+      const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
       if (!result.acquired) {
-        throw ApplicationFailure.retryable(`${lock} is held by ${result.holder.workflowId}`, 'LockBusy');
+        throw ApplicationFailure.retryable(`${input.lock} is held by ${result.holder.workflowId}`, 'LockBusy');
       }
       if (result.tookOverFrom) {
         Context.current().log.warn('took over a lock left by a closed workflow', {
-          lock,
+          lock: input.lock,
           from: result.tookOverFrom.workflowId,
         });
       }
     },
 
-    async releaseLock(lock: string): Promise<void> {
-      await catalog.releaseLock(lock, callingWorkflow());
+    /** Releases every lock the calling run holds. */
+    async releaseLock(input: CallScope = {}): Promise<void> {
+      await catalog.releaseLocks(inScope(input));
     },
 
-    async prepareCreate(input: TableName & { params: CreateParams; lock: string }) {
-      return catalog.prepareCreate({
-        namespace: input.namespace,
-        name: input.name,
-        params: input.params,
-        guard: guardOf(input.lock),
-        place: (id, params) => placeShards(id, params.shards, storage.nodes),
-        now: now(),
-      });
+    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number }) {
+      const owner = inScope(input);
+      const result = await catalog.prepareCreate(
+        {
+          namespace: input.namespace,
+          name: input.name,
+          params: input.params,
+          owner,
+          nameLock: input.lock,
+          place: (id, params) => placeShards(id, params.shards, storage.nodes),
+          now: input.now,
+          step: stepOf(owner, input),
+        },
+        isOwnerClosed,
+      );
+      if (result.outcome === 'busy') {
+        throw ApplicationFailure.retryable(`${result.holder.resource} is held by ${result.holder.workflowId}`, 'LockBusy');
+      }
+      return result;
     },
 
-    async getTable(tableId: number): Promise<TableRecord | null> {
-      return (await catalog.getTable(tableId)) ?? null;
+    async getTable(input: CallScope & { tableId: number }): Promise<TableRecord | null> {
+      const owner = inScope(input);
+      return (await catalog.getTable(input.tableId, stepOf(owner, input))) ?? null;
     },
 
-    async transition(input: {
-      tableId: number;
-      from: TableState[];
-      to: TableState;
-      lock: string;
-      rename?: TableName;
-    }): Promise<TableRecord> {
-      const at = now();
+    async transition(
+      input: CallScope & {
+        tableId: number;
+        from: TableState[];
+        to: TableState;
+        now: number;
+        rename?: TableName;
+        expectName?: TableName;
+      },
+    ): Promise<TableRecord> {
+      const owner = inScope(input);
       return catalog.transition({
         tableId: input.tableId,
         from: input.from,
         to: input.to,
-        guard: guardOf(input.lock),
-        now: at,
-        set: {
-          ...input.rename,
-          ...(input.to === 'PURGED' ? { purgedAt: at } : {}),
-          // A table back from the trash has no drop or expiry any more.
-          ...(input.to === 'READY' ? { droppedAt: null, expireAt: null } : {}),
-        },
+        owner,
+        now: input.now,
+        rename: input.rename,
+        expectName: input.expectName,
+        step: stepOf(owner, input),
       });
     },
 
     /** TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for. */
-    async commitTrash(input: { tableId: number; lock: string; retentionSeconds?: number }): Promise<TableRecord> {
-      const droppedAt = now();
-      const retention = input.retentionSeconds ?? deps.defaultRetentionSeconds;
+    async commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number }): Promise<TableRecord> {
+      const owner = inScope(input);
       return catalog.transition({
         tableId: input.tableId,
         from: ['TRASHING'],
         to: 'TRASHED',
-        guard: guardOf(input.lock),
-        now: droppedAt,
-        set: { droppedAt, expireAt: droppedAt + retention * 1000 },
+        owner,
+        now: input.now,
+        retentionSeconds: input.retentionSeconds ?? deps.defaultRetentionSeconds,
+        step: stepOf(owner, input),
       });
     },
 
-    async createShard(shard: ShardRef): Promise<void> {
-      await storage.createShard(shard);
+    async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, () => storage.createShard(input.shard));
     },
-    async dropShard(shard: ShardRef): Promise<void> {
-      await storage.dropShard(shard);
+    async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, () => storage.dropShard(input.shard));
     },
-    async moveShard(input: { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
-      await storage.moveShard(input.shard, input.from, input.to);
+    async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
+      await fenced(input, input.shard, () => storage.moveShard(input.shard, input.from, input.to));
     },
-    async markGarbage(shard: ShardRef): Promise<void> {
-      await storage.markGarbage(shard);
+    async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, () => storage.markGarbage(input.shard));
     },
-    async unmarkGarbage(shard: ShardRef): Promise<void> {
-      await storage.unmarkGarbage(shard);
+    async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, () => storage.unmarkGarbage(input.shard));
     },
-    async deleteGarbage(shard: ShardRef): Promise<void> {
-      await storage.deleteGarbage(shard);
+    async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, () => storage.deleteGarbage(input.shard));
     },
   };
-  return withFailureMapping(activities, deps.onFatal);
+  return withFailureMapping(activities, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

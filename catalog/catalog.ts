@@ -8,60 +8,88 @@ export interface LockOwner {
   runId: string;
 }
 
-/** The lock that guards a state change: compare-and-set succeeds only while `owner` holds `resource`. */
-export interface LockGuard {
-  resource: string;
-  owner: LockOwner;
-}
-
 export interface LockHolder extends LockOwner {
   resource: string;
   since: number;
+}
+
+/** Whether the workflow run holding a lock has closed (its lock may then be taken over). */
+export type IsOwnerClosed = (holder: LockHolder) => Promise<boolean>;
+
+/**
+ * Names one call a workflow run makes to the catalog (its run id and the call's place in the run). A call
+ * made again under the same key (the workflow task that made it was lost, so its result never reached the
+ * history) returns what the first one did, even after the run has released its lock: every call of a run is
+ * applied at most once.
+ */
+export interface StepKey {
+  runId: string;
+  step: string;
 }
 
 export type AcquireResult = { acquired: true; tookOverFrom: LockHolder | null } | { acquired: false; holder: LockHolder };
 
 /** What a create finds when it prepares. */
 export type PrepareResult =
-  /** The name is free or held by this create's own prepare record: go on with this record. */
+  /** The name is free or held by this create's own prepare record: go on with this record, whose lock it now holds. */
   | { outcome: 'prepared'; table: TableRecord; resumed: boolean }
   /** The same create already committed: nothing to do. */
-  | { outcome: 'exists'; table: TableRecord };
+  | { outcome: 'exists'; table: TableRecord }
+  /** Another running operation holds the lock of the table the record belongs to: try again later. */
+  | { outcome: 'busy'; holder: LockHolder };
 
 export interface PrepareCreateRequest extends TableName {
   params: CreateParams;
-  guard: LockGuard;
+  owner: LockOwner;
+  /** The name lock the create holds (`name:<ns>.<name>`); the prepare also takes the table's own lock. */
+  nameLock: string;
   /** Chooses placement once, when the id is known; a resumed create keeps the placement it has. */
   place: (tableId: number, params: CreateParams) => ShardPlacement[];
   now: number;
+  step?: StepKey;
 }
 
 export interface TransitionRequest {
   tableId: number;
   from: readonly TableState[];
   to: TableState;
-  guard: LockGuard;
+  /** Must hold the table's lock (`table:<id>`). */
+  owner: LockOwner;
+  /** Workflow time: the one clock drop times and expiries come from. */
   now: number;
-  /** Columns that change with the state. */
-  set?: Partial<Pick<TableRecord, 'namespace' | 'name' | 'droppedAt' | 'expireAt' | 'purgedAt'>>;
+  /** Entering TRASHED: how long the data is kept. */
+  retentionSeconds?: number;
+  /** Give the table this name with the move (undelete under a new name, or back to its old one). */
+  rename?: TableName;
+  /** The name the caller believes the table has: a table bearing another name is refused. */
+  expectName?: TableName;
+  step?: StepKey;
 }
 
 /**
  * The source of truth for tables, states, trash entries (TRASHED rows with their drop and expiry times),
- * locks and the id counter. Every change is a transaction; every state change is a compare-and-set on
- * (id, expected state, lock owner). Asynchronous so that a networked store (PostgreSQL) fits the same shape.
+ * locks, the id counter and the journal of calls made by workflow runs. Every change is a transaction; every
+ * state change is a compare-and-set on (id, expected state, lock owner). Asynchronous so that a networked
+ * store (PostgreSQL) fits the same shape.
  */
 export interface Catalog {
+  /** This catalog's identity, made once when it is created; operations carry it and workers check it. */
+  readonly id: string;
   /**
    * Allocates the id and placement of a new table once and records them with the create's parameters
-   * (the prepare record), or finds the record of an earlier attempt of the same create. Throws TableExists
-   * when the name is held by another table or by the same name created with other parameters.
+   * (the prepare record), or finds the record of an earlier attempt of the same create, and takes the table's
+   * lock for the create. Throws TableExists when the name is held by another table or by the same name created
+   * with other parameters, LockLost when the caller does not hold the name lock.
    */
-  prepareCreate(req: PrepareCreateRequest): Promise<PrepareResult>;
-  /** Moves a table from one of `from` to `to`. Throws WrongState, TableNotFound or NameTaken (unique names). */
+  prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult>;
+  /**
+   * Moves a table from one of `from` to `to`, under its lock. A move already made (the table is in `to`, under
+   * the same name) is a success: an earlier attempt of this operation made it. Throws WrongState,
+   * TableNotFound, NameTaken (unique names) or LockLost.
+   */
   transition(req: TransitionRequest): Promise<TableRecord>;
 
-  getTable(tableId: number): Promise<TableRecord | undefined>;
+  getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined>;
   /** The table that holds this name now (any name-holding state), if any. */
   findByName(name: TableName): Promise<TableRecord | undefined>;
   /** The most recently trashed table of this name still in the trash, if any. */
@@ -69,16 +97,20 @@ export interface Catalog {
   /** Live tables; with `includeTrashed`, trashed ones too. Purged tombstones are never listed. */
   listTables(opts: { includeTrashed: boolean }): Promise<TableRecord[]>;
 
-  /** Takes `resource` for `owner`; re-entrant for the same owner. `isOwnerClosed` decides a take-over. */
-  acquireLock(
-    resource: string,
-    owner: LockOwner,
-    now: number,
-    isOwnerClosed: (holder: LockHolder) => Promise<boolean>,
-  ): Promise<AcquireResult>;
-  /** Releases `resource` if `owner` holds it; releasing a lock one does not hold is a no-op. */
-  releaseLock(resource: string, owner: LockOwner): Promise<void>;
+  /** Takes `resource` for `owner`; re-entrant for the same owner. A lock whose holder has closed is taken over. */
+  acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult>;
+  /** Whether `owner` holds `resource` now: the fence every storage change checks before it touches a file. */
+  holdsLock(resource: string, owner: LockOwner): Promise<boolean>;
+  /** Releases every lock `owner` holds; nothing to release is a no-op. */
+  releaseLocks(owner: LockOwner): Promise<void>;
   listLocks(): Promise<LockHolder[]>;
+  /** Forgets journal entries older than `before` (their runs have long closed); returns how many. */
+  pruneJournal(before: number): Promise<number>;
 
   close(): Promise<void>;
+}
+
+/** There is no catalog where the configuration points: nothing was created, nothing was read. */
+export class CatalogNotFoundError extends Error {
+  override readonly name = 'CatalogNotFoundError';
 }

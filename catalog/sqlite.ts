@@ -1,20 +1,32 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
-import { NAME_HOLDING_STATES, canTransition, type TableState } from '../domain/states';
+import { NAME_HOLDING_STATES, canTransition, columnsOnEntering, type TableState } from '../domain/states';
 import { sameCreateParams, type TableRecord } from '../domain/table';
-import { NameTakenError, TableExistsError, TableNotFoundError, WrongStateError } from '../domain/errors';
-import type {
-  AcquireResult,
-  Catalog,
-  LockGuard,
-  LockHolder,
-  LockOwner,
-  PrepareCreateRequest,
-  PrepareResult,
-  TransitionRequest,
+import {
+  NameTakenError,
+  TableExistsError,
+  TableFateError,
+  TableNotFoundError,
+  WrongStateError,
+  domainError,
+  isDomainErrorType,
+} from '../domain/errors';
+import { lockFor } from '../domain/operations';
+import {
+  CatalogNotFoundError,
+  type AcquireResult,
+  type Catalog,
+  type IsOwnerClosed,
+  type LockHolder,
+  type LockOwner,
+  type PrepareCreateRequest,
+  type PrepareResult,
+  type StepKey,
+  type TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
 
@@ -45,7 +57,22 @@ CREATE TABLE IF NOT EXISTS locks (
   owner_run_id      TEXT    NOT NULL,
   since             INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS locks_owner ON locks (owner_run_id);
+-- What each call of a workflow run answered, so that the call made again after a lost workflow task answers
+-- the same without touching anything (see StepKey).
+CREATE TABLE IF NOT EXISTS journal (
+  run_id  TEXT    NOT NULL,
+  step    TEXT    NOT NULL,
+  outcome TEXT    NOT NULL,
+  at      INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE INDEX IF NOT EXISTS journal_age ON journal (at);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
+
+/** A journaled outcome: what the call returned, or the domain error it failed with. */
+type Outcome<T> = { value: T } | { error: { type: string; message: string } };
 
 interface TableRow {
   id: number;
@@ -96,15 +123,21 @@ const isUniqueViolation = (err: unknown) =>
 
 /** The embedded catalog: one SQLite file in WAL mode, shared by the worker and the command line. */
 export class SqliteCatalog implements Catalog {
+  readonly id: string;
   private readonly db: Database.Database;
   private readonly firstTableId: number;
 
   /**
-   * `firstTableId` seeds the id counter of a new catalog (default 1). Workflow ids derive from table ids, so
-   * catalogs that share one Temporal namespace must not hand out the same ids; the tests use it for that.
+   * `firstTableId` seeds the id counter of a new catalog (default 1). `mustExist` is for readers (the SDK and
+   * the command line): they never create a catalog, so a wrong path is an error rather than an empty catalog.
    */
-  constructor(file: string, opts: { firstTableId?: number } = {}) {
+  constructor(file: string, opts: { firstTableId?: number; mustExist?: boolean } = {}) {
     this.firstTableId = opts.firstTableId ?? 1;
+    if (opts.mustExist && !fs.existsSync(file)) {
+      throw new CatalogNotFoundError(
+        `no tablefate catalog at ${file}; a worker creates it on its first start (is TABLEFATE_HOME set to the worker's state directory?)`,
+      );
+    }
     fs.mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);
     // The worker writes while the command line reads: WAL lets them, and the timeout waits out a writer.
@@ -112,102 +145,116 @@ export class SqliteCatalog implements Catalog {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.exec(SCHEMA);
+    this.id = this.identity();
   }
 
-  prepareCreate(req: PrepareCreateRequest): Promise<PrepareResult> {
-    return this.inTransaction(() => {
-      this.assertHolds(req.guard);
-      const holder = this.nameHolder(req);
-      const label = formatTableName(req);
-      if (!holder) {
-        const id = this.nextId();
-        const placement = req.place(id, req.params);
-        this.db
-          .prepare(
-            `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
-             VALUES (?, ?, ?, 'CREATING', ?, ?, ?, ?)`,
-          )
-          .run(id, req.namespace, req.name, JSON.stringify(req.params), JSON.stringify(placement), req.now, req.now);
-        return { outcome: 'prepared', table: this.mustGet(id), resumed: false };
-      }
-      const sameParams = sameCreateParams(holder.params, req.params);
-      switch (holder.state) {
-        case 'READY':
-          if (sameParams) return { outcome: 'exists', table: holder };
-          throw new TableExistsError(
-            `table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`,
-          );
-        case 'CREATING':
-        case 'CREATE_FAILED':
-          if (!sameParams) {
-            throw new TableExistsError(
-              `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
-                `repeat that create to finish it`,
-            );
-          }
+  prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult> {
+    return this.withTakeOver(isOwnerClosed, () =>
+      this.journaled(req.step, (): PrepareResult => {
+        this.assertHolds(req.nameLock, req.owner);
+        const holder = this.nameHolder(req);
+        const label = formatTableName(req);
+        if (!holder) {
+          const id = this.nextId();
+          const placement = req.place(id, req.params);
           this.db
-            .prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`)
-            .run(req.now, holder.id);
-          return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
-        default:
-          throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
-      }
-    });
+            .prepare(
+              `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
+               VALUES (?, ?, ?, 'CREATING', ?, ?, ?, ?)`,
+            )
+            .run(id, req.namespace, req.name, JSON.stringify(req.params), JSON.stringify(placement), req.now, req.now);
+          // A new id: nobody can hold its lock yet.
+          this.tryLock(lockFor.table(id), req.owner, req.now);
+          return { outcome: 'prepared', table: this.mustGet(id), resumed: false };
+        }
+        const sameParams = sameCreateParams(holder.params, req.params);
+        switch (holder.state) {
+          case 'READY':
+            if (sameParams) return { outcome: 'exists', table: holder };
+            throw new TableExistsError(
+              `table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`,
+            );
+          case 'CREATING':
+          case 'CREATE_FAILED': {
+            if (!sameParams) {
+              throw new TableExistsError(
+                `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
+                  `repeat that create to finish it`,
+              );
+            }
+            const lock = this.tryLock(lockFor.table(holder.id), req.owner, req.now);
+            if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+            this.db.prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`).run(req.now, holder.id);
+            return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
+          }
+          default:
+            throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
+        }
+      }, (result) => result.outcome !== 'busy'),
+    ).then(({ result }) => unwrap(result));
   }
 
   transition(req: TransitionRequest): Promise<TableRecord> {
-    return this.inTransaction(() => {
-      const current = this.getRow(req.tableId);
-      if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
-      this.assertHolds(req.guard);
-      // Already made: a retry of our own step, or an earlier run of this operation that stopped half way and
-      // that this one resumes. Either way it must be the same move, under the same name.
-      if (current.state === req.to) {
-        const wanted = { namespace: req.set?.namespace ?? current.namespace, name: req.set?.name ?? current.name };
-        if (wanted.namespace === current.namespace && wanted.name === current.name) return current;
-        throw new WrongStateError(
-          `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
-        );
-      }
-      if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
-        throw new WrongStateError(
-          `table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`,
-        );
-      }
-      const set = { ...req.set };
-      try {
-        this.db
-          .prepare(
-            `UPDATE tables SET state = ?, namespace = ?, name = ?, dropped_at = ?, expire_at = ?, purged_at = ?,
-               updated_at = ? WHERE id = ? AND state = ?`,
-          )
-          .run(
-            req.to,
-            set.namespace ?? current.namespace,
-            set.name ?? current.name,
-            set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
-            set.expireAt !== undefined ? set.expireAt : current.expireAt,
-            set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
-            req.now,
-            req.tableId,
-            current.state,
-          );
-      } catch (err) {
-        if (isUniqueViolation(err)) {
-          const wanted = { namespace: set.namespace ?? current.namespace, name: set.name ?? current.name };
-          const other = this.nameHolder(wanted);
-          throw new NameTakenError(
-            `the name ${formatTableName(wanted)} is taken by table ${other?.id ?? '?'}; give a new name`,
+    return this.run(() =>
+      this.journaled(req.step, (): TableRecord => {
+        const current = this.getRow(req.tableId);
+        if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
+        this.assertHolds(lockFor.table(req.tableId), req.owner);
+        if (req.expectName && (req.expectName.namespace !== current.namespace || req.expectName.name !== current.name)) {
+          throw new WrongStateError(
+            `table ${req.tableId} is named ${formatTableName(current)}, not ${formatTableName(req.expectName)}: ` +
+              `the name was resolved from a catalog that has changed since; nothing was done`,
           );
         }
-        throw err;
-      }
-      return this.mustGet(req.tableId);
-    });
+        const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
+        // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must
+        // be the same move, under the same name.
+        if (current.state === req.to) {
+          if (wanted.namespace === current.namespace && wanted.name === current.name) return current;
+          throw new WrongStateError(
+            `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
+          );
+        }
+        if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
+          throw new WrongStateError(
+            `table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`,
+          );
+        }
+        const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds });
+        try {
+          this.db
+            .prepare(
+              `UPDATE tables SET state = ?, namespace = ?, name = ?, dropped_at = ?, expire_at = ?, purged_at = ?,
+                 updated_at = ? WHERE id = ? AND state = ?`,
+            )
+            .run(
+              req.to,
+              wanted.namespace,
+              wanted.name,
+              set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
+              set.expireAt !== undefined ? set.expireAt : current.expireAt,
+              set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
+              req.now,
+              req.tableId,
+              current.state,
+            );
+        } catch (err) {
+          if (isUniqueViolation(err)) {
+            const other = this.nameHolder(wanted);
+            throw new NameTakenError(
+              `the name ${formatTableName(wanted)} is taken by table ${other?.id ?? '?'}; give a new name`,
+            );
+          }
+          throw err;
+        }
+        return this.mustGet(req.tableId);
+      }),
+    ).then(unwrap);
   }
 
-  getTable(tableId: number): Promise<TableRecord | undefined> {
-    return Promise.resolve(this.getRow(tableId));
+  getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined> {
+    if (!step) return Promise.resolve(this.getRow(tableId));
+    return this.run(() => this.journaled(step, () => this.getRow(tableId) ?? null)).then((o) => unwrap(o) ?? undefined);
   }
 
   findByName(name: TableName): Promise<TableRecord | undefined> {
@@ -232,41 +279,32 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve(rows.map(toRecord));
   }
 
-  async acquireLock(
+  acquireLock(
     resource: string,
     owner: LockOwner,
     now: number,
-    isOwnerClosed: (holder: LockHolder) => Promise<boolean>,
+    isOwnerClosed: IsOwnerClosed,
+    step?: StepKey,
   ): Promise<AcquireResult> {
-    const first = this.db.transaction((): AcquireResult => {
-      const row = this.db.prepare(`SELECT * FROM locks WHERE resource = ?`).get(resource) as LockRow | undefined;
-      if (!row) {
-        this.db
-          .prepare(`INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES (?, ?, ?, ?)`)
-          .run(resource, owner.workflowId, owner.runId, now);
-        return { acquired: true, tookOverFrom: null };
-      }
-      const holder = toHolder(row);
-      return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { acquired: false, holder };
-    }).immediate();
-    if (first.acquired || !(await isOwnerClosed(first.holder))) return first;
-    // The holder's workflow has closed without releasing: take the lock over, unless it changed hands meanwhile.
-    const { holder } = first;
-    const taken = this.db
-      .prepare(
-        `UPDATE locks SET owner_workflow_id = ?, owner_run_id = ?, since = ?
-         WHERE resource = ? AND owner_workflow_id = ? AND owner_run_id = ?`,
-      )
-      .run(owner.workflowId, owner.runId, now, resource, holder.workflowId, holder.runId);
-    if (taken.changes === 1) return { acquired: true, tookOverFrom: holder };
-    const row = this.db.prepare(`SELECT * FROM locks WHERE resource = ?`).get(resource) as LockRow | undefined;
-    return row ? { acquired: false, holder: toHolder(row) } : this.acquireLock(resource, owner, now, isOwnerClosed);
+    // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
+    // are journaled too): re-taking it would let a run that already finished hold a table again.
+    return this.withTakeOver(isOwnerClosed, () =>
+      this.journaled(step, (): AcquireResult => this.tryLock(resource, owner, now), (r) => r.acquired),
+    ).then(({ result, tookOverFrom }) => {
+      const acquired = unwrap(result);
+      return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
+    });
   }
 
-  releaseLock(resource: string, owner: LockOwner): Promise<void> {
+  holdsLock(resource: string, owner: LockOwner): Promise<boolean> {
+    const row = this.lockRow(resource);
+    return Promise.resolve(row !== undefined && sameOwner(toHolder(row), owner));
+  }
+
+  releaseLocks(owner: LockOwner): Promise<void> {
     this.db
-      .prepare(`DELETE FROM locks WHERE resource = ? AND owner_workflow_id = ? AND owner_run_id = ?`)
-      .run(resource, owner.workflowId, owner.runId);
+      .prepare(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`)
+      .run(owner.runId, owner.workflowId);
     return Promise.resolve();
   }
 
@@ -275,24 +313,101 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve(rows.map(toHolder));
   }
 
+  pruneJournal(before: number): Promise<number> {
+    return Promise.resolve(this.db.prepare(`DELETE FROM journal WHERE at < ?`).run(before).changes);
+  }
+
   close(): Promise<void> {
     this.db.close();
     return Promise.resolve();
   }
 
   /** Runs `fn` in a write transaction (taken at once, so two writers never deadlock on upgrade). */
-  private inTransaction<T>(fn: () => T): Promise<T> {
+  private run<T>(fn: () => T): Promise<T> {
     return Promise.resolve().then(() => this.db.transaction(fn).immediate());
   }
 
-  private assertHolds(guard: LockGuard): void {
-    const row = this.db.prepare(`SELECT * FROM locks WHERE resource = ?`).get(guard.resource) as LockRow | undefined;
-    if (!row || !sameOwner(toHolder(row), guard.owner)) {
+  /**
+   * Runs `fn` once per step key: inside the caller's transaction, a key seen before returns its journaled
+   * outcome (the value, or the same domain error) without running `fn`; otherwise `fn` runs and its outcome is
+   * journaled with its changes, atomically. `keep` says which values are final (a busy lock is not). A domain
+   * error comes back as an outcome, not thrown, so that the transaction keeps its journal entry: the caller
+   * unwraps it once the transaction has committed.
+   */
+  private journaled<T>(step: StepKey | undefined, fn: () => T, keep: (value: T) => boolean = () => true): Outcome<T> {
+    if (!step) return { value: fn() };
+    const seen = this.db.prepare(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`).get(step.runId, step.step) as
+      | { outcome: string }
+      | undefined;
+    if (seen) return JSON.parse(seen.outcome) as Outcome<T>;
+    let outcome: Outcome<T>;
+    try {
+      // A savepoint: a domain error undoes what fn did, and is then journaled like a value.
+      outcome = { value: this.db.transaction(fn)() };
+    } catch (err) {
+      if (!(err instanceof TableFateError)) throw err;
+      outcome = { error: { type: err.type, message: err.message } };
+    }
+    if (!('value' in outcome) || keep(outcome.value)) {
+      this.db
+        .prepare(`INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?)`)
+        .run(step.runId, step.step, JSON.stringify(outcome), Date.now());
+    }
+    return outcome;
+  }
+
+  /**
+   * Runs `attempt` (a transaction that may find a lock busy) and, while the holder it reports has closed
+   * without releasing (a terminated workflow, say), takes that lock over and tries again. The holder's status
+   * is asked outside any transaction: it is a call to the Temporal server.
+   */
+  private async withTakeOver<T extends object>(
+    isOwnerClosed: IsOwnerClosed,
+    attempt: () => Outcome<T>,
+  ): Promise<{ result: Outcome<T>; tookOverFrom: LockHolder | null }> {
+    let tookOverFrom: LockHolder | null = null;
+    for (;;) {
+      const result = await this.run(attempt);
+      const holder = busyHolder(result);
+      if (!holder || !(await isOwnerClosed(holder))) return { result, tookOverFrom };
+      // Unless it changed hands meanwhile: then the next attempt sees the new holder.
+      const freed = this.db
+        .prepare(`DELETE FROM locks WHERE resource = ? AND owner_workflow_id = ? AND owner_run_id = ?`)
+        .run(holder.resource, holder.workflowId, holder.runId);
+      if (freed.changes === 1) tookOverFrom = holder;
+    }
+  }
+
+  /** Takes `resource` for `owner` if it is free or already theirs; inside the caller's transaction. */
+  private tryLock(resource: string, owner: LockOwner, now: number): AcquireResult {
+    const row = this.lockRow(resource);
+    if (!row) {
+      this.db
+        .prepare(`INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES (?, ?, ?, ?)`)
+        .run(resource, owner.workflowId, owner.runId, now);
+      return { acquired: true, tookOverFrom: null };
+    }
+    const holder = toHolder(row);
+    return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { acquired: false, holder };
+  }
+
+  private assertHolds(resource: string, owner: LockOwner): void {
+    const row = this.lockRow(resource);
+    if (!row || !sameOwner(toHolder(row), owner)) {
       throw new LockLostError(
-        `${guard.owner.workflowId} does not hold the lock on ${guard.resource}` +
-          (row ? ` (held by ${row.owner_workflow_id})` : ''),
+        `${owner.workflowId} does not hold the lock on ${resource}` + (row ? ` (held by ${row.owner_workflow_id})` : ''),
       );
     }
+  }
+
+  private lockRow(resource: string): LockRow | undefined {
+    return this.db.prepare(`SELECT * FROM locks WHERE resource = ?`).get(resource) as LockRow | undefined;
+  }
+
+  /** The catalog's identity: made once, with the catalog, and kept. */
+  private identity(): string {
+    this.db.prepare(`INSERT OR IGNORE INTO meta (key, value) VALUES ('catalog_id', ?)`).run(randomBytes(4).toString('hex'));
+    return (this.db.prepare(`SELECT value FROM meta WHERE key = 'catalog_id'`).get() as { value: string }).value;
   }
 
   private nextId(): number {
@@ -322,4 +437,19 @@ export class SqliteCatalog implements Catalog {
     if (!table) throw new Error(`table ${tableId} vanished inside its own transaction`);
     return table;
   }
+}
+
+function unwrap<T>(outcome: Outcome<T>): T {
+  if ('value' in outcome) return outcome.value;
+  if (isDomainErrorType(outcome.error.type)) throw domainError(outcome.error.type, outcome.error.message);
+  throw new Error(outcome.error.message);
+}
+
+/** The holder of a lock an attempt found busy, if it did. */
+function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
+  if (!('value' in outcome)) return undefined;
+  const result = outcome.value;
+  if ('outcome' in result && result.outcome === 'busy' && 'holder' in result) return result.holder as LockHolder;
+  if ('acquired' in result && result.acquired === false && 'holder' in result) return result.holder as LockHolder;
+  return undefined;
 }

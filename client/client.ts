@@ -6,11 +6,19 @@ import {
   WorkflowExecutionAlreadyStartedError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import type { Catalog } from '../catalog/catalog';
+import { CatalogNotFoundError as NoCatalogFile, type Catalog } from '../catalog/catalog';
 import { SqliteCatalog } from '../catalog/sqlite';
-import { TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
+import { catalogPath, TASK_QUEUE } from '../domain/deployment';
+import {
+  CatalogNotFoundError,
+  OperationFailedError,
+  TableExistsError,
+  TableInTrashError,
+  TableNotFoundError,
+  WrongStateError,
+} from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
-import { searchAttributesFor, workflowIdFor } from '../domain/operations';
+import { searchAttributesFor, workflowIdFor, type TableOp } from '../domain/operations';
 import {
   createRequestSchema,
   describeRequestSchema,
@@ -27,16 +35,34 @@ import {
   type UndeleteRequest,
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { loadConfig, statePaths, TASK_QUEUE, type Config } from '../worker/config';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../workflows/definitions';
 import type { createTable, purgeTable, trashTable, undeleteTable } from '../workflows';
-import { applicationFailureOf, rethrowAsDomainError } from './errors';
+import { loadClientConfig, type ClientConfig } from './config';
+import { applicationFailureOf } from './errors';
+import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
+
+export { DEFAULT_TIMEOUT_MS };
 
 export interface TableFateClientOptions {
   client: Client;
   /** Reads (list, describe, name resolution) go to the catalog directly; writes go through workflows. */
   catalog: Catalog;
   taskQueue?: string;
+  /** How long a write waits for its answer when the call does not say; DEFAULT_TIMEOUT_MS (60 s) by default. */
+  defaultTimeoutMs?: number;
+}
+
+export interface WriteOptions {
+  /**
+   * How long to wait for the answer, in ms (the client's default, 60 s, when absent). Past it the call throws
+   * OperationTimeoutError; the operation itself is not stopped and goes on in the background.
+   */
+  timeoutMs?: number;
+}
+
+export interface UndeleteOptions extends WriteOptions {
+  /** Hears how many shards are back, each time that changes (Pegasus's recall progress). */
+  onProgress?: (progress: RecallProgress) => void;
 }
 
 /** How long a trash waits for an earlier run of `trash:<id>` (ended by an undelete) to close. */
@@ -44,149 +70,204 @@ const TRASH_RUN_HANDOVER_MS = 10_000;
 
 /**
  * The tablefate SDK. Every request is validated (zod) before anything starts, so bad input is an
- * InvalidInputError and changes nothing; domain failures come back as their typed error classes.
+ * InvalidInputError and changes nothing. Every failure is a TableFateError: domain failures as their classes,
+ * an operation that failed otherwise as OperationFailedError, and a write that did not answer in time as
+ * OperationTimeoutError (the operation goes on). A write with no worker polling the task queue fails within
+ * 2 s (NoWorkerError), before anything starts. The worker check, the deadline and the error mapping are
+ * WriteRunner's (writes.ts); what is here is what each operation starts and how it reads its answer.
  */
 export class TableFateClient {
   private readonly client: Client;
   private readonly catalog: Catalog;
   private readonly taskQueue: string;
+  private readonly defaultTimeoutMs: number;
   private readonly owned: Array<() => Promise<void>> = [];
+  /** The worker check, the deadline and the typed errors around every write. */
+  private readonly writes: WriteRunner;
 
   constructor(opts: TableFateClientOptions) {
     this.client = opts.client;
     this.catalog = opts.catalog;
     this.taskQueue = opts.taskQueue ?? TASK_QUEUE;
+    this.defaultTimeoutMs = timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs');
+    this.writes = new WriteRunner(this.client, this.taskQueue);
   }
 
-  /** Connects to the Temporal server and opens the catalog named by the configuration (environment). */
-  static connect(config: Config = loadConfig()): TableFateClient {
+  /**
+   * Opens the catalog in `config.home` (the environment's TABLEFATE_HOME by default) and a connection to the
+   * Temporal server. A missing catalog is a CatalogNotFoundError, and nothing is created in its place.
+   */
+  static connect(config: ClientConfig = loadClientConfig(), opts: { defaultTimeoutMs?: number } = {}): TableFateClient {
+    const file = catalogPath(config.home);
+    let catalog: SqliteCatalog;
+    try {
+      catalog = new SqliteCatalog(file, { mustExist: true });
+    } catch (err) {
+      if (!(err instanceof NoCatalogFile)) throw err;
+      throw new CatalogNotFoundError(
+        `no tablefate catalog at ${file} (TABLEFATE_HOME=${config.home}); a worker makes it on its first start: ` +
+          'point TABLEFATE_HOME at the state directory of a worker, or start one with `tablefate worker` (or `tablefate dev`)',
+        file,
+      );
+    }
     // Lazy: requests are validated, and reads answered from the catalog, without waiting for the server.
     const connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
-    const catalog = new SqliteCatalog(statePaths(config.home).catalog);
     const client = new TableFateClient({
       client: new Client({ connection, namespace: config.temporalNamespace }),
       catalog,
+      defaultTimeoutMs: opts.defaultTimeoutMs,
     });
     client.owned.push(() => catalog.close(), () => connection.close());
     return client;
   }
 
   /** Creates a table, or returns it if the same create already happened; joins a create of it that is running. */
-  async create(request: CreateRequest): Promise<TableInfo> {
+  async create(request: CreateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     const { table, shards } = parseRequest(createRequestSchema, request);
-    const created = await this.client.workflow
-      .execute<typeof createTable>('createTable', {
-        workflowId: workflowIdFor.create(table),
-        taskQueue: this.taskQueue,
-        args: [{ ...table, shards }],
+    const timeoutMs = this.timeoutOf(opts);
+    const label = formatTableName(table);
+    const workflowId = workflowIdFor.create(table, this.catalog.id);
+    const op = { workflowId, what: `create of ${label}`, check: `\`tablefate describe ${label}\`` };
+    const created = await this.writes.run(op, timeoutMs, async (started) => {
+      const handle = await this.client.workflow.start<typeof createTable>('createTable', {
+        ...this.startOptions('create', workflowId, { ...table, shards }, table, `create ${label} with ${shards} shards`),
         workflowIdConflictPolicy: 'USE_EXISTING',
-        typedSearchAttributes: searchAttributesFor('create', table),
-        staticSummary: `create ${formatTableName(table)} with ${shards} shards`,
-      })
-      .catch(async (err: unknown) => {
+      });
+      started();
+      try {
+        return await handle.result();
+      } catch (err) {
         // A same-named create with other parameters was running and this call joined it: its TableExists is
         // not ours if the table that exists is the one we asked for.
         const existing = await this.catalog.findByName(table);
         if (existing?.state === 'READY' && sameCreateParams(existing.params, { shards })) return toTableInfo(existing);
-        return rethrowAsDomainError(err);
-      });
+        throw err;
+      }
+    });
     // Joining a running create of the same name with other parameters must not pass for success.
     if (!sameCreateParams({ shards: created.shards }, { shards })) {
-      throw new TableExistsError(
-        `table ${formatTableName(table)} is being created with ${created.shards} shards, not ${shards}`,
-      );
+      throw new TableExistsError(`table ${label} is being created with ${created.shards} shards, not ${shards}`);
     }
     return created;
   }
 
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */
-  async trash(request: TrashRequest): Promise<TableInfo> {
+  async trash(request: TrashRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     const { table: name, retentionSeconds } = parseRequest(trashRequestSchema, request);
+    const timeoutMs = this.timeoutOf(opts);
+    const label = formatTableName(name);
     const requestId = randomUUID();
-    const deadline = Date.now() + TRASH_RUN_HANDOVER_MS;
-    for (;;) {
-      const table = await this.liveTable(name);
-      // TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
-      if (table.state !== 'READY' && table.state !== 'TRASHING') {
-        throw new WrongStateError(`table ${formatTableName(name)} (id ${table.id}) is ${table.state}`);
-      }
-      let trashed: TableInfo;
-      try {
-        trashed = await this.client.workflow.executeUpdateWithStart(trashedUpdate, {
-          args: [requestId],
-          startWorkflowOperation: new WithStartWorkflowOperation<typeof trashTable>('trashTable', {
-            workflowId: workflowIdFor.trash(table.id),
-            taskQueue: this.taskQueue,
-            args: [{ tableId: table.id, retentionSeconds, requestId }],
-            workflowIdConflictPolicy: 'USE_EXISTING',
-            typedSearchAttributes: searchAttributesFor('trash', { tableId: table.id, ...name }),
-            staticSummary: `trash ${formatTableName(name)} (id ${table.id})`,
-          }),
-        });
-      } catch (err) {
-        // An earlier trash run of this table has answered and is ending (the table was restored since):
-        // wait for it to close, then start a fresh one.
-        if (applicationFailureOf(err)?.type === 'TrashRunAnswered' && Date.now() < deadline) {
-          await new Promise((resolve) => setTimeout(resolve, 100));
-          continue;
+    let table = await this.liveTable(name);
+    const workflowId = () => workflowIdFor.trash(table.id, this.catalog.id);
+    const op = { workflowId: workflowId(), what: `trash of ${label} (id ${table.id})`, check: `\`tablefate describe ${table.id}\`` };
+    const trashed = await this.writes.run(op, timeoutMs, async (started, signal) => {
+      const handover = Date.now() + TRASH_RUN_HANDOVER_MS;
+      for (let first = true; ; first = false) {
+        if (!first) table = await this.liveTable(name);
+        // TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
+        if (table.state !== 'READY' && table.state !== 'TRASHING') {
+          throw new WrongStateError(`table ${label} (id ${table.id}) is ${table.state}`);
         }
-        rethrowAsDomainError(err);
+        const start = new WithStartWorkflowOperation<typeof trashTable>('trashTable', {
+          ...this.startOptions(
+            'trash',
+            workflowId(),
+            { tableId: table.id, retentionSeconds, requestId, expectedName: name },
+            { tableId: table.id, ...name },
+            `trash ${label} (id ${table.id})`,
+          ),
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        });
+        start.workflowHandle().then(started, () => undefined);
+        try {
+          return await this.client.workflow.executeUpdateWithStart(trashedUpdate, { args: [requestId], startWorkflowOperation: start });
+        } catch (err) {
+          // The run closed before it answered: how it closed (terminated, failed...) is the answer.
+          if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') throw await closedRunError(start, err);
+          // An earlier trash run of this table has answered and is ending (the table was restored since):
+          // wait for it to close, then start a fresh one.
+          if (applicationFailureOf(err)?.type !== 'TrashRunAnswered' || signal.aborted) throw err;
+          if (Date.now() >= handover) {
+            throw new OperationFailedError(
+              'TrashRunAnswered',
+              `an earlier trash of table ${label} (id ${table.id}), workflow ${workflowId()}, has answered but has not ` +
+                `closed within ${TRASH_RUN_HANDOVER_MS / 1000} s; try again once it has`,
+              workflowId(),
+              { cause: err },
+            );
+          }
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
       }
-      // Joined a trash of this table that was already running: its retention is the one that holds.
-      const kept = (Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)) / 1000;
-      if (retentionSeconds !== undefined && kept !== retentionSeconds) {
-        throw new WrongStateError(
-          `table ${formatTableName(name)} was trashed meanwhile by another request, with a retention of ${kept} s`,
-        );
-      }
-      return trashed;
+    });
+    // Joined a trash of this table that was already running: its retention is the one that holds.
+    const kept = (Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)) / 1000;
+    if (retentionSeconds !== undefined && kept !== retentionSeconds) {
+      throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
     }
+    return trashed;
   }
 
   /**
    * Recalls a trashed table, by id or by name (the most recently trashed of that name), maybe renamed.
    * `onProgress` hears how many shards are back, each time that changes (Pegasus's recall progress).
    */
-  async undelete(request: UndeleteRequest, opts: { onProgress?: (progress: RecallProgress) => void } = {}): Promise<TableInfo> {
+  async undelete(request: UndeleteRequest, opts: UndeleteOptions = {}): Promise<TableInfo> {
     const { table: ref, newName } = parseRequest(undeleteRequestSchema, request);
+    const timeoutMs = this.timeoutOf(opts);
     const trashed = await this.trashedTable(ref);
     const tableId = trashed.id;
     const target = newName ?? trashed;
-    try {
-      const handle = await this.client.workflow.start<typeof undeleteTable>('undeleteTable', {
-        workflowId: workflowIdFor.undelete(tableId),
-        taskQueue: this.taskQueue,
-        args: [{ tableId, newName }],
-        workflowIdConflictPolicy: 'FAIL',
-        typedSearchAttributes: searchAttributesFor('undelete', { tableId, namespace: target.namespace, name: target.name }),
-        staticSummary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
-      });
-      const result = handle.result();
-      if (opts.onProgress) await reportProgress(handle, result, opts.onProgress);
-      return await result;
-    } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) {
-        throw new WrongStateError(`an undelete of table ${tableId} is already running`);
+    const workflowId = workflowIdFor.undelete(tableId, this.catalog.id);
+    const op = { workflowId, what: `undelete of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
+    return this.writes.run(op, timeoutMs, async (started, signal) => {
+      let handle: WorkflowHandle<typeof undeleteTable>;
+      try {
+        handle = await this.client.workflow.start<typeof undeleteTable>('undeleteTable', {
+          ...this.startOptions(
+            'undelete',
+            workflowId,
+            { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+            { tableId, namespace: target.namespace, name: target.name },
+            `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
+          ),
+          workflowIdConflictPolicy: 'FAIL',
+        });
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError) {
+          throw new WrongStateError(`an undelete of table ${tableId} is already running`);
+        }
+        throw err;
       }
-      rethrowAsDomainError(err);
-    }
+      started();
+      const result = handle.result();
+      if (opts.onProgress) await reportProgress(handle, result, opts.onProgress, signal);
+      return await result;
+    });
   }
 
   /** Purges a trashed table now. Purging a table already purged returns its tombstone. */
-  async purge(request: PurgeRequest): Promise<TableInfo> {
+  async purge(request: PurgeRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     const { tableId } = parseRequest(purgeRequestSchema, request);
+    const timeoutMs = this.timeoutOf(opts);
     const table = await this.catalog.getTable(tableId);
     if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
-    const purged = await this.client.workflow
-      .execute<typeof purgeTable>('purgeTable', {
-        workflowId: workflowIdFor.purge(tableId),
-        taskQueue: this.taskQueue,
-        args: [{ tableId, trigger: 'manual' }],
+    const workflowId = workflowIdFor.purge(tableId, this.catalog.id);
+    const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
+    const purged = await this.writes.run(op, timeoutMs, async (started) => {
+      const handle = await this.client.workflow.start<typeof purgeTable>('purgeTable', {
+        ...this.startOptions(
+          'purge',
+          workflowId,
+          { tableId, trigger: 'manual' as const },
+          { tableId, namespace: table.namespace, name: table.name },
+          `purge table ${tableId}`,
+        ),
         workflowIdConflictPolicy: 'USE_EXISTING',
-        typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace: table.namespace, name: table.name }),
-        staticSummary: `purge table ${tableId}`,
-      })
-      .catch(rethrowAsDomainError);
+      });
+      started();
+      return handle.result();
+    });
     // Joined a purge started by the trash timer that found the table restored: nothing was purged.
     if (purged.state !== 'PURGED') {
       throw new WrongStateError(`table ${tableId} is ${purged.state}; only a trashed table can be purged`);
@@ -215,6 +296,28 @@ export class TableFateClient {
     for (const release of this.owned.splice(0)) await release();
   }
 
+  /** The call's timeout, validated with the request: before anything is read or started. */
+  private timeoutOf(opts: WriteOptions): number {
+    return timeoutOf(opts.timeoutMs, this.defaultTimeoutMs, 'timeoutMs');
+  }
+
+  /** What every operation's start shares: its id, the task queue, the catalog it belongs to, what the UI shows. */
+  private startOptions<I extends object>(
+    op: TableOp,
+    workflowId: string,
+    input: I,
+    table: { tableId?: number; namespace?: string; name?: string },
+    summary: string,
+  ) {
+    return {
+      workflowId,
+      taskQueue: this.taskQueue,
+      args: [{ ...input, catalogId: this.catalog.id }] as [I & { catalogId: string }],
+      typedSearchAttributes: searchAttributesFor(op, table),
+      staticSummary: summary,
+    };
+  }
+
   /** The table holding this name, or the right error: in the trash (with its id) or not found. */
   private async liveTable(name: TableName): Promise<TableRecord> {
     const table = await this.catalog.findByName(name);
@@ -236,13 +339,24 @@ export class TableFateClient {
   }
 }
 
+/** The error a closed run's result throws (how it ended), or `fallback` if it completed after all. */
+async function closedRunError(start: WithStartWorkflowOperation<typeof trashTable>, fallback: unknown): Promise<unknown> {
+  try {
+    await (await start.workflowHandle()).result();
+    return fallback;
+  } catch (err) {
+    return err;
+  }
+}
+
 const PROGRESS_POLL_MS = 300;
 
-/** Asks the running undelete how far it is until it ends, reporting each change. */
+/** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
 async function reportProgress(
   handle: WorkflowHandle<typeof undeleteTable>,
   result: Promise<unknown>,
   onProgress: (progress: RecallProgress) => void,
+  signal: AbortSignal,
 ): Promise<void> {
   let ended = false;
   const settled = result.then(
@@ -250,7 +364,7 @@ async function reportProgress(
     () => (ended = true),
   );
   let last = '';
-  while (!ended) {
+  while (!ended && !signal.aborted) {
     const progress = await handle.query(recallProgressQuery).catch(() => undefined);
     if (progress && progress.shards > 0 && JSON.stringify(progress) !== last) {
       last = JSON.stringify(progress);

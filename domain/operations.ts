@@ -5,25 +5,37 @@ import { SEARCH_ATTRIBUTES } from './search-attributes';
 /** The four operations; also the value of the `TableOp` search attribute. */
 export type TableOp = 'create' | 'trash' | 'undelete' | 'purge';
 
-export interface CreateInput extends TableName {
+/**
+ * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
+ * another catalog refuses it. Absent only in runs started before catalogs had identities.
+ */
+export interface CatalogScoped {
+  catalogId?: string;
+}
+
+export interface CreateInput extends TableName, CatalogScoped {
   shards: number;
 }
 
-export interface TrashInput {
+export interface TrashInput extends CatalogScoped {
   tableId: number;
+  /** The name the client resolved to `tableId`: the trash refuses a table that no longer bears it. */
+  expectedName?: TableName;
   /** Seconds to keep the data; the worker's configured default when absent. */
   retentionSeconds?: number;
   /** Identifies the request that started this run, so that a late caller is not handed an older answer. */
   requestId: string;
 }
 
-export interface UndeleteInput {
+export interface UndeleteInput extends CatalogScoped {
   tableId: number;
+  /** The trashed name the client resolved to `tableId`, when it was given a name. */
+  expectedName?: TableName;
   /** Restore under this name instead of the one the table had. */
   newName?: TableName;
 }
 
-export interface PurgeInput {
+export interface PurgeInput extends CatalogScoped {
   tableId: number;
   /**
    * `manual`: purge a trashed table now. `expiry`: the trash timer fired for the trash that happened at
@@ -33,13 +45,21 @@ export interface PurgeInput {
   droppedAt?: number;
 }
 
-/** Workflow ids a person can read in the Temporal UI; one operation per table at a time. */
+/**
+ * Workflow ids a person can read in the Temporal UI; one operation per table at a time. The catalog's identity
+ * ends each one (`trash:42@1f0c9a2e`), so that two catalogs sharing a Temporal namespace never address each
+ * other's workflows; runs started before catalogs had identities keep the bare form.
+ */
 export const workflowIdFor = {
-  create: (table: TableName) => `create:${formatTableName(table)}`,
-  trash: (tableId: number) => `trash:${tableId}`,
-  undelete: (tableId: number) => `undelete:${tableId}`,
-  purge: (tableId: number) => `purge:${tableId}`,
+  create: (table: TableName, catalogId?: string) => scoped(`create:${formatTableName(table)}`, catalogId),
+  trash: (tableId: number, catalogId?: string) => scoped(`trash:${tableId}`, catalogId),
+  undelete: (tableId: number, catalogId?: string) => scoped(`undelete:${tableId}`, catalogId),
+  purge: (tableId: number, catalogId?: string) => scoped(`purge:${tableId}`, catalogId),
 };
+
+function scoped(id: string, catalogId: string | undefined): string {
+  return catalogId === undefined ? id : `${id}@${catalogId}`;
+}
 
 /** Lock resources. A create locks the name it is making; everything else locks the table id. */
 export const lockFor = {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { tableIdSchema, tableNameSchema, tableRefSchema } from './names';
 import { InvalidInputError } from './errors';
+import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 
 /** The most shards a table may have. */
 export const MAX_SHARDS = 256;
@@ -14,8 +15,8 @@ export const createRequestSchema = z.strictObject({
 
 export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,
-  /** Seconds to keep the data in the trash; the worker's default (7 days) when absent. */
-  retentionSeconds: z.number().int().min(0).max(10 * 365 * 24 * 3600).optional(),
+  /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
+  retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS).optional(),
 });
 
 export const undeleteRequestSchema = z.strictObject({

@@ -34,3 +34,37 @@ export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = 
 export function canTransition(from: TableState, to: TableState): boolean {
   return TRANSITIONS[from].includes(to);
 }
+
+/** The columns that change with a state, besides the state itself. Times are epoch milliseconds. */
+export interface StateColumns {
+  droppedAt?: number | null;
+  expireAt?: number | null;
+  purgedAt?: number | null;
+}
+
+/**
+ * What moving from `from` to `to` at time `at` stamps on the row, beside the transition table so that the
+ * rules of a state live in one place: a trash stamps its drop time and the expiry its timer waits for (a
+ * table going back to the trash from a failed recall or purge keeps both); a table back from the trash has
+ * neither any more; a purge leaves its time on the tombstone.
+ */
+export function columnsOnEntering(
+  from: TableState,
+  to: TableState,
+  at: number,
+  opts: { retentionSeconds?: number } = {},
+): StateColumns {
+  switch (to) {
+    case 'TRASHED': {
+      if (from !== 'TRASHING') return {};
+      if (opts.retentionSeconds === undefined) throw new Error('entering TRASHED needs a retention');
+      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000 };
+    }
+    case 'READY':
+      return { droppedAt: null, expireAt: null };
+    case 'PURGED':
+      return { purgedAt: at };
+    default:
+      return {};
+  }
+}

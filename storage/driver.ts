@@ -22,7 +22,8 @@ export interface ShardReport {
 
 /**
  * Owns the bytes. Every method is idempotent: running it again after it succeeded, or after a crash half
- * way through, finishes the job or finds it done and succeeds.
+ * way through, finishes the job or finds it done and succeeds. What it throws is one of errors.ts's classes
+ * (or an fs error with its errno), which classifyStorageError sorts into permanent, transient and fatal.
  */
 export interface StorageDriver {
   /** The storage nodes shards can be placed on, in a stable order. */
@@ -43,15 +44,6 @@ export interface StorageDriver {
   inspect(shard: ShardRef): Promise<ShardReport>;
 }
 
-/** A storage failure that retrying cannot fix (for example an injected permanent fault). */
-export class PermanentStorageError extends Error {
-  override readonly name = 'PermanentStorageError';
-}
-
-/**
- * A set of files could neither be renamed nor put back: the data is in an unknown state and the process must
- * stop before it does more damage (Manticore's rule).
- */
-export class FatalStorageError extends Error {
-  override readonly name = 'FatalStorageError';
-}
+// The driver's errors live in errors.ts (with the one function that classifies them); re-exported here for
+// the callers that have always imported them from the driver.
+export { FatalStorageError, PermanentStorageError } from './errors';

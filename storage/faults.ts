@@ -1,4 +1,4 @@
-import { PermanentStorageError } from './driver';
+import { PermanentStorageError } from './errors';
 
 export type StorageOp = 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'deleteGarbage';
 

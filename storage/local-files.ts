@@ -1,11 +1,22 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { FatalStorageError, type ShardArea, type ShardRef, type ShardReport, type StorageDriver } from './driver';
-import { FaultInjector } from './faults';
+import type { ShardArea, ShardRef, ShardReport, StorageDriver } from './driver';
+import {
+  errnoOf,
+  FatalStorageError,
+  InvalidShardRefError,
+  messageOf,
+  PermanentStorageError,
+  QuarantinedNodeError,
+  StorageInvariantError,
+  StorageIoError,
+  type QuarantineMarker,
+} from './errors';
+import { FaultInjector, type StorageOp } from './faults';
+import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
 import { areaDir, shardFileNames, shardLabel, shardPaths, type StorageArea } from './shard-files';
-
 
 export interface LocalFileStorageOptions {
   root: string;
@@ -26,6 +37,10 @@ const count = (flags: readonly boolean[]): number => flags.filter(Boolean).lengt
  * Storage nodes as directories on one local disk: <root>/<node>/live and <root>/<node>/trash.
  * Every state change of a set is a renameSet, so after a crash a set is either where it was, where it was
  * going, or split between the two; each method recognises all three and finishes the job.
+ *
+ * Every method first refuses a quarantined node (see quarantine.ts), and every error it throws is one of
+ * errors.ts's, naming the shard and node, so that the activity boundary can tell permanent from transient.
+ * A fatal error quarantines the node it happened on before it is thrown.
  */
 export class LocalFileStorage implements StorageDriver {
   readonly nodes: readonly string[];
@@ -42,97 +57,162 @@ export class LocalFileStorage implements StorageDriver {
     this.renameOps = opts.renameOps;
   }
 
-  async createShard(ref: ShardRef): Promise<void> {
-    this.faults.check('createShard', ref);
-    this.assertValid(ref);
-    const presence = await this.presence(ref);
-    // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
-    const parked = (['trash', 'garbage'] as const).filter((area) => count(presence[area]) > 0);
-    if (parked.length > 0) throw new Error(`cannot create ${shardLabel(ref)}: it already exists in ${parked.join(' and ')}`);
-    if (count(presence.live) === presence.live.length) return;
-    // No set, or a partial one from a crashed create that never returned: it holds no data, so replacing it is safe.
-    const temps = await this.writeFreshSet(ref);
-    await fs.mkdir(areaDir(this.root, ref.node, 'live'), { recursive: true });
-    const live = shardPaths(this.root, ref, 'live');
-    try {
-      await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps);
-    } catch (error) {
-      // After a roll-back the temps are back under their names; they are ours alone, so clear them.
-      // Not after a fatal one: nothing may touch the files until someone has looked.
-      if (!(error instanceof FatalStorageError)) await removeAll(temps);
-      throw error;
-    }
-  }
-
-  async dropShard(ref: ShardRef): Promise<void> {
-    this.faults.check('dropShard', ref);
-    this.assertValid(ref);
-    for (const area of AREAS) await removeAll(shardPaths(this.root, ref, area));
-  }
-
-  async moveShard(ref: ShardRef, from: ShardArea, to: ShardArea): Promise<void> {
-    this.faults.check('moveShard', ref);
-    this.assertValid(ref);
-    if (from === to) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to itself`);
-    await this.transfer(ref, from, to);
-  }
-
-  async markGarbage(ref: ShardRef): Promise<void> {
-    this.faults.check('markGarbage', ref);
-    this.assertValid(ref);
-    // Nothing left in the trash: marked already, or a resumed purge already deleted some or all of it.
-    if (count((await this.presence(ref)).trash) === 0) return;
-    await this.transfer(ref, 'trash', 'garbage');
-  }
-
-  async unmarkGarbage(ref: ShardRef): Promise<void> {
-    this.assertValid(ref);
-    await this.transfer(ref, 'garbage', 'trash');
-  }
-
-  async deleteGarbage(ref: ShardRef): Promise<void> {
-    this.faults.check('deleteGarbage', ref);
-    this.assertValid(ref);
-    const presence = await this.presence(ref);
-    // Files still in trash mean markGarbage has not finished: deleting only the marked part would leave a
-    // torn set behind while the caller believes the shard purged.
-    if (count(presence.trash) > 0) {
-      throw new Error(`cannot delete garbage of ${shardLabel(ref)}: ${count(presence.trash)} file(s) are still in trash, not marked as garbage`);
-    }
-    await removeAll(shardPaths(this.root, ref, 'garbage'));
-  }
-
-  async inspect(ref: ShardRef): Promise<ShardReport> {
-    this.assertValid(ref);
-    const names = shardFileNames(ref);
-    const byArea = Object.fromEntries(AREAS.map((a) => [a, shardPaths(this.root, ref, a)])) as Record<StorageArea, string[]>;
-    const presence = await this.presence(ref);
-    // A set split by a crash is reported where its first file was found, live before trash before garbage.
-    const area = AREAS.find((a) => presence[a].some(Boolean)) ?? null;
-
-    const found: Array<{ name: string; file: string }> = [];
-    names.forEach((name, i) => {
-      const where = AREAS.find((a) => presence[a][i]);
-      if (where) found.push({ name, file: byArea[where][i]! });
+  createShard(ref: ShardRef): Promise<void> {
+    return this.guarded('createShard', ref, async () => {
+      const presence = await this.presence(ref);
+      // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
+      const parked = (['trash', 'garbage'] as const).filter((area) => count(presence[area]) > 0);
+      if (parked.length > 0) {
+        throw new PermanentStorageError(`cannot create ${shardLabel(ref)}: it already exists in ${parked.join(' and ')}`);
+      }
+      if (count(presence.live) === presence.live.length) return;
+      // No set, or a partial one from a crashed create that never returned: it holds no data, so replacing it is
+      // safe. The live directory first: if the node cannot hold it, no temporary file is left behind.
+      await fs.mkdir(areaDir(this.root, ref.node, 'live'), { recursive: true });
+      const temps = await this.writeFreshSet(ref);
+      const live = shardPaths(this.root, ref, 'live');
+      try {
+        await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps);
+      } catch (error) {
+        // After a roll-back the temps are back under their names; they are ours alone, so clear them.
+        // Not after a fatal one: nothing may touch the files until someone has looked.
+        if (!(error instanceof FatalStorageError)) await removeAll(temps).catch(() => undefined);
+        throw error;
+      }
     });
-    // Names without the .gar suffix, so the same set has the same checksum in every area.
-    found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
 
-    const hash = createHash('sha256');
-    let bytes = 0;
-    for (const { name, file } of found) {
-      hash.update(name);
-      hash.update('\0');
-      bytes += await hashFile(file, hash);
+  dropShard(ref: ShardRef): Promise<void> {
+    return this.guarded('dropShard', ref, async () => {
+      for (const area of AREAS) await removeAll(shardPaths(this.root, ref, area));
+    });
+  }
+
+  moveShard(ref: ShardRef, from: ShardArea, to: ShardArea): Promise<void> {
+    return this.guarded('moveShard', ref, async () => {
+      if (from === to) throw new PermanentStorageError(`cannot move ${shardLabel(ref)} from ${from} to itself`);
+      await this.transfer(ref, from, to);
+    });
+  }
+
+  markGarbage(ref: ShardRef): Promise<void> {
+    return this.guarded('markGarbage', ref, async () => {
+      const presence = await this.presence(ref);
+      // Purge marks what the trash holds; a file of the set in live means the table is (partly) back in use,
+      // and no purge may touch it.
+      const live = shardFileNames(ref).filter((_, i) => presence.live[i]);
+      if (live.length > 0) {
+        throw new PermanentStorageError(
+          `cannot mark ${shardLabel(ref)} as garbage: ${live.join(', ')} ${live.length === 1 ? 'is' : 'are'} live; a live shard is never purged`,
+        );
+      }
+      // Nothing left in the trash: marked already, or a resumed purge already deleted some or all of it.
+      if (count(presence.trash) === 0) return;
+      await this.transfer(ref, 'trash', 'garbage');
+    });
+  }
+
+  unmarkGarbage(ref: ShardRef): Promise<void> {
+    return this.guarded('unmarkGarbage', ref, () => this.transfer(ref, 'garbage', 'trash'));
+  }
+
+  deleteGarbage(ref: ShardRef): Promise<void> {
+    return this.guarded('deleteGarbage', ref, async () => {
+      const presence = await this.presence(ref);
+      // Files still in trash mean markGarbage has not finished: deleting only the marked part would leave a
+      // torn set behind while the caller believes the shard purged.
+      if (count(presence.trash) > 0) {
+        throw new StorageInvariantError(
+          `cannot delete garbage of ${shardLabel(ref)}: ${count(presence.trash)} file(s) are still in trash, not marked as garbage`,
+        );
+      }
+      await removeAll(shardPaths(this.root, ref, 'garbage'));
+    });
+  }
+
+  inspect(ref: ShardRef): Promise<ShardReport> {
+    return this.guarded('inspect', ref, async () => {
+      const names = shardFileNames(ref);
+      const byArea = Object.fromEntries(AREAS.map((a) => [a, shardPaths(this.root, ref, a)])) as Record<StorageArea, string[]>;
+      const presence = await this.presence(ref);
+      // A set split by a crash is reported where its first file was found, live before trash before garbage.
+      const area = AREAS.find((a) => presence[a].some(Boolean)) ?? null;
+
+      const found: Array<{ name: string; file: string }> = [];
+      names.forEach((name, i) => {
+        const where = AREAS.find((a) => presence[a][i]);
+        if (where) found.push({ name, file: byArea[where][i]! });
+      });
+      // Names without the .gar suffix, so the same set has the same checksum in every area.
+      found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+
+      const hash = createHash('sha256');
+      let bytes = 0;
+      for (const { name, file } of found) {
+        hash.update(name);
+        hash.update('\0');
+        bytes += await hashFile(file, hash);
+      }
+      return { tableId: ref.tableId, shard: ref.shard, node: ref.node, area, bytes, checksum: hash.digest('hex') };
+    });
+  }
+
+  /** The node's quarantine marker, or null when it is not quarantined. */
+  quarantineOf(node: string): Promise<QuarantineMarker | null> {
+    return readQuarantine(this.root, node);
+  }
+
+  /** Every quarantined node under this driver's root. */
+  listQuarantined(): Promise<QuarantineMarker[]> {
+    return listQuarantined(this.root);
+  }
+
+  /** What an operator does once they have looked: lets workers use the node again. */
+  clearQuarantine(node: string): Promise<QuarantineMarker | null> {
+    return clearQuarantine(this.root, node);
+  }
+
+  /**
+   * The frame around every method: the ref must name a shard of ours, the node must not be quarantined, and
+   * whatever goes wrong leaves as one of errors.ts's classes, naming the shard. A fatal error quarantines the
+   * node first, so that no worker (this one restarted, or another on the same storage) touches it again.
+   */
+  private async guarded<T>(op: StorageOp | 'unmarkGarbage' | 'inspect', ref: ShardRef, body: () => Promise<T>): Promise<T> {
+    this.assertValid(ref);
+    try {
+      const marker = await readQuarantine(this.root, ref.node);
+      if (marker) throw new QuarantinedNodeError(marker);
+      if (op !== 'unmarkGarbage' && op !== 'inspect') this.faults.check(op, ref);
+      return await body();
+    } catch (error) {
+      if (error instanceof FatalStorageError) throw await this.quarantine(op, ref, error);
+      if (error instanceof PermanentStorageError || error instanceof StorageInvariantError || error instanceof StorageIoError) {
+        throw error;
+      }
+      throw new StorageIoError(op, shardLabel(ref), ref.node, error);
     }
-    return { tableId: ref.tableId, shard: ref.shard, node: ref.node, area, bytes, checksum: hash.digest('hex') };
+  }
+
+  private async quarantine(op: string, ref: ShardRef, fatal: FatalStorageError): Promise<FatalStorageError> {
+    const reason = `${fatal.name} in ${op} of ${shardLabel(ref)}: ${fatal.message}`;
+    try {
+      const marker = await writeQuarantine(this.root, ref.node, reason);
+      return new FatalStorageError(
+        `${fatal.message}; ${ref.node} is quarantined since ${marker.since}: inspect it, then run \`tablefate quarantine clear ${ref.node}\``,
+        { cause: fatal.cause },
+      );
+    } catch (error) {
+      return new FatalStorageError(`${fatal.message}; and ${ref.node} could not be quarantined: ${messageOf(error)}`, {
+        cause: fatal.cause,
+      });
+    }
   }
 
   /**
    * Moves whatever part of the set is still at `from` to `to`. All at `to` is success; a set split by a crash
    * is completed forwards. A set with no file at either place, or a file at both, is an error: the data is
-   * not where the caller thinks, and that must not pass silently. Plain errors, because a concurrent attempt
-   * on the same shard can make the check see a file in flight.
+   * not where the caller thinks, and that must not pass silently. Transient (StorageInvariantError), because a
+   * concurrent attempt on the same shard can make the check see a file in flight.
    */
   private async transfer(ref: ShardRef, from: StorageArea, to: StorageArea): Promise<void> {
     const presence = await this.presence(ref);
@@ -141,14 +221,14 @@ export class LocalFileStorage implements StorageDriver {
     const toPaths = shardPaths(this.root, ref, to);
 
     const both = names.filter((_, i) => presence[from][i] && presence[to][i]);
-    if (both.length > 0) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
+    if (both.length > 0) throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
     const missing = names.filter((_, i) => !presence[from][i] && !presence[to][i]);
     if (missing.length === names.length) {
       const elsewhere = AREAS.filter((a) => a !== from && a !== to && presence[a].some(Boolean));
       const hint = elsewhere.length > 0 ? ` (found in ${elsewhere.join(', ')})` : '';
-      throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: it is in neither${hint}`);
+      throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: it is in neither${hint}`);
     }
-    if (missing.length > 0) throw new Error(`cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`);
+    if (missing.length > 0) throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`);
 
     const pending = fromPaths.flatMap((file, i): RenamePair[] => (presence[from][i] ? [[file, toPaths[i]!]] : []));
     if (pending.length === 0) return;
@@ -175,7 +255,7 @@ export class LocalFileStorage implements StorageDriver {
     try {
       for (const [i, temp] of temps.entries()) await writeDurably(temp, contents[i]!);
     } catch (error) {
-      await removeAll(temps);
+      await removeAll(temps).catch(() => undefined);
       throw error;
     }
     return temps;
@@ -183,15 +263,14 @@ export class LocalFileStorage implements StorageDriver {
 
   private assertValid(ref: ShardRef): void {
     // The ids become file names and the node a directory: reject anything that could point elsewhere.
-    if (!Number.isSafeInteger(ref.tableId) || ref.tableId < 0) throw new Error(`invalid tableId ${ref.tableId}`);
-    if (!Number.isSafeInteger(ref.shard) || ref.shard < 0) throw new Error(`invalid shard ${ref.shard}`);
-    if (!this.nodes.includes(ref.node)) throw new Error(`unknown storage node ${JSON.stringify(ref.node)}; nodes are ${this.nodes.join(', ')}`);
+    if (!Number.isSafeInteger(ref.tableId) || ref.tableId < 0) throw new InvalidShardRefError(`invalid tableId ${ref.tableId}`);
+    if (!Number.isSafeInteger(ref.shard) || ref.shard < 0) throw new InvalidShardRefError(`invalid shard ${ref.shard}`);
+    if (!this.nodes.includes(ref.node)) {
+      throw new InvalidShardRefError(
+        `unknown storage node ${JSON.stringify(ref.node)} for shard t${ref.tableId}-s${ref.shard}; nodes are ${this.nodes.join(', ')}`,
+      );
+    }
   }
-}
-
-function errorCode(error: unknown): string | undefined {
-  // Structural, not instanceof Error: fs errors come from Node's own realm, which differs under jest's vm sandbox.
-  return typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
 }
 
 async function exists(file: string): Promise<boolean> {
@@ -199,15 +278,26 @@ async function exists(file: string): Promise<boolean> {
     await fs.stat(file);
     return true;
   } catch (error) {
-    const code = errorCode(error);
+    const code = errnoOf(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;
     throw error;
   }
 }
 
-/** Deletes files, treating already-missing ones as deleted. */
+/**
+ * Deletes files, treating already-missing ones as deleted. unlink, not rm: rm retries a refused unlink as an
+ * rmdir and reports that call's ENOTDIR, which would read as "the file cannot be there".
+ */
 async function removeAll(files: readonly string[]): Promise<void> {
-  for (const file of files) await fs.rm(file, { force: true });
+  for (const file of files) {
+    try {
+      await fs.unlink(file);
+    } catch (error) {
+      const code = errnoOf(error);
+      // ENOTDIR: a component of the path is not a directory, so the file cannot exist.
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+    }
+  }
 }
 
 /** Content reaches the disk before the rename publishes it, so a power cut cannot publish an empty file. */

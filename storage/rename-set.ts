@@ -1,5 +1,5 @@
 import { promises as fsPromises } from 'node:fs';
-import { FatalStorageError } from './driver';
+import { errnoOf, FatalStorageError, messageOf } from './errors';
 
 /** The one file-system call renameSet needs; tests pass one that fails on a chosen call. */
 export interface RenameOps {
@@ -8,21 +8,11 @@ export interface RenameOps {
 
 export type RenamePair = readonly [from: string, to: string];
 
-function errorCode(error: unknown): unknown {
-  return typeof error === 'object' && error !== null && 'code' in error ? error.code : undefined;
-}
-
 async function exists(file: string): Promise<boolean> {
   return fsPromises.access(file).then(
     () => true,
     () => false,
   );
-}
-
-function describe(error: unknown): string {
-  // Structural: fs errors come from Node's realm, which is not the caller's under jest's vm sandbox.
-  const message: unknown = typeof error === 'object' && error !== null && 'message' in error ? error.message : undefined;
-  return typeof message === 'string' ? message : String(error);
 }
 
 /**
@@ -40,7 +30,7 @@ export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps
     } catch (forwardError) {
       // Gone from here and already there: another attempt at the same move (a retried activity alongside a
       // stale one) renamed it first. That attempt is finishing the set forwards; undoing ours would tear it.
-      if (errorCode(forwardError) === 'ENOENT' && (await exists(to))) continue;
+      if (errnoOf(forwardError) === 'ENOENT' && (await exists(to))) continue;
       await rollBack(done, { from, to, error: forwardError }, ops);
       throw forwardError;
     }
@@ -59,8 +49,8 @@ async function rollBack(
       await ops.rename(to, from);
     } catch (rollbackError) {
       throw new FatalStorageError(
-        `rename set left half renamed: rename ${failed.from} -> ${failed.to} failed (${describe(failed.error)}), ` +
-          `then rolling back ${to} -> ${from} failed (${describe(rollbackError)})`,
+        `rename set left half renamed: rename ${failed.from} -> ${failed.to} failed (${messageOf(failed.error)}), ` +
+          `then rolling back ${to} -> ${from} failed (${messageOf(rollbackError)})`,
         { cause: rollbackError },
       );
     }

@@ -31,3 +31,6 @@ export function shardPaths(root: string, ref: ShardRef, area: StorageArea): stri
   const suffix = area === 'garbage' ? GARBAGE_SUFFIX : '';
   return shardFileNames(ref).map((name) => path.join(dir, name + suffix));
 }
+
+/** A shard file's name in any area (`t12-s3.idx`, `t12-s3.idx.gar`). */
+export const SHARD_FILE_NAME = /^t[0-9]+-s[0-9]+\.(dat|idx|meta)(\.gar)?$/;

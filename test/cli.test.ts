@@ -5,7 +5,7 @@ import { Client, Connection } from '@temporalio/client';
 import { CliProcess, jsonOf, runCli, runCliAll, type CliResult } from './support/cli';
 import { testNamespace, testServerAddress } from './support/test-server';
 import { sleep, waitFor } from './support/wait';
-import { TASK_QUEUE } from '../worker/config';
+import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import type { TableInfo } from '../domain/table';
 
 /*
@@ -183,6 +183,8 @@ test('--help (and help, and <command> --help) prints the usage of every command 
       expect(r!.stdout).toContain(command);
     }
     expect(r!.stdout).toContain('exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists');
+    expect(r!.stdout).toMatch(/--timeout S: how long a write\s+waits for its answer \(default 60\)/);
+    expect(r!.stdout).toMatch(/5 no answer within --timeout .*\s*6 no catalog, no worker or no server .*\s*7 the operation failed/);
   }
   expect(nothing!.code).toBe(2);
   expect(nothing!.stdout + nothing!.stderr).toContain('usage: tablefate');
@@ -266,6 +268,12 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['recall'], 'Usage', /recall: expected 1 to 2 argument/],
     [['purge'], 'Usage', /purge: expected 1 argument/],
     [['recall', String(binned!.id), 'cli.a', 'cli.b'], 'Usage', /got 3/],
+    [['create', 'cli.hurry', '--timeout', '0'], 'InvalidInput', /--timeout must be a number of seconds above 0 .*not "0"/],
+    [['drop', 'cli.keep', '--timeout', 'soon'], 'InvalidInput', /--timeout .*not "soon"/],
+    [['recall', String(binned!.id), '--timeout', '86401'], 'InvalidInput', /at most 86400/],
+    [['purge', String(binned!.id), '--timeout=-1'], 'InvalidInput', /--timeout .*not "-1"/],
+    [['ls', '--timeout', '1e3'], 'InvalidInput', /--timeout/],
+    [['describe', 'cli.keep', '--timeout'], 'Usage', /--timeout/],
   ];
   const results = await cliAll(...cases.map(([args]) => args));
   expect(results.map(failure)).toEqual(
@@ -450,4 +458,40 @@ describe('strict parsing', () => {
     );
     expect(results.map((r) => r.code)).toEqual([2, 2, 2, 2]);
   });
+});
+
+test('with no catalog in TABLEFATE_HOME, ls, describe and the writes exit 6 with one CatalogNotFound line naming the path, and make no catalog', async () => {
+  const empty = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-nocatalog-'));
+  const missing = path.join(empty, 'not-there');
+  try {
+    for (const dir of [empty, missing]) {
+      const commands = [['ls'], ['ls', '-a', '--json'], ['describe', 'cli.x'], ['describe', '1'], ['create', 'cli.x'], ['drop', 'cli.x'], ['purge', '1']];
+      const results = await runCliAll(commands, { env: { ...env, TABLEFATE_HOME: dir } }, 4);
+      const message =
+        `no tablefate catalog at ${catalogPath(dir)} (TABLEFATE_HOME=${dir}); a worker makes it on its first start: ` +
+        'point TABLEFATE_HOME at the state directory of a worker, or start one with `tablefate worker` (or `tablefate dev`)';
+      expect(results.map(failure)).toEqual(
+        commands.map((args) => ({
+          args,
+          code: 6,
+          stdout: '',
+          stderr: [args.includes('--json') ? JSON.stringify({ error: 'CatalogNotFound', message }) : `tablefate: CatalogNotFound: ${message}`],
+        })),
+      );
+    }
+    // Nothing was made in its place: no catalog file, not even the directory.
+    expect(await fs.promises.readdir(empty)).toEqual([]);
+  } finally {
+    await fs.promises.rm(empty, { recursive: true, force: true });
+  }
+});
+
+test('--timeout on a write that answers in time changes nothing about the answer', async () => {
+  const created = tableOf(await cli('create', 'cli.timely', '--shards', '2', '--timeout', '30', '--json'));
+  expect(created).toMatchObject({ name: 'timely', state: 'READY', shards: 2 });
+  expect(tableOf(await cli('drop', 'cli.timely', '-r', '3600', '--timeout', '30', '--json'))).toMatchObject({ id: created.id, state: 'TRASHED' });
+  expect(tableOf(await cli('recall', String(created.id), '--timeout', '29.5', '--json'))).toMatchObject({ id: created.id, state: 'READY' });
+  const [listed, described] = await cliAll(['ls', '--timeout', '5', '--json'], ['describe', 'cli.timely', '--timeout', '5', '--json']);
+  expect(tablesOf(listed!).map((t) => t.id)).toContain(created.id);
+  expect(tableOf(described!)).toMatchObject({ id: created.id, state: 'READY' });
 });

@@ -52,17 +52,18 @@ test('a second operation waits for the lock instead of failing, then runs', asyn
 
 test('a create terminated while holding its lock is resumed by the next run of the same create', async () => {
   h.storage.faults.inject({ op: 'createShard', shard: 1, kind: 'transient' });
-  const workflowId = workflowIdFor.create({ namespace: 'racing', name: 'killed' });
+  const workflowId = workflowIdFor.create({ namespace: 'racing', name: 'killed' }, h.catalog.id);
   const first = h.client.create({ table: 'racing.killed', shards: 3 }).catch((err: unknown) => err);
   const stuck = await waitFor(
     () => h.catalog.findByName({ namespace: 'racing', name: 'killed' }),
     (t) => t?.state === 'CREATING',
     { what: 'the create to prepare' },
   );
-  await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 1, { what: 'the create to hold its lock' });
+  // The name's lock and the table's, both the create's.
+  await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 2, { what: 'the create to hold its locks' });
   await h.temporal.workflow.getHandle(workflowId).terminate('test: a crash that runs no compensation');
   await first;
-  expect((await h.catalog.listLocks()).map((l) => l.workflowId)).toEqual([workflowId]);
+  expect((await h.catalog.listLocks()).map((l) => l.workflowId)).toEqual([workflowId, workflowId]);
 
   h.storage.faults.clear();
   const created = await h.client.create({ table: 'racing.killed', shards: 3 });
@@ -91,8 +92,8 @@ test('every run carries the table search attributes: the visibility API finds a 
     { what: 'three runs of the table in visibility' },
   );
   expect(runs).toEqual([
-    { workflowId: `create:racing.visible`, op: 'create', name: 'visible' },
-    { workflowId: `trash:${table.id}`, op: 'trash', name: 'visible' },
-    { workflowId: `undelete:${table.id}`, op: 'undelete', name: 'visible' },
+    { workflowId: `create:racing.visible@${h.catalog.id}`, op: 'create', name: 'visible' },
+    { workflowId: `trash:${table.id}@${h.catalog.id}`, op: 'trash', name: 'visible' },
+    { workflowId: `undelete:${table.id}@${h.catalog.id}`, op: 'undelete', name: 'visible' },
   ]);
 });

@@ -1,3 +1,4 @@
+import { workflowIdFor } from '../domain/operations';
 import { Harness } from './support/harness';
 import { waitFor } from './support/wait';
 import { WorkflowFailedError } from '@temporalio/client';
@@ -32,7 +33,7 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: 1 });
   await h.client.trash({ table: 'recover.expiry', retentionSeconds: 1 });
   // The first purge fails and is compensated back to TRASHED; the trash run tries again 10 s later.
-  const firstPurge = h.temporal.workflow.getHandle(`purge:${table.id}`);
+  const firstPurge = h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id));
   await waitFor(
     () => firstPurge.describe().then((d) => d.status.name, () => 'NOT_FOUND'),
     (status) => status === 'FAILED',
@@ -43,6 +44,6 @@ test('a purge on expiry that fails is tried again until the table is purged', as
 
   await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
   expect(await h.shardAreas(table)).toEqual([null, null]);
-  const trashRun = (await h.temporal.workflow.getHandle(`trash:${table.id}`).result()) as { ended: string };
+  const trashRun = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as { ended: string };
   expect(trashRun.ended).toBe('expired');
 });

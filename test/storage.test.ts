@@ -271,6 +271,29 @@ describe('LocalFileStorage', () => {
     expect(await storage.inspect(ref)).toMatchObject({ area: null, bytes: 0 });
   });
 
+  it('refuses to mark a shard as garbage while any file of its set is live, touching nothing', async () => {
+    const storage = new LocalFileStorage({ root });
+    await storage.createShard(ref);
+    // Never trashed: the whole set is live.
+    await expect(storage.markGarbage(ref)).rejects.toThrow(PermanentStorageError);
+    await expect(storage.markGarbage(ref)).rejects.toThrow(/cannot mark shard t42-s1 on node-2 as garbage: .* are live/);
+    expect(await presentIn(ref, 'live')).toEqual([true, true, true]);
+
+    // Trashed, but one file of the set is back in live (a restore half done): still refused, and nothing moves.
+    await storage.moveShard(ref, 'live', 'trash');
+    await fs.copyFile(shardPaths(root, ref, 'trash')[1]!, shardPaths(root, ref, 'live')[1]!);
+    const before = await listFiles(root);
+    await expect(storage.markGarbage(ref)).rejects.toThrow(/t42-s1\.idx is live; a live shard is never purged/);
+    expect(await listFiles(root)).toEqual(before);
+    expect(await presentIn(ref, 'trash')).toEqual([true, true, true]);
+    expect(await presentIn(ref, 'garbage')).toEqual([false, false, false]);
+
+    // Once the live file is gone the purge may go on.
+    await fs.rm(shardPaths(root, ref, 'live')[1]!);
+    await storage.markGarbage(ref);
+    expect(await presentIn(ref, 'garbage')).toEqual([true, true, true]);
+  });
+
   it('fails createShard with PermanentStorageError under a permanent fault, creating nothing, until cleared', async () => {
     const storage = new LocalFileStorage({ root });
     storage.faults.inject({ op: 'createShard', tableId: ref.tableId, kind: 'permanent' });
@@ -303,7 +326,7 @@ describe('LocalFileStorage', () => {
     expect(await presentIn(ref, 'trash')).toEqual([true, true, true]);
   });
 
-  it('rolls a failed move back and lets FatalStorageError through unchanged', async () => {
+  it('rolls a failed move back, and throws FatalStorageError when the roll-back fails too', async () => {
     await new LocalFileStorage({ root }).createShard(ref);
 
     const rolledBack = new LocalFileStorage({ root, renameOps: renameOpsFailingOn(2) });

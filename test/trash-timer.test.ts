@@ -28,7 +28,7 @@ describe('on the shared server', () => {
     const table = await h.client.create({ table: 'timer.down', shards: 3 });
     const trashed = await h.client.trash({ table: 'timer.down', retentionSeconds: 3 });
     expect(trashed.state).toBe('TRASHED');
-    const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).query(trashTimerQuery);
+    const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
     expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
 
     await h.stopWorker();
@@ -39,7 +39,7 @@ describe('on the shared server', () => {
     const purged = await purgedIn(h, table.id);
     expect(purged?.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
     expect(await h.shardAreas(trashed)).toEqual([null, null, null]);
-    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).result()) as unknown;
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as unknown;
     expect(result).toMatchObject({ ended: 'expired' });
     expect(await h.catalog.listLocks()).toEqual([]);
   });
@@ -48,7 +48,7 @@ describe('on the shared server', () => {
     const table = await h.client.create({ table: 'timer.saved', shards: 2 });
     const trashed = await h.client.trash({ table: 'timer.saved', retentionSeconds: 2 });
     await h.client.undelete({ table: 'timer.saved' });
-    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id)).result()) as unknown;
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as unknown;
     expect(result).toMatchObject({ ended: 'restored' });
 
     await sleep(Date.parse(trashed.expireAt!) - Date.now() + 2000);
@@ -65,11 +65,11 @@ describe('on the shared server', () => {
     expect(restored.state).toBe('READY');
     expect(Date.now()).toBeGreaterThan(Date.parse(trashed.expireAt!));
 
-    const trashRun = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id));
+    const trashRun = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
     const ended = (await trashRun.result()) as { ended: string };
     // The timer fired first and its purge waited for the lock, then found the table restored.
     expect(ended.ended).toBe('expired');
-    const purgeRun = (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id)).result()) as TableInfo;
+    const purgeRun = (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).result()) as TableInfo;
     expect(purgeRun.state).toBe('READY');
     expect((await h.client.describe({ table: table.id })).state).toBe('READY');
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);

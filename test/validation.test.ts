@@ -1,5 +1,10 @@
 import { Harness } from './support/harness';
 import { InvalidInputError } from '../domain/errors';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { loadClientConfig, TableFateClient } from '../client';
+import { catalogPath, TASK_QUEUE } from '../domain/deployment';
+import { loadConfig, statePaths, TASK_QUEUE as WORKER_TASK_QUEUE } from '../worker/config';
 import { tableNameSchema, tableRefSchema } from '../domain/names';
 import { sleep } from './support/wait';
 
@@ -47,6 +52,11 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
     ['purge of id 0', () => h.client.purge({ tableId: 0 })],
     ['purge of a name', () => h.client.purge({ tableId: 'x' })],
     ['describe of a bad name', () => h.client.describe({ table: '' })],
+    ['create with a timeout of 0 ms', () => h.client.create({ table: 'bad.t0', shards: 1 }, { timeoutMs: 0 })],
+    ['trash with a negative timeout', () => h.client.trash({ table: 'bad.t1' }, { timeoutMs: -5 })],
+    ['undelete with a timeout that is not a number', () => h.client.undelete({ table: 1 }, { timeoutMs: NaN })],
+    ['purge with an endless timeout', () => h.client.purge({ tableId: 1 }, { timeoutMs: Infinity })],
+    ['create with a timeout given as text', () => h.client.create({ table: 'bad.t2' }, { timeoutMs: '5000' as never })],
   ];
 
   test.each(cases)('%s', async (_label, call) => {
@@ -62,8 +72,48 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
     expect(count.count).toBe(0);
   });
 
+  test('a client whose default timeout is not a positive number of ms is refused when it is made', () => {
+    for (const defaultTimeoutMs of [0, -1, NaN, 86_400_001]) {
+      expect(() => new TableFateClient({ client: h.temporal, catalog: h.catalog, taskQueue: h.taskQueue, defaultTimeoutMs })).toThrow(
+        InvalidInputError,
+      );
+    }
+  });
+
   test('the error names the field and the rule', async () => {
     await expect(h.client.create({ table: 'ok.name', shards: 300 })).rejects.toThrow(/shards/);
     await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/1 to 63 characters/);
+    await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(/timeoutMs must be a number of milliseconds above 0/);
+  });
+});
+
+describe("the SDK's configuration", () => {
+  test('comes from TABLEFATE_HOME, TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, with the same defaults as the worker', () => {
+    expect(loadClientConfig({})).toEqual({ home: path.resolve('.tablefate'), temporalAddress: '127.0.0.1:7233', temporalNamespace: 'default' });
+    const env = { TABLEFATE_HOME: 'x/home', TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'tables' };
+    const worker = loadConfig(env);
+    expect(loadClientConfig(env)).toEqual({ home: worker.home, temporalAddress: worker.temporalAddress, temporalNamespace: worker.temporalNamespace });
+    expect(loadClientConfig({})).toEqual(expect.objectContaining({ home: loadConfig({}).home }) as unknown);
+  });
+
+  test('an empty variable is InvalidInput naming it', () => {
+    expect(() => loadClientConfig({ TEMPORAL_ADDRESS: '' })).toThrow(InvalidInputError);
+    expect(() => loadClientConfig({ TEMPORAL_ADDRESS: '' })).toThrow(/TEMPORAL_ADDRESS/);
+  });
+
+  test('client and worker agree on the catalog file and the task queue', () => {
+    expect(catalogPath('/srv/tablefate')).toBe('/srv/tablefate/catalog.sqlite');
+    expect(catalogPath('/srv/tablefate')).toBe(statePaths('/srv/tablefate').catalog);
+    expect(TASK_QUEUE).toBe(WORKER_TASK_QUEUE);
+  });
+
+  test('the SDK loads no worker, activity or storage code', () => {
+    const root = path.resolve(__dirname, '..');
+    const script =
+      "require('./client'); const root = process.cwd() + '/';" +
+      "console.log(JSON.stringify(Object.keys(require.cache).filter((f) => f.startsWith(root) && !f.includes('node_modules')).map((f) => f.slice(root.length))))";
+    const loaded = JSON.parse(execFileSync(process.execPath, ['-r', 'tsx/cjs', '-e', script], { cwd: root, encoding: 'utf8' })) as string[];
+    expect(loaded).toContain('client/client.ts');
+    expect(loaded.filter((f) => /^(worker|activities|storage)\//.test(f))).toEqual([]);
   });
 });

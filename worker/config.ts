@@ -1,15 +1,46 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { catalogPath, DEFAULT_HOME, DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../domain/deployment';
+import {
+  DEFAULT_RETENTION_SECONDS,
+  DEFAULT_STORAGE_RETRY_ATTEMPTS,
+  MAX_RETENTION_SECONDS,
+  MAX_STORAGE_NODES,
+  MAX_STORAGE_RETRY_ATTEMPTS,
+  MIN_RETENTION_SECONDS,
+} from '../domain/limits';
 
-/** The task queue every tablefate worker polls and every client starts on. */
-export const TASK_QUEUE = 'tablefate';
+/** The task queue every tablefate worker polls and every client starts on (domain/deployment.ts). */
+export { TASK_QUEUE } from '../domain/deployment';
+
+/**
+ * A whole number from the environment, strictly: digits only, within bounds. Unset means the default; set
+ * but empty, blank, signed, fractional, hex or exponent notation is an error, never 0 (z.coerce would turn
+ * `TABLEFATE_DEFAULT_RETENTION_SECONDS=` into 0 and purge every default trash at once).
+ */
+function wholeNumber(fallback: number, min: number, max: number, unit = '') {
+  const what = `a whole number${unit ? ` of ${unit}` : ''} from ${min} to ${max}`;
+  return z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined) return fallback;
+      const value = /^[0-9]+$/.test(raw) ? Number(raw) : Number.NaN;
+      if (!Number.isSafeInteger(value) || value < min || value > max) {
+        ctx.addIssue({ code: 'custom', message: `must be ${what}, got ${JSON.stringify(raw)}` });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
 
 const envSchema = z.object({
-  TABLEFATE_HOME: z.string().min(1).default('.tablefate'),
-  TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
-  TABLEFATE_DEFAULT_RETENTION_SECONDS: z.coerce.number().int().nonnegative().default(7 * 24 * 3600),
-  TABLEFATE_STORAGE_NODES: z.coerce.number().int().min(1).max(64).default(3),
+  TABLEFATE_HOME: z.string().min(1).default(DEFAULT_HOME),
+  TEMPORAL_ADDRESS: z.string().min(1).default(DEFAULT_TEMPORAL_ADDRESS),
+  TEMPORAL_NAMESPACE: z.string().min(1).default(DEFAULT_TEMPORAL_NAMESPACE),
+  TABLEFATE_DEFAULT_RETENTION_SECONDS: wholeNumber(DEFAULT_RETENTION_SECONDS, MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS, 'seconds'),
+  TABLEFATE_STORAGE_NODES: wholeNumber(3, 1, MAX_STORAGE_NODES),
+  TABLEFATE_STORAGE_RETRY_ATTEMPTS: wholeNumber(DEFAULT_STORAGE_RETRY_ATTEMPTS, 1, MAX_STORAGE_RETRY_ATTEMPTS),
   TABLEFATE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -21,6 +52,8 @@ export interface Config {
   /** Retention of a trashed table when the request names none (Pegasus: 7 days). */
   defaultRetentionSeconds: number;
   storageNodes: number;
+  /** Attempts a storage activity gets for a transient fault before the operation ends (activities/failures.ts). */
+  storageRetryAttempts: number;
   logLevel: z.infer<typeof envSchema>['TABLEFATE_LOG_LEVEL'];
 }
 
@@ -38,6 +71,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     temporalNamespace: e.TEMPORAL_NAMESPACE,
     defaultRetentionSeconds: e.TABLEFATE_DEFAULT_RETENTION_SECONDS,
     storageNodes: e.TABLEFATE_STORAGE_NODES,
+    storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,
     logLevel: e.TABLEFATE_LOG_LEVEL,
   };
 }
@@ -45,7 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** Where each part keeps its files under the state directory: one place, so paths are never guessed. */
 export function statePaths(home: string) {
   return {
-    catalog: path.join(home, 'catalog.sqlite'),
+    catalog: catalogPath(home),
     storage: path.join(home, 'storage'),
     temporalDb: path.join(home, 'temporal.db'),
     temporalLog: path.join(home, 'temporal.log'),

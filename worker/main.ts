@@ -2,6 +2,7 @@ import { Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
+import { assertNodesHoldAllShards } from '../storage/nodes';
 import { statePaths, type Config } from './config';
 import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
@@ -39,44 +40,76 @@ function untilInterrupted(): Promise<NodeJS.Signals> {
   });
 }
 
+/** EX_SOFTWARE: after a fatal storage error. A supervisor must not restart blindly; an operator looks first. */
+export const EXIT_FATAL = 70;
+
+/**
+ * Refuses a storage configuration that would strand shards: a node directory beyond TABLEFATE_STORAGE_NODES
+ * that still holds shard files.
+ */
+async function checkStorageNodes(config: Config): Promise<void> {
+  await assertNodesHoldAllShards(statePaths(config.home).storage, config.storageNodes);
+}
+
 /**
  * Runs a worker against `address` until interrupted: the catalog and storage nodes live under the state
- * directory. The worker stops when `stop` settles.
+ * directory. The worker stops when `stop` settles, or by itself after a fatal storage error. Returns the
+ * process exit code: 0, or EXIT_FATAL after a fatal storage error.
  */
-export async function runWorker(config: Config, address: string, logger: Logger, stop: Promise<unknown>): Promise<void> {
+export async function runWorker(config: Config, address: string, logger: Logger, stop: Promise<unknown>): Promise<number> {
   const paths = statePaths(config.home);
-  const catalog = new SqliteCatalog(paths.catalog);
+  await checkStorageNodes(config);
   const storage = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
-  const connection = await NativeConnection.connect({ address });
+  for (const marker of await storage.listQuarantined()) {
+    logger.warn(
+      { node: marker.node, since: marker.since, reason: marker.reason },
+      `${marker.node} is quarantined: operations on it fail until \`tablefate quarantine clear ${marker.node}\``,
+    );
+  }
+  const catalog = new SqliteCatalog(paths.catalog);
+  let fatal: Error | undefined;
   try {
-    const worker = await createTableFateWorker({
-      connection,
-      namespace: config.temporalNamespace,
-      catalog,
-      storage,
-      defaultRetentionSeconds: config.defaultRetentionSeconds,
-      logger,
-      // EX_SOFTWARE: a supervisor must not restart us blindly; an operator has to look at the files first.
-      onFatal: () => {
-        process.exitCode = 70;
-      },
-    });
-    logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
-    const running = worker.run();
-    await Promise.race([stop, running]);
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-    await running;
+    const connection = await NativeConnection.connect({ address });
+    try {
+      // A variable, not a literal: `storageRetryAttempts` reaches the activities once worker.ts passes it on.
+      const options: Parameters<typeof createTableFateWorker>[0] & { storageRetryAttempts: number } = {
+        connection,
+        namespace: config.temporalNamespace,
+        catalog,
+        storage,
+        defaultRetentionSeconds: config.defaultRetentionSeconds,
+        storageRetryAttempts: config.storageRetryAttempts,
+        logger,
+        onFatal: (err) => {
+          fatal ??= err;
+        },
+      };
+      const worker = await createTableFateWorker(options);
+      logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
+      const running = worker.run();
+      await Promise.race([stop, running]);
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    } finally {
+      await connection.close();
+    }
   } finally {
-    await connection.close();
     await catalog.close();
   }
+  if (!fatal) return 0;
+  logger.fatal(
+    { err: fatal, exitCode: EXIT_FATAL },
+    'stopped after a fatal storage error; the node is quarantined: inspect it, then run `tablefate quarantine clear <node>`',
+  );
+  return EXIT_FATAL;
 }
 
 /**
  * `tablefate worker`: a worker alone, against TEMPORAL_ADDRESS. It makes sure the search attributes exist
  * first (a server that tablefate did not start may lack them); without them every start would fail.
  */
-export async function workerCommand(config: Config): Promise<void> {
+export async function workerCommand(config: Config): Promise<number> {
+  await checkStorageNodes(config);
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const connection = await Connection.connect({ address: config.temporalAddress });
@@ -86,7 +119,7 @@ export async function workerCommand(config: Config): Promise<void> {
   } finally {
     await connection.close();
   }
-  await runWorker(config, config.temporalAddress, logger, untilInterrupted());
+  return runWorker(config, config.temporalAddress, logger, untilInterrupted());
 }
 
 export interface DevOptions {
@@ -99,7 +132,9 @@ export interface DevOptions {
  * `tablefate dev`: the embedded default. A Temporal dev server persisted under the state directory (its db
  * file is reused, so timers and histories survive a restart) plus a worker, in the foreground until Ctrl-C.
  */
-export async function devCommand(config: Config, opts: DevOptions, print: (line: string) => void): Promise<void> {
+export async function devCommand(config: Config, opts: DevOptions, print: (line: string) => void): Promise<number> {
+  // Before the server starts: a configuration that strands shards is refused without starting anything.
+  await checkStorageNodes(config);
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const interrupted = untilInterrupted();
@@ -115,7 +150,7 @@ export async function devCommand(config: Config, opts: DevOptions, print: (line:
     print(`Temporal dev server: ${server.address} (db ${server.dbFile}, log ${server.logFile})`);
     print(server.uiUrl ? `Temporal web UI: ${server.uiUrl}` : 'Temporal web UI: off (--headless)');
     print(`tablefate worker running; state in ${config.home}. Ctrl-C to stop.`);
-    await runWorker(config, server.address, logger, interrupted);
+    return await runWorker(config, server.address, logger, interrupted);
   } finally {
     print('stopping the worker and the dev server ...');
     await server.stop();

@@ -1,5 +1,5 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities } from '../activities';
+import { createActivities, type Activities } from '../activities';
 import type { Catalog } from '../catalog/catalog';
 import type { StorageDriver } from '../storage/driver';
 import { TASK_QUEUE } from './config';
@@ -15,6 +15,15 @@ export interface TableFateWorkerOptions {
   taskQueue?: string;
   /** Called after a fatal storage error, once the worker has begun to stop (the CLI sets the exit code). */
   onFatal?: (err: Error) => void;
+  /** How many attempts a transient storage fault gets before the step fails. */
+  storageRetryAttempts?: number;
+  /** The worker's clock (tests skew it: table times must not depend on it). */
+  now?: () => number;
+  /**
+   * Wraps the activities before the worker runs them: tests use it to run every call twice (each must be
+   * idempotent) or to kill the process at a chosen point.
+   */
+  wrapActivities?: (activities: Activities) => Activities;
   /** A prebuilt workflow bundle (tests build it once per file); otherwise the workflows are bundled here. */
   workflowBundle?: WorkerOptions['workflowBundle'];
 }
@@ -23,12 +32,23 @@ export interface TableFateWorkerOptions {
  * A worker that runs tablefate's workflows and activities. If storage reports that a set of files could be
  * neither renamed nor put back, the worker stops at once rather than act on damaged data.
  */
+/**
+ * How long the catalog keeps the journal of a run's calls. A run needs its entries until it has closed; a
+ * workflow task lost longer ago than this (every worker down for a month) finds no entry and, no longer
+ * holding its lock, stops without touching anything.
+ */
+const JOURNAL_KEEP_MS = 30 * 24 * 3600 * 1000;
+
 export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<Worker> {
+  const pruned = await opts.catalog.pruneJournal(Date.now() - JOURNAL_KEEP_MS);
+  if (pruned > 0) opts.logger.info({ pruned }, 'pruned old catalog journal entries');
   let stopWorker = () => undefined as void;
   const activities = createActivities({
     catalog: opts.catalog,
     storage: opts.storage,
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
+    now: opts.now,
+    storageRetryAttempts: opts.storageRetryAttempts,
     onFatal: (err) => {
       opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
       stopWorker();
@@ -39,7 +59,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue ?? TASK_QUEUE,
-    activities,
+    activities: opts.wrapActivities ? opts.wrapActivities(activities) : activities,
     ...(opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),

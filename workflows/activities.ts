@@ -1,16 +1,9 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { Activities, CallScope } from '../activities';
 import type { TableRecord } from '../domain/table';
-import type { ShardRef } from '../storage/driver';
+import type { ShardArea, ShardRef } from '../storage/driver';
 
-type CatalogActivities = Pick<Activities, 'prepareCreate' | 'transition' | 'commitTrash' | 'getTable'>;
-type LockActivities = Pick<Activities, 'acquireLock' | 'releaseLock'>;
-type ShardActivities = Pick<
-  Activities,
-  'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage'
->;
-
-/** Transient faults are retried with backoff for as long as it takes; domain failures come back non-retryable. */
+/** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
 
 /**
@@ -18,19 +11,58 @@ const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval
  * the workflow task that asks for them, without a round trip through the server's task queues (measured: it
  * halves the time of every operation; see README).
  */
-export const catalog = proxyLocalActivities<CatalogActivities>({ startToCloseTimeout: '30s', retry: RETRY });
+const catalog = proxyLocalActivities<Pick<Activities, 'prepareCreate' | 'transition' | 'commitTrash' | 'getTable'>>({
+  startToCloseTimeout: '30s',
+  retry: RETRY,
+});
 
 /**
  * The lock: its retries are FATE's isReady, the wait while another operation holds the table, so they start
  * quickly and never give up.
  */
-export const locking = proxyLocalActivities<LockActivities>({
+const locking = proxyLocalActivities<Pick<Activities, 'acquireLock' | 'releaseLock'>>({
   startToCloseTimeout: '30s',
   retry: { initialInterval: '100ms', backoffCoefficient: 1.5, maximumInterval: '2s' },
 });
 
-/** Shard work touches the storage nodes' bytes: ordinary activities, which any worker can pick up. */
-export const shards = proxyActivities<ShardActivities>({ startToCloseTimeout: '5 minutes', retry: RETRY });
+/**
+ * Shard work touches the storage nodes' bytes: ordinary activities, which any worker can pick up. They
+ * heartbeat, so an attempt lost with its worker is retried after the heartbeat timeout, not the whole
+ * start-to-close timeout.
+ */
+const storage = proxyActivities<
+  Pick<Activities, 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage'>
+>({ startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY });
+
+type Args<F> = F extends (input: infer I) => unknown ? Omit<I, keyof CallScope> : never;
+
+/**
+ * Every call one operation makes, scoped to its catalog. Catalog calls are numbered in the order the run makes
+ * them (deterministic, like all workflow code), and the catalog journals each outcome under that number: a
+ * call made again because the workflow task that made it was lost answers what it answered the first time,
+ * even after this run released its lock.
+ */
+export function operationCalls(catalogId: string | undefined) {
+  let calls = 0;
+  const step = (name: string): CallScope => ({ catalogId, step: `${++calls}:${name}` });
+  const scope: CallScope = { catalogId };
+  return {
+    acquireLock: (lock: string) => locking.acquireLock({ lock, ...step('acquireLock') }),
+    releaseLocks: () => locking.releaseLock(scope),
+    prepareCreate: (args: Args<Activities['prepareCreate']>) => catalog.prepareCreate({ ...args, ...step('prepareCreate') }),
+    getTable: (tableId: number) => catalog.getTable({ tableId, ...step('getTable') }),
+    transition: (args: Args<Activities['transition']>) => catalog.transition({ ...args, ...step('transition') }),
+    commitTrash: (args: Args<Activities['commitTrash']>) => catalog.commitTrash({ ...args, ...step('commitTrash') }),
+    createShard: (shard: ShardRef) => storage.createShard({ shard, ...scope }),
+    dropShard: (shard: ShardRef) => storage.dropShard({ shard, ...scope }),
+    moveShard: (shard: ShardRef, from: ShardArea, to: ShardArea) => storage.moveShard({ shard, from, to, ...scope }),
+    markGarbage: (shard: ShardRef) => storage.markGarbage({ shard, ...scope }),
+    unmarkGarbage: (shard: ShardRef) => storage.unmarkGarbage({ shard, ...scope }),
+    deleteGarbage: (shard: ShardRef) => storage.deleteGarbage({ shard, ...scope }),
+  };
+}
+
+export type OperationCalls = ReturnType<typeof operationCalls>;
 
 /**
  * Runs `fn` on every shard of the table at once (shard activities are independent and idempotent), and

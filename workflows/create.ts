@@ -2,52 +2,49 @@ import { upsertSearchAttributes } from '@temporalio/workflow';
 import type { CreateInput } from '../domain/operations';
 import { lockFor } from '../domain/operations';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { catalog, forEachShard, shards } from './activities';
+import { toTableInfo, type TableInfo } from '../domain/table';
+import { forEachShard, operationCalls } from './activities';
 import { withLock } from './lock';
-import { FINISHED, runSteps } from './steps';
+import { finished, runSteps } from './steps';
 
 /**
  * Creates a table, idempotently: the id and placement are chosen once and kept in a prepare record, so
  * running the same create again after a failure lands on the same id and shards (CeresDB's proposal).
  */
 export async function createTable(input: CreateInput): Promise<TableInfo> {
-  const lock = lockFor.name(input);
-  let table: TableRecord | undefined;
-  const prepared = () => table!;
-
-  await withLock(lock, () =>
-    runSteps([
+  const calls = operationCalls(input.catalogId);
+  const table = await withLock(calls, lockFor.name(input), () =>
+    runSteps(
       {
         name: 'prepare',
+        // Also takes the table's own lock, which every later change of the table is checked against.
         call: async () => {
-          const result = await catalog.prepareCreate({
+          const result = await calls.prepareCreate({
             namespace: input.namespace,
             name: input.name,
             params: { shards: input.shards },
-            lock,
+            lock: lockFor.name(input),
+            now: Date.now(),
           });
-          table = result.table;
-          upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: table.id }]);
-          if (result.outcome === 'exists') return FINISHED;
+          upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: result.table.id }]);
+          return result.outcome === 'exists' ? finished(result.table) : result.table;
         },
         // The record stays, marked failed, so that a retry resumes it.
-        undo: async () => {
-          if (table) await catalog.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', lock });
-        },
+        undo: (table) => calls.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', now: Date.now() }).then(() => undefined),
       },
       {
         name: 'create shards',
-        call: () => forEachShard(prepared(), (shard) => shards.createShard(shard)),
-        undo: () => forEachShard(prepared(), (shard) => shards.dropShard(shard)),
+        call: async (table) => {
+          await forEachShard(table, calls.createShard);
+          return table;
+        },
+        undo: (table) => forEachShard(table, calls.dropShard),
       },
       {
         name: 'commit',
-        call: async () => {
-          table = await catalog.transition({ tableId: prepared().id, from: ['CREATING'], to: 'READY', lock });
-        },
+        call: (table) => calls.transition({ tableId: table.id, from: ['CREATING'], to: 'READY', now: Date.now() }),
       },
-    ]),
+    ),
   );
-  return toTableInfo(prepared());
+  return toTableInfo(table);
 }

@@ -1,29 +1,26 @@
 import { getExternalWorkflowHandle, log } from '@temporalio/workflow';
 import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { catalog, forEachShard, shards } from './activities';
+import { toTableInfo, type TableInfo } from '../domain/table';
+import { forEachShard, operationCalls } from './activities';
 import { endTimerSignal } from './definitions';
 import { withLock } from './lock';
-import { asFailure, FINISHED, runSteps } from './steps';
+import { asFailure, finished, forwardOnly, runSteps } from './steps';
 
 /**
  * Deletes a trashed table for good: its shards are first renamed to garbage, then deleted, and the table
  * stays in the catalog as a PURGED tombstone. Started by hand or by the trash timer.
  */
 export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
-  const lock = lockFor.table(input.tableId);
-  let table: TableRecord | undefined;
-  const current = () => table!;
-
-  await withLock(lock, () =>
-    runSteps([
+  const calls = operationCalls(input.catalogId);
+  const purged = await withLock(calls, lockFor.table(input.tableId), () =>
+    runSteps(
       {
         name: 'check',
         call: async () => {
-          table = (await catalog.getTable(input.tableId)) ?? undefined;
+          const table = await calls.getTable(input.tableId);
           if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
-          if (table.state === 'PURGED') return FINISHED;
+          if (table.state === 'PURGED') return finished(table);
           const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
           if (input.trigger === 'expiry' && !inThatTrash) {
             // Restored (or trashed again) since this timer was set: this expiry no longer applies.
@@ -31,46 +28,46 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
               tableId: table.id,
               state: table.state,
             });
-            return FINISHED;
+            return finished(table);
           }
-          // PURGING: an earlier purge stopped half way; this one finishes it.
-          if (table.state !== 'TRASHED' && table.state !== 'PURGING') {
-            throw asFailure(
-              new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`),
-            );
+          // PURGING: an earlier purge stopped after it began deleting; this one finishes it, and never goes
+          // back to TRASHED, whatever fails (shards may be gone already).
+          if (table.state === 'PURGING') return forwardOnly(table);
+          if (table.state !== 'TRASHED') {
+            throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
           }
+          return table;
         },
       },
       {
         name: 'mark purging',
-        call: async () => {
-          table = await catalog.transition({ tableId: current().id, from: ['TRASHED'], to: 'PURGING', lock });
-        },
-        undo: async () => {
-          await catalog.transition({ tableId: current().id, from: ['PURGING'], to: 'TRASHED', lock });
-        },
+        call: (table) => calls.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', now: Date.now() }),
+        undo: (table) => calls.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', now: Date.now() }).then(() => undefined),
       },
       {
         name: 'mark shards garbage',
-        call: () => forEachShard(current(), (shard) => shards.markGarbage(shard)),
-        undo: () => forEachShard(current(), (shard) => shards.unmarkGarbage(shard)),
+        call: async (table) => {
+          await forEachShard(table, calls.markGarbage);
+          return table;
+        },
+        undo: (table) => forEachShard(table, calls.unmarkGarbage),
       },
       {
         name: 'delete garbage',
         pointOfNoReturn: true,
-        call: () => forEachShard(current(), (shard) => shards.deleteGarbage(shard)),
+        call: async (table) => {
+          await forEachShard(table, calls.deleteGarbage);
+          return table;
+        },
       },
       {
         name: 'commit purged',
-        call: async () => {
-          table = await catalog.transition({ tableId: current().id, from: ['PURGING'], to: 'PURGED', lock });
-        },
+        call: (table) => calls.transition({ tableId: table.id, from: ['PURGING'], to: 'PURGED', now: Date.now() }),
       },
-    ]),
+    ),
   );
-  const purged = current();
   if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
-    await endTrashTimer(purged.id, 'purged', purged.droppedAt);
+    await endTrashTimer(purged.id, 'purged', purged.droppedAt, input.catalogId);
   }
   return toTableInfo(purged);
 }
@@ -79,9 +76,14 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
  * Tells the trash workflow of the trash that happened at `droppedAt` that its timer has nothing left to do.
  * It may have ended already.
  */
-export async function endTrashTimer(tableId: number, reason: 'restored' | 'purged', droppedAt: number): Promise<void> {
+export async function endTrashTimer(
+  tableId: number,
+  reason: 'restored' | 'purged',
+  droppedAt: number,
+  catalogId: string | undefined,
+): Promise<void> {
   try {
-    await getExternalWorkflowHandle(workflowIdFor.trash(tableId)).signal(endTimerSignal, reason, droppedAt);
+    await getExternalWorkflowHandle(workflowIdFor.trash(tableId, catalogId)).signal(endTimerSignal, reason, droppedAt);
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });
   }

@@ -1,17 +1,33 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
 import type { TableFateError } from '../domain/errors';
 
-/** Returned by a step's `call` to end the operation early, successfully (for example: already done). */
-export const FINISHED = 'finished';
+/** A step's answer that ends the operation now, successfully (for example: found already done). */
+export class Finished<T> {
+  constructor(readonly value: T) {}
+}
+
+/**
+ * A step's answer that the operation is past a point of no return that an earlier run crossed (a resumed
+ * purge whose deletes had begun): from here on it only goes forward, nothing is undone.
+ */
+export class ForwardOnly<T> {
+  constructor(readonly value: T) {}
+}
+
+export const finished = <T>(value: T) => new Finished(value);
+export const forwardOnly = <T>(value: T) => new ForwardOnly(value);
+
+type StepResult<T> = T | Finished<T> | ForwardOnly<T>;
 
 /**
  * One step of an operation, in the manner of Accumulo FATE's Repo: what it does (`call`) beside how to take
- * it back (`undo`). A step with no undo changes nothing that needs taking back.
+ * it back (`undo`). The table as the previous step left it comes in, the table as this one leaves it goes
+ * out: state passes from step to step, explicitly. A step with no undo changes nothing that needs taking back.
  */
-export interface Step {
+export interface Step<In, Out = In> {
   name: string;
-  call: () => Promise<void | typeof FINISHED>;
-  undo?: () => Promise<void>;
+  call: (table: In) => Promise<StepResult<Out>>;
+  undo?: (table: Out) => Promise<void>;
   /**
    * Once this step starts, the operation can only go forward (purge's deletes): the undos of earlier steps
    * are dropped, and a failure leaves the operation to be resumed by running it again.
@@ -20,39 +36,75 @@ export interface Step {
 }
 
 /**
- * Runs the steps in order. When one fails for good, the undos of every step begun (the failing one included,
- * since it may have half happened) run in reverse, in a scope that cancellation cannot interrupt, and the
- * failure is rethrown in the form the client understands.
+ * Failures after which the operation must not compensate: it no longer owns the table (its lock was taken
+ * over) or the table is not of its catalog. Undoing would touch what belongs to someone else.
+ */
+const NOT_OURS = ['LockLost', 'WrongCatalog'];
+
+/**
+ * Runs the steps in order, the first one finding the table the rest work on. When one fails for good, the
+ * undos of every step begun (the failing one included, since it may have half happened) run in reverse, in a
+ * scope that cancellation cannot interrupt, and the failure is rethrown in the form the client understands.
  *
  * If an undo itself fails for good, compensation stops there: the earlier undos are the catalog's, and running
  * them would record a state the bytes are not in. The table stays in its transitional state (TRASHING,
- * RESTORING, PURGING, CREATING), from which running the same operation again resumes.
+ * RESTORING, PURGING, CREATING), from which running the same operation again resumes. An operation that has
+ * lost its table compensates nothing at all.
  */
-export async function runSteps(steps: readonly Step[]): Promise<void> {
-  let begun: Step[] = [];
+export async function runSteps<T>(first: Step<void, T>, ...rest: Array<Step<T>>): Promise<T> {
+  let table: T | undefined;
+  let begun: Array<Step<T>> = [];
+  let onlyForward = false;
   try {
-    for (const step of steps) {
+    const answer = await first.call();
+    table = valueOf(answer);
+    if (answer instanceof Finished) return table;
+    if (answer instanceof ForwardOnly) onlyForward = true;
+    else if (first.undo) begun.push({ name: first.name, call: () => Promise.resolve(table!), undo: first.undo });
+    for (const step of rest) {
       if (step.pointOfNoReturn) begun = [];
-      begun.push(step);
-      if ((await step.call()) === FINISHED) return;
-    }
-  } catch (err) {
-    await CancellationScope.nonCancellable(async () => {
-      for (const step of begun.reverse()) {
-        if (!step.undo) continue;
-        try {
-          await step.undo();
-        } catch (undoErr) {
-          log.error('compensation failed; the table stays in its transitional state until the operation is run again', {
-            step: step.name,
-            error: String(undoErr),
-          });
-          break;
-        }
+      if (!onlyForward && !step.pointOfNoReturn) begun.push(step);
+      if (step.pointOfNoReturn) onlyForward = true;
+      const result = await step.call(table);
+      table = valueOf(result);
+      if (result instanceof Finished) return table;
+      if (result instanceof ForwardOnly) {
+        onlyForward = true;
+        begun = [];
       }
-    });
-    throw domainFailure(err);
+    }
+    return table;
+  } catch (err) {
+    const failure = domainFailure(err);
+    const type = failure instanceof ApplicationFailure ? failure.type : undefined;
+    if (type && NOT_OURS.includes(type)) {
+      log.error('the operation no longer owns its table; stopping without undoing anything', { error: String(err) });
+    } else if (table !== undefined) {
+      await compensate(begun.reverse(), table);
+    }
+    throw failure;
   }
+}
+
+async function compensate<T>(steps: Array<Step<T>>, table: T): Promise<void> {
+  await CancellationScope.nonCancellable(async () => {
+    for (const step of steps) {
+      if (!step.undo) continue;
+      try {
+        await step.undo(table);
+      } catch (undoErr) {
+        log.error('compensation failed; the table stays in its transitional state until the operation is run again', {
+          step: step.name,
+          error: String(undoErr),
+        });
+        break;
+      }
+    }
+  });
+}
+
+function valueOf<T>(result: StepResult<T>): T {
+  return result instanceof Finished || result instanceof ForwardOnly ? result.value : result;
 }
 
 /**

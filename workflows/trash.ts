@@ -10,7 +10,7 @@ import {
 } from '@temporalio/workflow';
 import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { catalog, forEachShard, shards } from './activities';
+import { forEachShard, operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
 import { runSteps } from './steps';
@@ -51,51 +51,56 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   });
   setHandler(trashTimerQuery, () => timer);
 
-  const lock = lockFor.table(input.tableId);
-  let table: TableRecord | undefined;
-  const current = () => table!;
+  const calls = operationCalls(input.catalogId);
+  let trashed: TableRecord;
   try {
-    await withLock(lock, () =>
-      runSteps([
+    trashed = await withLock(calls, lockFor.table(input.tableId), () =>
+      runSteps(
         {
           name: 'mark trashing',
-          call: async () => {
-            table = await catalog.transition({ tableId: input.tableId, from: ['READY'], to: 'TRASHING', lock });
-          },
-          undo: async () => {
-            if (table) await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', lock });
-          },
+          call: () =>
+            calls.transition({
+              tableId: input.tableId,
+              from: ['READY'],
+              to: 'TRASHING',
+              now: Date.now(),
+              expectName: input.expectedName,
+            }),
+          undo: (table) => calls.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', now: Date.now() }).then(() => undefined),
         },
         {
           name: 'move shards to trash',
-          call: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'live', to: 'trash' })),
-          undo: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'trash', to: 'live' })),
+          call: async (table) => {
+            await forEachShard(table, (shard) => calls.moveShard(shard, 'live', 'trash'));
+            return table;
+          },
+          undo: (table) => forEachShard(table, (shard) => calls.moveShard(shard, 'trash', 'live')),
         },
         {
           name: 'commit trashed',
-          call: async () => {
-            table = await catalog.commitTrash({ tableId: current().id, lock, retentionSeconds: input.retentionSeconds });
+          call: async (table) => {
+            const committed = await calls.commitTrash({ tableId: table.id, now: Date.now(), retentionSeconds: input.retentionSeconds });
             // From here on an undelete or a purge may end this trash: know which trash that is before unlocking.
-            timer.droppedAt = table.droppedAt;
-            timer.expireAt = new Date(table.expireAt!).toISOString();
+            timer.droppedAt = committed.droppedAt;
+            timer.expireAt = new Date(committed.expireAt!).toISOString();
+            return committed;
           },
         },
-      ]),
+      ),
     );
   } catch (err) {
     outcome = { error: err };
     await condition(allHandlersFinished);
     throw err;
   }
-  outcome = { table: toTableInfo(current()) };
+  outcome = { table: toTableInfo(trashed) };
 
   // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
   // server restarted in between.
-  const trashed = current();
   const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
   if (!ended) {
     timer.ended = 'expired';
-    await purgeOnExpiry(trashed);
+    await purgeOnExpiry(calls, trashed, input.catalogId);
   }
   await condition(allHandlersFinished);
   return timer;
@@ -108,13 +113,13 @@ const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];
  * until the table is purged or is no longer in this trash: an expiry must not be lost to a purge that failed
  * or to a manual purge that was running and then failed. The child outlives this run if it is terminated.
  */
-async function purgeOnExpiry(trashed: TableRecord): Promise<void> {
+async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, catalogId: string | undefined): Promise<void> {
   const { id: tableId, droppedAt, namespace, name } = trashed;
   for (let attempt = 0; ; attempt++) {
     try {
       await executeChild(purgeTable, {
-        workflowId: workflowIdFor.purge(tableId),
-        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt! }],
+        workflowId: workflowIdFor.purge(tableId, catalogId),
+        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId }],
         typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
         parentClosePolicy: 'ABANDON',
       });
@@ -124,7 +129,7 @@ async function purgeOnExpiry(trashed: TableRecord): Promise<void> {
         log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
       }
     }
-    const now = await catalog.getTable(tableId);
+    const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return;
     await sleep(RETRY_PURGE_AFTER_MS[Math.min(attempt, RETRY_PURGE_AFTER_MS.length - 1)]!);
   }

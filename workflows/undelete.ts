@@ -3,7 +3,8 @@ import { lockFor, type UndeleteInput } from '../domain/operations';
 import { recallProgressQuery, type RecallProgress } from './definitions';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { catalog, forEachShard, shards } from './activities';
+import { forEachShard, operationCalls } from './activities';
+import { formatTableName, type TableName } from '../domain/names';
 import { withLock } from './lock';
 import { endTrashTimer } from './purge';
 import { asFailure, runSteps } from './steps';
@@ -13,22 +14,26 @@ import { asFailure, runSteps } from './steps';
  * the expiry never purges a restored table.
  */
 export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
-  const lock = lockFor.table(input.tableId);
-  let table: TableRecord | undefined;
-  const current = () => table!;
-  // The name the table had in the trash, and when it was trashed (which trash timer to end).
-  let trash: { namespace: string; name: string; droppedAt: number } | undefined;
+  const calls = operationCalls(input.catalogId);
   const progress: RecallProgress = { shardsBack: 0, shards: 0 };
   setHandler(recallProgressQuery, () => progress);
 
-  await withLock(lock, () =>
-    runSteps([
+  const { table } = await withLock(calls, lockFor.table(input.tableId), () =>
+    runSteps<Restore>(
       {
         name: 'check',
         call: async () => {
-          table = (await catalog.getTable(input.tableId)) ?? undefined;
+          const table = await calls.getTable(input.tableId);
           if (!table || table.state === 'PURGED') {
             throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
+          }
+          if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
+            throw asFailure(
+              new WrongStateError(
+                `table ${table.id} is named ${formatTableName(table)}, not ${formatTableName(input.expectedName)}: ` +
+                  `the name was resolved from a catalog that has changed since; nothing was done`,
+              ),
+            );
           }
           // RESTORING: an earlier undelete stopped half way; this one finishes it.
           if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
@@ -39,44 +44,55 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
               new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`),
             );
           }
-          trash = { namespace: table.namespace, name: table.name, droppedAt: table.droppedAt! };
+          return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };
         },
       },
       {
         // Taking the name and changing state is one compare-and-set: the catalog refuses a taken name (NameTaken).
         name: 'claim name, mark restoring',
-        call: async () => {
-          const rename = input.newName ?? { namespace: trash!.namespace, name: trash!.name };
-          table = await catalog.transition({ tableId: current().id, from: ['TRASHED'], to: 'RESTORING', lock, rename });
+        call: async (restore) => {
+          const rename = input.newName ?? restore.trashedAs;
+          const table = await calls.transition({ tableId: input.tableId, from: ['TRASHED'], to: 'RESTORING', now: Date.now(), rename });
+          return { ...restore, table };
         },
-        undo: async () => {
-          const { namespace, name } = trash!;
-          await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'TRASHED', lock, rename: { namespace, name } });
+        undo: async (restore) => {
+          await calls.transition({ tableId: input.tableId, from: ['RESTORING'], to: 'TRASHED', now: Date.now(), rename: restore.trashedAs });
         },
       },
       {
         name: 'move shards back',
-        call: async () => {
-          progress.shards = current().placement.length;
-          await forEachShard(current(), async (shard) => {
-            await shards.moveShard({ shard, from: 'trash', to: 'live' });
+        call: async (restore) => {
+          progress.shards = restore.table.placement.length;
+          await forEachShard(restore.table, async (shard) => {
+            await calls.moveShard(shard, 'trash', 'live');
             progress.shardsBack++;
           });
+          return restore;
         },
-        undo: () => forEachShard(current(), (shard) => shards.moveShard({ shard, from: 'live', to: 'trash' })),
+        undo: (restore) => forEachShard(restore.table, (shard) => calls.moveShard(shard, 'live', 'trash')),
       },
       {
         name: 'commit ready',
-        call: async () => {
-          table = await catalog.transition({ tableId: current().id, from: ['RESTORING'], to: 'READY', lock });
+        call: async (restore) => {
+          const table = await calls.transition({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() });
+          return { ...restore, table };
         },
       },
       {
         name: 'end trash timer',
-        call: () => endTrashTimer(current().id, 'restored', trash!.droppedAt),
+        call: async (restore) => {
+          await endTrashTimer(input.tableId, 'restored', restore.droppedAt, input.catalogId);
+          return restore;
+        },
       },
-    ]),
+    ),
   );
-  return toTableInfo(current());
+  return toTableInfo(table);
 }
 
+/** What a recall carries from step to step: the table, and the trash it is being recalled from. */
+interface Restore {
+  table: TableRecord;
+  trashedAs: TableName;
+  droppedAt: number;
+}

@@ -1,9 +1,10 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../../worker/config';
 import { devCommand, workerCommand } from '../../worker/main';
-import { InvalidInputError, TableFateError, type DomainErrorType } from '../../domain/errors';
+import { quarantineCommand } from './quarantine';
+import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../../domain/errors';
 import type { TableInfo } from '../../domain/table';
-import { TableFateClient } from '../client';
+import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client';
 import { applicationFailureOf } from '../errors';
 import { formatTable, formatTableList } from './format';
 
@@ -18,25 +19,49 @@ const USAGE = `usage: tablefate <command> [options]
   purge <id>                                  delete a trashed table now
   ls [-a|--all]                               live tables; -a adds trashed ones
   describe <id|ns.name>                       one table (by id: any, tombstones included)
+  quarantine [clear <node>]                   storage nodes a fatal error quarantined; clear one after a look
 
-every command takes --json. environment: TABLEFATE_HOME (default ./.tablefate),
-TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default default).
-exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken or wrong state, 1 other.`;
+every command takes --json. the table commands (create to describe) take --timeout S: how long a write
+waits for its answer (default 60); past it, it exits 5 and the operation goes on in the background.
+environment: TABLEFATE_HOME (default ./.tablefate), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
+TEMPORAL_NAMESPACE (default default).
+exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken or wrong state,
+5 no answer within --timeout or the server lost after the start (the operation may go on),
+6 no catalog, no worker or no server (nothing started),
+7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
+worker and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined.`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
 
-const EXIT_CODES: Record<DomainErrorType, number> = {
+const EXIT_CODES: Record<TableFateErrorType, number> = {
   InvalidInput: 2,
   TableNotFound: 3,
   TableInTrash: 3,
   TableExists: 4,
   NameTaken: 4,
   WrongState: 4,
+  // The call gave up waiting; the operation goes on in the background.
+  OperationTimeout: 5,
+  // Nothing could start: the deployment is not there (or not where the environment says).
+  CatalogNotFound: 6,
+  NoWorker: 6,
+  ServerUnreachable: 6,
+  // The operation ran and failed for a reason other than the request.
+  LockLost: 7,
+  StorageFault: 7,
+  WrongCatalog: 7,
+  TrashRunAnswered: 7,
+  WorkflowTerminated: 7,
+  WorkflowCancelled: 7,
+  WorkflowTimedOut: 7,
+  OperationFailed: 7,
 };
 
 export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return 2;
+  // The server was lost after the start: like a timeout, the operation may go on.
+  if (err instanceof ServerUnreachableError && err.mayHaveStarted) return 5;
   if (err instanceof TableFateError) return EXIT_CODES[err.type];
   return 1;
 }
@@ -47,6 +72,21 @@ interface Io {
 }
 
 const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+/** Every table command's: how long a write waits for its answer, in seconds. */
+const TIMEOUT = { timeout: { type: 'string' } } as const;
+
+/** `--timeout S` as the SDK's option; absent: the SDK's default (DEFAULT_TIMEOUT_MS). */
+function timeoutOption(values: Record<string, string | boolean | undefined>): WriteOptions {
+  const value = values.timeout;
+  if (value === undefined) return {};
+  const seconds = typeof value === 'string' && /^[0-9]+(\.[0-9]+)?$/.test(value) ? Number(value) : NaN;
+  if (!(seconds > 0 && seconds <= 86_400)) {
+    throw new InvalidInputError(
+      `--timeout must be a number of seconds above 0 and at most 86400, not "${String(value)}" (default ${DEFAULT_TIMEOUT_MS / 1000})`,
+    );
+  }
+  return { timeoutMs: seconds * 1000 };
+}
 
 /** A number as typed, or the text itself so that validation names what was wrong with it. */
 function numberArg(value: string | undefined): number | string | undefined {
@@ -106,59 +146,77 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     };
 
     switch (command) {
-      case 'dev':
+      case 'dev': {
+        // 70 (EX_SOFTWARE) after a fatal storage error, which must survive to the process's exit code.
+        let exitCode = 0;
         await run(
           { headless: { type: 'boolean' }, port: { type: 'string' }, 'ui-port': { type: 'string' } },
           { min: 0, max: 0 },
           async (v) => {
             const port = portArg(v.port as string | undefined, 7233, '--port');
             const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
-            await devCommand(config, { headless: v.headless === true, port, uiPort }, io.out);
+            exitCode = await devCommand(config, { headless: v.headless === true, port, uiPort }, io.out);
           },
         );
-        return 0;
-      case 'worker':
-        await run({}, { min: 0, max: 0 }, () => workerCommand(config));
-        return 0;
+        return exitCode;
+      }
+      case 'worker': {
+        let exitCode = 0;
+        await run({}, { min: 0, max: 0 }, async () => {
+          exitCode = await workerCommand(config);
+        });
+        return exitCode;
+      }
+      case 'quarantine':
+        return await quarantineCommand(rest, config, io);
       case 'create':
-        await run({ shards: { type: 'string', short: 's' } }, { min: 1, max: 1 }, (v, [table]) =>
-          withClient((c) => c.create({ table: table!, shards: numberArg(v.shards as string | undefined) as number })),
-        );
+        await run({ shards: { type: 'string', short: 's' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.create({ table: table!, shards: numberArg(v.shards as string | undefined) as number }, opts));
+        });
         return 0;
       case 'drop':
       case 'trash':
-        await run({ 'reserve-seconds': { type: 'string', short: 'r' } }, { min: 1, max: 1 }, (v, [table]) =>
-          withClient((c) =>
-            c.trash({ table: table!, retentionSeconds: numberArg(v['reserve-seconds'] as string | undefined) as number }),
-          ),
-        );
+        await run({ 'reserve-seconds': { type: 'string', short: 'r' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) =>
+            c.trash({ table: table!, retentionSeconds: numberArg(v['reserve-seconds'] as string | undefined) as number }, opts),
+          );
+        });
         return 0;
       case 'recall':
       case 'undelete':
-        await run({}, { min: 1, max: 2 }, (_v, [table, newName]) =>
-          withClient((c) =>
+        await run(TIMEOUT, { min: 1, max: 2 }, (v, [table, newName]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) =>
             c.undelete(
               { table: table!, newName },
               // Progress for a person watching; scripts (no terminal, or --json) get only the result.
               process.stderr.isTTY && !json
-                ? { onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) }
-                : {},
+                ? { ...opts, onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) }
+                : opts,
             ),
-          ),
-        );
+          );
+        });
         return 0;
       case 'purge':
-        await run({}, { min: 1, max: 1 }, (_v, [id]) =>
-          withClient((c) => c.purge({ tableId: id! })),
-        );
+        await run(TIMEOUT, { min: 1, max: 1 }, (v, [id]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.purge({ tableId: id! }, opts));
+        });
         return 0;
       case 'ls':
-        await run({ all: { type: 'boolean', short: 'a' } }, { min: 0, max: 0 }, (v) =>
-          withClient((c) => c.list({ includeTrashed: v.all === true })),
-        );
+        // Reads answer from the catalog, waiting for nothing: --timeout is checked and has nothing to bound.
+        await run({ all: { type: 'boolean', short: 'a' }, ...TIMEOUT }, { min: 0, max: 0 }, (v) => {
+          timeoutOption(v);
+          return withClient((c) => c.list({ includeTrashed: v.all === true }));
+        });
         return 0;
       case 'describe':
-        await run({}, { min: 1, max: 1 }, (_v, [table]) => withClient((c) => c.describe({ table: table! })));
+        await run(TIMEOUT, { min: 1, max: 1 }, (v, [table]) => {
+          timeoutOption(v);
+          return withClient((c) => c.describe({ table: table! }));
+        });
         return 0;
       default:
         throw new UsageError(`unknown command "${command}"; try tablefate --help`);
@@ -172,7 +230,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     // One line, always: some messages (node's parseArgs) span several.
     message = message.replace(/\s*\n\s*/g, ' ');
     const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
-    if (/failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
+    // (The SDK's own calls say so themselves, as ServerUnreachable: this is for anything that slipped by.)
+    if (!(err instanceof TableFateError) && /failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
       const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
       message = `cannot reach the Temporal server at ${address} (${message}); is \`tablefate dev\` running?`;
     }

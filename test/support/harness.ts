@@ -5,12 +5,14 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
+import { catalogPath } from '../../domain/deployment';
 import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
 import type { ShardReport } from '../../storage/driver';
 import type { TableInfo } from '../../domain/table';
 import { TableFateClient } from '../../client/client';
 import { createTableFateWorker } from '../../worker/worker';
+import type { Activities } from '../../activities';
 import { createLogger } from '../../worker/logger';
 import { testNamespace, testServerAddress } from './test-server';
 
@@ -44,6 +46,22 @@ export interface HarnessOptions {
   startWorker?: boolean;
   /** Storage's file renames, to make them fail (see storage/rename-set.ts). */
   renameOps?: RenameOps;
+  /** Run every activity call twice, each time it is called (Accumulo's FlakyFate): all must be idempotent. */
+  everyCallTwice?: boolean;
+  /** A clock for the worker's activities other than the real one (workflow time must not depend on it). */
+  activityClock?: () => number;
+}
+
+/** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
+function twice(activities: Activities): Activities {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(activities) as Array<[string, (...args: unknown[]) => Promise<unknown>]>) {
+    wrapped[name] = async (...args: unknown[]) => {
+      await fn(...args);
+      return fn(...args);
+    };
+  }
+  return wrapped as Activities;
 }
 
 /**
@@ -65,6 +83,7 @@ export class Harness {
     readonly connection: Connection,
     readonly client: TableFateClient,
     private readonly ownsHome: boolean,
+    private readonly opts: HarnessOptions,
   ) {}
 
   get temporal(): Client {
@@ -77,7 +96,7 @@ export class Harness {
     const taskQueue = opts.taskQueue ?? `tablefate-test-${randomUUID()}`;
     // Test files share one Temporal namespace, and workflow ids derive from table ids (trash:<id>): give each
     // catalog its own id range so that two files never address the same workflow.
-    const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'), {
+    const catalog = new SqliteCatalog(catalogPath(home), {
       firstTableId: 1000 * Math.floor(1 + Math.random() * 1_000_000),
     });
     const storage = new LocalFileStorage({ root: path.join(home, 'storage'), renameOps: opts.renameOps });
@@ -87,7 +106,7 @@ export class Harness {
       catalog,
       taskQueue,
     });
-    const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home);
+    const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home, opts);
     if (opts.startWorker ?? true) await harness.startWorker();
     return harness;
   }
@@ -105,6 +124,8 @@ export class Harness {
       taskQueue: this.taskQueue,
       workflowBundle: await workflowBundle(),
       onFatal: (err) => this.fatalErrors.push(err),
+      now: this.opts.activityClock,
+      wrapActivities: this.opts.everyCallTwice ? twice : undefined,
     });
     this.worker = worker;
     this.running = worker.run().finally(() => connection.close());

@@ -1,9 +1,10 @@
 /**
  * Records one history of every path through the workflows into test/histories/, for the replay test.
- * Those files stand for the runs already in the field: re-record them only when a change is compatible (or
- * behind `patched()`), never to make a failing replay pass.
+ * Those files stand for the runs already in the field: they are append-only. Each recording is tagged
+ * (`<path>.<tag>.json`) and never overwrites a file; record a new tag when the workflows' command sequence or
+ * inputs change, and keep every older one, which today's code must still replay.
  *
- *   npx tsx test/support/record-histories.ts
+ *   npm run record-histories -- <tag>        (for example: npm run record-histories -- v2)
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,6 +20,8 @@ import { waitFor } from './wait';
 const OUT = path.resolve(__dirname, '../histories');
 
 async function main(): Promise<void> {
+  const tag = process.argv[2];
+  if (!tag || !/^[a-z0-9-]+$/.test(tag)) throw new Error('usage: record-histories <tag>, e.g. v2 (lower-case letters, digits, -)');
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-record-'));
   const cli = await findTemporalCli({ stateDir: path.resolve(__dirname, '../../.tablefate') });
   const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: cli });
@@ -32,7 +35,8 @@ async function main(): Promise<void> {
       ['workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json'],
       { maxBuffer: 64 * 1024 * 1024 },
     );
-    await fs.promises.writeFile(path.join(OUT, `${file}.json`), stdout);
+    // 'wx': an existing history stands for runs in the field and is never rewritten.
+    await fs.promises.writeFile(path.join(OUT, `${file}.${tag}.json`), stdout, { flag: 'wx' });
     console.log(`recorded ${file} (${workflowId})`);
   };
   try {
@@ -40,29 +44,46 @@ async function main(): Promise<void> {
     // create that fails on a shard (compensated), then the same create resumed
     h.storage.faults.inject({ op: 'createShard', shard: 1, kind: 'permanent' });
     await h.client.create({ table: 'rec.failed', shards: 2 }).catch(() => undefined);
-    await save('create-failed', workflowIdFor.create({ namespace: 'rec', name: 'failed' }));
+    await save('create-failed', workflowIdFor.create({ namespace: 'rec', name: 'failed' }, h.catalog.id));
     h.storage.faults.clear();
     const resumed = await h.client.create({ table: 'rec.failed', shards: 2 });
-    await save('create', workflowIdFor.create({ namespace: 'rec', name: 'failed' }));
+    await save('create', workflowIdFor.create({ namespace: 'rec', name: 'failed' }, h.catalog.id));
 
     // trash, then undelete under a new name (ends the timer)
     await h.client.trash({ table: 'rec.failed', retentionSeconds: 3600 });
     await h.client.undelete({ table: resumed.id, newName: 'rec.restored' });
-    await save('trash-restored', workflowIdFor.trash(resumed.id));
-    await save('undelete', workflowIdFor.undelete(resumed.id));
+    await save('trash-restored', workflowIdFor.trash(resumed.id, h.catalog.id));
+    await save('undelete', workflowIdFor.undelete(resumed.id, h.catalog.id));
 
     // trash, then purge by hand (ends the timer)
     await h.client.trash({ table: 'rec.restored', retentionSeconds: 3600 });
     await h.client.purge({ tableId: resumed.id });
-    await save('trash-purged', workflowIdFor.trash(resumed.id));
-    await save('purge', workflowIdFor.purge(resumed.id));
+    await save('trash-purged', workflowIdFor.trash(resumed.id, h.catalog.id));
+    await save('purge', workflowIdFor.purge(resumed.id, h.catalog.id));
 
     // trash with a short retention: the timer fires and runs the purge as a child
     const expiring = await h.client.create({ table: 'rec.expiring', shards: 2 });
     await h.client.trash({ table: 'rec.expiring', retentionSeconds: 1 });
     await waitFor(() => h.catalog.getTable(expiring.id), (t) => t?.state === 'PURGED', { what: 'expiry' });
-    await save('trash-expired', workflowIdFor.trash(expiring.id));
-    await save('purge-expiry', workflowIdFor.purge(expiring.id));
+    await save('trash-expired', workflowIdFor.trash(expiring.id, h.catalog.id));
+    await save('purge-expiry', workflowIdFor.purge(expiring.id, h.catalog.id));
+
+    // a purge that fails past its point of no return stays PURGING; the next purge goes forward only
+    const stuck = await h.client.create({ table: 'rec.stuck', shards: 2 });
+    await h.client.trash({ table: 'rec.stuck', retentionSeconds: 3600 });
+    h.storage.faults.inject({ op: 'deleteGarbage', tableId: stuck.id, shard: 1, kind: 'permanent' });
+    await h.client.purge({ tableId: stuck.id }).catch(() => undefined);
+    await save('purge-failed-past-no-return', workflowIdFor.purge(stuck.id, h.catalog.id));
+    h.storage.faults.clear();
+    await h.client.purge({ tableId: stuck.id });
+    await save('purge-resumed-forward-only', workflowIdFor.purge(stuck.id, h.catalog.id));
+
+    // a trash whose move fails: compensated back to READY
+    const failing = await h.client.create({ table: 'rec.failing', shards: 2 });
+    h.storage.faults.inject({ op: 'moveShard', tableId: failing.id, shard: 1, kind: 'permanent', times: 1 });
+    await h.client.trash({ table: 'rec.failing', retentionSeconds: 3600 }).catch(() => undefined);
+    await save('trash-compensated', workflowIdFor.trash(failing.id, h.catalog.id));
+    h.storage.faults.clear();
   } finally {
     await h.close();
     await server.stop();

@@ -1,0 +1,27 @@
+/**
+ * The tablefate SDK: the client, its options, its configuration and every error it throws on purpose (all
+ * TableFateErrors, each with a `type`). Imports no worker code.
+ */
+export { DEFAULT_TIMEOUT_MS, TableFateClient, type TableFateClientOptions, type UndeleteOptions, type WriteOptions } from './client';
+export { loadClientConfig, type ClientConfig } from './config';
+export {
+  CatalogNotFoundError,
+  InvalidInputError,
+  NameTakenError,
+  NoWorkerError,
+  OPERATION_FAILURE_TYPES,
+  OperationFailedError,
+  OperationTimeoutError,
+  ServerUnreachableError,
+  TableExistsError,
+  TableFateError,
+  TableInTrashError,
+  TableNotFoundError,
+  WrongStateError,
+  type DomainErrorType,
+  type OperationFailureType,
+  type TableFateErrorType,
+} from '../domain/errors';
+export type { TableInfo } from '../domain/table';
+export type { RecallProgress } from '../workflows/definitions';
+export type { CreateRequest, DescribeRequest, ListRequest, PurgeRequest, TrashRequest, UndeleteRequest } from '../domain/requests';

@@ -1,0 +1,21 @@
+/**
+ * Where the pieces of one tablefate deployment meet: the task queue workers poll and clients start on, and
+ * where the catalog lives under the state directory. The one source of truth for both, shared by the worker
+ * and the SDK (which must not import worker code). Pure: no Node built-ins.
+ */
+
+/** The task queue every tablefate worker polls and every client starts its operations on. */
+export const TASK_QUEUE = 'tablefate';
+
+/** The catalog's file name under the state directory ($TABLEFATE_HOME). */
+export const CATALOG_FILE = 'catalog.sqlite';
+
+/** Defaults of the environment both sides read (see README, Configuration). */
+export const DEFAULT_HOME = '.tablefate';
+export const DEFAULT_TEMPORAL_ADDRESS = '127.0.0.1:7233';
+export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
+
+/** The catalog file of the state directory `home` (an absolute path in, an absolute path out). */
+export function catalogPath(home: string): string {
+  return /[/\\]$/.test(home) ? `${home}${CATALOG_FILE}` : `${home}/${CATALOG_FILE}`;
+}

@@ -1,0 +1,18 @@
+/**
+ * Bounds shared by every edge that accepts them (the SDK's requests, the worker's configuration), so that a
+ * value one accepts the other never refuses.
+ */
+
+/** The shortest trash retention: a table is never purged in the same instant it is trashed. */
+export const MIN_RETENTION_SECONDS = 1;
+/** The longest trash retention: 10 years (of 365 days). */
+export const MAX_RETENTION_SECONDS = 10 * 365 * 24 * 3600;
+/** Retention of a trash that names none (Pegasus: 7 days). */
+export const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
+
+/** Attempts a storage activity gets for a transient fault before the operation ends with StorageFault. */
+export const DEFAULT_STORAGE_RETRY_ATTEMPTS = 10;
+export const MAX_STORAGE_RETRY_ATTEMPTS = 1000;
+
+/** Storage nodes a worker may be configured with. */
+export const MAX_STORAGE_NODES = 64;

@@ -1,0 +1,145 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Harness, workflowBundle } from './support/harness';
+import { PROJECT_ROOT } from './support/cli';
+import { workflowIdFor } from '../domain/operations';
+import { trashTimerQuery } from '../workflows/definitions';
+
+// A worker killed right after a local activity did its work, before the workflow task that ran it completed:
+// the work happened, the history does not know it, and the next worker runs the task again. These tests put
+// the kill at the points where that used to corrupt a table (a commit and the lock release in one lost task).
+
+let h: Harness;
+let bundleFile: string;
+beforeAll(async () => {
+  h = await Harness.start({ startWorker: false });
+  bundleFile = path.join(h.home, 'workflow-bundle.js');
+  await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** A worker in a child process that SIGKILLs itself right after the first call of `activity`. */
+async function crashingWorker(activity: string, extra: NodeJS.ProcessEnv = {}): Promise<{ exited: Promise<NodeJS.Signals | null> }> {
+  const child: ChildProcess = spawn(process.execPath, ['--require', 'tsx/cjs', 'test/support/crash-worker.ts'], {
+    cwd: PROJECT_ROOT,
+    env: {
+      ...process.env,
+      CRASH_HOME: h.home,
+      CRASH_ADDRESS: h.address,
+      CRASH_TASK_QUEUE: h.taskQueue,
+      CRASH_BUNDLE: bundleFile,
+      CRASH_AFTER: activity,
+      ...extra,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('ready')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`crash worker exited early (${code})`)));
+  });
+  return { exited };
+}
+
+test('a create whose worker dies after it committed and released its locks in one lost task ends READY with its files', async () => {
+  const worker = await crashingWorker('releaseLock');
+  const created = h.client.create({ table: 'crash.create', shards: 3 });
+  expect(await worker.exited).toBe('SIGKILL');
+  // The catalog already says READY and the locks are gone; the history knows neither.
+  const table = await h.catalog.findByName({ namespace: 'crash', name: 'create' });
+  expect(table?.state).toBe('READY');
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  await h.startWorker();
+  const answer = await created;
+  expect(answer).toMatchObject({ id: table!.id, state: 'READY' });
+  // The workflow itself succeeded (the SDK would also answer a create whose table exists READY).
+  const run = h.temporal.workflow.getHandle(workflowIdFor.create({ namespace: 'crash', name: 'create' }, h.catalog.id));
+  expect(await run.result()).toMatchObject({ id: table!.id, state: 'READY' });
+  expect(await h.shardAreas(answer)).toEqual(['live', 'live', 'live']);
+  expect((await h.catalog.getTable(answer.id))?.state).toBe('READY');
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+test('a trash whose worker dies after it committed and released its lock in one lost task stays TRASHED, timer and all', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.trash', shards: 2 });
+  await h.stopWorker();
+  const worker = await crashingWorker('releaseLock');
+  const trashed = h.client.trash({ table: 'crash.trash', retentionSeconds: 3600 });
+  expect(await worker.exited).toBe('SIGKILL');
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+
+  await h.startWorker();
+  const answer = await trashed;
+  expect(answer).toMatchObject({ id: table.id, state: 'TRASHED' });
+  expect(await h.shardAreas(answer)).toEqual(['trash', 'trash']);
+  const stored = await h.catalog.getTable(table.id);
+  expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(answer.droppedAt!) });
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
+  expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt, expireAt: answer.expireAt });
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  // And it can still be recalled: the timer and the catalog agree on which trash this is.
+  const restored = await h.client.undelete({ table: table.id });
+  expect(restored.state).toBe('READY');
+  expect(await h.shardAreas(restored)).toEqual(['live', 'live']);
+  await h.stopWorker();
+});
+
+test('a compensation whose worker dies after it released the lock in one lost task still ends compensated', async () => {
+  const worker = await crashingWorker('releaseLock', { CRASH_FAULT: 'createShard:1:permanent' });
+  const failed = h.client.create({ table: 'crash.undo', shards: 2 }).catch((err: unknown) => err);
+  expect(await worker.exited).toBe('SIGKILL');
+  await h.startWorker();
+  const err = await failed;
+  expect(err).toBeInstanceOf(Error);
+  expect(String((err as Error).message)).toMatch(/injected permanent fault/);
+  const table = await h.catalog.findByName({ namespace: 'crash', name: 'undo' });
+  expect(table?.state).toBe('CREATE_FAILED');
+  expect(await h.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([null, null]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+test('a worker that runs every call twice still walks a table through its whole life', async () => {
+  const twice = await Harness.start({ everyCallTwice: true });
+  try {
+    const table = await twice.client.create({ table: 'flaky.t', shards: 3 });
+    expect(await twice.shardAreas(table)).toEqual(['live', 'live', 'live']);
+    const trashed = await twice.client.trash({ table: 'flaky.t', retentionSeconds: 3600 });
+    expect(await twice.shardAreas(trashed)).toEqual(['trash', 'trash', 'trash']);
+    const restored = await twice.client.undelete({ table: table.id, newName: 'flaky.back' });
+    expect(restored).toMatchObject({ name: 'back', state: 'READY' });
+    await twice.client.trash({ table: 'flaky.back', retentionSeconds: 3600 });
+    const purged = await twice.client.purge({ tableId: table.id });
+    expect(purged.state).toBe('PURGED');
+    expect(await twice.shardAreas(purged)).toEqual([null, null, null]);
+    expect(await twice.catalog.listLocks()).toEqual([]);
+  } finally {
+    await twice.close();
+  }
+});
+
+test('drop times and expiries come from workflow time: a worker whose clock is a year fast cannot purge early', async () => {
+  const yearMs = 365 * 24 * 3600 * 1000;
+  const skewed = await Harness.start({ activityClock: () => Date.now() + yearMs });
+  try {
+    await skewed.client.create({ table: 'skew.t', shards: 1 });
+    const before = Date.now();
+    const trashed = await skewed.client.trash({ table: 'skew.t', retentionSeconds: 3600 });
+    const droppedAt = Date.parse(trashed.droppedAt!);
+    expect(droppedAt).toBeGreaterThanOrEqual(before - 5_000);
+    expect(droppedAt).toBeLessThanOrEqual(Date.now() + 5_000);
+    expect(Date.parse(trashed.expireAt!) - droppedAt).toBe(3600 * 1000);
+    expect((await skewed.catalog.getTable(trashed.id))?.state).toBe('TRASHED');
+  } finally {
+    await skewed.close();
+  }
+});

@@ -1,0 +1,64 @@
+/**
+ * A tablefate worker that kills itself (SIGKILL) right after the N-th call of one activity has done its work,
+ * before the workflow task that asked for it can complete: the crash every step must survive, at a point a
+ * test chooses. Run as a child process (`node --require tsx/cjs test/support/crash-worker.ts`) with:
+ *   CRASH_HOME, CRASH_ADDRESS, CRASH_TASK_QUEUE, CRASH_BUNDLE (a workflow bundle file),
+ *   CRASH_AFTER (activity name), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`).
+ */
+import path from 'node:path';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { SqliteCatalog } from '../../catalog/sqlite';
+import { LocalFileStorage } from '../../storage/local-files';
+import type { StorageOp } from '../../storage/faults';
+import { createTableFateWorker } from '../../worker/worker';
+import { createLogger } from '../../worker/logger';
+import type { Activities } from '../../activities';
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+}
+
+async function main(): Promise<void> {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const home = env('CRASH_HOME');
+  const crashAfter = env('CRASH_AFTER');
+  const onCall = Number(process.env.CRASH_ON_CALL ?? '1');
+  const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
+  const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
+  if (process.env.CRASH_FAULT) {
+    const [op, shard, kind] = process.env.CRASH_FAULT.split(':');
+    storage.faults.inject({ op: op as StorageOp, shard: Number(shard), kind: kind as 'permanent' | 'transient' });
+  }
+  let calls = 0;
+  const wrap = (activities: Activities): Activities => {
+    const wrapped: Record<string, unknown> = { ...activities };
+    const original = wrapped[crashAfter] as (...args: unknown[]) => Promise<unknown>;
+    wrapped[crashAfter] = async (...args: unknown[]) => {
+      const result = await original(...args);
+      if (++calls === onCall) process.kill(process.pid, 'SIGKILL');
+      return result;
+    };
+    return wrapped as Activities;
+  };
+  const connection = await NativeConnection.connect({ address: env('CRASH_ADDRESS') });
+  const worker = await createTableFateWorker({
+    connection,
+    namespace: 'default',
+    catalog,
+    storage,
+    defaultRetentionSeconds: 3600,
+    logger: createLogger('error'),
+    taskQueue: env('CRASH_TASK_QUEUE'),
+    workflowBundle: { codePath: env('CRASH_BUNDLE') },
+    wrapActivities: wrap,
+  });
+  process.stdout.write('ready\n');
+  await worker.run();
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${String(err)}\n`);
+  process.exit(1);
+});

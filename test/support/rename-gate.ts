@@ -1,0 +1,45 @@
+import fs from 'node:fs';
+import type { RenameOps } from '../../storage/rename-set';
+import { waitFor } from './wait';
+
+/**
+ * A slow disk on demand, for the storage driver's renames (Harness `renameOps`): while the gate is held, every
+ * rename waits at it; open lets them through. Every shard change (create, move, mark) ends in renames, so a held
+ * gate keeps an operation running, half way, for as long as a test needs (keep it under the shard activities'
+ * 20 s heartbeat timeout).
+ */
+export class RenameGate implements RenameOps {
+  /** Renames waiting at the gate now. */
+  waiting = 0;
+  private held: { promise: Promise<void>; release: () => void } | undefined;
+
+  hold(): void {
+    if (this.held) return;
+    let release!: () => void;
+    const promise = new Promise<void>((resolve) => (release = resolve));
+    this.held = { promise, release };
+  }
+
+  open(): void {
+    const held = this.held;
+    this.held = undefined;
+    held?.release();
+  }
+
+  /** Resolves once an operation is stuck at the gate (so its workflow has started and is half way). */
+  async someoneWaiting(): Promise<void> {
+    await waitFor(() => Promise.resolve(this.waiting), (n) => n > 0, { what: 'a rename to wait at the gate', intervalMs: 20 });
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    if (this.held) {
+      this.waiting++;
+      try {
+        await this.held.promise;
+      } finally {
+        this.waiting--;
+      }
+    }
+    await fs.promises.rename(from, to);
+  }
+}
