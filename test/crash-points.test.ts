@@ -1,8 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Harness, workflowBundle } from './support/harness';
-import { PROJECT_ROOT } from './support/cli';
+import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../workflows/definitions';
 
@@ -21,30 +20,8 @@ afterAll(async () => {
   await h.close();
 });
 
-/** A worker in a child process that SIGKILLs itself right after the first call of `activity`. */
-async function crashingWorker(activity: string, extra: NodeJS.ProcessEnv = {}): Promise<{ exited: Promise<NodeJS.Signals | null> }> {
-  const child: ChildProcess = spawn(process.execPath, ['--require', 'tsx/cjs', 'test/support/crash-worker.ts'], {
-    cwd: PROJECT_ROOT,
-    env: {
-      ...process.env,
-      CRASH_HOME: h.home,
-      CRASH_ADDRESS: h.address,
-      CRASH_TASK_QUEUE: h.taskQueue,
-      CRASH_BUNDLE: bundleFile,
-      CRASH_AFTER: activity,
-      ...extra,
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('ready')) resolve();
-    });
-    child.on('exit', (code) => reject(new Error(`crash worker exited early (${code})`)));
-  });
-  return { exited };
-}
+const crashingWorker = (activity: string, extra: NodeJS.ProcessEnv = {}) =>
+  startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity, env: extra });
 
 test('a create whose worker dies after it committed and released its locks in one lost task ends READY with its files', async () => {
   const worker = await crashingWorker('releaseLock');

@@ -14,7 +14,8 @@ import { promisify } from 'node:util';
 import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { workflowIdFor } from '../../domain/operations';
-import { Harness } from './harness';
+import { Harness, workflowBundle } from './harness';
+import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
 
 const OUT = path.resolve(__dirname, '../histories');
@@ -35,8 +36,13 @@ async function main(): Promise<void> {
       ['workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json'],
       { maxBuffer: 64 * 1024 * 1024 },
     );
-    // 'wx': an existing history stands for runs in the field and is never rewritten.
-    await fs.promises.writeFile(path.join(OUT, `${file}.${tag}.json`), stdout, { flag: 'wx' });
+    // An existing history stands for runs in the field and is never rewritten ('wx' makes sure of it).
+    const target = path.join(OUT, `${file}.${tag}.json`);
+    if (fs.existsSync(target)) {
+      console.log(`kept ${path.basename(target)}: recorded before`);
+      return;
+    }
+    await fs.promises.writeFile(target, stdout, { flag: 'wx' });
     console.log(`recorded ${file} (${workflowId})`);
   };
   try {
@@ -77,6 +83,18 @@ async function main(): Promise<void> {
     h.storage.faults.clear();
     await h.client.purge({ tableId: stuck.id });
     await save('purge-resumed-forward-only', workflowIdFor.purge(stuck.id, h.catalog.id));
+
+    // a create whose worker died after its commit and release ran in a workflow task that was then lost:
+    // the next worker's task answers them from the catalog's journal
+    await h.stopWorker();
+    const bundleFile = path.join(dir, 'bundle.js');
+    await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
+    const crashing = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'releaseLock' });
+    const lost = h.client.create({ table: 'rec.lost', shards: 2 });
+    await crashing.exited;
+    await h.startWorker();
+    await lost;
+    await save('create-lost-task', workflowIdFor.create({ namespace: 'rec', name: 'lost' }, h.catalog.id));
 
     // a trash whose move fails: compensated back to READY
     const failing = await h.client.create({ table: 'rec.failing', shards: 2 });

@@ -1,0 +1,41 @@
+import { spawn } from 'node:child_process';
+import { PROJECT_ROOT } from './cli';
+
+export interface CrashingWorkerOptions {
+  home: string;
+  address: string;
+  taskQueue: string;
+  /** A workflow bundle written to a file (the child does not bundle: it would take seconds). */
+  bundleFile: string;
+  /** The activity after whose first call the worker kills itself. */
+  activity: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Starts test/support/crash-worker.ts in a child process and resolves once it polls; `exited` resolves with the
+ * signal that ended it (SIGKILL when it reached its crash point).
+ */
+export async function startCrashingWorker(opts: CrashingWorkerOptions): Promise<{ exited: Promise<NodeJS.Signals | null> }> {
+  const child = spawn(process.execPath, ['--require', 'tsx/cjs', 'test/support/crash-worker.ts'], {
+    cwd: PROJECT_ROOT,
+    env: {
+      ...process.env,
+      CRASH_HOME: opts.home,
+      CRASH_ADDRESS: opts.address,
+      CRASH_TASK_QUEUE: opts.taskQueue,
+      CRASH_BUNDLE: opts.bundleFile,
+      CRASH_AFTER: opts.activity,
+      ...opts.env,
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('ready')) resolve();
+    });
+    child.on('exit', (code) => reject(new Error(`crash worker exited early (${code})`)));
+  });
+  return { exited };
+}
