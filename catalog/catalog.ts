@@ -109,8 +109,3 @@ export interface Catalog {
 
   close(): Promise<void>;
 }
-
-/** There is no catalog where the configuration points: nothing was created, nothing was read. */
-export class CatalogNotFoundError extends Error {
-  override readonly name = 'CatalogNotFoundError';
-}

@@ -1,4 +1,3 @@
 export type * from './catalog';
-export { CatalogNotFoundError } from './catalog';
 export { SqliteCatalog } from './sqlite';
 export { LockLostError } from './lock-lost';

@@ -7,6 +7,7 @@ import { formatTableName } from '../domain/names';
 import { NAME_HOLDING_STATES, canTransition, columnsOnEntering, type TableState } from '../domain/states';
 import { sameCreateParams, type TableRecord } from '../domain/table';
 import {
+  CatalogNotFoundError,
   NameTakenError,
   TableExistsError,
   TableFateError,
@@ -16,17 +17,16 @@ import {
   isDomainErrorType,
 } from '../domain/errors';
 import { lockFor } from '../domain/operations';
-import {
-  CatalogNotFoundError,
-  type AcquireResult,
-  type Catalog,
-  type IsOwnerClosed,
-  type LockHolder,
-  type LockOwner,
-  type PrepareCreateRequest,
-  type PrepareResult,
-  type StepKey,
-  type TransitionRequest,
+import type {
+  AcquireResult,
+  Catalog,
+  IsOwnerClosed,
+  LockHolder,
+  LockOwner,
+  PrepareCreateRequest,
+  PrepareResult,
+  StepKey,
+  TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
 
@@ -134,9 +134,7 @@ export class SqliteCatalog implements Catalog {
   constructor(file: string, opts: { firstTableId?: number; mustExist?: boolean } = {}) {
     this.firstTableId = opts.firstTableId ?? 1;
     if (opts.mustExist && !fs.existsSync(file)) {
-      throw new CatalogNotFoundError(
-        `no tablefate catalog at ${file}; a worker creates it on its first start (is TABLEFATE_HOME set to the worker's state directory?)`,
-      );
+      throw new CatalogNotFoundError(`no tablefate catalog at ${file}; a worker creates it on its first start`, file);
     }
     fs.mkdirSync(path.dirname(file), { recursive: true });
     this.db = new Database(file);

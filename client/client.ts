@@ -6,7 +6,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { CatalogNotFoundError as NoCatalogFile, type Catalog } from '../catalog/catalog';
+import type { Catalog } from '../catalog/catalog';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import {
@@ -103,7 +103,7 @@ export class TableFateClient {
     try {
       catalog = new SqliteCatalog(file, { mustExist: true });
     } catch (err) {
-      if (!(err instanceof NoCatalogFile)) throw err;
+      if (!(err instanceof CatalogNotFoundError)) throw err;
       throw new CatalogNotFoundError(
         `no tablefate catalog at ${file} (TABLEFATE_HOME=${config.home}); a worker makes it on its first start: ` +
           'point TABLEFATE_HOME at the state directory of a worker, or start one with `tablefate worker` (or `tablefate dev`)',

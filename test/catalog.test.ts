@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { SqliteCatalog } from '../catalog/sqlite';
-import { CatalogNotFoundError, type LockOwner, type StepKey } from '../catalog/catalog';
+import type { LockOwner, StepKey } from '../catalog/catalog';
+import { CatalogNotFoundError } from '../domain/errors';
 import { placeShards } from '../domain/table';
 
 // The catalog alone, on a real SQLite file: the compare-and-set rules every workflow relies on.

@@ -1,5 +1,6 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, RetryState, TerminatedFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
+import { failureOf } from './support/wait';
 import { Harness } from './support/harness';
 import { RenameGate } from './support/rename-gate';
 import {
@@ -32,13 +33,6 @@ afterAll(async () => {
   await Promise.all([h?.close(), slow?.close()]);
 });
 
-const failureOf = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    (value) => {
-      throw new Error(`expected a failure, got ${JSON.stringify(value)}`);
-    },
-    (err: unknown) => err,
-  );
 
 test('a storage fault the trash cannot get past reaches the caller as OperationFailedError StorageFault naming the workflow', async () => {
   const table = await h.client.create({ table: 'errs.faulty', shards: 2 });

@@ -9,7 +9,7 @@ import { Harness } from './support/harness';
 import { RenameGate } from './support/rename-gate';
 import { runCli, runCliAll, type CliResult } from './support/cli';
 import { testNamespace, testServerAddress } from './support/test-server';
-import { sleep, waitFor } from './support/wait';
+import { failureOf, sleep, waitFor } from './support/wait';
 import { NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateClient, type TableInfo } from '../client';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
@@ -38,13 +38,6 @@ afterAll(async () => {
   await Promise.all([h?.close(), slow?.close()]);
 });
 
-const failureOf = (promise: Promise<unknown>): Promise<unknown> =>
-  promise.then(
-    (value) => {
-      throw new Error(`expected a failure, got ${JSON.stringify(value)}`);
-    },
-    (err: unknown) => err,
-  );
 
 async function timed<T>(promise: Promise<T>): Promise<{ value: T; ms: number }> {
   const started = Date.now();

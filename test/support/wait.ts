@@ -16,3 +16,12 @@ export async function waitFor<T>(
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** What `promise` rejects with; a promise that resolves is the failure (the test expected an error). */
+export const failureOf = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    (value) => {
+      throw new Error(`expected a failure, got ${JSON.stringify(value)}`);
+    },
+    (err: unknown) => err,
+  );
