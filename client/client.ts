@@ -11,7 +11,6 @@ import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import {
   CatalogNotFoundError,
-  OperationFailedError,
   TableExistsError,
   TableInTrashError,
   TableNotFoundError,
@@ -64,9 +63,6 @@ export interface UndeleteOptions extends WriteOptions {
   /** Hears how many shards are back, each time that changes (Pegasus's recall progress). */
   onProgress?: (progress: RecallProgress) => void;
 }
-
-/** How long a trash waits for an earlier run of `trash:<id>` (ended by an undelete) to close. */
-const TRASH_RUN_HANDOVER_MS = 10_000;
 
 /**
  * The tablefate SDK. Every request is validated (zod) before anything starts, so bad input is an
@@ -161,7 +157,6 @@ export class TableFateClient {
     const workflowId = () => workflowIdFor.trash(table.id, this.catalog.id);
     const op = { workflowId: workflowId(), what: `trash of ${label} (id ${table.id})`, check: `\`tablefate describe ${table.id}\`` };
     const trashed = await this.writes.run(op, timeoutMs, async (started, signal) => {
-      const handover = Date.now() + TRASH_RUN_HANDOVER_MS;
       for (let first = true; ; first = false) {
         if (!first) table = await this.liveTable(name);
         // TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
@@ -185,18 +180,10 @@ export class TableFateClient {
           // The run closed before it answered: how it closed (terminated, failed...) is the answer.
           if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') throw await closedRunError(start, err);
           // An earlier trash run of this table has answered and is ending (the table was restored since):
-          // wait for it to close, then start a fresh one.
+          // wait for it to close (a worker may have died meanwhile: that takes a workflow task timeout), then
+          // start a fresh one. The call's deadline bounds the wait.
           if (applicationFailureOf(err)?.type !== 'TrashRunAnswered' || signal.aborted) throw err;
-          if (Date.now() >= handover) {
-            throw new OperationFailedError(
-              'TrashRunAnswered',
-              `an earlier trash of table ${label} (id ${table.id}), workflow ${workflowId()}, has answered but has not ` +
-                `closed within ${TRASH_RUN_HANDOVER_MS / 1000} s; try again once it has`,
-              workflowId(),
-              { cause: err },
-            );
-          }
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          await new Promise((resolve) => setTimeout(resolve, 200));
         }
       }
     });

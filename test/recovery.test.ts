@@ -47,3 +47,24 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   const trashRun = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as { ended: string };
   expect(trashRun.ended).toBe('expired');
 });
+
+test('a purge that resumes a table left PURGING only goes forward: a failure never brings shards back from garbage', async () => {
+  const table = await h.client.create({ table: 'recover.purge', shards: 2 });
+  await h.client.trash({ table: 'recover.purge', retentionSeconds: 3600 });
+  // The first purge deletes shard 0, then fails on shard 1: past its point of no return, it stays PURGING.
+  h.storage.faults.inject({ op: 'deleteGarbage', tableId: table.id, shard: 1, kind: 'permanent', times: 1 });
+  await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({ type: 'StorageFault' });
+  expect((await h.catalog.getTable(table.id))?.state).toBe('PURGING');
+  expect(await h.shardAreas(table)).toEqual([null, 'garbage']);
+
+  // The next purge fails too, earlier in its steps: it must not undo anything (no unmarking, no TRASHED).
+  h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 1, kind: 'permanent', times: 1 });
+  await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({ type: 'StorageFault' });
+  expect((await h.catalog.getTable(table.id))?.state).toBe('PURGING');
+  expect(await h.shardAreas(table)).toEqual([null, 'garbage']);
+
+  const purged = await h.client.purge({ tableId: table.id });
+  expect(purged.state).toBe('PURGED');
+  expect(await h.shardAreas(table)).toEqual([null, null]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});

@@ -1,0 +1,35 @@
+import { formatReport } from './chaos/report';
+import { runChaos } from './chaos/runner';
+
+/**
+ * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer
+ * operations and one server restart. The seed is fixed so a failure can be repeated (timing aside);
+ * TABLEFATE_CHAOS_SEED picks another.
+ */
+
+const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261129);
+
+test('under worker kills and a server restart, every answer stays true and catalog, files and workflows come to rest', async () => {
+  const progress: string[] = [];
+  const report = await runChaos({
+    seed: SEED,
+    ops: 40,
+    clients: 4,
+    serverRestarts: 1,
+    // Bounded so that a stalled product fails this test in about 2.5 minutes instead of hanging it.
+    callTimeoutMs: 15_000,
+    opsTimeLimitMs: 45_000,
+    convergenceTimeoutMs: 50_000,
+    log: (line) => progress.push(line),
+  });
+  const summary = formatReport(report);
+  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
+
+  // Not vacuous: the operations ran, some were answered, and the chaos really happened.
+  expect(report.ops.length).toBeGreaterThan(0);
+  expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);
+  expect(report.stats.workerKills).toBeGreaterThan(0);
+  expect(report.stats.serverRestarts).toBe(1);
+  expect(report.convergence).toBeDefined();
+  expect(report.problems).toEqual([]);
+}, 175_000);

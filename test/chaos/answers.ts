@@ -1,0 +1,183 @@
+import type { TableRecord } from '../../domain/table';
+import type { Problem } from './problems';
+import type { OpRecord, OpRequest } from './scenario';
+
+/**
+ * Every answer a client got must still be true at the end, as far as later operations allow. Later operations
+ * are judged leniently, so a check never fires for something a recorded call may explain: a call without an
+ * answer (timed out, server down) may have taken effect at any time after it started, even after the run
+ * stopped listening, because its workflow goes on.
+ */
+
+/**
+ * The refusals each operation has a reason to give. Any other domain error is a step that found the world
+ * changed under it: a create has no state to find wrong, so its WrongState means a step ran again after the
+ * create had let go of its lock.
+ */
+const EXPECTED_REFUSALS: Readonly<Record<OpRequest['kind'], ReadonlySet<string>>> = {
+  create: new Set(['TableExistsError']),
+  trash: new Set(['TableNotFoundError', 'TableInTrashError', 'WrongStateError']),
+  undelete: new Set(['TableNotFoundError', 'WrongStateError', 'NameTakenError']),
+  purge: new Set(['TableNotFoundError', 'WrongStateError']),
+};
+
+/** Failures that mean "not done, ask again", not a broken operation. */
+const NOT_DONE_FAILURES = new Set(['TrashRunAnswered']);
+
+const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
+
+function describeOp(op: OpRecord): string {
+  const r = op.request;
+  const what =
+    r.kind === 'create'
+      ? `create ${r.table} (${r.shards} shards)`
+      : r.kind === 'trash'
+        ? `trash ${r.table} (${r.retentionSeconds} s)`
+        : r.kind === 'undelete'
+          ? `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}`
+          : `purge ${r.tableId}`;
+  return `op #${op.seq} (client ${op.client}, ${new Date(op.startedAt).toISOString()}) ${what}`;
+}
+
+/** Whether `op` may have changed something after time `t`. */
+function couldActAfter(op: OpRecord, t: number): boolean {
+  if (op.outcome.kind === 'rejected') return false;
+  if (op.outcome.kind === 'unknown' || op.outcome.kind === 'failed') return true;
+  return op.endedAt > t;
+}
+
+/** The table id an operation aimed at, as far as the run knows it (a name resolves when the call is made). */
+function targetOf(op: OpRecord): number | undefined {
+  return op.request.kind === 'undelete' || op.request.kind === 'purge' ? op.request.tableId : op.before?.id;
+}
+
+/** Calls of `kind` that may have acted on table `id` (or, for calls by name, on a name it had) after `t`. */
+function explainers(ops: readonly OpRecord[], kind: OpRequest['kind'], id: number, names: ReadonlySet<string>, t: number): OpRecord[] {
+  return ops.filter((op) => {
+    if (op.request.kind !== kind || !couldActAfter(op, t)) return false;
+    if (targetOf(op) === id) return true;
+    return (op.request.kind === 'trash' || op.request.kind === 'create') && names.has(op.request.table);
+  });
+}
+
+/** Every name table `id` is known to have had. */
+function namesOf(ops: readonly OpRecord[], id: number, now: TableRecord | undefined): Set<string> {
+  const names = new Set<string>();
+  if (now) names.add(nameOf(now));
+  for (const op of ops) {
+    if (op.before?.id === id) names.add(nameOf(op.before));
+    if (op.outcome.kind === 'ok' && op.outcome.table.id === id) names.add(nameOf(op.outcome.table));
+    if (op.request.kind === 'undelete' && op.request.tableId === id && op.request.newName) names.add(op.request.newName);
+  }
+  return names;
+}
+
+export interface AnswerFindings {
+  problems: Problem[];
+  notes: string[];
+}
+
+export function checkAnswers(ops: readonly OpRecord[], tables: ReadonlyMap<number, TableRecord>): AnswerFindings {
+  const problems: Problem[] = [];
+  const notes: string[] = [];
+  const problem = (op: OpRecord, detail: string) => problems.push({ invariant: 'answers', detail: `${describeOp(op)}: ${detail}` });
+
+  for (const op of ops) {
+    const { outcome, request } = op;
+    if (outcome.kind === 'failed') {
+      if (NOT_DONE_FAILURES.has(outcome.type)) notes.push(`${describeOp(op)} failed with ${outcome.type}: ${outcome.message}`);
+      else problem(op, `failed with ${outcome.type}, which is no domain error: ${outcome.message}`);
+      continue;
+    }
+    if (outcome.kind === 'rejected') {
+      if (outcome.type === 'InvalidInputError') problem(op, `the chaos run sent an invalid request: ${outcome.message}`);
+      else if (!EXPECTED_REFUSALS[request.kind].has(outcome.type)) {
+        problem(op, `answered ${outcome.type}, which a ${request.kind} has no reason to give: ${outcome.message}`);
+      }
+      // "Not found" for an id that existed before the call and is not purged now: ids are never deleted, and
+      // a purged table never comes back, so it was there the whole time.
+      if (outcome.type === 'TableNotFoundError' && (request.kind === 'undelete' || request.kind === 'purge')) {
+        const now = tables.get(request.tableId);
+        if (op.before && op.before.state !== 'PURGED' && now && now.state !== 'PURGED') {
+          problem(
+            op,
+            `answered TableNotFound (${outcome.message}), but table ${request.tableId} was ${op.before.state} ` +
+              `before the call and is ${now.state} now`,
+          );
+        }
+      }
+      continue;
+    }
+    if (outcome.kind !== 'ok') continue;
+
+    const answer = outcome.table;
+    const now = tables.get(answer.id);
+    const label = `table ${answer.id}`;
+    if (!now) {
+      problem(op, `answered ${label}, which is not in the catalog`);
+      continue;
+    }
+    if (now.state === 'CREATING' || now.state === 'CREATE_FAILED') {
+      problem(op, `answered ${label} ${answer.state}, but it is ${now.state} now`);
+      continue;
+    }
+    const names = namesOf(ops, answer.id, now);
+
+    switch (request.kind) {
+      case 'create': {
+        if (answer.state !== 'READY' || nameOf(answer) !== request.table || answer.shards !== request.shards) {
+          problem(op, `answered ${label} ${nameOf(answer)} ${answer.state} with ${answer.shards} shards`);
+        }
+        if (now.params.shards !== answer.shards || JSON.stringify(now.placement) !== JSON.stringify(answer.placement)) {
+          problem(
+            op,
+            `${label} has ${now.params.shards} shards at ${JSON.stringify(now.placement)} now, ` +
+              `the answer said ${answer.shards} at ${JSON.stringify(answer.placement)}`,
+          );
+        }
+        const renamed = ops.some((o) => o.request.kind === 'undelete' && o.request.tableId === answer.id && o.request.newName);
+        if (!renamed && nameOf(now) !== nameOf(answer)) problem(op, `${label} is named ${nameOf(now)} now, and no undelete renamed it`);
+        break;
+      }
+      case 'trash': {
+        const kept = answer.droppedAt && answer.expireAt ? (Date.parse(answer.expireAt) - Date.parse(answer.droppedAt)) / 1000 : null;
+        if (answer.state !== 'TRASHED' || nameOf(answer) !== request.table || kept !== request.retentionSeconds) {
+          problem(op, `answered ${label} ${nameOf(answer)} ${answer.state}, kept ${String(kept)} s`);
+        }
+        if (['READY', 'TRASHING', 'RESTORING'].includes(now.state) && explainers(ops, 'undelete', answer.id, names, op.startedAt).length === 0) {
+          problem(op, `${label} was answered TRASHED and is ${now.state} now, but no undelete of it was called after`);
+        }
+        break;
+      }
+      case 'undelete': {
+        if (answer.id !== request.tableId || answer.state !== 'READY' || (request.newName && nameOf(answer) !== request.newName)) {
+          problem(op, `answered ${label} ${nameOf(answer)} ${answer.state}`);
+        }
+        if (now.state !== 'READY' && explainers(ops, 'trash', answer.id, names, op.startedAt).length === 0) {
+          problem(op, `${label} was answered READY and is ${now.state} now, but no trash of it was called after`);
+        }
+        break;
+      }
+      case 'purge': {
+        if (answer.id !== request.tableId || answer.state !== 'PURGED') problem(op, `answered ${label} ${answer.state}`);
+        if (now.state !== 'PURGED') problem(op, `answered PURGED, but ${label} is ${now.state} now`);
+        break;
+      }
+    }
+  }
+
+  // A purge before the expiry must have been asked for: otherwise data was deleted that should have been kept.
+  for (const table of tables.values()) {
+    if (table.state !== 'PURGED' || table.purgedAt === null || table.expireAt === null || table.purgedAt >= table.expireAt) continue;
+    const asked = ops.some((op) => op.request.kind === 'purge' && op.request.tableId === table.id && op.outcome.kind !== 'rejected');
+    if (!asked) {
+      problems.push({
+        invariant: 'answers',
+        detail:
+          `table ${table.id} (${nameOf(table)}) was purged at ${new Date(table.purgedAt).toISOString()}, ` +
+          `before its expiry ${new Date(table.expireAt).toISOString()}, and no purge of it was called`,
+      });
+    }
+  }
+  return { problems, notes };
+}

@@ -1,0 +1,125 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
+import type { SqliteCatalog } from '../../catalog/sqlite';
+import type { LocalFileStorage } from '../../storage/local-files';
+import { checkAnswers } from './answers';
+import type { Convergence } from './convergence';
+import { checkFiles, type ShardFingerprints } from './files';
+import type { WorkerExit } from './monkey';
+import { runningTrashWorkflows, takeSnapshot, TRANSITIONAL_STATES } from './observe';
+import type { Problem } from './problems';
+import { idsMentioned, type OpRecord } from './scenario';
+
+/**
+ * Every invariant, checked after the run came to rest (or gave up waiting). All of them are checked, and
+ * every violation is collected: one broken rule often explains another, and the lead wants to see them all.
+ */
+
+export interface World {
+  catalog: SqliteCatalog;
+  storage: LocalFileStorage;
+  temporal: Client;
+}
+
+export interface Evidence {
+  ops: readonly OpRecord[];
+  fingerprints: ShardFingerprints;
+  convergence: Convergence;
+  workerExits: readonly WorkerExit[];
+}
+
+export interface Findings {
+  problems: Problem[];
+  notes: string[];
+  tables: number;
+  fingerprintsChecked: number;
+}
+
+/** A trash whose expiry passed this long ago must be purged by now (the timer has had time to fire). */
+const EXPIRY_GRACE_MS = 2000;
+/** The worker's exit code for a fatal storage error (files in an unknown state). */
+const EX_SOFTWARE = 70;
+
+const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+
+/** Tables whose count of running trash workflows is not 1, asked again after a pause (visibility can lag). */
+async function tablesWithoutOneTimer(temporal: Client, candidates: readonly number[]): Promise<Map<number, number>> {
+  const wrong = new Map<number, number>();
+  if (candidates.length === 0) return wrong;
+  await sleep(3000);
+  for (const id of candidates) {
+    const count = (await runningTrashWorkflows(temporal, id)).length;
+    if (count !== 1) wrong.set(id, count);
+  }
+  return wrong;
+}
+
+export async function checkInvariants(world: World, evidence: Evidence): Promise<Findings> {
+  const problems: Problem[] = [];
+  const notes: string[] = [];
+  const { convergence } = evidence;
+
+  if (!convergence.converged) {
+    problems.push({
+      invariant: 'convergence',
+      detail: `not at rest after ${(convergence.waitedMs / 1000).toFixed(0)} s: ${convergence.unsettled.length} thing(s) stuck (detailed below)`,
+    });
+    for (const line of convergence.diagnosis) problems.push({ invariant: 'stuck', detail: line });
+  }
+
+  const snapshot = await takeSnapshot(world.catalog, world.temporal, idsMentioned(evidence.ops));
+  const byId = new Map(snapshot.tables.map((t) => [t.id, t]));
+
+  for (const lock of snapshot.locks) {
+    problems.push({ invariant: 'locks', detail: `lock ${lock.resource} held by ${lock.workflowId} (run ${lock.runId}) since ${iso(lock.since)}` });
+  }
+  for (const t of snapshot.tables) {
+    const label = `table ${t.id} (${t.namespace}.${t.name})`;
+    if (TRANSITIONAL_STATES.includes(t.state)) {
+      problems.push({ invariant: 'states', detail: `${label} is ${t.state} since ${iso(t.updatedAt)}` });
+    }
+    if (t.state === 'TRASHED' && t.expireAt !== null && t.expireAt < snapshot.at - EXPIRY_GRACE_MS) {
+      problems.push({ invariant: 'expiry', detail: `${label} expired at ${iso(t.expireAt)} and is still TRASHED` });
+    }
+  }
+  // Every table in the trash has its timer running, exactly one (the list can lag: doubtful ones are asked again).
+  const trashed = snapshot.tables.filter((t) => t.state === 'TRASHED');
+  const doubtful = trashed.filter((t) => snapshot.running.filter((wf) => wf.op === 'trash' && wf.tableId === t.id).length !== 1);
+  const wrongTimers = await tablesWithoutOneTimer(world.temporal, doubtful.map((t) => t.id));
+  for (const t of trashed) {
+    const timers = wrongTimers.get(t.id);
+    if (timers === undefined) continue;
+    problems.push({
+      invariant: 'workflows',
+      detail: `table ${t.id} (${t.namespace}.${t.name}) is TRASHED (expires ${iso(t.expireAt)}) with ${timers} running trash workflows, not 1`,
+    });
+  }
+  for (const wf of snapshot.running) {
+    const table = wf.tableId === undefined ? undefined : byId.get(wf.tableId);
+    if (wf.op === 'trash' && table?.state === 'TRASHED') continue;
+    problems.push({
+      invariant: 'workflows',
+      detail:
+        wf.op === 'trash'
+          ? `trash workflow ${wf.workflowId} still runs, but table ${String(wf.tableId)} is ${table?.state ?? 'not in the catalog'}`
+          : `workflow ${wf.workflowId} (${wf.type}, table ${String(wf.tableId)}) still runs at rest, since ${wf.startTime.toISOString()}`,
+    });
+  }
+
+  const files = await checkFiles(world.storage, snapshot.tables, evidence.fingerprints);
+  problems.push(...files.problems);
+  notes.push(...files.notes);
+
+  const answers = checkAnswers(evidence.ops, byId);
+  problems.push(...answers.problems);
+  notes.push(...answers.notes);
+
+  for (const exit of evidence.workerExits) {
+    if (exit.code === EX_SOFTWARE) {
+      problems.push({ invariant: 'worker', detail: `a worker stopped on a fatal storage error (exit ${EX_SOFTWARE}): files in an unknown state` });
+    } else if (!exit.serverTrouble) {
+      notes.push(`a worker exited on its own (code ${String(exit.code)}, signal ${String(exit.signal)}) while the server was fine`);
+    }
+  }
+  return { problems, notes, tables: snapshot.tables.length, fingerprintsChecked: files.fingerprintsChecked };
+}

@@ -1,0 +1,194 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Connection } from '@temporalio/client';
+import { DevServer } from '../../worker/dev-server';
+import { findTemporalCli } from '../../worker/temporal-cli';
+import { TASK_QUEUE } from '../../worker/config';
+import { within } from './time';
+
+/**
+ * The processes a chaos run owns, and the only ways it touches them: a `tablefate worker` child started as an
+ * operator would, and a Temporal dev server that can be crashed and brought back on the same port and db.
+ */
+
+const PROJECT_ROOT = path.resolve(__dirname, '../..');
+const BIN = path.join(PROJECT_ROOT, 'bin', 'tablefate.js');
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+// Every worker child still running; killed when this process exits in any way that runs 'exit' handlers
+// (an error, process.exit, the end of the event loop), so a failed run never leaves a worker behind.
+const liveChildren = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function killLiveChildren(): void {
+  for (const child of liveChildren) child.kill('SIGKILL');
+}
+
+/** One `node bin/tablefate.js worker` process; its stdout and stderr are appended to a log file. */
+export class WorkerProcess {
+  readonly exited: Promise<Exit>;
+  private exit: Exit | undefined;
+
+  private constructor(private readonly child: ChildProcess) {
+    this.exited = new Promise<Exit>((resolve) => {
+      child.once('error', () => {
+        this.exit = { code: null, signal: null };
+        resolve(this.exit);
+      });
+      child.once('exit', (code, signal) => {
+        this.exit = { code, signal };
+        resolve(this.exit);
+      });
+    }).finally(() => liveChildren.delete(child));
+  }
+
+  static spawn(env: NodeJS.ProcessEnv, logFile: string): WorkerProcess {
+    if (!exitHookInstalled) {
+      process.on('exit', killLiveChildren);
+      exitHookInstalled = true;
+    }
+    fs.appendFileSync(logFile, `--- ${new Date().toISOString()} tablefate worker starting\n`);
+    // The child writes straight into the file: no pipe of ours to drain, nothing lost when it is killed.
+    const fd = fs.openSync(logFile, 'a');
+    try {
+      const child = spawn(process.execPath, [BIN, 'worker'], { cwd: PROJECT_ROOT, env, stdio: ['ignore', fd, fd] });
+      liveChildren.add(child);
+      return new WorkerProcess(child);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** How it ended, or undefined while it runs. */
+  get exitStatus(): Exit | undefined {
+    return this.exit;
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    if (!this.exit) this.child.kill(signal);
+  }
+
+  /** SIGINT (the worker shuts down cleanly), then SIGKILL if it is still there after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<Exit> {
+    if (this.exit) return this.exit;
+    this.kill('SIGINT');
+    if ((await within(this.exited, graceMs)) === 'timeout') this.kill('SIGKILL');
+    return this.exited;
+  }
+}
+
+/**
+ * Whether `pid` polls the tablefate task queue. A worker says nothing when it is ready at log level warn; the
+ * server knows who polls, and the SDK's default identity begins with the process id.
+ */
+export async function workerPolls(admin: Connection, namespace: string, pid: number): Promise<boolean> {
+  try {
+    const queue = await admin.withDeadline(Date.now() + 3000, () =>
+      admin.workflowService.describeTaskQueue({ namespace, taskQueue: { name: TASK_QUEUE } }),
+    );
+    return (queue.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`) ?? false);
+  } catch {
+    // The server is down or restarting: not known to poll yet.
+    return false;
+  }
+}
+
+/** A port that was free a moment ago; the server keeps it across restarts, so clients need not be told. */
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+const RESTART_ATTEMPTS = 5;
+
+/** A headless Temporal dev server of the run's own, on a fixed port and db file so that it can be crashed and restarted. */
+export class ChaosServer {
+  private server: DevServer | undefined;
+
+  private constructor(
+    private readonly stateDir: string,
+    private readonly cliPath: string,
+    readonly port: number,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Finds the CLI ($TEMPORAL_CLI_PATH first, then the project's cached copy) and starts the server. */
+  static async start(stateDir: string, log: (line: string) => void): Promise<ChaosServer> {
+    const cliPath = await findTemporalCli({ stateDir: path.join(PROJECT_ROOT, '.tablefate'), log });
+    const server = new ChaosServer(stateDir, cliPath, await freePort(), log);
+    await server.bringUp();
+    return server;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  get dbFile(): string {
+    return path.join(this.stateDir, 'temporal.db');
+  }
+
+  get logFile(): string {
+    return path.join(this.stateDir, 'temporal.log');
+  }
+
+  get running(): boolean {
+    return this.server?.running ?? false;
+  }
+
+  /** SIGKILL, as a crash would: no chance to flush or to tell anyone. */
+  async crash(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    if (server.running) process.kill(server.pid, 'SIGKILL');
+    await server.stop();
+  }
+
+  /** Starts it again on the same port and db file (after a crash, the port may take a moment to be released). */
+  async bringUp(): Promise<void> {
+    if (this.server?.running) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.server = await DevServer.start({
+          stateDir: this.stateDir,
+          dbFile: this.dbFile,
+          logFile: this.logFile,
+          port: this.port,
+          headless: true,
+          namespace: 'default',
+          cliPath: this.cliPath,
+          log: this.log,
+        });
+        return;
+      } catch (err) {
+        if (attempt >= RESTART_ATTEMPTS) throw err;
+        this.log(`dev server did not start (attempt ${attempt}): ${(err as Error).message.split('\n')[0]}; trying again`);
+        await sleep(1000 * attempt);
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    await server?.stop();
+  }
+}

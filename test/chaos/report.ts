@@ -1,0 +1,134 @@
+import fs from 'node:fs';
+import type { ChaosReport } from './runner';
+import type { OpKind, OpRecord } from './scenario';
+
+/** The summary a person reads after a run: what was done, what was broken, and where the evidence is. */
+
+const KINDS: readonly OpKind[] = ['create', 'trash', 'undelete', 'purge'];
+
+function outcomeLabel(op: OpRecord): string {
+  switch (op.outcome.kind) {
+    case 'ok':
+      return 'ok';
+    case 'rejected':
+      return op.outcome.type;
+    case 'failed':
+      return `failed:${op.outcome.type}`;
+    case 'unknown':
+      return 'unknown';
+  }
+}
+
+function countBy<T>(items: readonly T[], key: (item: T) => string): Array<[string, number]> {
+  const counts = new Map<string, number>();
+  for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1);
+  return [...counts.entries()].sort((a, b) => b[1] - a[1]);
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/** The fields of a pino line (ours, or the Temporal SDK's routed through pino) that say what went wrong. */
+interface LogEntry {
+  level?: number;
+  msg?: string;
+  activityType?: string;
+  workflowType?: string;
+  err?: { type?: string; message?: string };
+  error?: string | { type?: string; message?: string };
+}
+
+// Built from a string: a control character in a regex literal is what no-control-regex is there to catch.
+const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+
+/** A raw log line without colours, its timestamp, and the run and task ids that make every line unique. */
+function normalize(line: string): string {
+  return line
+    .replace(ANSI_COLOUR, '')
+    .replace(/^\s*\d{4}-\d\d-\d\dT[0-9:.]+Z\s*/, '')
+    .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(:\d+:\d+)?/g, '<run>');
+}
+
+/** The worker log's warnings and errors, by message, most frequent first. */
+export function summarizeWorkerLog(file: string, limit = 8): string[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  const messages: string[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.trim() || line.startsWith('--- ')) continue;
+    try {
+      const entry = JSON.parse(line) as LogEntry;
+      if ((entry.level ?? 0) < 40) continue;
+      const about = entry.activityType ?? entry.workflowType;
+      const error = typeof entry.error === 'string' ? entry.error : (entry.err ?? entry.error);
+      const detail = typeof error === 'string' ? error : [error?.type, error?.message].filter(Boolean).join(': ');
+      messages.push(`${entry.msg ?? '?'}${about ? ` (${about})` : ''}${detail ? `: ${detail}` : ''}`.slice(0, 240));
+    } catch {
+      // Not pino's: a stack trace or the SDK core's own output; the first line of each is enough.
+      if (!/^\s+at /.test(line)) messages.push(normalize(line).slice(0, 240));
+    }
+  }
+  return countBy(messages, (m) => m)
+    .slice(0, limit)
+    .map(([message, count]) => `${String(count).padStart(4)} x ${message}`);
+}
+
+export function formatReport(report: ChaosReport): string {
+  const lines: string[] = [];
+  const { stats, options } = report;
+  lines.push(`tablefate chaos run, seed ${report.seed}${report.aborted ? ' (ABORTED)' : ''}`);
+  lines.push(
+    `  ${report.ops.length} of ${options.ops} operations by ${options.clients} clients in ${seconds(report.opsPhaseMs)}; ` +
+      `total ${seconds(report.durationMs)}`,
+  );
+  for (const kind of KINDS) {
+    const ops = report.ops.filter((op) => op.request.kind === kind);
+    const outcomes = countBy(ops, outcomeLabel).map(([label, n]) => `${label} ${n}`);
+    lines.push(`  ${kind.padEnd(9)} ${String(ops.length).padStart(4)}: ${outcomes.join(', ') || '-'}`);
+  }
+  const unknown = countBy(
+    report.ops.filter((op) => op.outcome.kind === 'unknown'),
+    (op) => (op.outcome.kind === 'unknown' ? op.outcome.reason.slice(0, 160) : ''),
+  );
+  for (const [reason, n] of unknown.slice(0, 5)) lines.push(`    unknown x${n}: ${reason}`);
+  const slowest = [...report.ops].sort((a, b) => b.endedAt - b.startedAt - (a.endedAt - a.startedAt)).slice(0, 3);
+  const slow = slowest.map((op) => `#${op.seq} ${op.request.kind} ${seconds(op.endedAt - op.startedAt)} (${outcomeLabel(op)})`);
+  lines.push(`  slowest: ${slow.join(', ') || '-'}`);
+  lines.push(
+    `  worker: ${stats.workerKills} SIGKILLs (${stats.killsOnOpStart} right after an operation started), ${stats.workerStarts} starts, ` +
+      `${stats.workerExits.length} exits on its own (${stats.workerExits.filter((e) => e.serverTrouble).length} with the server in trouble), ` +
+      `${stats.workersNeverReady} never polled`,
+  );
+  lines.push(`  dev server: ${stats.serverRestarts} of ${options.serverRestarts} SIGKILL + restarts on the same port and db`);
+  if (report.convergence) {
+    lines.push(
+      report.convergence.converged
+        ? `  at rest ${seconds(report.convergence.waitedMs)} after the chaos stopped`
+        : `  NOT at rest after ${seconds(report.convergence.waitedMs)} (limit ${seconds(options.convergenceTimeoutMs)})`,
+    );
+  }
+  lines.push(`  checked ${report.tables} tables; shard checksums compared for ${report.fingerprintsChecked}`);
+  lines.push('');
+  if (report.aborted) lines.push('interrupted: the invariants were not checked');
+  else lines.push(report.problems.length === 0 ? 'no problems found' : `${report.problems.length} PROBLEM(S):`);
+  for (const p of report.problems) lines.push(`  [${p.invariant}] ${p.detail}`);
+  if (report.notes.length > 0) {
+    lines.push('', `notes (${report.notes.length}):`);
+    for (const note of report.notes.slice(0, 15)) lines.push(`  ${note}`);
+    if (report.notes.length > 15) lines.push(`  ... and ${report.notes.length - 15} more`);
+  }
+  const workerLog = report.workerLogSummary;
+  if (workerLog.length > 0) {
+    lines.push('', 'worker log, warnings and errors by message:');
+    lines.push(...workerLog.map((l) => `  ${l}`));
+  }
+  lines.push('', report.kept ? `state, catalog and logs kept in ${report.dir} (worker.log, temporal.log, home/)` : 'state directory removed');
+  lines.push(
+    `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
+      `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}`,
+  );
+  return lines.join('\n');
+}

@@ -1,0 +1,84 @@
+import { parseArgs } from 'node:util';
+import { freshSeed } from './random';
+import { formatReport } from './report';
+import { runChaos } from './runner';
+
+/**
+ * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--keep]`
+ *
+ * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
+ * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
+ */
+
+const USAGE =
+  'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--keep]\n' +
+  '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
+  '  --keep: keep the state directory (catalog, storage, logs, ops.json) even when no problem is found';
+
+function count(value: string | undefined, fallback: number, name: string, min: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+async function main(): Promise<number> {
+  let options;
+  try {
+    const { values } = parseArgs({
+      options: {
+        seed: { type: 'string' },
+        ops: { type: 'string' },
+        clients: { type: 'string' },
+        'server-restarts': { type: 'string' },
+        'converge-seconds': { type: 'string' },
+        keep: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    });
+    if (values.help) {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
+    options = {
+      seed: count(values.seed, freshSeed(), 'seed', 0),
+      ops: count(values.ops, 150, 'ops', 1),
+      clients: count(values.clients, 4, 'clients', 1),
+      serverRestarts: count(values['server-restarts'], 2, 'server-restarts', 0),
+      convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
+      keepState: values.keep ?? false,
+    };
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+
+  const abort = new AbortController();
+  const onInterrupt = () => {
+    if (abort.signal.aborted) process.exit(130); // 'exit' handlers still kill the worker and the server
+    process.stderr.write('interrupted: stopping the operations and cleaning up (Ctrl-C again to quit at once)\n');
+    abort.abort();
+  };
+  process.on('SIGINT', onInterrupt);
+  process.on('SIGTERM', onInterrupt);
+
+  process.stderr.write(`chaos: seed ${options.seed}\n`);
+  try {
+    const report = await runChaos({ ...options, signal: abort.signal, log: (line) => process.stderr.write(`${line}\n`) });
+    process.stdout.write(`\n${formatReport(report)}\n`);
+    if (report.aborted) return 130;
+    return report.problems.length > 0 ? 1 : 0;
+  } catch (err) {
+    process.stderr.write(`chaos run (seed ${options.seed}) could not be carried out: ${(err as Error).stack ?? String(err)}\n`);
+    return 2;
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`${String(err)}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,279 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { SqliteCatalog } from '../../catalog/sqlite';
+import { LocalFileStorage } from '../../storage/local-files';
+import { loadConfig, statePaths } from '../../worker/config';
+import { waitForConvergence, type Convergence } from './convergence';
+import { ShardFingerprints } from './files';
+import { checkInvariants } from './invariants';
+import { ChaosMonkey, type MonkeyStats } from './monkey';
+import type { Problem } from './problems';
+import { summarizeWorkerLog } from './report';
+import { ChaosServer } from './processes';
+import { Random } from './random';
+import { idsMentioned, runScenario, type OpRecord } from './scenario';
+
+/**
+ * One chaos run, start to end: its own dev server and state directory, a worker child killed again and again,
+ * a server crashed and restarted, clients issuing operations, then the wait for rest and every invariant.
+ * Whatever happens, the processes it started are stopped before it returns or throws.
+ */
+
+export interface ChaosOptions {
+  seed: number;
+  ops: number;
+  clients: number;
+  serverRestarts: number;
+  /** A call without an answer after this long is an unknown outcome. Default 60 s. */
+  callTimeoutMs?: number;
+  /** No operation starts after this long (the product may stall); default 10 min. */
+  opsTimeLimitMs?: number;
+  /** How long to wait for the system to come to rest after the operations. Default 3 min. */
+  convergenceTimeoutMs?: number;
+  /** A worker lives this long after it starts polling before it is killed. Default 1.5 to 5 s. */
+  killAfterReadyMs?: readonly [number, number];
+  /** Keep the state directory (catalog, storage, logs) even when no problem was found. */
+  keepState?: boolean;
+  /** Stops issuing operations and skips to the cleanup. */
+  signal?: AbortSignal;
+  /** Progress lines, with the time since the start. */
+  log?: (line: string) => void;
+}
+
+export interface ChaosReport {
+  seed: number;
+  options: Required<Pick<ChaosOptions, 'ops' | 'clients' | 'serverRestarts' | 'callTimeoutMs' | 'opsTimeLimitMs' | 'convergenceTimeoutMs'>>;
+  ops: OpRecord[];
+  stats: MonkeyStats;
+  convergence: Convergence | undefined;
+  problems: Problem[];
+  notes: string[];
+  tables: number;
+  fingerprintsChecked: number;
+  opsPhaseMs: number;
+  durationMs: number;
+  aborted: boolean;
+  /** Where the catalog, the storage nodes, the logs and ops.json (every call and answer) are; removed unless kept. */
+  dir: string;
+  kept: boolean;
+  workerLog: string;
+  /** The worker log's warnings and errors, by message (read before the state directory is removed). */
+  workerLogSummary: string[];
+  serverLog: string;
+}
+
+/** Resolves waiters once enough operations have been answered (or the operations are over). */
+class Progress {
+  private done = 0;
+  private finished = false;
+  private readonly waiters: Array<{ count: number; resolve: () => void }> = [];
+
+  set(done: number): void {
+    this.done = done;
+    this.release();
+  }
+
+  finish(): void {
+    this.finished = true;
+    this.release();
+  }
+
+  reached(count: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.waiters.push({ count, resolve });
+      this.release();
+    });
+  }
+
+  private release(): void {
+    for (const waiter of this.waiters.splice(0)) {
+      if (this.finished || this.done >= waiter.count) waiter.resolve();
+      else this.waiters.push(waiter);
+    }
+  }
+}
+
+const NAMESPACE = 'default';
+
+function emptyReport(seed: number, options: ChaosReport['options'], dir: string): ChaosReport {
+  return {
+    seed,
+    options,
+    ops: [],
+    stats: { workerStarts: 0, workerKills: 0, killsOnOpStart: 0, workerExits: [], workersNeverReady: 0, serverRestarts: 0, killedAt: new Map() },
+    convergence: undefined,
+    problems: [],
+    notes: [],
+    tables: 0,
+    fingerprintsChecked: 0,
+    opsPhaseMs: 0,
+    durationMs: 0,
+    aborted: false,
+    dir,
+    kept: true,
+    workerLog: path.join(dir, 'worker.log'),
+    workerLogSummary: [],
+    serverLog: path.join(dir, 'temporal.log'),
+  };
+}
+
+/** Crashes and restarts the server `count` times, spread evenly over the operations; resolves with what failed. */
+async function restartServerDuringOps(
+  monkey: ChaosMonkey,
+  progress: Progress,
+  ops: number,
+  count: number,
+  signal: AbortSignal,
+): Promise<Error | undefined> {
+  try {
+    for (let i = 1; i <= count && !signal.aborted; i++) {
+      await progress.reached(Math.ceil((ops * i) / (count + 1)));
+      if (!signal.aborted) await monkey.restartServer();
+    }
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const started = Date.now();
+  const signal = options.signal ?? new AbortController().signal;
+  const log = (line: string) => options.log?.(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s] ${line}`);
+  const settings = {
+    ops: options.ops,
+    clients: options.clients,
+    serverRestarts: options.serverRestarts,
+    callTimeoutMs: options.callTimeoutMs ?? 60_000,
+    opsTimeLimitMs: options.opsTimeLimitMs ?? 600_000,
+    convergenceTimeoutMs: options.convergenceTimeoutMs ?? 180_000,
+  };
+  const rng = new Random(options.seed);
+  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-chaos-'));
+  const home = path.join(dir, 'home');
+  const cleanups: Array<() => Promise<void>> = [];
+  let completed = false;
+  const report = emptyReport(options.seed, settings, dir);
+  const { workerLog } = report;
+  log(`seed ${options.seed}; state in ${dir}`);
+
+  try {
+    const server = await ChaosServer.start(dir, log);
+    cleanups.push(() => server.stop());
+    log(`dev server on ${server.address}`);
+    const admin = await Connection.connect({ address: server.address });
+    cleanups.push(() => admin.close());
+    const temporal = new Client({ connection: admin, namespace: NAMESPACE });
+
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      TABLEFATE_HOME: home,
+      TEMPORAL_ADDRESS: server.address,
+      TEMPORAL_NAMESPACE: NAMESPACE,
+      TABLEFATE_LOG_LEVEL: 'warn',
+      TABLEFATE_STORAGE_NODES: '3',
+    };
+    const monkey = new ChaosMonkey({
+      rng: rng.fork('monkey'),
+      server,
+      admin,
+      namespace: NAMESPACE,
+      workerEnv: env,
+      workerLog,
+      killAfterReadyMs: options.killAfterReadyMs ?? [1500, 5000],
+      restartPauseMs: [200, 1500],
+      killOnOpStartChance: 0.2,
+      serverDowntimeMs: [500, 3000],
+      readyTimeoutMs: 30_000,
+      log,
+    });
+    report.stats = monkey.stats;
+    cleanups.push(() => monkey.stop());
+    // The worker creates the catalog file; no SDK call before it has started once.
+    await monkey.startFirstWorker();
+    log('first worker polls; unleashing');
+
+    const catalog = new SqliteCatalog(statePaths(home).catalog);
+    cleanups.push(() => catalog.close());
+    const storage = new LocalFileStorage({ root: statePaths(home).storage, nodeCount: 3 });
+    const fingerprints = new ShardFingerprints(storage);
+
+    monkey.unleash();
+    const progress = new Progress();
+    const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
+    const opsStarted = Date.now();
+    try {
+      report.ops = await runScenario({
+        rng: rng.fork('clients'),
+        ops: settings.ops,
+        clients: settings.clients,
+        config: loadConfig(env),
+        catalog,
+        callTimeoutMs: settings.callTimeoutMs,
+        deadline: Date.now() + settings.opsTimeLimitMs,
+        signal,
+        onOpStarted: () => monkey.onOperationStarted(),
+        onAnswer: async (record) => {
+          if (record.outcome.kind === 'ok' && record.request.kind === 'create') await fingerprints.record(record.outcome.table);
+        },
+        onProgress: (done) => {
+          progress.set(done);
+          if (done % 10 === 0) log(`${done}/${settings.ops} operations answered`);
+        },
+      });
+    } finally {
+      progress.finish();
+    }
+    report.opsPhaseMs = Date.now() - opsStarted;
+    const restartError = await restarts;
+    if (restartError) throw restartError;
+    if (report.ops.length < settings.ops && !signal.aborted) {
+      report.notes.push(
+        `only ${report.ops.length} of ${settings.ops} operations started within the time limit of ${settings.opsTimeLimitMs / 1000} s`,
+      );
+    }
+
+    if (signal.aborted) {
+      report.aborted = true;
+      completed = true;
+      return report;
+    }
+    log(`operations done in ${(report.opsPhaseMs / 1000).toFixed(1)} s; calming down`);
+    if (!(await monkey.calm(60_000))) {
+      report.problems.push({ invariant: 'worker', detail: `no worker polled within 60 s after the chaos stopped; see ${workerLog}` });
+    }
+    report.convergence = await waitForConvergence({
+      catalog,
+      temporal,
+      knownIds: () => idsMentioned(report.ops),
+      timeoutMs: settings.convergenceTimeoutMs,
+      signal,
+      log,
+      workerFate: (identity) => monkey.fateOf(identity),
+    });
+    log(report.convergence.converged ? `at rest after ${(report.convergence.waitedMs / 1000).toFixed(1)} s` : 'did not come to rest');
+    const findings = await checkInvariants(
+      { catalog, storage, temporal },
+      { ops: report.ops, fingerprints, convergence: report.convergence, workerExits: monkey.stats.workerExits },
+    );
+    report.problems.push(...findings.problems);
+    report.notes.push(...findings.notes);
+    report.tables = findings.tables;
+    report.fingerprintsChecked = findings.fingerprintsChecked;
+    report.aborted = signal.aborted;
+    completed = true;
+    return report;
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      await cleanup().catch((err: unknown) => log(`cleanup: ${(err as Error).message}`));
+    }
+    report.durationMs = Date.now() - started;
+    await fs.promises.writeFile(path.join(dir, 'ops.json'), `${JSON.stringify(report.ops, null, 1)}\n`).catch(() => undefined);
+    report.workerLogSummary = summarizeWorkerLog(workerLog);
+    // Kept when something went wrong (or was asked for): the catalog, files and logs are the evidence.
+    report.kept = options.keepState === true || !completed || report.problems.length > 0 || report.aborted;
+    if (!report.kept) await fs.promises.rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,235 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { TableFateClient } from '../../client/client';
+import { applicationFailureOf } from '../../client/errors';
+import { SqliteCatalog } from '../../catalog/sqlite';
+import { isDomainErrorType, TableFateError } from '../../domain/errors';
+import type { TableInfo, TableRecord } from '../../domain/table';
+import { statePaths } from '../../worker/config';
+import type { Random } from './random';
+import { within } from './time';
+
+/**
+ * The load: several SDK clients, each in its own loop, issuing mixed operations on a small pool of names
+ * (so that names are reused and operations contend), and recording every answer they get.
+ */
+
+export type OpRequest =
+  | { kind: 'create'; table: string; shards: number }
+  | { kind: 'trash'; table: string; retentionSeconds: number }
+  | { kind: 'undelete'; tableId: number; newName?: string }
+  | { kind: 'purge'; tableId: number };
+
+export type OpKind = OpRequest['kind'];
+
+export type Outcome =
+  /** The call succeeded with this table. */
+  | { kind: 'ok'; table: TableInfo }
+  /** A typed domain error (its class name). */
+  | { kind: 'rejected'; type: string; message: string }
+  /** The operation's workflow failed with a failure that is no domain error (LockLost, StorageFault, ...). */
+  | { kind: 'failed'; type: string; message: string }
+  /** No answer: timed out, or the server or the worker could not be reached. It may have happened or not. */
+  | { kind: 'unknown'; reason: string };
+
+export interface OpRecord {
+  seq: number;
+  client: number;
+  request: OpRequest;
+  /** The target as the catalog held it just before the call: by id, or the table holding the name. */
+  before: TableRecord | undefined;
+  startedAt: number;
+  endedAt: number;
+  outcome: Outcome;
+}
+
+/** Every table id the calls aimed at or were answered with. */
+export function idsMentioned(ops: readonly OpRecord[]): number[] {
+  const ids: number[] = [];
+  for (const op of ops) {
+    if (op.before) ids.push(op.before.id);
+    if (op.outcome.kind === 'ok') ids.push(op.outcome.table.id);
+    if (op.request.kind === 'undelete' || op.request.kind === 'purge') ids.push(op.request.tableId);
+  }
+  return ids;
+}
+
+export interface ScenarioOptions {
+  rng: Random;
+  ops: number;
+  clients: number;
+  /** Where the clients connect: the same TABLEFATE_HOME and server as the worker. */
+  config: { home: string; temporalAddress: string; temporalNamespace: string };
+  /** Read to pick targets among the tables that exist. */
+  catalog: SqliteCatalog;
+  callTimeoutMs: number;
+  /** No operation starts after this time (epoch ms): a stalled product must not stall the run. */
+  deadline: number;
+  signal: AbortSignal;
+  onOpStarted: (request: OpRequest) => void;
+  /** Called with every answered operation before the client goes on (to fingerprint a new table's files). */
+  onAnswer: (record: OpRecord) => Promise<void>;
+  onProgress: (done: number) => void;
+}
+
+/** The pool of names, each with the shard count its creates usually ask for. */
+const NAMES: ReadonlyArray<readonly [string, number]> = [
+  ['chaos.orders', 2],
+  ['chaos.users', 1],
+  ['chaos.events', 3],
+  ['chaos.carts', 2],
+  ['chaos.items', 1],
+  ['chaos.logs', 3],
+];
+
+const OP_WEIGHTS: Readonly<Record<OpKind, number>> = { create: 35, trash: 30, undelete: 20, purge: 15 };
+
+/** Short retentions expire during and right after the run; long ones outlive it (and must keep their timers). */
+const SHORT_RETENTION_S: readonly [number, number] = [2, 6];
+const LONG_RETENTION_S = 3600;
+
+const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
+
+/** Draws the next operation, aiming it at what the catalog holds now (with a few shots that must miss). */
+async function pickOperation(rng: Random, catalog: SqliteCatalog): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
+  const tables = await catalog.listTables({ includeTrashed: true });
+  const ready = tables.filter((t) => t.state === 'READY');
+  const trashed = tables.filter((t) => t.state === 'TRASHED');
+  const byName = async (table: string) => {
+    const [namespace, name] = table.split('.') as [string, string];
+    return catalog.findByName({ namespace, name });
+  };
+
+  let kind = rng.weighted(OP_WEIGHTS);
+  if ((kind === 'undelete' || kind === 'purge') && trashed.length === 0 && tables.length === 0) kind = 'create';
+  switch (kind) {
+    case 'create': {
+      const [table, usual] = rng.pick(NAMES);
+      // Now and then another shard count: a TableExists, or a table that later creates of the name will meet.
+      const shards = rng.chance(0.1) ? rng.int(1, 4) : usual;
+      return { request: { kind, table, shards }, before: await byName(table) };
+    }
+    case 'trash': {
+      const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(NAMES)[0];
+      const retentionSeconds = rng.chance(0.8) ? rng.int(...SHORT_RETENTION_S) : LONG_RETENTION_S;
+      return { request: { kind, table, retentionSeconds }, before: await byName(table) };
+    }
+    case 'undelete': {
+      const target = trashed.length > 0 && !rng.chance(0.1) ? rng.pick(trashed) : rng.pick(tables);
+      const newName = rng.chance(0.3) ? rng.pick(NAMES)[0] : undefined;
+      const request: OpRequest = newName ? { kind, tableId: target.id, newName } : { kind, tableId: target.id };
+      return { request, before: await catalog.getTable(target.id) };
+    }
+    case 'purge': {
+      const target = trashed.length > 0 && !rng.chance(0.2) ? rng.pick(trashed) : rng.pick(tables);
+      return { request: { kind, tableId: target.id }, before: await catalog.getTable(target.id) };
+    }
+  }
+}
+
+function callSdk(client: TableFateClient, request: OpRequest): Promise<TableInfo> {
+  switch (request.kind) {
+    case 'create':
+      return client.create({ table: request.table, shards: request.shards });
+    case 'trash':
+      return client.trash({ table: request.table, retentionSeconds: request.retentionSeconds });
+    case 'undelete':
+      return client.undelete(request.newName ? { table: request.tableId, newName: request.newName } : { table: request.tableId });
+    case 'purge':
+      return client.purge({ tableId: request.tableId });
+  }
+}
+
+/** Errors that say nothing about the table: no answer in time, no server, no worker. */
+const NO_ANSWER_TYPES = new Set(['OperationTimeout', 'NoWorker', 'ServerUnreachable', 'CatalogNotFound']);
+
+/** What the caller learned from an error: a domain answer, a failed operation, or nothing at all. */
+function classify(err: unknown): Outcome {
+  if (err instanceof TableFateError) {
+    const type: string = err.type;
+    if (isDomainErrorType(type)) return { kind: 'rejected', type: err.name, message: err.message };
+    if (NO_ANSWER_TYPES.has(type)) return { kind: 'unknown', reason: `${err.name}: ${err.message.split('\n')[0]}` };
+    return { kind: 'failed', type, message: err.message };
+  }
+  const failure = applicationFailureOf(err);
+  if (failure) return { kind: 'failed', type: failure.type ?? 'ApplicationFailure', message: failure.message };
+  const error = err instanceof Error ? err : new Error(String(err));
+  return { kind: 'unknown', reason: `${error.name}: ${error.message.split('\n')[0]}` };
+}
+
+/**
+ * One client as a service would hold it, built the way TableFateClient.connect builds one, but keeping the
+ * connection: a call the run gives up on is cancelled through it (as a caller's deadline would), so that no
+ * abandoned call is left retrying when the connection closes (the gRPC retry then throws from a timer).
+ */
+class CallerClient {
+  private readonly connection: Connection;
+  private readonly catalog: SqliteCatalog;
+  private readonly sdk: TableFateClient;
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(config: ScenarioOptions['config']) {
+    this.connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
+    this.catalog = new SqliteCatalog(statePaths(config.home).catalog);
+    const temporal = new Client({ connection: this.connection, namespace: config.temporalNamespace });
+    this.sdk = new TableFateClient({ client: temporal, catalog: this.catalog });
+  }
+
+  /** The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then cancelled). */
+  async answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
+    const cancel = new AbortController();
+    const onAbort = () => cancel.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timeout = sleep(timeoutMs, undefined, { signal: cancel.signal }).then(
+      (): Outcome => ({ kind: 'unknown', reason: `no answer within ${timeoutMs / 1000} s` }),
+      (): Outcome => ({ kind: 'unknown', reason: 'the run was interrupted' }),
+    );
+    const call = this.connection.withAbortSignal(cancel.signal, () => callSdk(this.sdk, request));
+    const answer = call.then((table): Outcome => ({ kind: 'ok', table }), classify);
+    this.pending.add(answer);
+    void answer.finally(() => this.pending.delete(answer));
+    try {
+      return await Promise.race([answer, timeout]);
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      cancel.abort();
+    }
+  }
+
+  /** Waits (bounded) for cancelled calls to settle, then closes the connection and the catalog. */
+  async close(): Promise<void> {
+    await within(Promise.allSettled([...this.pending]), 10_000);
+    await this.connection.close().catch(() => undefined);
+    await this.catalog.close().catch(() => undefined);
+  }
+}
+
+export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
+  const records: OpRecord[] = [];
+  let issued = 0;
+  const clients = Array.from({ length: opts.clients }, () => new CallerClient(opts.config));
+
+  const lane = async (client: CallerClient, index: number) => {
+    const rng = opts.rng.fork(`client-${index}`);
+    while (issued < opts.ops && !opts.signal.aborted && Date.now() < opts.deadline) {
+      const seq = issued++;
+      const { request, before } = await pickOperation(rng, opts.catalog);
+      opts.onOpStarted(request);
+      const startedAt = Date.now();
+      const outcome = await client.answer(request, opts.callTimeoutMs, opts.signal);
+      const record: OpRecord = { seq, client: index, request, before, startedAt, endedAt: Date.now(), outcome };
+      records.push(record);
+      await opts.onAnswer(record);
+      opts.onProgress(records.length);
+      // A caller that got no answer waits a little before it tries something else, as a real one would.
+      await sleep(outcome.kind === 'unknown' ? rng.int(500, 1500) : rng.int(20, 300));
+    }
+  };
+
+  try {
+    await Promise.all(clients.map(lane));
+  } finally {
+    await Promise.all(clients.map((client) => client.close()));
+  }
+  return records.sort((a, b) => a.seq - b.seq);
+}
