@@ -7,7 +7,7 @@ import { lockFor } from '../domain/operations';
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import type { ShardArea, ShardRef, StorageDriver } from '../storage/driver';
+import type { ShardArea, ShardRef, StorageDriver, Watch } from '../storage/driver';
 import { FatalStorageError } from '../storage/driver';
 import { withFailureMapping } from './failures';
 
@@ -76,18 +76,19 @@ export function createActivities(deps: ActivityDeps) {
 
   /**
    * The fence in front of every storage change: the calling operation must still hold the table's lock, or it
-   * touches nothing. The heartbeat lets the server tell a cancelled or superseded attempt to stop.
+   * touches nothing. The change heartbeats file by file and stops (putting a half-renamed set back) once the
+   * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it.
    */
-  const fenced = async (scope: CallScope, shard: ShardRef, change: () => Promise<void>): Promise<void> => {
+  const fenced = async (scope: CallScope, shard: ShardRef, change: (watch: Watch) => Promise<void>): Promise<void> => {
     const owner = inScope(scope);
-    Context.current().heartbeat();
+    const context = Context.current();
+    context.heartbeat();
     if (!(await catalog.holdsLock(lockFor.table(shard.tableId), owner))) {
       throw new LockLostError(
         `${owner.workflowId} no longer holds table ${shard.tableId}; shard ${shard.shard} on ${shard.node} left untouched`,
       );
     }
-    await change();
-    Context.current().heartbeat();
+    await change({ signal: context.cancellationSignal, beat: () => context.heartbeat() });
   };
 
   const activities = {
@@ -178,22 +179,22 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, () => storage.createShard(input.shard));
+      await fenced(input, input.shard, (watch) => storage.createShard(input.shard, watch));
     },
     async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, () => storage.dropShard(input.shard));
+      await fenced(input, input.shard, (watch) => storage.dropShard(input.shard, watch));
     },
     async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
-      await fenced(input, input.shard, () => storage.moveShard(input.shard, input.from, input.to));
+      await fenced(input, input.shard, (watch) => storage.moveShard(input.shard, input.from, input.to, watch));
     },
     async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, () => storage.markGarbage(input.shard));
+      await fenced(input, input.shard, (watch) => storage.markGarbage(input.shard, watch));
     },
     async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, () => storage.unmarkGarbage(input.shard));
+      await fenced(input, input.shard, (watch) => storage.unmarkGarbage(input.shard, watch));
     },
     async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, () => storage.deleteGarbage(input.shard));
+      await fenced(input, input.shard, (watch) => storage.deleteGarbage(input.shard, watch));
     },
   };
   return withFailureMapping(activities, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });

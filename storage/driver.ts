@@ -21,6 +21,23 @@ export interface ShardReport {
 }
 
 /**
+ * How the caller follows a change file by file: `beat` hears each step (an activity heartbeats there), and once
+ * `signal` is aborted (the activity was cancelled or superseded) the change stops before its next file. A set
+ * being renamed is put back first, so a stopped change leaves it where it was; a re-run finishes the job.
+ */
+export interface Watch {
+  signal?: AbortSignal;
+  beat?: () => void;
+}
+
+/** Throws why the watcher stopped the change, if it has; reports progress otherwise. */
+export function checkWatch(watch: Watch | undefined): void {
+  if (!watch) return;
+  if (watch.signal?.aborted) throw watch.signal.reason instanceof Error ? watch.signal.reason : new Error('storage change stopped by its caller');
+  watch.beat?.();
+}
+
+/**
  * Owns the bytes. Every method is idempotent: running it again after it succeeded, or after a crash half
  * way through, finishes the job or finds it done and succeeds. What it throws is one of errors.ts's classes
  * (or an fs error with its errno), which classifyStorageError sorts into permanent, transient and fatal.
@@ -29,17 +46,17 @@ export interface StorageDriver {
   /** The storage nodes shards can be placed on, in a stable order. */
   readonly nodes: readonly string[];
   /** Creates an empty shard in the live area. A shard that already exists there is left as it is. */
-  createShard(shard: ShardRef): Promise<void>;
+  createShard(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Removes a shard wherever it is (create's compensation). A missing shard is success. */
-  dropShard(shard: ShardRef): Promise<void>;
+  dropShard(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. */
-  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea): Promise<void>;
+  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch): Promise<void>;
   /** Purge, first half: renames the trashed set to its garbage name. */
-  markGarbage(shard: ShardRef): Promise<void>;
+  markGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Undo of markGarbage: renames the garbage set back into the trash area. */
-  unmarkGarbage(shard: ShardRef): Promise<void>;
+  unmarkGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Purge, second half: deletes the garbage set. */
-  deleteGarbage(shard: ShardRef): Promise<void>;
+  deleteGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Size and content checksum of a shard, wherever it is. */
   inspect(shard: ShardRef): Promise<ShardReport>;
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { ShardArea, ShardRef, ShardReport, StorageDriver } from './driver';
+import { checkWatch, type ShardArea, type ShardRef, type ShardReport, type StorageDriver, type Watch } from './driver';
 import {
   errnoOf,
   FatalStorageError,
@@ -57,8 +57,8 @@ export class LocalFileStorage implements StorageDriver {
     this.renameOps = opts.renameOps;
   }
 
-  createShard(ref: ShardRef): Promise<void> {
-    return this.guarded('createShard', ref, async () => {
+  createShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guarded('createShard', ref, watch, async () => {
       const presence = await this.presence(ref);
       // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
       const parked = (['trash', 'garbage'] as const).filter((area) => count(presence[area]) > 0);
@@ -72,7 +72,7 @@ export class LocalFileStorage implements StorageDriver {
       const temps = await this.writeFreshSet(ref);
       const live = shardPaths(this.root, ref, 'live');
       try {
-        await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps);
+        await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps, watch);
       } catch (error) {
         // After a roll-back the temps are back under their names; they are ours alone, so clear them.
         // Not after a fatal one: nothing may touch the files until someone has looked.
@@ -82,21 +82,21 @@ export class LocalFileStorage implements StorageDriver {
     });
   }
 
-  dropShard(ref: ShardRef): Promise<void> {
-    return this.guarded('dropShard', ref, async () => {
-      for (const area of AREAS) await removeAll(shardPaths(this.root, ref, area));
+  dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guarded('dropShard', ref, watch, async () => {
+      for (const area of AREAS) await removeAll(shardPaths(this.root, ref, area), watch);
     });
   }
 
-  moveShard(ref: ShardRef, from: ShardArea, to: ShardArea): Promise<void> {
-    return this.guarded('moveShard', ref, async () => {
+  moveShard(ref: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
+    return this.guarded('moveShard', ref, watch, async () => {
       if (from === to) throw new PermanentStorageError(`cannot move ${shardLabel(ref)} from ${from} to itself`);
-      await this.transfer(ref, from, to);
+      await this.transfer(ref, from, to, watch);
     });
   }
 
-  markGarbage(ref: ShardRef): Promise<void> {
-    return this.guarded('markGarbage', ref, async () => {
+  markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guarded('markGarbage', ref, watch, async () => {
       const presence = await this.presence(ref);
       // Purge marks what the trash holds; a file of the set in live means the table is (partly) back in use,
       // and no purge may touch it.
@@ -108,16 +108,16 @@ export class LocalFileStorage implements StorageDriver {
       }
       // Nothing left in the trash: marked already, or a resumed purge already deleted some or all of it.
       if (count(presence.trash) === 0) return;
-      await this.transfer(ref, 'trash', 'garbage');
+      await this.transfer(ref, 'trash', 'garbage', watch);
     });
   }
 
-  unmarkGarbage(ref: ShardRef): Promise<void> {
-    return this.guarded('unmarkGarbage', ref, () => this.transfer(ref, 'garbage', 'trash'));
+  unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guarded('unmarkGarbage', ref, watch, () => this.transfer(ref, 'garbage', 'trash', watch));
   }
 
-  deleteGarbage(ref: ShardRef): Promise<void> {
-    return this.guarded('deleteGarbage', ref, async () => {
+  deleteGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guarded('deleteGarbage', ref, watch, async () => {
       const presence = await this.presence(ref);
       // Files still in trash mean markGarbage has not finished: deleting only the marked part would leave a
       // torn set behind while the caller believes the shard purged.
@@ -126,12 +126,12 @@ export class LocalFileStorage implements StorageDriver {
           `cannot delete garbage of ${shardLabel(ref)}: ${count(presence.trash)} file(s) are still in trash, not marked as garbage`,
         );
       }
-      await removeAll(shardPaths(this.root, ref, 'garbage'));
+      await removeAll(shardPaths(this.root, ref, 'garbage'), watch);
     });
   }
 
   inspect(ref: ShardRef): Promise<ShardReport> {
-    return this.guarded('inspect', ref, async () => {
+    return this.guarded('inspect', ref, undefined, async () => {
       const names = shardFileNames(ref);
       const byArea = Object.fromEntries(AREAS.map((a) => [a, shardPaths(this.root, ref, a)])) as Record<StorageArea, string[]>;
       const presence = await this.presence(ref);
@@ -177,7 +177,12 @@ export class LocalFileStorage implements StorageDriver {
    * whatever goes wrong leaves as one of errors.ts's classes, naming the shard. A fatal error quarantines the
    * node first, so that no worker (this one restarted, or another on the same storage) touches it again.
    */
-  private async guarded<T>(op: StorageOp | 'unmarkGarbage' | 'inspect', ref: ShardRef, body: () => Promise<T>): Promise<T> {
+  private async guarded<T>(
+    op: StorageOp | 'unmarkGarbage' | 'inspect',
+    ref: ShardRef,
+    watch: Watch | undefined,
+    body: () => Promise<T>,
+  ): Promise<T> {
     this.assertValid(ref);
     try {
       const marker = await readQuarantine(this.root, ref.node);
@@ -186,6 +191,8 @@ export class LocalFileStorage implements StorageDriver {
       return await body();
     } catch (error) {
       if (error instanceof FatalStorageError) throw await this.quarantine(op, ref, error);
+      // Stopped by its caller (the activity was cancelled): that reason, unchanged, is the answer.
+      if (watch?.signal?.aborted) throw error;
       if (error instanceof PermanentStorageError || error instanceof StorageInvariantError || error instanceof StorageIoError) {
         throw error;
       }
@@ -214,7 +221,7 @@ export class LocalFileStorage implements StorageDriver {
    * not where the caller thinks, and that must not pass silently. Transient (StorageInvariantError), because a
    * concurrent attempt on the same shard can make the check see a file in flight.
    */
-  private async transfer(ref: ShardRef, from: StorageArea, to: StorageArea): Promise<void> {
+  private async transfer(ref: ShardRef, from: StorageArea, to: StorageArea, watch?: Watch): Promise<void> {
     const presence = await this.presence(ref);
     const names = shardFileNames(ref);
     const fromPaths = shardPaths(this.root, ref, from);
@@ -233,7 +240,7 @@ export class LocalFileStorage implements StorageDriver {
     const pending = fromPaths.flatMap((file, i): RenamePair[] => (presence[from][i] ? [[file, toPaths[i]!]] : []));
     if (pending.length === 0) return;
     await fs.mkdir(areaDir(this.root, ref.node, to), { recursive: true });
-    await renameSet(pending, this.renameOps);
+    await renameSet(pending, this.renameOps, watch);
   }
 
   private async presence(ref: ShardRef): Promise<Presence> {
@@ -288,8 +295,9 @@ async function exists(file: string): Promise<boolean> {
  * Deletes files, treating already-missing ones as deleted. unlink, not rm: rm retries a refused unlink as an
  * rmdir and reports that call's ENOTDIR, which would read as "the file cannot be there".
  */
-async function removeAll(files: readonly string[]): Promise<void> {
+async function removeAll(files: readonly string[], watch?: Watch): Promise<void> {
   for (const file of files) {
+    checkWatch(watch);
     try {
       await fs.unlink(file);
     } catch (error) {

@@ -1,4 +1,5 @@
 import { promises as fsPromises } from 'node:fs';
+import { checkWatch, type Watch } from './driver';
 import { errnoOf, FatalStorageError, messageOf } from './errors';
 
 /** The one file-system call renameSet needs; tests pass one that fails on a chosen call. */
@@ -19,13 +20,15 @@ async function exists(file: string): Promise<boolean> {
  * Renames a set of files as one step (Manticore's try-and-roll-back): either every pair is renamed, or the
  * ones already done are renamed back and the original error is rethrown unchanged, so callers can still
  * classify it. If a rename back fails too, the set is split in a way nobody can repair automatically, so
- * this throws FatalStorageError and the process must stop.
+ * this throws FatalStorageError and the process must stop. A watcher that stops the set (see Watch) is a
+ * failure like any other: the renames done are put back.
  */
-export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps = fsPromises): Promise<void> {
+export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps = fsPromises, watch?: Watch): Promise<void> {
   const done: RenamePair[] = [];
   for (const pair of pairs) {
     const [from, to] = pair;
     try {
+      checkWatch(watch);
       await ops.rename(from, to);
     } catch (forwardError) {
       // Gone from here and already there: another attempt at the same move (a retried activity alongside a

@@ -383,3 +383,41 @@ describe('moves that race or resume', () => {
 function n(file: string): string {
   return `content of ${path.basename(file)}`;
 }
+
+describe('a watched change', () => {
+  test('a move stopped by its caller half way puts the set back and answers with the reason', async () => {
+    const storage = new LocalFileStorage({ root });
+    await storage.createShard(ref);
+    const controller = new AbortController();
+    let beats = 0;
+    const stopped = new Error('activity cancelled');
+    const watch = {
+      signal: controller.signal,
+      // Two files go; by the third the caller has learnt that its attempt was superseded.
+      beat: () => {
+        if (++beats === 2) controller.abort(stopped);
+      },
+    };
+    await expect(storage.moveShard(ref, 'live', 'trash', watch)).rejects.toBe(stopped);
+    expect(await presentIn(ref, 'live')).toEqual([true, true, true]);
+    expect(await presentIn(ref, 'trash')).toEqual([false, false, false]);
+    // A re-run without a stop finishes the job.
+    await storage.moveShard(ref, 'live', 'trash', { beat: () => (beats += 1) });
+    expect(await presentIn(ref, 'trash')).toEqual([true, true, true]);
+  });
+
+  test('a deletion stopped by its caller stops between files; running it again deletes the rest', async () => {
+    const storage = new LocalFileStorage({ root });
+    await storage.createShard(ref);
+    await storage.moveShard(ref, 'live', 'trash');
+    await storage.markGarbage(ref);
+    const controller = new AbortController();
+    let beats = 0;
+    await expect(
+      storage.deleteGarbage(ref, { signal: controller.signal, beat: () => (++beats === 1 ? controller.abort(new Error('stop')) : undefined) }),
+    ).rejects.toThrow('stop');
+    expect(await presentIn(ref, 'garbage')).toEqual([false, true, true]);
+    await storage.deleteGarbage(ref);
+    expect(await presentIn(ref, 'garbage')).toEqual([false, false, false]);
+  });
+});
