@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
-import { catalogPath, DEFAULT_HOME, DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../domain/deployment';
+import type { ClientConfig } from '../client/config';
+import { catalogPath, connectionEnvSchema, parseEnv } from '../domain/deployment';
 import {
   DEFAULT_RETENTION_SECONDS,
   DEFAULT_STORAGE_RETRY_ATTEMPTS,
@@ -34,21 +35,15 @@ function wholeNumber(fallback: number, min: number, max: number, unit = '') {
     });
 }
 
-const envSchema = z.object({
-  TABLEFATE_HOME: z.string().min(1).default(DEFAULT_HOME),
-  TEMPORAL_ADDRESS: z.string().min(1).default(DEFAULT_TEMPORAL_ADDRESS),
-  TEMPORAL_NAMESPACE: z.string().min(1).default(DEFAULT_TEMPORAL_NAMESPACE),
+const envSchema = connectionEnvSchema.extend({
   TABLEFATE_DEFAULT_RETENTION_SECONDS: wholeNumber(DEFAULT_RETENTION_SECONDS, MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS, 'seconds'),
   TABLEFATE_STORAGE_NODES: wholeNumber(3, 1, MAX_STORAGE_NODES),
   TABLEFATE_STORAGE_RETRY_ATTEMPTS: wholeNumber(DEFAULT_STORAGE_RETRY_ATTEMPTS, 1, MAX_STORAGE_RETRY_ATTEMPTS),
   TABLEFATE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
-export interface Config {
-  /** State directory: catalog, storage nodes, dev-server db, cached Temporal CLI. Absolute. */
-  home: string;
-  temporalAddress: string;
-  temporalNamespace: string;
+/** The worker's configuration: the client's (home: catalog, storage nodes, dev-server db, cached CLI), and more. */
+export interface Config extends ClientConfig {
   /** Retention of a trashed table when the request names none (Pegasus: 7 days). */
   defaultRetentionSeconds: number;
   storageNodes: number;
@@ -59,12 +54,7 @@ export interface Config {
 
 /** Reads the configuration from the environment; a bad value fails here, once, with the variable's name. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new Error(`invalid configuration: ${problems}`);
-  }
-  const e = parsed.data;
+  const e = parseEnv(envSchema, env);
   return {
     home: path.resolve(e.TABLEFATE_HOME),
     temporalAddress: e.TEMPORAL_ADDRESS,

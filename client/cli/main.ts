@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { loadClientConfig } from '../config';
 import { loadConfig } from '../../worker/config';
 import { devCommand, workerCommand } from '../../worker/main';
 import { quarantineCommand } from './quarantine';
@@ -113,7 +114,6 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       io.out(USAGE);
       return 0;
     }
-    const config = loadConfig();
     const run = async (
       options: NonNullable<Parameters<typeof parseArgs>[0]>['options'],
       count: { min: number; max: number },
@@ -137,7 +137,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       else io.out(Array.isArray(result) ? formatTableList(result) : formatTable(result));
     };
     const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
-      const client = TableFateClient.connect(config);
+      const client = TableFateClient.connect(loadClientConfig());
       try {
         return await fn(client);
       } finally {
@@ -155,7 +155,9 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
           async (v) => {
             const port = portArg(v.port as string | undefined, 7233, '--port');
             const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
-            exitCode = await devCommand(config, { headless: v.headless === true, port, uiPort }, io.out);
+            // The worker's configuration only for the worker's commands: a variable only workers read never
+            // stops a table command.
+            exitCode = await devCommand(loadConfig(), { headless: v.headless === true, port, uiPort }, io.out);
           },
         );
         return exitCode;
@@ -163,12 +165,12 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       case 'worker': {
         let exitCode = 0;
         await run({}, { min: 0, max: 0 }, async () => {
-          exitCode = await workerCommand(config);
+          exitCode = await workerCommand(loadConfig());
         });
         return exitCode;
       }
       case 'quarantine':
-        return await quarantineCommand(rest, config, io);
+        return await quarantineCommand(rest, loadConfig(), io);
       case 'create':
         await run({ shards: { type: 'string', short: 's' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
           const opts = timeoutOption(v);
