@@ -44,6 +44,27 @@ describe('on the shared server', () => {
     expect(await h.catalog.listLocks()).toEqual([]);
   });
 
+  test('a cancel request on a waiting trash is ignored: the run keeps its timer, says why, and purges at expiry', async () => {
+    const table = await h.client.create({ table: 'timer.cancel', shards: 2 });
+    await h.client.trash({ table: 'timer.cancel', retentionSeconds: 4 });
+    const run = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+    await run.cancel();
+    // What the web UI shows of the run (its current details) once the request has reached it.
+    const details = await waitFor(
+      () => run.query<{ currentDetails: string }>('__temporal_workflow_metadata').then((m) => m.currentDetails),
+      (d) => d.startsWith('cancel request ignored'),
+      { what: 'the run to say why it ignored the cancel request' },
+    );
+    expect(details).toMatch(/recall it or purge it to end this trash/);
+    expect((await run.describe()).status.name).toBe('RUNNING');
+    expect((await run.query(trashTimerQuery)).ended).toBeNull();
+    expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+
+    await purgedIn(h, table.id);
+    expect(await run.result()).toMatchObject({ ended: 'expired' });
+    expect(await h.shardAreas(table)).toEqual([null, null]);
+  });
+
   test('an undelete before expiry ends the timer: the table is still READY well after the old expiry', async () => {
     const table = await h.client.create({ table: 'timer.saved', shards: 2 });
     const trashed = await h.client.trash({ table: 'timer.saved', retentionSeconds: 2 });

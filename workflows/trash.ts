@@ -1,10 +1,12 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   ApplicationFailure,
+  CancellationScope,
   allHandlersFinished,
   condition,
   executeChild,
   log,
+  setCurrentDetails,
   setHandler,
   sleep,
 } from '@temporalio/workflow';
@@ -95,15 +97,26 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   }
   outcome = { table: toTableInfo(trashed) };
 
-  // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
-  // server restarted in between.
-  const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
-  if (!ended) {
-    timer.ended = 'expired';
-    await purgeOnExpiry(calls, trashed, input.catalogId);
-  }
-  await condition(allHandlersFinished);
-  return timer;
+  // From here on the table is in the trash and this run is its expiry: a cancel request (the web UI's "Request
+  // Cancellation", say) must not lose it, so the wait and the purge run where cancellation cannot reach, and the
+  // request is answered with why and what ends a trash instead.
+  const waiting = `table ${trashed.id} is in the trash until ${timer.expireAt}; recall it or purge it to end this trash`;
+  setCurrentDetails(waiting);
+  CancellationScope.current().cancelRequested.catch(() => {
+    log.warn('cancel request ignored: a trashed table keeps its expiry', { tableId: trashed.id, expireAt: timer.expireAt });
+    setCurrentDetails(`cancel request ignored: ${waiting}`);
+  });
+  return CancellationScope.nonCancellable(async () => {
+    // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
+    // server restarted in between.
+    const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
+    if (!ended) {
+      timer.ended = 'expired';
+      await purgeOnExpiry(calls, trashed, input.catalogId);
+    }
+    await condition(allHandlersFinished);
+    return timer;
+  });
 }
 
 const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];

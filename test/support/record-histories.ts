@@ -74,6 +74,13 @@ async function main(): Promise<void> {
     await save('trash-expired', workflowIdFor.trash(expiring.id, h.catalog.id));
     await save('purge-expiry', workflowIdFor.purge(expiring.id, h.catalog.id));
 
+    // a cancel request while the trash waits: ignored, the timer fires and purges
+    const cancelled = await h.client.create({ table: 'rec.cancelled', shards: 1 });
+    await h.client.trash({ table: 'rec.cancelled', retentionSeconds: 2 });
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(cancelled.id, h.catalog.id)).cancel();
+    await waitFor(() => h.catalog.getTable(cancelled.id), (t) => t?.state === 'PURGED', { what: 'expiry after a cancel request' });
+    await save('trash-cancel-ignored', workflowIdFor.trash(cancelled.id, h.catalog.id));
+
     // a purge that fails past its point of no return stays PURGING; the next purge goes forward only
     const stuck = await h.client.create({ table: 'rec.stuck', shards: 2 });
     await h.client.trash({ table: 'rec.stuck', retentionSeconds: 3600 });
