@@ -17,7 +17,7 @@ export interface FailureMappingOptions {
 }
 
 /** The failure type every storage fault that ends an operation carries. */
-export const STORAGE_FAULT = 'StorageFault';
+const STORAGE_FAULT = 'StorageFault';
 
 /**
  * Decides, at the activity boundary, which errors retrying cannot fix. Those cross into the workflow as

@@ -2,7 +2,7 @@ import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/clie
 import { ApplicationFailure, CancelledFailure, RetryState, TerminatedFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { failureOf } from './support/wait';
 import { Harness } from './support/harness';
-import { RenameGate } from './support/rename-gate';
+import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
 import {
   OPERATION_FAILURE_TYPES,
   OperationFailedError,
@@ -24,13 +24,10 @@ let h: Harness;
 /** A worker whose storage renames wait at `gate` while it is held: operations stay half way as long as needed. */
 let slow: Harness;
 const gate = new RenameGate();
-
-beforeAll(async () => {
-  [h, slow] = await Promise.all([Harness.start(), Harness.start({ renameOps: gate })]);
-});
-afterAll(async () => {
-  gate.open();
-  await Promise.all([h?.close(), slow?.close()]);
+const harnesses = promptAndSlowHarnesses(gate);
+beforeAll(() => {
+  h = harnesses.prompt();
+  slow = harnesses.slow();
 });
 
 

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor, type ConnectionOptions } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { Harness } from './support/harness';
-import { RenameGate } from './support/rename-gate';
+import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
 import { runCli, runCliAll, type CliResult } from './support/cli';
 import { testNamespace, testServerAddress } from './support/test-server';
 import { failureOf, sleep, waitFor } from './support/wait';
@@ -29,13 +29,10 @@ let h: Harness;
 /** A worker whose storage renames wait at `gate` while it is held: an operation as slow as a test needs. */
 let slow: Harness;
 const gate = new RenameGate();
-
-beforeAll(async () => {
-  [h, slow] = await Promise.all([Harness.start(), Harness.start({ renameOps: gate })]);
-});
-afterAll(async () => {
-  gate.open();
-  await Promise.all([h?.close(), slow?.close()]);
+const harnesses = promptAndSlowHarnesses(gate);
+beforeAll(() => {
+  h = harnesses.prompt();
+  slow = harnesses.slow();
 });
 
 

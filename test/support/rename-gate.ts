@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import type { RenameOps } from '../../storage/rename-set';
 import { waitFor } from './wait';
+import { Harness } from './harness';
 
 /**
  * A slow disk on demand, for the storage driver's renames (Harness `renameOps`): while the gate is held, every
@@ -42,4 +43,21 @@ export class RenameGate implements RenameOps {
     }
     await fs.promises.rename(from, to);
   }
+}
+
+/**
+ * Two harnesses on the shared server, for tests that need an operation held half way: one whose worker runs
+ * at full speed, one whose storage renames wait at `gate`. Registers their start and close with jest.
+ */
+export function promptAndSlowHarnesses(gate: RenameGate): { prompt: () => Harness; slow: () => Harness } {
+  let prompt: Harness | undefined;
+  let slow: Harness | undefined;
+  beforeAll(async () => {
+    [prompt, slow] = await Promise.all([Harness.start(), Harness.start({ renameOps: gate })]);
+  });
+  afterAll(async () => {
+    gate.open();
+    await Promise.all([prompt?.close(), slow?.close()]);
+  });
+  return { prompt: () => prompt!, slow: () => slow! };
 }
