@@ -10,6 +10,8 @@ import type { TableName } from '../domain/names';
 import type { ShardArea, ShardRef, StorageDriver, Watch } from '../storage/driver';
 import { FatalStorageError } from '../storage/driver';
 import { withFailureMapping } from './failures';
+import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
+import { housekeepingActivities } from './housekeeping';
 
 export interface ActivityDeps {
   catalog: Catalog;
@@ -22,6 +24,8 @@ export interface ActivityDeps {
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
   /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
   storageRetryAttempts?: number;
+  /** How long a set no catalog row accounts for is left alone before the reconciler collects it. */
+  orphanGraceSeconds?: number;
   /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
   now?: () => number;
 }
@@ -91,31 +95,43 @@ export function createActivities(deps: ActivityDeps) {
     await change({ signal: context.cancellationSignal, beat: () => context.heartbeat() });
   };
 
+  /** One attempt at a lock; a lock left by a closed workflow is taken over. */
+  const attemptLock = async (input: CallScope & { lock: string }): Promise<LockAttempt> => {
+    const owner = inScope(input);
+    const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
+    if (!result.acquired) return { acquired: false, holder: result.holder.workflowId };
+    if (result.tookOverFrom) {
+      Context.current().log.warn('took over a lock left by a closed workflow', { lock: input.lock, from: result.tookOverFrom.workflowId });
+    }
+    return { acquired: true };
+  };
+
   const activities = {
     /**
-     * FATE's isReady: fails with a retryable LockBusy while another running workflow holds the lock, so
-     * Temporal's retry policy is the wait-with-backoff. A lock left by a closed workflow is taken over.
+     * FATE's isReady as runs started before workflows waited in their own code still call it: a retryable
+     * LockBusy while another running workflow holds the lock, so that the activity's retries are the wait.
      */
     async acquireLock(input: CallScope & { lock: string }): Promise<void> {
-      const owner = inScope(input);
-      const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
-      if (!result.acquired) {
-        throw ApplicationFailure.retryable(`${input.lock} is held by ${result.holder.workflowId}`, 'LockBusy');
-      }
-      if (result.tookOverFrom) {
-        Context.current().log.warn('took over a lock left by a closed workflow', {
-          lock: input.lock,
-          from: result.tookOverFrom.workflowId,
-        });
-      }
+      const attempt = await attemptLock(input);
+      if (!attempt.acquired) throw ApplicationFailure.retryable(`${input.lock} is held by ${attempt.holder}`, 'LockBusy');
     },
+
+    /**
+     * FATE's isReady: one attempt at a lock, for a workflow that waits in its own code (timers, not activity
+     * retries, so the wait is bounded in history). Busy is an answer, naming the holder.
+     */
+    tryLock: (input: CallScope & { lock: string }): Promise<LockAttempt> => attemptLock(input),
 
     /** Releases every lock the calling run holds. */
     async releaseLock(input: CallScope = {}): Promise<void> {
       await catalog.releaseLocks(inScope(input));
     },
 
-    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number }) {
+    /**
+     * With `busyIsAnswer`, a table lock held by another running operation comes back as `busy` for the workflow
+     * to wait on; without it (runs started before workflows waited in their own code) it is a retryable LockBusy.
+     */
+    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number; busyIsAnswer?: boolean }) {
       const owner = inScope(input);
       const result = await catalog.prepareCreate(
         {
@@ -130,7 +146,7 @@ export function createActivities(deps: ActivityDeps) {
         },
         isOwnerClosed,
       );
-      if (result.outcome === 'busy') {
+      if (result.outcome === 'busy' && !input.busyIsAnswer) {
         throw ApplicationFailure.retryable(`${result.holder.resource} is held by ${result.holder.workflowId}`, 'LockBusy');
       }
       return result;
@@ -197,7 +213,18 @@ export function createActivities(deps: ActivityDeps) {
       await fenced(input, input.shard, (watch) => storage.deleteGarbage(input.shard, watch));
     },
   };
-  return withFailureMapping(activities, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });
+  const housekeeping = housekeepingActivities({
+    catalog,
+    storage,
+    isOwnerClosed,
+    inScope,
+    fenced,
+    orphanGraceMs: (deps.orphanGraceSeconds ?? DEFAULT_ORPHAN_GRACE_SECONDS) * 1000,
+  });
+  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** One try at a lock: taken, or held by another running workflow (its id). */
+export type LockAttempt = { acquired: true } | { acquired: false; holder: string };

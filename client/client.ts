@@ -35,7 +35,8 @@ import {
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../workflows/definitions';
-import type { createTable, purgeTable, trashTable, undeleteTable } from '../workflows';
+import type { createTable, purgeTable, reconcileTables, trashTable, undeleteTable } from '../workflows';
+import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from './config';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
@@ -177,8 +178,12 @@ export class TableFateClient {
         try {
           return await this.client.workflow.executeUpdateWithStart(trashedUpdate, { args: [requestId], startWorkflowOperation: start });
         } catch (err) {
-          // The run closed before it answered: how it closed (terminated, failed...) is the answer.
-          if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') throw await closedRunError(start, err);
+          if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') {
+            // The run continued as new while it waited for the table's lock: ask the run that goes on.
+            if (!signal.aborted && (await this.isRunning(workflowId()))) continue;
+            // The run closed before it answered: how it closed (terminated, failed...) is the answer.
+            throw await closedRunError(start, err);
+          }
           // An earlier trash run of this table has answered and is ending (the table was restored since):
           // wait for it to close (a worker may have died meanwhile: that takes a workflow task timeout), then
           // start a fresh one. The call's deadline bounds the wait.
@@ -262,6 +267,26 @@ export class TableFateClient {
     return purged;
   }
 
+  /**
+   * What the reconciler would do now (stuck tables, trash timers to re-arm, stale locks, orphan files), asked of a
+   * worker: it reads the catalog and every storage node. Changes nothing. Empty findings: healthy.
+   */
+  async health(opts: WriteOptions = {}): Promise<ReconcileReport> {
+    const timeoutMs = this.timeoutOf(opts);
+    const workflowId = `doctor@${this.catalog.id}-${randomUUID()}`;
+    const op = { workflowId, what: 'health report', check: `the workflow ${workflowId} in the web UI` };
+    return this.writes.run(op, timeoutMs, async (started) => {
+      const handle = await this.client.workflow.start<typeof reconcileTables>('reconcileTables', {
+        workflowId,
+        taskQueue: this.taskQueue,
+        args: [{ catalogId: this.catalog.id, mode: 'report' }],
+        staticSummary: 'doctor: what the reconciler would do now (changes nothing)',
+      });
+      started();
+      return handle.result();
+    });
+  }
+
   /** Live tables; with `includeTrashed`, trashed ones too (with their expiry). Tombstones are not listed. */
   async list(request: ListRequest = {}): Promise<TableInfo[]> {
     const { includeTrashed } = parseRequest(listRequestSchema, request);
@@ -303,6 +328,15 @@ export class TableFateClient {
       typedSearchAttributes: searchAttributesFor(op, table),
       staticSummary: summary,
     };
+  }
+
+  /** Whether the latest run of `workflowId` is running (a later run, after a continue-as-new). */
+  private async isRunning(workflowId: string): Promise<boolean> {
+    try {
+      return (await this.client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+    } catch {
+      return false;
+    }
   }
 
   /** The table holding this name, or the right error: in the trash (with its id) or not found. */

@@ -16,3 +16,14 @@ export const MAX_STORAGE_RETRY_ATTEMPTS = 1000;
 
 /** Storage nodes a worker may be configured with. */
 export const MAX_STORAGE_NODES = 64;
+
+/** How often the reconciler runs (its schedule); 0 turns the schedule off. At most once a day. */
+export const DEFAULT_RECONCILE_SECONDS = 60;
+export const MAX_RECONCILE_SECONDS = 24 * 3600;
+
+/**
+ * How long a set of files that no catalog row accounts for is left alone before the reconciler collects it:
+ * an hour, so that nothing a running operation (or a person) is still doing can be mistaken for garbage.
+ */
+export const DEFAULT_ORPHAN_GRACE_SECONDS = 3600;
+export const MAX_ORPHAN_GRACE_SECONDS = 30 * 24 * 3600;

@@ -13,11 +13,31 @@ export interface CatalogScoped {
   catalogId?: string;
 }
 
-export interface CreateInput extends TableName, CatalogScoped {
+/**
+ * How an operation waits while another holds its table: tries back off from `firstMs` by half again each time
+ * up to `maxMs`, and after `attemptsPerRun` tries the run continues as new, so that its history stays short
+ * however long the wait.
+ */
+export interface LockWaitPolicy {
+  firstMs: number;
+  maxMs: number;
+  attemptsPerRun: number;
+}
+
+/** About 100 tries per run: some 600 history events, 7 to 8 minutes of waiting. */
+export const DEFAULT_LOCK_WAIT: LockWaitPolicy = { firstMs: 100, maxMs: 5_000, attemptsPerRun: 100 };
+
+/** What every operation's input carries besides its own arguments. */
+export interface OperationScope extends CatalogScoped {
+  /** How to wait for a busy table; DEFAULT_LOCK_WAIT when absent. */
+  lockWait?: LockWaitPolicy;
+}
+
+export interface CreateInput extends TableName, OperationScope {
   shards: number;
 }
 
-export interface TrashInput extends CatalogScoped {
+export interface TrashInput extends OperationScope {
   tableId: number;
   /** The name the client resolved to `tableId`: the trash refuses a table that no longer bears it. */
   expectedName?: TableName;
@@ -25,9 +45,14 @@ export interface TrashInput extends CatalogScoped {
   retentionSeconds?: number;
   /** Identifies the request that started this run, so that a late caller is not handed an older answer. */
   requestId: string;
+  /**
+   * Waits out the trash that happened at `droppedAt` without moving anything: the table is already TRASHED.
+   * Set when the expiry's retries continue as new, and when the reconciler re-arms a trash whose run is gone.
+   */
+  rearm?: { droppedAt: number };
 }
 
-export interface UndeleteInput extends CatalogScoped {
+export interface UndeleteInput extends OperationScope {
   tableId: number;
   /** The trashed name the client resolved to `tableId`, when it was given a name. */
   expectedName?: TableName;
@@ -35,7 +60,7 @@ export interface UndeleteInput extends CatalogScoped {
   newName?: TableName;
 }
 
-export interface PurgeInput extends CatalogScoped {
+export interface PurgeInput extends OperationScope {
   tableId: number;
   /**
    * `manual`: purge a trashed table now. `expiry`: the trash timer fired for the trash that happened at

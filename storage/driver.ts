@@ -3,6 +3,9 @@ import type { ShardPlacement } from '../domain/table';
 /** Where a shard's set of files currently is. */
 export type ShardArea = 'live' | 'trash';
 
+/** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
+export type StorageArea = ShardArea | 'garbage';
+
 /** Identifies one shard of one table on one storage node. Physical names derive from the id only. */
 export interface ShardRef extends ShardPlacement {
   tableId: number;
@@ -18,6 +21,28 @@ export interface ShardReport {
   bytes: number;
   /** sha256 over the set's files (name and content, in name order), hex. */
   checksum: string;
+}
+
+/** One shard's files found in one area of one node, whether or not any table accounts for them. */
+export interface StoredSet {
+  tableId: number;
+  shard: number;
+  node: string;
+  area: StorageArea;
+  /** How many of the set's files exist there, 1..3: fewer than 3 is a set torn by a crash, or half moved. */
+  files: number;
+  /**
+   * The newest ctime among its files, ms since the epoch. ctime, not mtime: a rename (a move to trash, a mark
+   * as garbage) changes it, so a set that was just moved looks new, not as old as its data.
+   */
+  changedAt: number;
+}
+
+/** What listSets found: the sets of the nodes it could read, and the nodes it left alone because they are quarantined. */
+export interface SetListing {
+  /** By node number, then area (live, trash, garbage), tableId and shard. */
+  sets: StoredSet[];
+  skippedNodes: string[];
 }
 
 /**
@@ -59,6 +84,18 @@ export interface StorageDriver {
   deleteGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Size and content checksum of a shard, wherever it is. */
   inspect(shard: ShardRef): Promise<ShardReport>;
+  /**
+   * Every set on every node, in every area, whatever the catalog says (the reconciler's view). Quarantined
+   * nodes are skipped and named. Not a snapshot: a change running meanwhile may be seen half done, so act on
+   * a set only after checking it again under its table's lock.
+   */
+  listSets(): Promise<SetListing>;
+  /**
+   * Removes the shard's set in one area through garbage, as purge does, never touching its sets in the other
+   * areas. Garbage of the shard found beforehand is deleted too: outside a running purge nothing is garbage,
+   * and the caller holds the table's lock, so none runs. A set absent from the area and from garbage is success.
+   */
+  discardSet(shard: ShardRef, area: StorageArea, watch?: Watch): Promise<void>;
 }
 
 // The driver's errors live in errors.ts (with the one function that classifies them); re-exported here for

@@ -1,4 +1,4 @@
-export type { ShardArea, ShardRef, ShardReport, StorageDriver } from './driver';
+export type { SetListing, ShardArea, ShardRef, ShardReport, StorageDriver, StoredSet } from './driver';
 export {
   classifyErrno,
   classifyStorageError,

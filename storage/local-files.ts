@@ -1,7 +1,17 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { checkWatch, type ShardArea, type ShardRef, type ShardReport, type StorageDriver, type Watch } from './driver';
+import {
+  checkWatch,
+  type SetListing,
+  type ShardArea,
+  type ShardRef,
+  type ShardReport,
+  type StorageArea,
+  type StorageDriver,
+  type StoredSet,
+  type Watch,
+} from './driver';
 import {
   errnoOf,
   FatalStorageError,
@@ -14,9 +24,10 @@ import {
   type QuarantineMarker,
 } from './errors';
 import { FaultInjector, type StorageOp } from './faults';
+import { byNodeNumber } from './nodes';
 import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
-import { areaDir, shardFileNames, shardLabel, shardPaths, type StorageArea } from './shard-files';
+import { areaDir, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
 
 export interface LocalFileStorageOptions {
   root: string;
@@ -27,6 +38,17 @@ export interface LocalFileStorageOptions {
 }
 
 const AREAS: readonly StorageArea[] = ['live', 'trash', 'garbage'];
+
+/** Every operation guarded names, in its errors and its quarantine reasons. */
+type GuardedOp = StorageOp | 'unmarkGarbage' | 'inspect' | 'discardSet';
+
+/**
+ * The operations the fault injector can fail (faults.ts's StorageOp). unmarkGarbage and inspect never could;
+ * discardSet is not one of its ops.
+ */
+function injectable(op: GuardedOp): op is StorageOp {
+  return op !== 'unmarkGarbage' && op !== 'inspect' && op !== 'discardSet';
+}
 
 /** Which of the set's files (by position in shardFileNames) exist in each area. */
 type Presence = Record<StorageArea, boolean[]>;
@@ -157,6 +179,32 @@ export class LocalFileStorage implements StorageDriver {
     });
   }
 
+  async listSets(): Promise<SetListing> {
+    const sets: StoredSet[] = [];
+    const skippedNodes: string[] = [];
+    for (const node of this.nodes) {
+      const found = await this.guardedListing(node, async () => {
+        // Off limits even for reading: an operator may be repairing it by hand, and a set seen half repaired
+        // would look like one to collect.
+        if (await readQuarantine(this.root, node)) return null;
+        return this.setsOn(node);
+      });
+      if (found) sets.push(...found);
+      else skippedNodes.push(node);
+    }
+    return { sets: sets.sort(bySetOrder), skippedNodes };
+  }
+
+  discardSet(ref: ShardRef, area: StorageArea, watch?: Watch): Promise<void> {
+    return this.guarded('discardSet', ref, watch, async () => {
+      // The area decides which files are deleted, and shardPaths reads anything but live and garbage as
+      // trash: a misspelt area from an activity's JSON input must not discard some other copy.
+      if (!AREAS.includes(area)) throw new PermanentStorageError(`cannot discard ${shardLabel(ref)}: unknown area ${JSON.stringify(area)}`);
+      if (area !== 'garbage') await this.renameToGarbage(ref, area, watch);
+      await removeAll(shardPaths(this.root, ref, 'garbage'), watch);
+    });
+  }
+
   /** The node's quarantine marker, or null when it is not quarantined. */
   quarantineOf(node: string): Promise<QuarantineMarker | null> {
     return readQuarantine(this.root, node);
@@ -178,7 +226,7 @@ export class LocalFileStorage implements StorageDriver {
    * node first, so that no worker (this one restarted, or another on the same storage) touches it again.
    */
   private async guarded<T>(
-    op: StorageOp | 'unmarkGarbage' | 'inspect',
+    op: GuardedOp,
     ref: ShardRef,
     watch: Watch | undefined,
     body: () => Promise<T>,
@@ -187,7 +235,7 @@ export class LocalFileStorage implements StorageDriver {
     try {
       const marker = await readQuarantine(this.root, ref.node);
       if (marker) throw new QuarantinedNodeError(marker);
-      if (op !== 'unmarkGarbage' && op !== 'inspect') this.faults.check(op, ref);
+      if (injectable(op)) this.faults.check(op, ref);
       return await body();
     } catch (error) {
       if (error instanceof FatalStorageError) throw await this.quarantine(op, ref, error);
@@ -197,6 +245,21 @@ export class LocalFileStorage implements StorageDriver {
         throw error;
       }
       throw new StorageIoError(op, shardLabel(ref), ref.node, error);
+    }
+  }
+
+  /**
+   * guarded's counterpart for listSets, which reads a whole node rather than one shard: whatever goes wrong
+   * leaves as one of errors.ts's classes, naming the node. It renames nothing, so nothing in it is fatal.
+   */
+  private async guardedListing<T>(node: string, body: () => Promise<T>): Promise<T> {
+    try {
+      return await body();
+    } catch (error) {
+      if (error instanceof PermanentStorageError || error instanceof StorageInvariantError || error instanceof StorageIoError) {
+        throw error;
+      }
+      throw new StorageIoError('listSets', `the shard sets on ${node}`, node, error);
     }
   }
 
@@ -241,6 +304,54 @@ export class LocalFileStorage implements StorageDriver {
     if (pending.length === 0) return;
     await fs.mkdir(areaDir(this.root, ref.node, to), { recursive: true });
     await renameSet(pending, this.renameOps, watch);
+  }
+
+  /**
+   * discardSet's first half, purge's mark for either area: renames the part of the set that is in `area` to
+   * its garbage names, so that a crash while deleting leaves files everyone knows to be garbage, never a torn
+   * set that looks like a damaged shard. Not transfer: a set that is partial (a crashed create's leftovers),
+   * or already gone, is no error here, only less to do.
+   */
+  private async renameToGarbage(ref: ShardRef, area: ShardArea, watch?: Watch): Promise<void> {
+    const presence = await this.presence(ref);
+    const garbage = shardPaths(this.root, ref, 'garbage');
+    const pending = shardPaths(this.root, ref, area).flatMap((file, i): RenamePair[] => (presence[area][i] ? [[file, garbage[i]!]] : []));
+    // Nothing (left) in the area: what garbage there is, discardSet deletes next.
+    if (pending.length === 0) return;
+    // Garbage now is left over (no purge runs while the caller holds the table's lock): from a purge or a
+    // discard that crashed, maybe this very discard, half renamed. It is deleted first, so that no rename
+    // below finds its target taken; the set in the other area shares no name with it and is not touched.
+    if (count(presence.garbage) > 0) await removeAll(garbage, watch);
+    // Garbage lives in the trash directory, which a live set's node may not have yet; live -> garbage is a
+    // rename between two directories of one node, so of one file system.
+    await fs.mkdir(areaDir(this.root, ref.node, 'garbage'), { recursive: true });
+    await renameSet(pending, this.renameOps, watch);
+  }
+
+  /** The sets in a node's live and trash directories (garbage is in the latter), in no particular order. */
+  private async setsOn(node: string): Promise<StoredSet[]> {
+    const sets = new Map<string, StoredSet>();
+    for (const dirArea of ['live', 'trash'] as const) {
+      const dir = areaDir(this.root, node, dirArea);
+      for (const name of await listDir(dir)) {
+        const parsed = parseShardFileName(name);
+        // The driver writes garbage names in the trash directory only: a .gar in live is no area's.
+        if (!parsed || (parsed.garbage && dirArea === 'live')) continue;
+        const changedAt = await changedAtOf(path.join(dir, name));
+        // Gone since the directory was read: a change running meanwhile moved or deleted it.
+        if (changedAt === undefined) continue;
+        const area: StorageArea = parsed.garbage ? 'garbage' : dirArea;
+        const key = `${area}/${parsed.tableId}/${parsed.shard}`;
+        const set = sets.get(key);
+        if (set) {
+          set.files += 1;
+          set.changedAt = Math.max(set.changedAt, changedAt);
+        } else {
+          sets.set(key, { tableId: parsed.tableId, shard: parsed.shard, node, area, files: 1, changedAt });
+        }
+      }
+    }
+    return [...sets.values()];
   }
 
   private async presence(ref: ShardRef): Promise<Presence> {
@@ -289,6 +400,40 @@ async function exists(file: string): Promise<boolean> {
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;
     throw error;
   }
+}
+
+/** A directory's entries; a directory that is missing (or where a file sits instead) holds nothing. */
+async function listDir(dir: string): Promise<string[]> {
+  try {
+    return await fs.readdir(dir);
+  } catch (error) {
+    const code = errnoOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    throw error;
+  }
+}
+
+/**
+ * When the entry itself last changed (lstat: a rename changes the entry, whatever a link points to), in ms
+ * since the epoch; undefined once it is gone.
+ */
+async function changedAtOf(file: string): Promise<number | undefined> {
+  try {
+    return (await fs.lstat(file)).ctimeMs;
+  } catch (error) {
+    if (errnoOf(error) === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** listSets' order: node number, then area in AREAS order, then tableId and shard. */
+function bySetOrder(a: StoredSet, b: StoredSet): number {
+  return (
+    byNodeNumber(a.node, b.node) ||
+    AREAS.indexOf(a.area) - AREAS.indexOf(b.area) ||
+    a.tableId - b.tableId ||
+    a.shard - b.shard
+  );
 }
 
 /**

@@ -1,8 +1,8 @@
 import path from 'node:path';
-import type { ShardArea, ShardRef } from './driver';
+import type { ShardRef, StorageArea } from './driver';
 
-/** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
-export type StorageArea = ShardArea | 'garbage';
+// StorageArea is the driver's (its interface names it); re-exported for those that have imported it from here.
+export type { StorageArea } from './driver';
 
 /** Pegasus marks garbage by appending this to the trashed names, in the trash directory. */
 export const GARBAGE_SUFFIX = '.gar';
@@ -34,3 +34,20 @@ export function shardPaths(root: string, ref: ShardRef, area: StorageArea): stri
 
 /** A shard file's name in any area (`t12-s3.idx`, `t12-s3.idx.gar`). */
 export const SHARD_FILE_NAME = /^t[0-9]+-s[0-9]+\.(dat|idx|meta)(\.gar)?$/;
+
+/** SHARD_FILE_NAME with its parts, and only in the one spelling shardFileNames gives (no leading zeros). */
+const SHARD_FILE_PARTS = /^t(0|[1-9][0-9]*)-s(0|[1-9][0-9]*)\.(?:dat|idx|meta)(\.gar)?$/;
+
+/**
+ * The shard a file name belongs to, and whether it carries the garbage suffix; null for any other name. A
+ * name the driver would never write for any ref (`t012-s3.dat`, ids beyond 2^53) is not a shard file: no
+ * ShardRef could reach it, so nothing could ever remove it as one.
+ */
+export function parseShardFileName(name: string): { tableId: number; shard: number; garbage: boolean } | null {
+  const parts = SHARD_FILE_PARTS.exec(name);
+  if (!parts) return null;
+  const tableId = Number(parts[1]);
+  const shard = Number(parts[2]);
+  if (!Number.isSafeInteger(tableId) || !Number.isSafeInteger(shard)) return null;
+  return { tableId, shard, garbage: parts[3] !== undefined };
+}

@@ -9,6 +9,10 @@ import {
   MAX_STORAGE_NODES,
   MAX_STORAGE_RETRY_ATTEMPTS,
   MIN_RETENTION_SECONDS,
+  DEFAULT_RECONCILE_SECONDS,
+  MAX_RECONCILE_SECONDS,
+  DEFAULT_ORPHAN_GRACE_SECONDS,
+  MAX_ORPHAN_GRACE_SECONDS,
 } from '../domain/limits';
 
 /** The task queue every tablefate worker polls and every client starts on (domain/deployment.ts). */
@@ -39,6 +43,8 @@ const envSchema = connectionEnvSchema.extend({
   TABLEFATE_DEFAULT_RETENTION_SECONDS: wholeNumber(DEFAULT_RETENTION_SECONDS, MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS, 'seconds'),
   TABLEFATE_STORAGE_NODES: wholeNumber(3, 1, MAX_STORAGE_NODES),
   TABLEFATE_STORAGE_RETRY_ATTEMPTS: wholeNumber(DEFAULT_STORAGE_RETRY_ATTEMPTS, 1, MAX_STORAGE_RETRY_ATTEMPTS),
+  TABLEFATE_RECONCILE_SECONDS: wholeNumber(DEFAULT_RECONCILE_SECONDS, 0, MAX_RECONCILE_SECONDS, 'seconds'),
+  TABLEFATE_ORPHAN_GRACE_SECONDS: wholeNumber(DEFAULT_ORPHAN_GRACE_SECONDS, 0, MAX_ORPHAN_GRACE_SECONDS, 'seconds'),
   TABLEFATE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -49,6 +55,10 @@ export interface Config extends ClientConfig {
   storageNodes: number;
   /** Attempts a storage activity gets for a transient fault before the operation ends (activities/failures.ts). */
   storageRetryAttempts: number;
+  /** How often the reconcile schedule runs; 0: the worker creates no schedule. */
+  reconcileSeconds: number;
+  /** How long an orphan set is left alone before the reconciler collects it. */
+  orphanGraceSeconds: number;
   logLevel: z.infer<typeof envSchema>['TABLEFATE_LOG_LEVEL'];
 }
 
@@ -62,6 +72,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaultRetentionSeconds: e.TABLEFATE_DEFAULT_RETENTION_SECONDS,
     storageNodes: e.TABLEFATE_STORAGE_NODES,
     storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,
+    reconcileSeconds: e.TABLEFATE_RECONCILE_SECONDS,
+    orphanGraceSeconds: e.TABLEFATE_ORPHAN_GRACE_SECONDS,
     logLevel: e.TABLEFATE_LOG_LEVEL,
   };
 }

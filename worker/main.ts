@@ -1,9 +1,10 @@
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { assertNodesHoldAllShards } from '../storage/nodes';
-import { statePaths, type Config } from './config';
+import { statePaths, TASK_QUEUE, type Config } from './config';
+import { ensureReconcileSchedule, reconcileScheduleId } from './reconcile-schedule';
 import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
@@ -51,6 +52,23 @@ async function checkStorageNodes(config: Config): Promise<void> {
   await assertNodesHoldAllShards(statePaths(config.home).storage, config.storageNodes);
 }
 
+/** Creates (or brings up to date) the reconcile schedule, unless TABLEFATE_RECONCILE_SECONDS=0. */
+async function scheduleReconciler(config: Config, address: string, catalogId: string, logger: Logger): Promise<void> {
+  if (config.reconcileSeconds === 0) {
+    logger.info('reconciler schedule off (TABLEFATE_RECONCILE_SECONDS=0)');
+    return;
+  }
+  const connection = await Connection.connect({ address });
+  try {
+    const client = new Client({ connection, namespace: config.temporalNamespace });
+    const opts = { catalogId, taskQueue: TASK_QUEUE, everySeconds: config.reconcileSeconds };
+    const outcome = await ensureReconcileSchedule(client, opts);
+    logger.info({ schedule: reconcileScheduleId(catalogId), everySeconds: config.reconcileSeconds, outcome }, 'reconciler scheduled');
+  } finally {
+    await connection.close();
+  }
+}
+
 /**
  * Runs a worker against `address` until interrupted: the catalog and storage nodes live under the state
  * directory. The worker stops when `stop` settles, or by itself after a fatal storage error. Returns the
@@ -79,12 +97,14 @@ export async function runWorker(config: Config, address: string, logger: Logger,
         storage,
         defaultRetentionSeconds: config.defaultRetentionSeconds,
         storageRetryAttempts: config.storageRetryAttempts,
+        orphanGraceSeconds: config.orphanGraceSeconds,
         logger,
         onFatal: (err) => {
           fatal ??= err;
         },
       };
       const worker = await createTableFateWorker(options);
+      await scheduleReconciler(config, address, catalog.id, logger);
       logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
       const running = worker.run();
       await Promise.race([stop, running]);

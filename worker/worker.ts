@@ -17,6 +17,8 @@ export interface TableFateWorkerOptions {
   onFatal?: (err: Error) => void;
   /** How many attempts a transient storage fault gets before the step fails. */
   storageRetryAttempts?: number;
+  /** How long an orphan set is left alone before the reconciler collects it. */
+  orphanGraceSeconds?: number;
   /** The worker's clock (tests skew it: table times must not depend on it). */
   now?: () => number;
   /**
@@ -49,6 +51,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
     storageRetryAttempts: opts.storageRetryAttempts,
+    orphanGraceSeconds: opts.orphanGraceSeconds,
     onFatal: (err) => {
       opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
       stopWorker();

@@ -16,11 +16,14 @@ const catalog = proxyLocalActivities<Pick<Activities, 'prepareCreate' | 'transit
   retry: RETRY,
 });
 
+/** Lock attempts and releases: transient faults are retried; a busy lock is an answer (see lock.ts). */
+const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>>({ startToCloseTimeout: '30s', retry: RETRY });
+
 /**
- * The lock: its retries are FATE's isReady, the wait while another operation holds the table, so they start
- * quickly and never give up.
+ * Runs started before workflows waited for locks in their own code replay this: the activity's retries were
+ * the wait, and never gave up. Kept for them only (see lock.ts's patch).
  */
-const locking = proxyLocalActivities<Pick<Activities, 'acquireLock' | 'releaseLock'>>({
+const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>({
   startToCloseTimeout: '30s',
   retry: { initialInterval: '100ms', backoffCoefficient: 1.5, maximumInterval: '2s' },
 });
@@ -47,7 +50,9 @@ export function operationCalls(catalogId: string | undefined) {
   const step = (name: string): CallScope => ({ catalogId, step: `${++calls}:${name}` });
   const scope: CallScope = { catalogId };
   return {
-    acquireLock: (lock: string) => locking.acquireLock({ lock, ...step('acquireLock') }),
+    tryLock: (lock: string) => locking.tryLock({ lock, ...step('tryLock') }),
+    /** Runs started before the lock-wait patch only: waits inside the activity's retries. */
+    acquireLockBeforeWaits: (lock: string) => lockingBeforeWaits.acquireLock({ lock, ...step('acquireLock') }),
     releaseLocks: () => locking.releaseLock(scope),
     prepareCreate: (args: Args<Activities['prepareCreate']>) => catalog.prepareCreate({ ...args, ...step('prepareCreate') }),
     getTable: (tableId: number) => catalog.getTable({ tableId, ...step('getTable') }),

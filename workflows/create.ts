@@ -1,10 +1,11 @@
-import { upsertSearchAttributes } from '@temporalio/workflow';
+import { patched, upsertSearchAttributes } from '@temporalio/workflow';
 import type { CreateInput } from '../domain/operations';
 import { lockFor } from '../domain/operations';
+import { formatTableName } from '../domain/names';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import { forEachShard, operationCalls } from './activities';
-import { withLock } from './lock';
+import { LOCK_WAITS_IN_WORKFLOW, untilFree, withLock, type Waiting } from './lock';
 import { finished, runSteps } from './steps';
 
 /**
@@ -13,19 +14,28 @@ import { finished, runSteps } from './steps';
  */
 export async function createTable(input: CreateInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
-  const table = await withLock(calls, lockFor.name(input), () =>
+  const waiting: Waiting = { policy: input.lockWait, input };
+  const table = await withLock(calls, lockFor.name(input), waiting, () =>
     runSteps(
       {
         name: 'prepare',
         // Also takes the table's own lock, which every later change of the table is checked against.
         call: async () => {
-          const result = await calls.prepareCreate({
-            namespace: input.namespace,
-            name: input.name,
-            params: { shards: input.shards },
-            lock: lockFor.name(input),
-            now: Date.now(),
-          });
+          const waitsInWorkflow = patched(LOCK_WAITS_IN_WORKFLOW);
+          const prepare = () =>
+            calls.prepareCreate({
+              namespace: input.namespace,
+              name: input.name,
+              params: { shards: input.shards },
+              lock: lockFor.name(input),
+              now: Date.now(),
+              busyIsAnswer: waitsInWorkflow,
+            });
+          // The table's lock may be held by an operation on the record an earlier attempt left (a trash of it).
+          const result = waitsInWorkflow
+            ? await untilFree(`the lock of ${formatTableName(input)}'s table`, prepare, (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined), waiting)
+            : await prepare();
+          if (result.outcome === 'busy') throw new Error('unreachable: a busy prepare is waited on above');
           upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: result.table.id }]);
           return result.outcome === 'exists' ? finished(result.table) : result.table;
         },

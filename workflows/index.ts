@@ -3,3 +3,4 @@ export { createTable } from './create';
 export { trashTable } from './trash';
 export { undeleteTable } from './undelete';
 export { purgeTable } from './purge';
+export { reconcileTables } from './reconcile';

@@ -1,18 +1,68 @@
-import { CancellationScope } from '@temporalio/workflow';
+import { CancellationScope, continueAsNew, log, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
+import { DEFAULT_LOCK_WAIT, type LockWaitPolicy } from '../domain/operations';
 import type { OperationCalls } from './activities';
 
 /**
- * Runs `body` while holding `lock`. Every lock the run holds is released on every way out (success, failure,
- * cancellation, even a cancellation that lands while the lock is being taken), in a scope cancellation cannot
- * interrupt. Releasing in the same workflow task as the last state change is safe: if that task is lost, the
- * catalog's journal answers the repeated calls without the lock (see operationCalls). A terminated workflow
- * leaves its lock behind; the next operation takes it over once it sees the holder closed.
+ * The patch that moved lock waits from activity retries into workflow code (timers, continue-as-new). Runs
+ * started before it replay the old wait; see docs/changing-workflows.md for how a patch is retired.
  */
-export async function withLock<T>(calls: OperationCalls, lock: string, body: () => Promise<T>): Promise<T> {
+export const LOCK_WAITS_IN_WORKFLOW = 'lock-waits-in-workflow';
+
+/** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
+export interface Waiting {
+  policy?: LockWaitPolicy;
+  input: unknown;
+}
+
+/**
+ * Runs `body` while holding `lock`, once the operation holding it (if any) has let go. Every lock the run holds
+ * is released on every way out (success, failure, cancellation, continue-as-new, even a cancellation that lands
+ * while the lock is being taken), in a scope cancellation cannot interrupt. Releasing in the same workflow task
+ * as the last state change is safe: if that task is lost, the catalog's journal answers the repeated calls
+ * without the lock (see operationCalls). A terminated workflow leaves its lock behind; the next operation
+ * takes it over once it sees the holder closed, and the reconciler releases it.
+ */
+export async function withLock<T>(calls: OperationCalls, lock: string, waiting: Waiting, body: () => Promise<T>): Promise<T> {
   try {
-    await calls.acquireLock(lock);
+    if (patched(LOCK_WAITS_IN_WORKFLOW)) {
+      await untilFree(`lock ${lock}`, () => calls.tryLock(lock), (attempt) => (attempt.acquired ? undefined : attempt.holder), waiting);
+    } else {
+      await calls.acquireLockBeforeWaits(lock);
+    }
     return await body();
   } finally {
     await CancellationScope.nonCancellable(() => calls.releaseLocks());
+  }
+}
+
+/**
+ * FATE's isReady, in workflow code: asks `attempt` until the answer names no holder, backing off on durable
+ * timers. Each try costs a handful of history events, so past `attemptsPerRun` tries (or when the server
+ * suggests it) the run continues as new with its own input: however long the holder keeps the table, no run's
+ * history outgrows its bound. The new run starts the operation from the top, which every step is made for.
+ */
+export async function untilFree<T>(
+  what: string,
+  attempt: () => Promise<T>,
+  holderOf: (answer: T) => string | undefined,
+  waiting: Waiting,
+): Promise<T> {
+  const policy = waiting.policy ?? DEFAULT_LOCK_WAIT;
+  for (let tries = 1; ; tries++) {
+    const answer = await attempt();
+    const holder = holderOf(answer);
+    if (holder === undefined) {
+      if (tries > 1) setCurrentDetails('');
+      return answer;
+    }
+    if (tries === 1) {
+      log.info('waiting for another operation to finish', { what, holder });
+      setCurrentDetails(`waiting for ${what}, held by ${holder}`);
+    }
+    if (tries >= policy.attemptsPerRun || workflowInfo().continueAsNewSuggested) {
+      log.info('still waiting; continuing as new to keep the history short', { what, holder, tries });
+      await continueAsNew(waiting.input);
+    }
+    await sleep(Math.min(policy.firstMs * 1.5 ** (tries - 1), policy.maxMs));
   }
 }

@@ -13,7 +13,7 @@ import { asFailure, finished, forwardOnly, runSteps } from './steps';
  */
 export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
-  const purged = await withLock(calls, lockFor.table(input.tableId), () =>
+  const purged = await withLock(calls, lockFor.table(input.tableId), { policy: input.lockWait, input }, () =>
     runSteps(
       {
         name: 'check',

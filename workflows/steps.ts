@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
 import type { TableFateError } from '../domain/errors';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
@@ -75,6 +75,8 @@ export async function runSteps<T>(first: Step<void, T>, ...rest: Array<Step<T>>)
     }
     return table;
   } catch (err) {
+    // A run that continues as new (a long lock wait) starts over in the next run: nothing to undo.
+    if (err instanceof ContinueAsNew) throw err;
     const failure = domainFailure(err);
     const type = failure instanceof ApplicationFailure ? failure.type : undefined;
     if (type && NOT_OURS.includes(type)) {

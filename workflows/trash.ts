@@ -1,21 +1,26 @@
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { HandlerUnfinishedPolicy, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   ApplicationFailure,
   CancellationScope,
+  ContinueAsNew,
   allHandlersFinished,
   condition,
+  continueAsNew,
   executeChild,
   log,
+  patched,
   setCurrentDetails,
   setHandler,
   sleep,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { forEachShard, operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
-import { runSteps } from './steps';
+import { asFailure, runSteps } from './steps';
+import { WrongStateError } from '../domain/errors';
 import { purgeTable } from './purge';
 
 type Outcome = { table: TableInfo } | { error: unknown };
@@ -38,6 +43,8 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       return outcome!.table;
     },
     {
+      // A run that continues as new during a long lock wait leaves its caller to ask the next run.
+      unfinishedPolicy: HandlerUnfinishedPolicy.ABANDON,
       // A caller that joins this run while it is still trashing gets the same answer; once the table is in
       // the trash, only the request that started the run may read the answer. Anyone else (a new trash
       // after an undelete, say) must not be handed this old one.
@@ -56,41 +63,16 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   const calls = operationCalls(input.catalogId);
   let trashed: TableRecord;
   try {
-    trashed = await withLock(calls, lockFor.table(input.tableId), () =>
-      runSteps(
-        {
-          name: 'mark trashing',
-          call: () =>
-            calls.transition({
-              tableId: input.tableId,
-              from: ['READY'],
-              to: 'TRASHING',
-              now: Date.now(),
-              expectName: input.expectedName,
-            }),
-          undo: (table) => calls.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', now: Date.now() }).then(() => undefined),
-        },
-        {
-          name: 'move shards to trash',
-          call: async (table) => {
-            await forEachShard(table, (shard) => calls.moveShard(shard, 'live', 'trash'));
-            return table;
-          },
-          undo: (table) => forEachShard(table, (shard) => calls.moveShard(shard, 'trash', 'live')),
-        },
-        {
-          name: 'commit trashed',
-          call: async (table) => {
-            const committed = await calls.commitTrash({ tableId: table.id, now: Date.now(), retentionSeconds: input.retentionSeconds });
-            // From here on an undelete or a purge may end this trash: know which trash that is before unlocking.
-            timer.droppedAt = committed.droppedAt;
-            timer.expireAt = new Date(committed.expireAt!).toISOString();
-            return committed;
-          },
-        },
-      ),
-    );
+    // From the commit on, an undelete or a purge may end this trash: know which trash that is before unlocking.
+    const armTimer = (table: TableRecord) => {
+      timer.droppedAt = table.droppedAt;
+      timer.expireAt = new Date(table.expireAt!).toISOString();
+    };
+    trashed = input.rearm ? await inThatTrash(calls, input.tableId, input.rearm.droppedAt) : await moveToTrash(calls, input, armTimer);
+    armTimer(trashed);
   } catch (err) {
+    // A long lock wait starts over in a new run, which answers the caller (who asks again: see the client).
+    if (err instanceof ContinueAsNew) throw err;
     outcome = { error: err };
     await condition(allHandlersFinished);
     throw err;
@@ -112,27 +94,82 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     const ended = await condition(() => timer.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
     if (!ended) {
       timer.ended = 'expired';
-      await purgeOnExpiry(calls, trashed, input.catalogId);
+      await purgeOnExpiry(calls, trashed, input);
     }
     await condition(allHandlersFinished);
     return timer;
   });
 }
 
+/** The steps of a trash: READY -> TRASHING, shards to the trash area, TRASHED with its drop time and expiry. */
+function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table: TableRecord) => void): Promise<TableRecord> {
+  return withLock(calls, lockFor.table(input.tableId), { policy: input.lockWait, input }, () =>
+    runSteps(
+      {
+        name: 'mark trashing',
+        call: () =>
+          calls.transition({
+            tableId: input.tableId,
+            from: ['READY'],
+            to: 'TRASHING',
+            now: Date.now(),
+            expectName: input.expectedName,
+          }),
+        undo: (table) => calls.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', now: Date.now() }).then(() => undefined),
+      },
+      {
+        name: 'move shards to trash',
+        call: async (table) => {
+          await forEachShard(table, (shard) => calls.moveShard(shard, 'live', 'trash'));
+          return table;
+        },
+        undo: (table) => forEachShard(table, (shard) => calls.moveShard(shard, 'trash', 'live')),
+      },
+      {
+        name: 'commit trashed',
+        call: async (table) => {
+          const trashed = await calls.commitTrash({ tableId: table.id, now: Date.now(), retentionSeconds: input.retentionSeconds });
+          committed(trashed);
+          return trashed;
+        },
+      },
+    ),
+  );
+}
+
+/**
+ * A re-armed trash: the table as the trash at `droppedAt` left it (TRASHED, or PURGING from a purge that stopped
+ * past its point of no return, which the expiry finishes). Anything else means that trash has ended.
+ */
+async function inThatTrash(calls: OperationCalls, tableId: number, droppedAt: number): Promise<TableRecord> {
+  const table = await calls.getTable(tableId);
+  if (table && (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === droppedAt) return table;
+  throw asFailure(
+    new WrongStateError(`table ${tableId} is no longer in the trash of ${new Date(droppedAt).toISOString()}; nothing to wait for`),
+  );
+}
+
 const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];
+
+/** The patch that bounds the expiry's retries: past EXPIRY_ATTEMPTS_PER_RUN, the trash continues as new. */
+export const EXPIRY_RETRIES_CONTINUE_AS_NEW = 'expiry-retries-continue-as-new';
+const EXPIRY_ATTEMPTS_PER_RUN = 20;
 
 /**
  * Runs the purge as its own workflow (`purge:<id>`, so it shows in the UI like a manual one), again and again
  * until the table is purged or is no longer in this trash: an expiry must not be lost to a purge that failed
  * or to a manual purge that was running and then failed. The child outlives this run if it is terminated.
+ * After EXPIRY_ATTEMPTS_PER_RUN attempts (some three hours) the trash continues as new, re-armed on the same
+ * drop time, so that its history stays short however long the purge keeps failing.
  */
-async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, catalogId: string | undefined): Promise<void> {
+async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<void> {
   const { id: tableId, droppedAt, namespace, name } = trashed;
+  const catalogId = input.catalogId;
   for (let attempt = 0; ; attempt++) {
     try {
       await executeChild(purgeTable, {
         workflowId: workflowIdFor.purge(tableId, catalogId),
-        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId }],
+        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId, lockWait: input.lockWait }],
         typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
         parentClosePolicy: 'ABANDON',
       });
@@ -144,6 +181,11 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, catalo
     }
     const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return;
+    const bounded = attempt + 1 >= EXPIRY_ATTEMPTS_PER_RUN || workflowInfo().continueAsNewSuggested;
+    if (bounded && patched(EXPIRY_RETRIES_CONTINUE_AS_NEW)) {
+      log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
+      await continueAsNew<typeof trashTable>({ ...input, rearm: { droppedAt: droppedAt! } });
+    }
     await sleep(RETRY_PURGE_AFTER_MS[Math.min(attempt, RETRY_PURGE_AFTER_MS.length - 1)]!);
   }
 }

@@ -18,7 +18,7 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   const progress: RecallProgress = { shardsBack: 0, shards: 0 };
   setHandler(recallProgressQuery, () => progress);
 
-  const { table } = await withLock(calls, lockFor.table(input.tableId), () =>
+  const { table } = await withLock(calls, lockFor.table(input.tableId), { policy: input.lockWait, input }, () =>
     runSteps<Restore>(
       {
         name: 'check',

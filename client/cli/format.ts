@@ -1,4 +1,5 @@
 import type { TableInfo } from '../../domain/table';
+import { describeFinding, type ReconcileReport } from '../../domain/health';
 
 const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
   ['ID', (t) => String(t.id)],
@@ -32,4 +33,12 @@ export function formatTable(table: TableInfo): string {
   ];
   const width = Math.max(...fields.map(([k]) => k.length));
   return fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+}
+
+/** The doctor's report: one line per finding, and the nodes it could not look at. */
+export function formatHealth(report: ReconcileReport): string {
+  const lines = report.findings.map((f) => `${f.kind.padEnd(13)} ${describeFinding(f)}`);
+  for (const node of report.skippedNodes) lines.push(`${'not checked'.padEnd(13)} ${node} is quarantined: its files were not looked at`);
+  if (report.findings.length === 0) lines.unshift('healthy: nothing for the reconciler to do');
+  return lines.join('\n');
 }

@@ -7,7 +7,7 @@ import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFa
 import type { TableInfo } from '../../domain/table';
 import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client';
 import { applicationFailureOf } from '../errors';
-import { formatTable, formatTableList } from './format';
+import { formatHealth, formatTable, formatTableList } from './format';
 
 const USAGE = `usage: tablefate <command> [options]
 
@@ -21,6 +21,7 @@ const USAGE = `usage: tablefate <command> [options]
   ls [-a|--all]                               live tables; -a adds trashed ones
   describe <id|ns.name>                       one table (by id: any, tombstones included)
   quarantine [clear <node>]                   storage nodes a fatal error quarantined; clear one after a look
+  doctor                                      what the reconciler would repair now (asks a worker; changes nothing)
 
 every command takes --json. the table commands (create to describe) take --timeout S: how long a write
 waits for its answer (default 60); past it, it exits 5 and the operation goes on in the background.
@@ -30,7 +31,8 @@ exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name t
 5 no answer within --timeout or the server lost after the start (the operation may go on),
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
-worker and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined.`;
+worker and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
+doctor exits 0 when it finds nothing to repair, 1 when it finds something.`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
@@ -171,6 +173,16 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       }
       case 'quarantine':
         return await quarantineCommand(rest, loadConfig(), io);
+      case 'doctor': {
+        let healthy = true;
+        await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {
+          const report = await withClient((c) => c.health(timeoutOption(v)));
+          healthy = report.findings.length === 0;
+          if (json) io.out(JSON.stringify({ healthy, ...report }, null, 2));
+          else io.out(formatHealth(report));
+        });
+        return healthy ? 0 : 1;
+      }
       case 'create':
         await run({ shards: { type: 'string', short: 's' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
           const opts = timeoutOption(v);

@@ -10,6 +10,8 @@ import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
 import type { ShardReport } from '../../storage/driver';
 import type { TableInfo } from '../../domain/table';
+import type { ReconcileInput, ReconcileReport } from '../../domain/health';
+import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';
 import { createTableFateWorker } from '../../worker/worker';
 import type { Activities } from '../../activities';
@@ -50,6 +52,8 @@ export interface HarnessOptions {
   everyCallTwice?: boolean;
   /** A clock for the worker's activities other than the real one (workflow time must not depend on it). */
   activityClock?: () => number;
+  /** How long the reconciler leaves an orphan set alone (the worker's default, an hour, when absent). */
+  orphanGraceSeconds?: number;
 }
 
 /** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
@@ -125,6 +129,7 @@ export class Harness {
       workflowBundle: await workflowBundle(),
       onFatal: (err) => this.fatalErrors.push(err),
       now: this.opts.activityClock,
+      orphanGraceSeconds: this.opts.orphanGraceSeconds,
       wrapActivities: this.opts.everyCallTwice ? twice : undefined,
     });
     this.worker = worker;
@@ -144,6 +149,15 @@ export class Harness {
     await this.running;
     this.worker = undefined;
     this.running = undefined;
+  }
+
+  /** Runs one reconcile pass on this harness's worker, as the schedule would (or, with `report`, as the doctor does). */
+  reconcile(mode: ReconcileInput['mode'] = 'repair'): Promise<ReconcileReport> {
+    return this.temporal.workflow.execute<typeof reconcileTables>('reconcileTables', {
+      workflowId: `reconcile@${this.catalog.id}-${randomUUID()}`,
+      taskQueue: this.taskQueue,
+      args: [{ catalogId: this.catalog.id, mode }],
+    });
   }
 
   /** What the storage driver reports for every shard of a table (area, size, checksum), in shard order. */

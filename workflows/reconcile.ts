@@ -1,0 +1,129 @@
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { log, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
+import { describeFinding, type Finding, type ReconcileInput, type ReconcileReport } from '../domain/health';
+import { lockFor, searchAttributesFor, workflowIdFor, type TableOp } from '../domain/operations';
+import type { Activities } from '../activities';
+import { operationCalls, type OperationCalls } from './activities';
+import { createTable } from './create';
+import { purgeTable } from './purge';
+import { trashTable } from './trash';
+import { undeleteTable } from './undelete';
+
+/** The survey reads the whole catalog and every node's sets: an ordinary activity, retried a few times. */
+const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks' | 'collectOrphan'>>({
+  startToCloseTimeout: '5 minutes',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
+});
+
+/**
+ * The reconciler, run by the `tablefate-reconcile` schedule: finds every table left without the run that should
+ * finish it (domain/health.ts says what counts) and hands it back to the operation that does, the same one a
+ * user would run. It never changes a table itself, and never touches a table a running operation holds: a
+ * re-armed timer or a resumed operation takes the table's lock like any other. In `report` mode (the doctor) it
+ * only says what it would do.
+ */
+export async function reconcileTables(input: ReconcileInput): Promise<ReconcileReport> {
+  const survey = await housekeeping.surveyHealth({ catalogId: input.catalogId });
+  const report: ReconcileReport = { findings: survey.findings, skippedNodes: survey.skippedNodes, actions: [] };
+  if (input.mode === 'report') return report;
+
+  const calls = operationCalls(input.catalogId);
+  // Stale locks first: a stuck table's operation can then take its lock at once.
+  const ordered = [...survey.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
+  for (const finding of ordered) {
+    // One repair that fails (a node down, say) must not keep the others from running; the next pass retries it.
+    const outcome = await repair(finding, calls, input, survey.retentionOf).catch((err: unknown) => `failed: ${String(err)}`);
+    if (outcome === undefined) continue;
+    const line = describeFinding(finding);
+    log.info('reconciled', { finding: line, outcome });
+    report.actions.push({ finding: line, outcome });
+  }
+  return report;
+}
+
+async function repair(
+  finding: Finding,
+  calls: OperationCalls,
+  input: ReconcileInput,
+  retentionOf: Record<number, number>,
+): Promise<string | undefined> {
+  const { catalogId } = input;
+  switch (finding.kind) {
+    case 'stale-lock': {
+      const holder = { workflowId: finding.workflowId, runId: finding.runId, resource: finding.resource, since: finding.since };
+      return (await housekeeping.releaseStaleLocks({ catalogId, holder })) ? 'released' : 'kept: its holder is running again';
+    }
+    case 'missing-timer': {
+      const { table } = finding;
+      return start('trash', table, () =>
+        startChild(trashTable, {
+          workflowId: workflowIdFor.trash(table.id, catalogId),
+          args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, rearm: { droppedAt: finding.droppedAt } }],
+          typedSearchAttributes: searchAttributesFor('trash', { tableId: table.id, namespace: table.namespace, name: table.name }),
+          parentClosePolicy: 'ABANDON',
+        }),
+      );
+    }
+    case 'stuck': {
+      const { table } = finding;
+      const attributes = searchAttributesFor(finding.resume, { tableId: table.id, namespace: table.namespace, name: table.name });
+      const common = { typedSearchAttributes: attributes, parentClosePolicy: 'ABANDON' as const };
+      switch (finding.resume) {
+        case 'create':
+          return start('create', table, () =>
+            startChild(createTable, {
+              ...common,
+              workflowId: workflowIdFor.create(table, catalogId),
+              args: [{ namespace: table.namespace, name: table.name, shards: table.shards, catalogId }],
+            }),
+          );
+        case 'trash':
+          return start('trash', table, () =>
+            startChild(trashTable, {
+              ...common,
+              workflowId: workflowIdFor.trash(table.id, catalogId),
+              args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, retentionSeconds: retentionOf[table.id] }],
+            }),
+          );
+        case 'undelete':
+          return start('undelete', table, () =>
+            startChild(undeleteTable, { ...common, workflowId: workflowIdFor.undelete(table.id, catalogId), args: [{ tableId: table.id, catalogId }] }),
+          );
+        case 'purge':
+          return start('purge', table, () =>
+            startChild(purgeTable, {
+              ...common,
+              workflowId: workflowIdFor.purge(table.id, catalogId),
+              args: [{ tableId: table.id, catalogId, trigger: 'manual' }],
+            }),
+          );
+      }
+      return undefined;
+    }
+    case 'orphan': {
+      if (!finding.collectable) return undefined;
+      const lock = await calls.tryLock(lockFor.table(finding.set.tableId));
+      if (!lock.acquired) return `skipped: ${lock.holder} holds the table`;
+      try {
+        const done = await housekeeping.collectOrphan({ catalogId, set: finding.set });
+        return done === 'collected' ? 'collected' : 'kept: no longer an orphan on a second look';
+      } finally {
+        await calls.releaseLocks();
+      }
+    }
+    case 'misplaced':
+      return 'left for an operator';
+  }
+}
+
+/** Starts the operation that finishes a table; one already running under that id is finishing it. */
+async function start(op: TableOp, table: { id: number }, startIt: () => Promise<unknown>): Promise<string> {
+  try {
+    await startIt();
+    return `started ${op} of table ${table.id}`;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return `${op} of table ${table.id} already running`;
+    throw err;
+  }
+}
