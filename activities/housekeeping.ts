@@ -5,6 +5,7 @@ import { diagnose, judgeSet, type Finding, type LockFact, type SetOnDisk } from 
 import { workflowIdFor, type TrashInput } from '../domain/operations';
 import type { TableRecord } from '../domain/table';
 import type { ShardRef, StorageDriver, Watch } from '../storage/driver';
+import { SHARD_EXTENSIONS } from '../storage/shard-files';
 
 /** What the survey found, and what it could not look at. */
 export interface Survey {
@@ -38,7 +39,14 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
   const setsOnDisk = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[] }> => {
     const listing = await storage.listSets();
     return {
-      sets: listing.sets.map(({ tableId, shard, node, area, changedAt }) => ({ tableId, shard, node, area, changedAt })),
+      sets: listing.sets.map(({ tableId, shard, node, area, files, changedAt }) => ({
+        tableId,
+        shard,
+        node,
+        area,
+        whole: files === SHARD_EXTENSIONS.length,
+        changedAt,
+      })),
       skippedNodes: listing.skippedNodes,
     };
   };

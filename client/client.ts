@@ -17,11 +17,12 @@ import {
   WrongStateError,
 } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
-import { searchAttributesFor, workflowIdFor, type TableOp } from '../domain/operations';
+import { searchAttributesFor, workflowIdFor, type LockWaitPolicy, type TableOp } from '../domain/operations';
 import {
   createRequestSchema,
   describeRequestSchema,
   listRequestSchema,
+  lockWaitSchema,
   parseRequest,
   purgeRequestSchema,
   trashRequestSchema,
@@ -50,6 +51,8 @@ export interface TableFateClientOptions {
   taskQueue?: string;
   /** How long a write waits for its answer when the call does not say; DEFAULT_TIMEOUT_MS (60 s) by default. */
   defaultTimeoutMs?: number;
+  /** How the operations this client starts wait while another holds their table (DEFAULT_LOCK_WAIT when absent). */
+  lockWait?: LockWaitPolicy;
 }
 
 export interface WriteOptions {
@@ -78,6 +81,7 @@ export class TableFateClient {
   private readonly catalog: Catalog;
   private readonly taskQueue: string;
   private readonly defaultTimeoutMs: number;
+  private readonly lockWait: LockWaitPolicy | undefined;
   private readonly owned: Array<() => Promise<void>> = [];
   /** The worker check, the deadline and the typed errors around every write. */
   private readonly writes: WriteRunner;
@@ -87,6 +91,7 @@ export class TableFateClient {
     this.catalog = opts.catalog;
     this.taskQueue = opts.taskQueue ?? TASK_QUEUE;
     this.defaultTimeoutMs = timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs');
+    this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(lockWaitSchema, opts.lockWait);
     this.writes = new WriteRunner(this.client, this.taskQueue);
   }
 
@@ -324,7 +329,7 @@ export class TableFateClient {
     return {
       workflowId,
       taskQueue: this.taskQueue,
-      args: [{ ...input, catalogId: this.catalog.id }] as [I & { catalogId: string }],
+      args: [{ ...input, catalogId: this.catalog.id, lockWait: this.lockWait }] as [I & { catalogId: string }],
       typedSearchAttributes: searchAttributesFor(op, table),
       staticSummary: summary,
     };

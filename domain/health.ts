@@ -16,6 +16,8 @@ export interface SetOnDisk {
   shard: number;
   node: string;
   area: 'live' | 'trash' | 'garbage';
+  /** Whether every file of the set is there (a set half moved is split across areas). */
+  whole: boolean;
   /** When a file of the set last changed (moved, written): ms since the epoch, by the node's clock. */
   changedAt: number;
 }
@@ -121,8 +123,8 @@ export function diagnose(facts: HealthFacts): Finding[] {
     }
   }
   for (const set of facts.sets) {
+    if (busy(set.tableId)) continue;
     const table = byId.get(set.tableId);
-    if (table && busy(table.id)) continue;
     const verdict = judgeSet(set, table, facts.sets);
     if (!verdict) continue;
     if (verdict.kind === 'misplaced') {
@@ -149,7 +151,10 @@ export function judgeSet(
   const home = HOME_AREA[table.state]!;
   if (home === null) return { kind: 'orphan', why: `table ${table.id} is ${table.state} and keeps no files` };
   if (set.area === home) return undefined;
-  const homeCopy = allSets.some((s) => s.tableId === set.tableId && s.shard === set.shard && s.node === set.node && s.area === home);
+  // Only a whole copy where the set belongs makes this one a spare: a set split across areas is the table's data.
+  const homeCopy = allSets.some(
+    (s) => s.tableId === set.tableId && s.shard === set.shard && s.node === set.node && s.area === home && s.whole,
+  );
   return homeCopy
     ? { kind: 'orphan', why: `table ${table.id} is ${table.state}: a spare copy in ${set.area}, beside the one in ${home}` }
     : { kind: 'misplaced', why: `table ${table.id} is ${table.state} but this shard is in ${set.area}, not ${home}` };

@@ -31,6 +31,15 @@ export const listRequestSchema = z.strictObject({ includeTrashed: z.boolean().de
 
 export const describeRequestSchema = z.strictObject({ table: tableRefSchema });
 
+/** How operations wait for a busy table (see LockWaitPolicy): whole milliseconds, at least one try per run. */
+export const lockWaitSchema = z
+  .strictObject({
+    firstMs: z.number().int().min(1).max(3_600_000),
+    maxMs: z.number().int().min(1).max(3_600_000),
+    attemptsPerRun: z.number().int().min(1).max(1000),
+  })
+  .refine((p) => p.maxMs >= p.firstMs, { message: 'maxMs must be at least firstMs' });
+
 export type CreateRequest = z.input<typeof createRequestSchema>;
 export type TrashRequest = z.input<typeof trashRequestSchema>;
 export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;

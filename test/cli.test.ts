@@ -35,7 +35,8 @@ const cliAll = (...argsList: string[][]) => runCliAll(argsList, { env }, 4);
 
 beforeAll(async () => {
   home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-cli-'));
-  env = { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_LOG_LEVEL: 'warn' };
+  // No reconcile schedule: it would repair things under these tests, and outlive them on the shared server.
+  env = { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_LOG_LEVEL: 'warn', TABLEFATE_RECONCILE_SECONDS: '0' };
   connection = await Connection.connect({ address: testServerAddress() });
   temporal = new Client({ connection, namespace: testNamespace() });
 

@@ -78,6 +78,8 @@ beforeAll(async () => {
     TEMPORAL_NAMESPACE: NAMESPACE,
     TABLEFATE_STORAGE_NODES: '2',
     TABLEFATE_LOG_LEVEL: 'warn',
+    // No reconcile schedule left behind on the shared server.
+    TABLEFATE_RECONCILE_SECONDS: '0',
   };
 });
 

@@ -16,7 +16,7 @@ const readHistory = (file: string) => JSON.parse(fs.readFileSync(path.join(DIR, 
 
 test('there are recorded histories of every workflow type', () => {
   const types = new Set(files.map((f) => readHistory(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
-  expect([...types].sort()).toEqual(['createTable', 'purgeTable', 'trashTable', 'undeleteTable']);
+  expect([...types].sort()).toEqual(['createTable', 'purgeTable', 'reconcileTables', 'trashTable', 'undeleteTable']);
 });
 
 test.each(files)('%s replays with the current workflow code', async (file) => {

@@ -4,7 +4,7 @@ import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { assertNodesHoldAllShards } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
-import { ensureReconcileSchedule, reconcileScheduleId } from './reconcile-schedule';
+import { ensureReconcileSchedule, reconcileScheduleId, removeReconcileSchedule } from './reconcile-schedule';
 import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
@@ -54,13 +54,15 @@ async function checkStorageNodes(config: Config): Promise<void> {
 
 /** Creates (or brings up to date) the reconcile schedule, unless TABLEFATE_RECONCILE_SECONDS=0. */
 async function scheduleReconciler(config: Config, address: string, catalogId: string, logger: Logger): Promise<void> {
-  if (config.reconcileSeconds === 0) {
-    logger.info('reconciler schedule off (TABLEFATE_RECONCILE_SECONDS=0)');
-    return;
-  }
   const connection = await Connection.connect({ address });
   try {
     const client = new Client({ connection, namespace: config.temporalNamespace });
+    if (config.reconcileSeconds === 0) {
+      // Off means off: a schedule an earlier start made must not go on repairing behind an operator's back.
+      const removed = await removeReconcileSchedule(client, catalogId);
+      logger.info({ schedule: reconcileScheduleId(catalogId), removed }, 'reconciler schedule off (TABLEFATE_RECONCILE_SECONDS=0)');
+      return;
+    }
     const opts = { catalogId, taskQueue: TASK_QUEUE, everySeconds: config.reconcileSeconds };
     const outcome = await ensureReconcileSchedule(client, opts);
     logger.info({ schedule: reconcileScheduleId(catalogId), everySeconds: config.reconcileSeconds, outcome }, 'reconciler scheduled');

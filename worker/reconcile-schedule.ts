@@ -1,4 +1,4 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
 import type { ReconcileInput } from '../domain/health';
 import type { reconcileTables } from '../workflows';
 
@@ -49,4 +49,15 @@ export async function ensureReconcileSchedule(client: Client, opts: ReconcileSch
   if (every === opts.everySeconds * 1000 && queue === opts.taskQueue) return 'kept';
   await handle.update((previous) => ({ ...previous, spec, action }));
   return 'updated';
+}
+
+/** Deletes the reconcile schedule of a catalog; false if there was none. */
+export async function removeReconcileSchedule(client: Client, catalogId: string): Promise<boolean> {
+  try {
+    await client.schedule.getHandle(reconcileScheduleId(catalogId)).delete();
+    return true;
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return false;
+    throw err;
+  }
 }

@@ -39,6 +39,6 @@ export function formatTable(table: TableInfo): string {
 export function formatHealth(report: ReconcileReport): string {
   const lines = report.findings.map((f) => `${f.kind.padEnd(13)} ${describeFinding(f)}`);
   for (const node of report.skippedNodes) lines.push(`${'not checked'.padEnd(13)} ${node} is quarantined: its files were not looked at`);
-  if (report.findings.length === 0) lines.unshift('healthy: nothing for the reconciler to do');
+  if (report.findings.length === 0 && report.skippedNodes.length === 0) lines.unshift('healthy: nothing for the reconciler to do');
   return lines.join('\n');
 }

@@ -32,7 +32,7 @@ exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name t
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
 worker and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
-doctor exits 0 when it finds nothing to repair, 1 when it finds something.`;
+doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node.`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
@@ -177,7 +177,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         let healthy = true;
         await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {
           const report = await withClient((c) => c.health(timeoutOption(v)));
-          healthy = report.findings.length === 0;
+          // A node that could not be looked at is not known to be healthy.
+          healthy = report.findings.length === 0 && report.skippedNodes.length === 0;
           if (json) io.out(JSON.stringify({ healthy, ...report }, null, 2));
           else io.out(formatHealth(report));
         });

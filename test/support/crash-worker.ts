@@ -3,7 +3,7 @@
  * before the workflow task that asked for it can complete: the crash every step must survive, at a point a
  * test chooses. Run as a child process (`node --require tsx/cjs test/support/crash-worker.ts`) with:
  *   CRASH_HOME, CRASH_ADDRESS, CRASH_TASK_QUEUE, CRASH_BUNDLE (a workflow bundle file),
- *   CRASH_AFTER (activity name), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`).
+ *   CRASH_AFTER (activity name; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`).
  */
 import path from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
@@ -23,7 +23,8 @@ function env(name: string): string {
 async function main(): Promise<void> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const home = env('CRASH_HOME');
-  const crashAfter = env('CRASH_AFTER');
+  // Unset: a worker that only dies when killed (a deploy's old worker).
+  const crashAfter = process.env.CRASH_AFTER;
   const onCall = Number(process.env.CRASH_ON_CALL ?? '1');
   const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
   const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
@@ -33,6 +34,7 @@ async function main(): Promise<void> {
   }
   let calls = 0;
   const wrap = (activities: Activities): Activities => {
+    if (!crashAfter) return activities;
     const wrapped: Record<string, unknown> = { ...activities };
     const original = wrapped[crashAfter] as (...args: unknown[]) => Promise<unknown>;
     wrapped[crashAfter] = async (...args: unknown[]) => {

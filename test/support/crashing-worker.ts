@@ -7,8 +7,8 @@ export interface CrashingWorkerOptions {
   taskQueue: string;
   /** A workflow bundle written to a file (the child does not bundle: it would take seconds). */
   bundleFile: string;
-  /** The activity after whose first call the worker kills itself. */
-  activity: string;
+  /** The activity after whose first call the worker kills itself; none: it only dies when killed. */
+  activity?: string;
   env?: NodeJS.ProcessEnv;
 }
 
@@ -16,7 +16,9 @@ export interface CrashingWorkerOptions {
  * Starts test/support/crash-worker.ts in a child process and resolves once it polls; `exited` resolves with the
  * signal that ended it (SIGKILL when it reached its crash point).
  */
-export async function startCrashingWorker(opts: CrashingWorkerOptions): Promise<{ exited: Promise<NodeJS.Signals | null> }> {
+export async function startCrashingWorker(
+  opts: CrashingWorkerOptions,
+): Promise<{ exited: Promise<NodeJS.Signals | null>; kill: () => Promise<void> }> {
   const child = spawn(process.execPath, ['--require', 'tsx/cjs', 'test/support/crash-worker.ts'], {
     cwd: PROJECT_ROOT,
     env: {
@@ -25,7 +27,7 @@ export async function startCrashingWorker(opts: CrashingWorkerOptions): Promise<
       CRASH_ADDRESS: opts.address,
       CRASH_TASK_QUEUE: opts.taskQueue,
       CRASH_BUNDLE: opts.bundleFile,
-      CRASH_AFTER: opts.activity,
+      ...(opts.activity ? { CRASH_AFTER: opts.activity } : {}),
       ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -37,5 +39,10 @@ export async function startCrashingWorker(opts: CrashingWorkerOptions): Promise<
     });
     child.on('exit', (code) => reject(new Error(`crash worker exited early (${code})`)));
   });
-  return { exited };
+  // A deploy that does not wait: the worker dies wherever it is.
+  const kill = async () => {
+    child.kill('SIGKILL');
+    await exited;
+  };
+  return { exited, kill };
 }

@@ -10,6 +10,7 @@ import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
 import type { ShardReport } from '../../storage/driver';
 import type { TableInfo } from '../../domain/table';
+import type { LockWaitPolicy } from '../../domain/operations';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
 import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';
@@ -52,6 +53,8 @@ export interface HarnessOptions {
   everyCallTwice?: boolean;
   /** A clock for the worker's activities other than the real one (workflow time must not depend on it). */
   activityClock?: () => number;
+  /** How the client's operations wait for a busy table (DEFAULT_LOCK_WAIT when absent). */
+  lockWait?: LockWaitPolicy;
   /** How long the reconciler leaves an orphan set alone (the worker's default, an hour, when absent). */
   orphanGraceSeconds?: number;
 }
@@ -109,13 +112,18 @@ export class Harness {
       client: new Client({ connection, namespace: testNamespace() }),
       catalog,
       taskQueue,
+      lockWait: opts.lockWait,
     });
     const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home, opts);
     if (opts.startWorker ?? true) await harness.startWorker();
     return harness;
   }
 
-  async startWorker(): Promise<void> {
+  /**
+   * Starts the worker, on today's workflow code or on `workflows`, the frozen code of an earlier release
+   * (released-workflows.ts): a run started on one and finished on the other is what a deploy does to it.
+   */
+  async startWorker(opts: { workflows?: { code: string } } = {}): Promise<void> {
     if (this.worker) return;
     const connection = await NativeConnection.connect({ address: this.address });
     const worker = await createTableFateWorker({
@@ -126,7 +134,7 @@ export class Harness {
       defaultRetentionSeconds: 7 * 24 * 3600,
       logger: createLogger('warn'),
       taskQueue: this.taskQueue,
-      workflowBundle: await workflowBundle(),
+      workflowBundle: opts.workflows ?? (await workflowBundle()),
       onFatal: (err) => this.fatalErrors.push(err),
       now: this.opts.activityClock,
       orphanGraceSeconds: this.opts.orphanGraceSeconds,

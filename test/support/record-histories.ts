@@ -26,14 +26,16 @@ async function main(): Promise<void> {
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-record-'));
   const cli = await findTemporalCli({ stateDir: path.resolve(__dirname, '../../.tablefate') });
   const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: cli });
-  const h = await Harness.start({ address: server.address });
-  const save = async (file: string, workflowId: string) => {
-    const handle = h.temporal.workflow.getHandle(workflowId);
-    await handle.result().catch(() => undefined);
+  // Short lock waits, so that a wait continues as new within seconds (the paths are the same as the defaults').
+  const h = await Harness.start({ address: server.address, lockWait: { firstMs: 50, maxMs: 200, attemptsPerRun: 3 } });
+  /** Saves the history of a workflow's latest run, once it has closed, or of the run `runId`. */
+  const save = async (file: string, workflowId: string, runId?: string) => {
+    // (A run named by id has closed already: its workflow goes on in a later run, whose end is not awaited.)
+    if (!runId) await h.temporal.workflow.getHandle(workflowId).result().catch(() => undefined);
     // The CLI writes the history in the proto3 JSON form that historyFromJSON reads back.
     const { stdout } = await promisify(execFile)(
       cli,
-      ['workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json'],
+      ['workflow', 'show', '--workflow-id', workflowId, ...(runId ? ['--run-id', runId] : []), '--address', server.address, '--output', 'json'],
       { maxBuffer: 64 * 1024 * 1024 },
     );
     // An existing history stands for runs in the field and is never rewritten ('wx' makes sure of it).
@@ -109,6 +111,53 @@ async function main(): Promise<void> {
     await h.client.trash({ table: 'rec.failing', retentionSeconds: 3600 }).catch(() => undefined);
     await save('trash-compensated', workflowIdFor.trash(failing.id, h.catalog.id));
     h.storage.faults.clear();
+
+    // a purge that waits for a busy table: tries on timers, continues as new, then purges
+    const holderTable = await h.client.create({ table: 'rec.holder', shards: 1 });
+    await h.client.trash({ table: 'rec.holder', retentionSeconds: 3600 });
+    const holderRun = await h.temporal.workflow.getHandle(workflowIdFor.trash(holderTable.id, h.catalog.id)).describe();
+    const holder = { workflowId: holderRun.workflowId, runId: holderRun.runId };
+    const waiting = await h.client.create({ table: 'rec.waiting', shards: 2 });
+    await h.client.trash({ table: 'rec.waiting', retentionSeconds: 3600 });
+    await h.catalog.acquireLock(`table:${waiting.id}`, holder, Date.now(), () => Promise.resolve(false));
+    const purging = h.client.purge({ tableId: waiting.id });
+    const purgeId = workflowIdFor.purge(waiting.id, h.catalog.id);
+    const firstRun = await waitFor(
+      () => h.temporal.workflow.getHandle(purgeId).describe().catch(() => undefined),
+      (d) => d !== undefined,
+      { what: 'the waiting purge' },
+    );
+    await waitFor(
+      () => h.temporal.workflow.getHandle(purgeId).describe(),
+      (d) => d.runId !== firstRun!.runId,
+      { what: 'the purge to continue as new' },
+    );
+    await save('purge-lock-wait-continued', purgeId, firstRun!.runId);
+    await h.catalog.releaseLocks(holder);
+    await purging;
+    await save('purge-after-lock-wait', purgeId);
+
+    // an expiry whose purge fails once: the trash tries again (after 10 s) and purges
+    const retried = await h.client.create({ table: 'rec.retried', shards: 2 });
+    h.storage.faults.inject({ op: 'markGarbage', tableId: retried.id, shard: 1, kind: 'permanent', times: 1 });
+    await h.client.trash({ table: 'rec.retried', retentionSeconds: 1 });
+    await waitFor(() => h.catalog.getTable(retried.id), (t) => t?.state === 'PURGED', { what: 'the retried expiry', timeoutMs: 60_000 });
+    await save('trash-expiry-retried', workflowIdFor.trash(retried.id, h.catalog.id));
+    h.storage.faults.clear();
+
+    // a trash run terminated while it waits; the reconciler re-arms it, and it purges at expiry
+    const rearmed = await h.client.create({ table: 'rec.rearmed', shards: 2 });
+    await h.client.trash({ table: 'rec.rearmed', retentionSeconds: 2 });
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(rearmed.id, h.catalog.id)).terminate('recording: a lost trash run');
+    const reconcileId = `reconcile@${h.catalog.id}-recording`;
+    await h.temporal.workflow.execute('reconcileTables', {
+      workflowId: reconcileId,
+      taskQueue: h.taskQueue,
+      args: [{ catalogId: h.catalog.id, mode: 'repair' }],
+    });
+    await save('reconcile', reconcileId);
+    await waitFor(() => h.catalog.getTable(rearmed.id), (t) => t?.state === 'PURGED', { what: 'the re-armed expiry' });
+    await save('trash-rearmed', workflowIdFor.trash(rearmed.id, h.catalog.id));
   } finally {
     await h.close();
     await server.stop();

@@ -1,0 +1,279 @@
+import { describeFinding, diagnose, judgeSet, RESUMED_BY, type Finding, type HealthFacts, type LockFact, type SetOnDisk } from '../domain/health';
+import type { TableState } from '../domain/states';
+import type { TableRecord } from '../domain/table';
+
+/*
+ * What the doctor reports and the reconciler repairs, decided from facts alone (domain/health.ts): no server,
+ * no disk. Every fact here is built by hand.
+ */
+
+const NOW = 1_700_000_000_000;
+const GRACE = 60_000;
+const LONG_AGO = NOW - 10 * GRACE;
+
+/** A table of `shards` shards on node-0, node-1, ... (one node per shard), in `state`. */
+function table(id: number, state: TableState, shards = 2): TableRecord {
+  const trashed = ['TRASHED', 'RESTORING', 'PURGING', 'PURGED'].includes(state);
+  return {
+    id,
+    namespace: 'ns',
+    name: `t${id}`,
+    state,
+    params: { shards },
+    placement: Array.from({ length: shards }, (_, shard) => ({ shard, node: `node-${shard}` })),
+    createdAt: LONG_AGO,
+    droppedAt: trashed ? LONG_AGO + 1000 : null,
+    expireAt: trashed ? NOW + 3_600_000 : null,
+    purgedAt: state === 'PURGED' ? LONG_AGO + 2000 : null,
+    updatedAt: LONG_AGO,
+  };
+}
+
+function set(tableId: number, shard: number, area: SetOnDisk['area'], changedAt = LONG_AGO, node = `node-${shard}`): SetOnDisk {
+  return { tableId, shard, node, area, whole: true, changedAt };
+}
+
+/** Every shard of `t` in `area`, as its placement says. */
+function setsOf(t: TableRecord, area: SetOnDisk['area'], changedAt = LONG_AGO): SetOnDisk[] {
+  return t.placement.map((p) => set(t.id, p.shard, area, changedAt, p.node));
+}
+
+function lock(tableId: number, ownerClosed: boolean, workflowId = `op:${tableId}`): LockFact {
+  return { resource: `table:${tableId}`, workflowId, runId: `run-${tableId}`, since: LONG_AGO, ownerClosed };
+}
+
+function facts(partial: Partial<HealthFacts>): HealthFacts {
+  return { tables: [], locks: [], trashTimers: new Set(), sets: [], now: NOW, orphanGraceMs: GRACE, ...partial };
+}
+
+const kinds = (findings: Finding[]) => findings.map((f) => f.kind);
+
+describe('diagnose', () => {
+  test('settled tables with every set where it belongs, and a timer for each trashed one, give no finding', () => {
+    const ready = table(1, 'READY');
+    const trashed = table(2, 'TRASHED');
+    const purged = table(3, 'PURGED');
+    const failed = table(4, 'CREATE_FAILED');
+    expect(
+      diagnose(
+        facts({
+          tables: [ready, trashed, purged, failed],
+          trashTimers: new Set([2]),
+          sets: [...setsOf(ready, 'live'), ...setsOf(trashed, 'trash')],
+        }),
+      ),
+    ).toEqual([]);
+  });
+
+  test('a lock whose holder has closed is a stale lock; one whose holder runs is not', () => {
+    const findings = diagnose(facts({ locks: [lock(1, true, 'trash:1@c'), lock(2, false)] }));
+    expect(findings).toEqual([{ kind: 'stale-lock', resource: 'table:1', workflowId: 'trash:1@c', runId: 'run-1', since: LONG_AGO }]);
+  });
+
+  test.each(Object.entries(RESUMED_BY))('a %s table no running operation holds is stuck, and resumed by %s', (state, resume) => {
+    const t = table(7, state as TableState, 3);
+    expect(diagnose(facts({ tables: [t] }))).toEqual([
+      { kind: 'stuck', table: { id: 7, namespace: 'ns', name: 't7', shards: 3 }, state, resume },
+    ]);
+  });
+
+  test('the four transitional states, and no other, are resumed, each by the operation that enters it', () => {
+    expect(RESUMED_BY).toEqual({ CREATING: 'create', TRASHING: 'trash', RESTORING: 'undelete', PURGING: 'purge' });
+  });
+
+  test('a transitional table held by a running operation is not stuck; held by a closed one, it is (and the lock is stale)', () => {
+    const t = table(5, 'TRASHING');
+    expect(diagnose(facts({ tables: [t], locks: [lock(5, false)] }))).toEqual([]);
+    expect(kinds(diagnose(facts({ tables: [t], locks: [lock(5, true)] })))).toEqual(['stale-lock', 'stuck']);
+  });
+
+  test('only the table lock makes a table busy: a running holder of another resource does not hide it', () => {
+    const t = table(5, 'TRASHING');
+    const nameLock: LockFact = { ...lock(5, false), resource: 'name:ns.t5' };
+    expect(kinds(diagnose(facts({ tables: [t], locks: [nameLock] })))).toEqual(['stuck']);
+  });
+
+  test('a trashed table with no trash timer is missing its timer; expired once its expiry is now or past', () => {
+    const waiting = table(1, 'TRASHED');
+    const due = { ...table(2, 'TRASHED'), expireAt: NOW };
+    const overdue = { ...table(3, 'TRASHED'), expireAt: NOW - 1 };
+    const notYet = { ...table(4, 'TRASHED'), expireAt: NOW + 1 };
+    const findings = diagnose(facts({ tables: [waiting, due, overdue, notYet] }));
+    expect(findings).toEqual(
+      [waiting, due, overdue, notYet].map((t) => ({
+        kind: 'missing-timer',
+        table: { id: t.id, namespace: 'ns', name: t.name, shards: 2 },
+        droppedAt: t.droppedAt,
+        expireAt: t.expireAt,
+        expired: t.expireAt! <= NOW,
+      })),
+    );
+    expect(findings.map((f) => f.kind === 'missing-timer' && f.expired)).toEqual([false, true, true, false]);
+  });
+
+  test('a trashed table whose timer runs, or that a running operation holds, is not missing its timer', () => {
+    const t = table(1, 'TRASHED');
+    expect(diagnose(facts({ tables: [t], trashTimers: new Set([1]) }))).toEqual([]);
+    expect(diagnose(facts({ tables: [t], locks: [lock(1, false)] }))).toEqual([]);
+  });
+
+  test('a set of a table the catalog does not know is an orphan', () => {
+    const orphan = set(99, 0, 'live');
+    expect(diagnose(facts({ sets: [orphan] }))).toEqual([
+      { kind: 'orphan', set: orphan, why: 'no table 99 in the catalog', collectableAt: LONG_AGO + GRACE, collectable: true },
+    ]);
+  });
+
+  test('a set of a failed create or of a purged table is an orphan, in any area', () => {
+    const failed = table(1, 'CREATE_FAILED');
+    const purged = table(2, 'PURGED');
+    const sets = [set(1, 0, 'live'), set(1, 1, 'trash'), set(2, 0, 'trash'), set(2, 1, 'garbage')];
+    const findings = diagnose(facts({ tables: [failed, purged], sets }));
+    expect(findings.map((f) => f.kind === 'orphan' && [f.set.tableId, f.set.area, f.why])).toEqual([
+      [1, 'live', 'table 1 is CREATE_FAILED and keeps no files'],
+      [1, 'trash', 'table 1 is CREATE_FAILED and keeps no files'],
+      [2, 'trash', 'table 2 is PURGED and keeps no files'],
+      [2, 'garbage', 'table 2 is PURGED and keeps no files'],
+    ]);
+  });
+
+  test('a set on a node, or of a shard, that the placement does not name is an orphan, whatever the state', () => {
+    for (const state of ['READY', 'TRASHED', 'CREATING', 'TRASHING', 'RESTORING', 'PURGING'] as const) {
+      const t = table(1, state, 2);
+      const wrongNode = set(1, 0, 'live', LONG_AGO, 'node-2');
+      const noSuchShard = set(1, 5, 'live', LONG_AGO, 'node-1');
+      expect({ state, verdicts: [judgeSet(wrongNode, t, []), judgeSet(noSuchShard, t, [])] }).toEqual({
+        state,
+        verdicts: [
+          { kind: 'orphan', why: 'table 1 places no shard 0 on node-2' },
+          { kind: 'orphan', why: 'table 1 places no shard 5 on node-1' },
+        ],
+      });
+    }
+  });
+
+  test('the sets of a table in transition are never orphans nor misplaced, in any area', () => {
+    for (const state of ['CREATING', 'TRASHING', 'RESTORING', 'PURGING'] as const) {
+      const t = table(1, state);
+      // Half moved: shard 0 in live and trash at once, shard 1 in garbage only.
+      const sets = [set(1, 0, 'live'), set(1, 0, 'trash'), set(1, 1, 'garbage')];
+      expect({ state, verdicts: sets.map((s) => judgeSet(s, t, sets)) }).toEqual({ state, verdicts: [undefined, undefined, undefined] });
+      // Locked by a closed run, so not busy: only the stuck table and the stale lock are findings.
+      expect({ state, kinds: kinds(diagnose(facts({ tables: [t], locks: [lock(1, true)], sets }))) }).toEqual({
+        state,
+        kinds: ['stale-lock', 'stuck'],
+      });
+    }
+  });
+
+  test('a second copy beside the one where the table keeps it is an orphan (a spare); alone, it is misplaced', () => {
+    const ready = table(1, 'READY', 1);
+    const trashed = table(2, 'TRASHED', 1);
+    const spareOfReady = set(1, 0, 'trash');
+    const garbageOfReady = set(1, 0, 'garbage');
+    const spareOfTrashed = set(2, 0, 'live');
+    const withHomes = [set(1, 0, 'live'), spareOfReady, garbageOfReady, set(2, 0, 'trash'), spareOfTrashed];
+    expect(judgeSet(spareOfReady, ready, withHomes)).toEqual({
+      kind: 'orphan',
+      why: 'table 1 is READY: a spare copy in trash, beside the one in live',
+    });
+    expect(judgeSet(garbageOfReady, ready, withHomes)).toEqual({
+      kind: 'orphan',
+      why: 'table 1 is READY: a spare copy in garbage, beside the one in live',
+    });
+    expect(judgeSet(spareOfTrashed, trashed, withHomes)).toEqual({
+      kind: 'orphan',
+      why: 'table 2 is TRASHED: a spare copy in live, beside the one in trash',
+    });
+
+    const alone = [spareOfReady, spareOfTrashed];
+    expect(judgeSet(spareOfReady, ready, alone)).toEqual({ kind: 'misplaced', why: 'table 1 is READY but this shard is in trash, not live' });
+    expect(judgeSet(spareOfTrashed, trashed, alone)).toEqual({
+      kind: 'misplaced',
+      why: 'table 2 is TRASHED but this shard is in live, not trash',
+    });
+    // A set split across areas (half its files moved by hand, say) is the table's data on both sides: no spare.
+    const splitHome = { ...set(1, 0, 'live'), whole: false };
+    expect(judgeSet(spareOfReady, ready, [splitHome, spareOfReady])).toEqual({
+      kind: 'misplaced',
+      why: 'table 1 is READY but this shard is in trash, not live',
+    });
+    const findings = diagnose(facts({ tables: [ready, trashed], trashTimers: new Set([2]), sets: alone }));
+    expect(findings).toEqual([
+      { kind: 'misplaced', set: spareOfReady, why: 'table 1 is READY but this shard is in trash, not live' },
+      { kind: 'misplaced', set: spareOfTrashed, why: 'table 2 is TRASHED but this shard is in live, not trash' },
+    ]);
+  });
+
+  test('a home copy of the same shard on another node, or of another shard, does not make a set a spare', () => {
+    const ready = table(1, 'READY', 2);
+    const inTrash = set(1, 0, 'trash');
+    // Shard 1's live copy, and a copy of shard 0 in live on a node it is not placed on.
+    const others = [inTrash, set(1, 1, 'live'), set(1, 0, 'live', LONG_AGO, 'node-1')];
+    expect(judgeSet(inTrash, ready, others)?.kind).toBe('misplaced');
+  });
+
+  test('the sets of a table a running operation holds are skipped, however long left alone', () => {
+    const ready = table(1, 'READY', 1);
+    const sets = [set(1, 0, 'live'), set(1, 0, 'trash'), set(1, 3, 'live')];
+    expect(diagnose(facts({ tables: [ready], locks: [lock(1, false)], sets }))).toEqual([]);
+    // The same facts with the holder closed: the spare and the unplaced set are orphans.
+    expect(kinds(diagnose(facts({ tables: [ready], locks: [lock(1, true)], sets })))).toEqual(['stale-lock', 'orphan', 'orphan']);
+  });
+
+  test('an orphan is collectable once it has been left alone for the grace, not a millisecond before', () => {
+    const at = (changedAt: number) => diagnose(facts({ sets: [set(99, 0, 'live', changedAt)] }))[0];
+    expect(at(NOW - GRACE)).toMatchObject({ kind: 'orphan', collectableAt: NOW, collectable: true });
+    expect(at(NOW - GRACE + 1)).toMatchObject({ kind: 'orphan', collectableAt: NOW + 1, collectable: false });
+    expect(at(NOW)).toMatchObject({ kind: 'orphan', collectableAt: NOW + GRACE, collectable: false });
+    // A set changed "in the future" (a clock stepped back) waits the more.
+    expect(at(NOW + 5_000)).toMatchObject({ collectableAt: NOW + 5_000 + GRACE, collectable: false });
+    // Grace zero: collectable at once.
+    expect(diagnose(facts({ orphanGraceMs: 0, sets: [set(99, 0, 'live', NOW)] }))[0]).toMatchObject({ collectable: true });
+  });
+
+  test('a misplaced set is reported at once, grace or not: it is never collected, so it has no grace', () => {
+    const ready = table(1, 'READY', 1);
+    const fresh = set(1, 0, 'trash', NOW);
+    expect(diagnose(facts({ tables: [ready], sets: [fresh] }))).toEqual([
+      { kind: 'misplaced', set: fresh, why: 'table 1 is READY but this shard is in trash, not live' },
+    ]);
+  });
+
+  test('findings come in a stable order: stale locks, then tables by id, then sets as listed', () => {
+    const tables = [table(9, 'PURGING'), table(3, 'TRASHED'), table(5, 'CREATING')];
+    const sets = [set(100, 1, 'trash'), set(100, 0, 'live')];
+    const findings = diagnose(facts({ tables, sets, locks: [lock(50, true), lock(40, true)] }));
+    expect(
+      findings.map((f) =>
+        f.kind === 'stale-lock' ? f.resource : f.kind === 'orphan' || f.kind === 'misplaced' ? `${f.kind} ${f.set.area}` : `${f.kind} ${f.table.id}`,
+      ),
+    ).toEqual(['table:50', 'table:40', 'missing-timer 3', 'stuck 5', 'stuck 9', 'orphan trash', 'orphan live']);
+  });
+});
+
+describe('describeFinding', () => {
+  test('each kind gives one line that names what to look at and what will be done', () => {
+    const t = table(12, 'TRASHED');
+    const key = { id: 12, namespace: 'ns', name: 't12', shards: 2 };
+    const lines = [
+      describeFinding({ kind: 'missing-timer', table: key, droppedAt: t.droppedAt!, expireAt: NOW - 1, expired: true }),
+      describeFinding({ kind: 'missing-timer', table: key, droppedAt: t.droppedAt!, expireAt: NOW, expired: false }),
+      describeFinding({ kind: 'stuck', table: key, state: 'PURGING', resume: 'purge' }),
+      describeFinding({ kind: 'stale-lock', resource: 'table:12', workflowId: 'purge:12@c', runId: 'r', since: NOW }),
+      describeFinding({ kind: 'orphan', set: set(12, 1, 'garbage'), why: 'why', collectableAt: NOW, collectable: true }),
+      describeFinding({ kind: 'orphan', set: set(12, 1, 'garbage'), why: 'why', collectableAt: NOW, collectable: false }),
+      describeFinding({ kind: 'misplaced', set: set(12, 0, 'live'), why: 'why' }),
+    ];
+    expect(lines).toEqual([
+      'table 12 is TRASHED with no trash timer: re-arm it (expired: purge now)',
+      `table 12 is TRASHED with no trash timer: re-arm it (expires ${new Date(NOW).toISOString()})`,
+      'table 12 is PURGING and no operation holds it: run purge again',
+      'lock table:12 is held by purge:12@c, which has closed: release it',
+      'shard t12-s1 in garbage on node-1: why: collect it',
+      `shard t12-s1 in garbage on node-1: why: collect it after ${new Date(NOW).toISOString()}`,
+      'shard t12-s0 in live on node-0: why: left for an operator',
+    ]);
+    for (const line of lines) expect(line).not.toContain('\n');
+  });
+});
