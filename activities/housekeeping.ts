@@ -7,9 +7,14 @@ import type { TableRecord } from '../domain/table';
 import type { ShardRef, StorageDriver, Watch } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
 
+/** The most findings one survey returns (a result stays far below the server's payload limit); the rest are counted. */
+const MAX_FINDINGS = 2000;
+
 /** What the survey found, and what it could not look at. */
 export interface Survey {
   findings: Finding[];
+  /** Findings beyond MAX_FINDINGS, not listed: a later pass lists them once the first ones are repaired. */
+  omitted: number;
   /** Nodes whose sets were not listed (quarantined): their orphans wait until they are back. */
   skippedNodes: string[];
   /** For a stuck trash: the retention its stopped run asked for, so that resuming it keeps the promise. */
@@ -79,12 +84,12 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       );
       const findings = diagnose({ tables, locks: lockFacts, trashTimers, sets, now: Date.now(), orphanGraceMs: deps.orphanGraceMs });
       const retentionOf: Record<number, number> = {};
-      for (const f of findings) {
+      for (const f of findings.slice(0, MAX_FINDINGS)) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
         const asked = await askedRetention(workflowIdFor.trash(f.table.id, catalog.id));
         if (asked !== undefined) retentionOf[f.table.id] = asked;
       }
-      return { findings, skippedNodes, retentionOf };
+      return { findings: findings.slice(0, MAX_FINDINGS), omitted: Math.max(0, findings.length - MAX_FINDINGS), skippedNodes, retentionOf };
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */

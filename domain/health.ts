@@ -73,10 +73,14 @@ export interface ReconcileInput {
 /** What one reconcile run found and did, in its workflow result (and the doctor's report). */
 export interface ReconcileReport {
   findings: Finding[];
+  /** Findings not listed (a survey lists a bounded number). */
+  omitted: number;
   /** Nodes not looked at (quarantined). */
   skippedNodes: string[];
   /** One per finding acted on, in order: what was done, or why not. */
   actions: Array<{ finding: string; outcome: string }>;
+  /** Findings left for the next pass (a pass makes at most a bounded number of repairs). */
+  deferred: number;
 }
 
 /** The operation that finishes a table left in each transitional state (it resumes from that state). */

@@ -126,7 +126,7 @@ describe('with a `tablefate worker` polling', () => {
     expect(seen(r)).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: [] });
     const json = await cli('doctor', '--json');
     expect(seen(json)).toEqual({ code: 0, stdout: expect.any(String) as unknown, stderr: [] });
-    expect(JSON.parse(json.stdout)).toEqual({ healthy: true, findings: [], skippedNodes: [], actions: [] });
+    expect(JSON.parse(json.stdout)).toEqual({ healthy: true, findings: [], omitted: 0, skippedNodes: [], actions: [], deferred: 0 });
     // With TABLEFATE_RECONCILE_SECONDS=0 the worker made no schedule.
     await expect(temporal.schedule.getHandle(reconcileScheduleId(catalog.id)).describe()).rejects.toThrow(/not found/i);
   });
@@ -158,8 +158,10 @@ describe('with a `tablefate worker` polling', () => {
           expired: false,
         },
       ],
+      omitted: 0,
       skippedNodes: [],
       actions: [],
+      deferred: 0,
     });
 
     // The doctor only looked: the trash run is still the terminated one, the table still TRASHED.
@@ -206,4 +208,32 @@ describe('with a `tablefate worker` polling', () => {
     ]);
     for (const file of ghost) await fs.promises.rm(file);
   });
+});
+
+test('with the schedule on, `tablefate worker` creates the reconcile schedule, and its passes re-arm a lost trash timer', async () => {
+  if (worker && !worker.exitStatus) await worker.stop('SIGINT');
+  const scheduleId = reconcileScheduleId(catalog.id);
+  const created = jsonOf<TableInfo>(await cli('create', 'doctor.scheduled', '--shards', '2', '--json'));
+  jsonOf<TableInfo>(await cli('drop', 'doctor.scheduled', '-r', '4', '--json'));
+  await temporal.workflow.getHandle(workflowIdFor.trash(created.id, catalog.id)).terminate('test: a lost trash run');
+  env = { ...env, TABLEFATE_RECONCILE_SECONDS: '1' };
+  try {
+    await startWorker();
+    const schedule = await temporal.schedule.getHandle(scheduleId).describe();
+    expect(schedule.spec.intervals?.[0]?.every).toBe(1000);
+    expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'reconcileTables', taskQueue: TASK_QUEUE });
+    // A pass of the schedule re-arms the timer; the table is purged at its expiry.
+    const purged = await waitFor(() => catalog.getTable(created.id), (t) => t?.state === 'PURGED', { what: 'the re-armed expiry', timeoutMs: 60_000 });
+    expect(purged?.purgedAt).toBeGreaterThan(0);
+    const passes = await temporal.workflow.count(`WorkflowType = 'reconcileTables' AND WorkflowId STARTS_WITH 'reconcile@${catalog.id}'`);
+    expect(passes.count).toBeGreaterThan(0);
+    const r = await cli('doctor');
+    expect(seen(r)).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: [] });
+  } finally {
+    await worker?.stop('SIGINT');
+    // Turned off again, the next start deletes the schedule.
+    env = { ...env, TABLEFATE_RECONCILE_SECONDS: '0' };
+    await startWorker();
+    await expect(temporal.schedule.getHandle(scheduleId).describe()).rejects.toThrow(/not found/i);
+  }
 });

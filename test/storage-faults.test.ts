@@ -25,6 +25,7 @@ import {
   type RenameOps,
   type ShardRef,
 } from '../storage';
+import { tempRootPerTest } from './support/temp-root';
 import { Harness } from './support/harness';
 
 /*
@@ -34,14 +35,7 @@ import { Harness } from './support/harness';
  */
 
 let root: string;
-
-beforeEach(async () => {
-  root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-faults-'));
-});
-
-afterEach(async () => {
-  await fs.rm(root, { recursive: true, force: true });
-});
+tempRootPerTest('tablefate-faults-', (dir) => (root = dir));
 
 /** What a promise rejected with (fails the test if it resolved). */
 async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {

@@ -1,5 +1,4 @@
 import { promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import {
   classifyStorageError,
@@ -14,6 +13,7 @@ import {
   type ShardRef,
   type StorageArea,
 } from '../storage';
+import { filesIn, tempRootPerTest } from './support/temp-root';
 import type { StoredSet } from '../storage/driver';
 
 /**
@@ -22,27 +22,12 @@ import type { StoredSet } from '../storage/driver';
  */
 
 let root: string;
-
-beforeEach(async () => {
-  root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-sets-'));
-});
-
-afterEach(async () => {
-  await fs.rm(root, { recursive: true, force: true });
-});
+tempRootPerTest('tablefate-sets-', (dir) => (root = dir));
 
 const ref: ShardRef = { tableId: 42, shard: 1, node: 'node-2' };
 
-async function exists(file: string): Promise<boolean> {
-  return fs.lstat(file).then(
-    () => true,
-    () => false,
-  );
-}
 
-async function presentIn(r: ShardRef, area: StorageArea): Promise<boolean[]> {
-  return Promise.all(shardPaths(root, r, area).map(exists));
-}
+const presentIn = (r: ShardRef, area: StorageArea) => filesIn(root, r, area);
 
 async function listFiles(dir: string): Promise<string[]> {
   const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true });

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import {
   FatalStorageError,
@@ -13,30 +12,15 @@ import {
   type ShardRef,
   type StorageArea,
 } from '../storage';
+import { exists, filesIn, tempRootPerTest } from './support/temp-root';
 
 let root: string;
-
-beforeEach(async () => {
-  root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-storage-'));
-});
-
-afterEach(async () => {
-  await fs.rm(root, { recursive: true, force: true });
-});
+tempRootPerTest('tablefate-storage-', (dir) => (root = dir));
 
 const ref: ShardRef = { tableId: 42, shard: 1, node: 'node-2' };
 
-async function exists(file: string): Promise<boolean> {
-  return fs.stat(file).then(
-    () => true,
-    () => false,
-  );
-}
 
-/** Which files of the set are present in an area, in the set's order. */
-async function presentIn(r: ShardRef, area: StorageArea): Promise<boolean[]> {
-  return Promise.all(shardPaths(root, r, area).map(exists));
-}
+const presentIn = (r: ShardRef, area: StorageArea) => filesIn(root, r, area);
 
 async function writeRandomData(r: ShardRef, area: StorageArea = 'live'): Promise<Buffer> {
   const data = randomBytes(4096 + Math.floor(Math.random() * 4096));

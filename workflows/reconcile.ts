@@ -12,9 +12,11 @@ import { undeleteTable } from './undelete';
 /** The survey reads the whole catalog and every node's sets: an ordinary activity, retried a few times. */
 const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks' | 'collectOrphan'>>({
   startToCloseTimeout: '5 minutes',
-  heartbeatTimeout: '1 minute',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
 });
+
+/** At most this many repairs per pass (a few events each): a pass's history stays far below the server's limits. */
+const REPAIRS_PER_PASS = 200;
 
 /**
  * The reconciler, run by the `tablefate-reconcile` schedule: finds every table left without the run that should
@@ -25,13 +27,24 @@ const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseS
  */
 export async function reconcileTables(input: ReconcileInput): Promise<ReconcileReport> {
   const survey = await housekeeping.surveyHealth({ catalogId: input.catalogId });
-  const report: ReconcileReport = { findings: survey.findings, skippedNodes: survey.skippedNodes, actions: [] };
+  const report: ReconcileReport = {
+    findings: survey.findings,
+    omitted: survey.omitted,
+    skippedNodes: survey.skippedNodes,
+    actions: [],
+    deferred: 0,
+  };
   if (input.mode === 'report') return report;
 
   const calls = operationCalls(input.catalogId);
   // Stale locks first: a stuck table's operation can then take its lock at once.
   const ordered = [...survey.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
   for (const finding of ordered) {
+    // A pass's history stays small however much there is to do: the rest waits for the next pass.
+    if (report.actions.length >= REPAIRS_PER_PASS) {
+      report.deferred++;
+      continue;
+    }
     // One repair that fails (a node down, say) must not keep the others from running; the next pass retries it.
     const outcome = await repair(finding, calls, input, survey.retentionOf).catch((err: unknown) => `failed: ${String(err)}`);
     if (outcome === undefined) continue;

@@ -178,7 +178,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {
           const report = await withClient((c) => c.health(timeoutOption(v)));
           // A node that could not be looked at is not known to be healthy.
-          healthy = report.findings.length === 0 && report.skippedNodes.length === 0;
+          healthy = report.findings.length === 0 && report.omitted === 0 && report.skippedNodes.length === 0;
           if (json) io.out(JSON.stringify({ healthy, ...report }, null, 2));
           else io.out(formatHealth(report));
         });

@@ -158,6 +158,20 @@ async function main(): Promise<void> {
     await save('reconcile', reconcileId);
     await waitFor(() => h.catalog.getTable(rearmed.id), (t) => t?.state === 'PURGED', { what: 'the re-armed expiry' });
     await save('trash-rearmed', workflowIdFor.trash(rearmed.id, h.catalog.id));
+
+    // a trash whose worker died right after it marked the table TRASHING, and whose run was then terminated:
+    // the reconciler runs the trash again, which resumes from TRASHING (with the retention the lost run asked for)
+    const resumed2 = await h.client.create({ table: 'rec.resumed', shards: 2 });
+    await h.stopWorker();
+    const dying = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'transition' });
+    const lostTrash = h.client.trash({ table: 'rec.resumed', retentionSeconds: 2 }).catch(() => undefined);
+    await dying.exited;
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(resumed2.id, h.catalog.id)).terminate('recording: a worker lost mid-trash');
+    await lostTrash;
+    await h.startWorker();
+    await h.reconcile();
+    await waitFor(() => h.catalog.getTable(resumed2.id), (t) => t?.state === 'PURGED', { what: 'the resumed trash to expire' });
+    await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
   } finally {
     await h.close();
     await server.stop();
