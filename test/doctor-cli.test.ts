@@ -211,11 +211,12 @@ describe('with a `tablefate worker` polling', () => {
 });
 
 test('with the schedule on, `tablefate worker` creates the reconcile schedule, and its passes re-arm a lost trash timer', async () => {
-  if (worker && !worker.exitStatus) await worker.stop('SIGINT');
+  // Made while the worker of the tests above (schedule off) still runs; then a worker with the schedule on.
   const scheduleId = reconcileScheduleId(catalog.id);
   const created = jsonOf<TableInfo>(await cli('create', 'doctor.scheduled', '--shards', '2', '--json'));
   jsonOf<TableInfo>(await cli('drop', 'doctor.scheduled', '-r', '4', '--json'));
   await temporal.workflow.getHandle(workflowIdFor.trash(created.id, catalog.id)).terminate('test: a lost trash run');
+  if (worker && !worker.exitStatus) await worker.stop('SIGINT');
   env = { ...env, TABLEFATE_RECONCILE_SECONDS: '1' };
   try {
     await startWorker();
