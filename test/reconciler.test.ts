@@ -49,6 +49,20 @@ describe('the reconciler', () => {
 
   const shardOf = (table: TableInfo, shard = 0): ShardRef => ({ tableId: table.id, ...table.placement[shard]! });
 
+  test('a re-armed trash whose table was recalled meanwhile ends at once and touches nothing', async () => {
+    const table = await h.client.create({ table: 'rec.recalled', shards: 2 });
+    const trashed = await h.client.trash({ table: 'rec.recalled', retentionSeconds: 3600 });
+    await h.client.undelete({ table: table.id });
+    const timer = await h.temporal.workflow.execute<typeof trashTable>('trashTable', {
+      workflowId: workflowIdFor.trash(table.id, h.catalog.id),
+      taskQueue: h.taskQueue,
+      args: [{ tableId: table.id, catalogId: h.catalog.id, requestId: 'test', rearm: { droppedAt: Date.parse(trashed.droppedAt!) } }],
+    });
+    expect(timer.ended).toBe('restored');
+    expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY', droppedAt: null });
+    expect(await h.shardAreas(table)).toEqual(['live', 'live']);
+  });
+
   test('a terminated trash run: the doctor reports the missing timer, the reconciler re-arms it and the table is purged at its expiry', async () => {
     const table = await h.client.create({ table: 'rec.terminated', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.terminated', retentionSeconds: 4 });

@@ -19,8 +19,7 @@ import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { forEachShard, operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
-import { asFailure, runSteps } from './steps';
-import { WrongStateError } from '../domain/errors';
+import { runSteps } from './steps';
 import { purgeTable } from './purge';
 
 type Outcome = { table: TableInfo } | { error: unknown };
@@ -68,7 +67,18 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       timer.droppedAt = table.droppedAt;
       timer.expireAt = new Date(table.expireAt!).toISOString();
     };
-    trashed = input.rearm ? await inThatTrash(calls, input.tableId, input.rearm.droppedAt) : await moveToTrash(calls, input, armTimer);
+    if (input.rearm) {
+      const found = await inThatTrash(calls, input.tableId, input.rearm.droppedAt);
+      if ('ended' in found) {
+        // Recalled or purged since this trash's run was lost: there is no expiry left to wait for.
+        log.info('re-armed trash found the table no longer in that trash', { tableId: input.tableId, ended: found.ended });
+        timer.ended = found.ended;
+        return timer;
+      }
+      trashed = found.table;
+    } else {
+      trashed = await moveToTrash(calls, input, armTimer);
+    }
     armTimer(trashed);
   } catch (err) {
     // A long lock wait starts over in a new run, which answers the caller (who asks again: see the client).
@@ -139,14 +149,17 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table
 
 /**
  * A re-armed trash: the table as the trash at `droppedAt` left it (TRASHED, or PURGING from a purge that stopped
- * past its point of no return, which the expiry finishes). Anything else means that trash has ended.
+ * past its point of no return, which the expiry finishes), or how that trash ended (purged, or recalled: a table
+ * trashed again since is in another trash, whose own run waits for it).
  */
-async function inThatTrash(calls: OperationCalls, tableId: number, droppedAt: number): Promise<TableRecord> {
+async function inThatTrash(
+  calls: OperationCalls,
+  tableId: number,
+  droppedAt: number,
+): Promise<{ table: TableRecord } | { ended: 'purged' | 'restored' }> {
   const table = await calls.getTable(tableId);
-  if (table && (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === droppedAt) return table;
-  throw asFailure(
-    new WrongStateError(`table ${tableId} is no longer in the trash of ${new Date(droppedAt).toISOString()}; nothing to wait for`),
-  );
+  if (table && (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === droppedAt) return { table };
+  return { ended: !table || table.state === 'PURGED' ? 'purged' : 'restored' };
 }
 
 const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];
