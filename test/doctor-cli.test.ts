@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time';
 import { CliProcess, jsonOf, runCli, type CliResult } from './support/cli';
 import { testServerAddress } from './support/test-server';
+import { ensureNamespace, startCliWorker } from './support/cli-worker';
 import { waitFor } from './support/wait';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
@@ -33,33 +33,10 @@ let worker: CliProcess | undefined;
 
 const cli = (...args: string[]) => runCli(args, { env });
 
-async function ensureNamespace(): Promise<void> {
-  try {
-    await connection.workflowService.registerNamespace({ namespace: NAMESPACE, workflowExecutionRetentionPeriod: msToTs('1 day') });
-  } catch (err) {
-    if (!/already exists/i.test((err as Error).message)) throw err;
-  }
-  await waitFor(
-    () => connection.workflowService.describeNamespace({ namespace: NAMESPACE }).then(() => true, () => false),
-    (ok) => ok,
-    { timeoutMs: 30_000, what: `namespace ${NAMESPACE} to exist` },
-  );
-}
-
 /** Starts `tablefate worker` and waits until the server sees it polling. */
 async function startWorker(): Promise<CliProcess> {
-  const child = CliProcess.start(['worker'], env);
-  worker = child;
-  await waitFor(
-    async () => {
-      if (child.exitStatus) throw new Error(`tablefate worker exited early (${JSON.stringify(child.exitStatus)}); stderr: ${child.stderr}`);
-      const queue = await temporal.workflowService.describeTaskQueue({ namespace: NAMESPACE, taskQueue: { name: TASK_QUEUE } });
-      return (queue.pollers ?? []).map((p) => p.identity ?? '');
-    },
-    (identities) => identities.some((id) => id.startsWith(`${child.pid}@`)),
-    { timeoutMs: 90_000, intervalMs: 250, what: `tablefate worker ${child.pid} to poll` },
-  );
-  return child;
+  worker = await startCliWorker(connection, env);
+  return worker;
 }
 
 beforeAll(async () => {
@@ -74,7 +51,7 @@ beforeAll(async () => {
     TABLEFATE_LOG_LEVEL: 'warn',
     TABLEFATE_RECONCILE_SECONDS: '0',
   };
-  await ensureNamespace();
+  await ensureNamespace(connection, NAMESPACE);
   // The catalog a worker would create on its first start, made here so that the doctor can be asked before any
   // worker has run (a missing catalog is another error, CatalogNotFound). The worker opens this same one.
   catalog = new SqliteCatalog(catalogPath(home));

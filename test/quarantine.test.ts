@@ -2,12 +2,10 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time';
+import { Connection } from '@temporalio/client';
 import { CliProcess, jsonOf, runCli, type CliExit, type CliResult } from './support/cli';
 import { testServerAddress } from './support/test-server';
-import { waitFor } from './support/wait';
-import { TASK_QUEUE } from '../worker/config';
+import { ensureNamespace, startCliWorker } from './support/cli-worker';
 import type { TableInfo } from '../domain/table';
 
 /*
@@ -47,30 +45,12 @@ function appendOnlyDirectoriesWork(): boolean {
 let home: string;
 let env: NodeJS.ProcessEnv;
 let connection: Connection;
-let temporal: Client;
 const processes: CliProcess[] = [];
 const appendOnly: string[] = [];
-
-async function ensureNamespace(): Promise<void> {
-  try {
-    await connection.workflowService.registerNamespace({
-      namespace: NAMESPACE,
-      workflowExecutionRetentionPeriod: msToTs('1 day'),
-    });
-  } catch (err) {
-    if (!/already exists/i.test((err as Error).message)) throw err;
-  }
-  await waitFor(
-    () => connection.workflowService.describeNamespace({ namespace: NAMESPACE }).then(() => true, () => false),
-    (ok) => ok,
-    { timeoutMs: 30_000, what: `namespace ${NAMESPACE} to exist` },
-  );
-}
 
 beforeAll(async () => {
   home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-quarantine-'));
   connection = await Connection.connect({ address: testServerAddress() });
-  temporal = new Client({ connection, namespace: NAMESPACE });
   env = {
     ...process.env,
     TABLEFATE_HOME: home,
@@ -104,18 +84,8 @@ function start(...args: string[]): CliProcess {
 
 /** Starts `tablefate worker` and waits until the server sees this very process polling. */
 async function startWorker(): Promise<CliProcess> {
-  const worker = start('worker');
-  await waitFor(
-    async () => {
-      if (worker.exitStatus) {
-        throw new Error(`tablefate worker exited early (${JSON.stringify(worker.exitStatus)}); stderr: ${worker.stderr}`);
-      }
-      const queue = await temporal.workflowService.describeTaskQueue({ namespace: NAMESPACE, taskQueue: { name: TASK_QUEUE } });
-      return (queue.pollers ?? []).map((p) => p.identity ?? '');
-    },
-    (identities) => identities.some((id) => id.startsWith(`${worker.pid}@`)),
-    { timeoutMs: 90_000, intervalMs: 250, what: `tablefate worker ${worker.pid} to poll` },
-  );
+  const worker = await startCliWorker(connection, env);
+  processes.push(worker);
   return worker;
 }
 
@@ -165,7 +135,7 @@ test(
   async () => {
     // A real kernel fault needs chattr (Linux, root, an ext4-like temp dir): where it is missing, say so by failing.
     expect(appendOnlyDirectoriesWork()).toBe(true);
-    await ensureNamespace();
+    await ensureNamespace(connection, NAMESPACE);
     const first = await startWorker();
 
     // Which node the next table's only shard lands on: ids come from one counter, shards go to node (id % 2).

@@ -25,7 +25,7 @@ import {
   type RenameOps,
   type ShardRef,
 } from '../storage';
-import { tempRootPerTest } from './support/temp-root';
+import { filesUnder, tempRootPerTest } from './support/temp-root';
 import { Harness } from './support/harness';
 
 /*
@@ -47,13 +47,6 @@ async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-async function listFiles(dir: string): Promise<string[]> {
-  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile())
-    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
-    .sort();
-}
 
 describe('classifying real file-system errors', () => {
   test('a path below a plain file fails with ENOTDIR, which is permanent', async () => {
@@ -123,7 +116,7 @@ describe('the driver under real faults', () => {
     expect((err as Error).message).toMatch(/^createShard of shard t5-s0 on node-1 failed: EEXIST/);
     expect(classifyStorageError(err)).toBe('permanent');
     // No temporary set left behind in node-1/tmp: the live directory is checked before anything is written.
-    expect(await listFiles(root)).toEqual(['node-1/live']);
+    expect(await filesUnder(root)).toEqual(['node-1/live']);
     // Nothing of the shard can be below a file, so dropping it (create's compensation) succeeds.
     await storage.dropShard(onNode1);
   });
@@ -197,7 +190,7 @@ describe('quarantine', () => {
 
     // Another worker (a new driver on the same storage) keeps off the node, whatever it is asked to do.
     const other = new LocalFileStorage({ root });
-    const before = await listFiles(root);
+    const before = await filesUnder(root);
     const calls: Array<[string, () => Promise<unknown>]> = [
       ['createShard', () => other.createShard({ ...ref, tableId: 10 })],
       ['dropShard', () => other.dropShard(ref)],
@@ -218,7 +211,7 @@ describe('quarantine', () => {
         /^node-1 is quarantined since \S+ \(FatalStorageError in moveShard .*\); inspect it, then run `tablefate quarantine clear node-1`$/,
       );
     }
-    expect(await listFiles(root)).toEqual(before);
+    expect(await filesUnder(root)).toEqual(before);
     // Other nodes are not affected.
     await other.createShard(healthy);
     expect((await other.inspect(healthy)).area).toBe('live');
@@ -361,7 +354,7 @@ describe('end to end, on a real worker and dev server', () => {
     expect(table?.state).toBe('CREATE_FAILED');
     expect(table?.placement.map((p) => p.node).sort()).toEqual(['node-0', 'node-1', 'node-2']);
     // The healthy nodes' shards were dropped; the broken node holds nothing but the file in its way.
-    expect(await listFiles(h.storage.root)).toEqual(['node-1/live']);
+    expect(await filesUnder(h.storage.root)).toEqual(['node-1/live']);
     expect(await h.catalog.listLocks()).toEqual([]);
 
     // The disk is repaired: the same create resumes the same table.

@@ -13,7 +13,7 @@ import {
   type ShardRef,
   type StorageArea,
 } from '../storage';
-import { filesIn, tempRootPerTest } from './support/temp-root';
+import { filesIn, filesUnder, tempRootPerTest } from './support/temp-root';
 import type { StoredSet } from '../storage/driver';
 
 /**
@@ -29,13 +29,6 @@ const ref: ShardRef = { tableId: 42, shard: 1, node: 'node-2' };
 
 const presentIn = (r: ShardRef, area: StorageArea) => filesIn(root, r, area);
 
-async function listFiles(dir: string): Promise<string[]> {
-  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true });
-  return entries
-    .filter((e) => e.isFile())
-    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
-    .sort();
-}
 
 /** Writes a set's files (or the chosen ones, by position) in an area, each holding its own name and a tag. */
 async function writeSet(r: ShardRef, area: StorageArea, tag: string = area, which: readonly number[] = [0, 1, 2]): Promise<void> {
@@ -252,7 +245,7 @@ describe('discardSet', () => {
     const storage = new LocalFileStorage({ root });
     await storage.createShard(ref);
     await storage.discardSet(ref, 'live');
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
     expect(await storage.listSets()).toEqual({ sets: [], skippedNodes: [] });
   });
 
@@ -305,7 +298,7 @@ describe('discardSet', () => {
     await storage.moveShard(ref, 'live', 'trash');
     await storage.discardSet(ref, 'trash');
     await storage.discardSet(ref, 'trash');
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
   });
 
   test('discardSet after a crash half way through its renames finishes the job', async () => {
@@ -331,7 +324,7 @@ describe('discardSet', () => {
     await writeSet(ref, 'garbage', 'renamed', [1, 2]);
     await fs.rm(path.join(root, 'node-2', 'live'), { recursive: true });
     await storage.discardSet(ref, 'live');
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
   });
 
   test('a failed rename puts the set back and answers with a transient StorageIoError; a re-run finishes the job', async () => {
@@ -346,7 +339,7 @@ describe('discardSet', () => {
     expect(await presentIn(ref, 'garbage')).toEqual([false, false, false]);
 
     await new LocalFileStorage({ root }).discardSet(ref, 'live');
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
   });
 
   test('a rename that can be neither done nor undone is fatal and quarantines the node, which every method then refuses', async () => {
@@ -368,7 +361,7 @@ describe('discardSet', () => {
     // Once an operator has cleared it, a re-run finishes the job.
     await storage.clearQuarantine('node-2');
     await storage.discardSet(ref, 'live');
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
   });
 
   test('discardSet stopped by its caller half way puts a rename back or stops between deletions; a re-run finishes', async () => {
@@ -394,14 +387,14 @@ describe('discardSet', () => {
     await storage.discardSet(ref, 'live', { beat: () => (beats += 1) });
     // One beat per file: nothing left to rename, three garbage paths to delete (gone or not).
     expect(beats).toBe(3);
-    expect(await listFiles(root)).toEqual([]);
+    expect(await filesUnder(root)).toEqual([]);
   });
 
   test('discardSet refuses a quarantined node, an unknown node and an unknown area, touching nothing', async () => {
     const storage = new LocalFileStorage({ root });
     await storage.createShard(ref);
     await storage.moveShard(ref, 'live', 'trash');
-    const before = await listFiles(root);
+    const before = await filesUnder(root);
 
     const bogus = await failureOf(storage.discardSet(ref, 'Trash' as StorageArea));
     expect(bogus).toBeInstanceOf(PermanentStorageError);
@@ -413,6 +406,6 @@ describe('discardSet', () => {
     const quarantined = await failureOf(storage.discardSet(ref, 'trash'));
     expect(quarantined).toBeInstanceOf(QuarantinedNodeError);
     expect(classifyStorageError(quarantined)).toBe('permanent');
-    expect(await listFiles(root)).toEqual([...before, 'node-2/QUARANTINED'].sort());
+    expect(await filesUnder(root)).toEqual([...before, 'node-2/QUARANTINED'].sort());
   });
 });

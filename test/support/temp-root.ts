@@ -27,3 +27,12 @@ export async function exists(file: string): Promise<boolean> {
 export function filesIn(root: string, ref: ShardRef, area: StorageArea): Promise<boolean[]> {
   return Promise.all(shardPaths(root, ref, area).map(exists));
 }
+
+/** Every file under `dir`, as paths relative to it, sorted. */
+export async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
+    .sort();
+}

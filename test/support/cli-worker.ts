@@ -1,0 +1,40 @@
+import type { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
+import { TASK_QUEUE } from '../../domain/deployment';
+import { CliProcess } from './cli';
+import { waitFor } from './wait';
+
+/** Registers a Temporal namespace of a test file's own (if it is not there yet) and waits until the server has it. */
+export async function ensureNamespace(connection: Connection, namespace: string): Promise<void> {
+  try {
+    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+  } catch (err) {
+    if (!/already exists/i.test((err as Error).message)) throw err;
+  }
+  await waitFor(
+    () => connection.workflowService.describeNamespace({ namespace }).then(() => true, () => false),
+    (ok) => ok,
+    { timeoutMs: 30_000, what: `namespace ${namespace} to exist` },
+  );
+}
+
+/**
+ * Starts `tablefate worker` as a child process with `env` and waits until the server sees this very process
+ * polling the tablefate task queue of `env.TEMPORAL_NAMESPACE`.
+ */
+export async function startCliWorker(connection: Connection, env: NodeJS.ProcessEnv): Promise<CliProcess> {
+  const namespace = env.TEMPORAL_NAMESPACE ?? 'default';
+  const worker = CliProcess.start(['worker'], env);
+  await waitFor(
+    async () => {
+      if (worker.exitStatus) {
+        throw new Error(`tablefate worker exited early (${JSON.stringify(worker.exitStatus)}); stderr: ${worker.stderr}`);
+      }
+      const queue = await connection.workflowService.describeTaskQueue({ namespace, taskQueue: { name: TASK_QUEUE } });
+      return (queue.pollers ?? []).map((p) => p.identity ?? '');
+    },
+    (identities) => identities.some((id) => id.startsWith(`${worker.pid}@`)),
+    { timeoutMs: 90_000, intervalMs: 250, what: `tablefate worker ${worker.pid} to poll` },
+  );
+  return worker;
+}
