@@ -336,7 +336,9 @@ describe('the command line', () => {
       stdout: '',
       stderr: [expect.stringMatching(new RegExp(`^tablefate: ServerUnreachable: cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`)) as unknown],
     });
-    expect(write!.ms).toBeLessThan(8000);
+    // About 5 s of asking plus two CLI processes starting on a busy machine (up to 10 s seen in CI): the point is
+    // that it does not wait for the 60 s deadline.
+    expect(write!.ms).toBeLessThan(20_000);
     expect({ code: ls!.code, tables: JSON.parse(ls!.stdout) as unknown }).toEqual({ code: 0, tables: [] });
   });
 });
