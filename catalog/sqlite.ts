@@ -4,7 +4,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
-import { NAME_HOLDING_STATES, canTransition, columnsOnEntering, type TableState } from '../domain/states';
+import { NAME_HOLDING_STATES } from '../domain/states';
 import { sameCreateParams, type TableRecord } from '../domain/table';
 import {
   CatalogNotFoundError,
@@ -12,9 +12,6 @@ import {
   TableExistsError,
   TableFateError,
   TableNotFoundError,
-  WrongStateError,
-  domainError,
-  isDomainErrorType,
 } from '../domain/errors';
 import { lockFor } from '../domain/operations';
 import type {
@@ -29,8 +26,8 @@ import type {
   TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
+import { busyHolder, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
 
-const sqlList = (states: readonly string[]) => states.map((s) => `'${s}'`).join(', ');
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS tables (
@@ -71,51 +68,6 @@ CREATE INDEX IF NOT EXISTS journal_age ON journal (at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
 
-/** A journaled outcome: what the call returned, or the domain error it failed with. */
-type Outcome<T> = { value: T } | { error: { type: string; message: string } };
-
-interface TableRow {
-  id: number;
-  namespace: string;
-  name: string;
-  state: TableState;
-  params: string;
-  placement: string;
-  created_at: number;
-  dropped_at: number | null;
-  expire_at: number | null;
-  purged_at: number | null;
-  updated_at: number;
-}
-
-interface LockRow {
-  resource: string;
-  owner_workflow_id: string;
-  owner_run_id: string;
-  since: number;
-}
-
-function toRecord(row: TableRow): TableRecord {
-  return {
-    id: row.id,
-    namespace: row.namespace,
-    name: row.name,
-    state: row.state,
-    params: JSON.parse(row.params) as TableRecord['params'],
-    placement: JSON.parse(row.placement) as TableRecord['placement'],
-    createdAt: row.created_at,
-    droppedAt: row.dropped_at,
-    expireAt: row.expire_at,
-    purgedAt: row.purged_at,
-    updatedAt: row.updated_at,
-  };
-}
-
-function toHolder(row: LockRow): LockHolder {
-  return { resource: row.resource, workflowId: row.owner_workflow_id, runId: row.owner_run_id, since: row.since };
-}
-
-const sameOwner = (a: LockOwner, b: LockOwner) => a.workflowId === b.workflowId && a.runId === b.runId;
 
 // By its code, not its class: the driver's error class may come from another realm (jest's module sandboxes).
 const isUniqueViolation = (err: unknown) =>
@@ -198,27 +150,9 @@ export class SqliteCatalog implements Catalog {
         const current = this.getRow(req.tableId);
         if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
         this.assertHolds(lockFor.table(req.tableId), req.owner);
-        if (req.expectName && (req.expectName.namespace !== current.namespace || req.expectName.name !== current.name)) {
-          throw new WrongStateError(
-            `table ${req.tableId} is named ${formatTableName(current)}, not ${formatTableName(req.expectName)}: ` +
-              `the name was resolved from a catalog that has changed since; nothing was done`,
-          );
-        }
-        const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
-        // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must
-        // be the same move, under the same name.
-        if (current.state === req.to) {
-          if (wanted.namespace === current.namespace && wanted.name === current.name) return current;
-          throw new WrongStateError(
-            `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
-          );
-        }
-        if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
-          throw new WrongStateError(
-            `table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`,
-          );
-        }
-        const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds });
+        const plan = planTransition(current, req);
+        if (plan.made) return plan.table;
+        const { name: wanted, columns: set } = plan;
         try {
           this.db
             .prepare(
@@ -229,9 +163,9 @@ export class SqliteCatalog implements Catalog {
               req.to,
               wanted.namespace,
               wanted.name,
-              set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
-              set.expireAt !== undefined ? set.expireAt : current.expireAt,
-              set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
+              set.droppedAt,
+              set.expireAt,
+              set.purgedAt,
               req.now,
               req.tableId,
               current.state,
@@ -435,19 +369,4 @@ export class SqliteCatalog implements Catalog {
     if (!table) throw new Error(`table ${tableId} vanished inside its own transaction`);
     return table;
   }
-}
-
-function unwrap<T>(outcome: Outcome<T>): T {
-  if ('value' in outcome) return outcome.value;
-  if (isDomainErrorType(outcome.error.type)) throw domainError(outcome.error.type, outcome.error.message);
-  throw new Error(outcome.error.message);
-}
-
-/** The holder of a lock an attempt found busy, if it did. */
-function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
-  if (!('value' in outcome)) return undefined;
-  const result = outcome.value;
-  if ('outcome' in result && result.outcome === 'busy' && 'holder' in result) return result.holder as LockHolder;
-  if ('acquired' in result && result.acquired === false && 'holder' in result) return result.holder as LockHolder;
-  return undefined;
 }

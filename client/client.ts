@@ -7,10 +7,9 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { Catalog } from '../catalog/catalog';
-import { SqliteCatalog } from '../catalog/sqlite';
-import { catalogPath, TASK_QUEUE } from '../domain/deployment';
+import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
+import { TASK_QUEUE } from '../domain/deployment';
 import {
-  CatalogNotFoundError,
   TableExistsError,
   TableInTrashError,
   TableNotFoundError,
@@ -96,24 +95,20 @@ export class TableFateClient {
   }
 
   /**
-   * Opens the catalog in `config.home` (the environment's TABLEFATE_HOME by default) and a connection to the
-   * Temporal server. A missing catalog is a CatalogNotFoundError, and nothing is created in its place.
+   * Opens the catalog (TABLEFATE_CATALOG_URL: a PostgreSQL database, from any host; by default the SQLite file
+   * in `config.home`) and a connection to the Temporal server. A missing catalog is a CatalogNotFoundError, and
+   * nothing is created in its place.
    */
-  static connect(config: ClientConfig = loadClientConfig(), opts: { defaultTimeoutMs?: number } = {}): TableFateClient {
-    const file = catalogPath(config.home);
-    let catalog: SqliteCatalog;
+  static async connect(config: ClientConfig = loadClientConfig(), opts: { defaultTimeoutMs?: number } = {}): Promise<TableFateClient> {
+    const location = catalogLocation(config.catalogUrl, config.home);
+    let catalog: Catalog;
     try {
-      catalog = new SqliteCatalog(file, { mustExist: true });
+      catalog = await openCatalog(location, { mustExist: true });
     } catch (err) {
-      if (!(err instanceof CatalogNotFoundError)) throw err;
-      throw new CatalogNotFoundError(
-        `no tablefate catalog at ${file} (TABLEFATE_HOME=${config.home}); a worker makes it on its first start: ` +
-          'point TABLEFATE_HOME at the state directory of a worker, or start one with `tablefate worker` (or `tablefate dev`)',
-        file,
-      );
+      throw explainMissing(err, location, config.home);
     }
     // Lazy: requests are validated, and reads answered from the catalog, without waiting for the server.
-    const connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
+    const connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s', ...config.temporalSecurity });
     const client = new TableFateClient({
       client: new Client({ connection, namespace: config.temporalNamespace }),
       catalog,

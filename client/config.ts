@@ -1,19 +1,38 @@
 import path from 'node:path';
+import type { z } from 'zod';
 import { connectionEnvSchema, parseEnv } from '../domain/deployment';
+import { temporalSecurity, temporalSecurityEnvSchema, type TemporalSecurity } from './connection';
+
+/** The variables a client reads. */
+export const clientEnvSchema = connectionEnvSchema.extend(temporalSecurityEnvSchema.shape);
 
 /** What a client needs of the environment: where the catalog is and which Temporal server to talk to. */
 export interface ClientConfig {
-  /** State directory ($TABLEFATE_HOME), absolute: the catalog is `catalog.sqlite` in it. */
+  /** State directory ($TABLEFATE_HOME), absolute: the catalog is `catalog.sqlite` in it unless catalogUrl says otherwise. */
   home: string;
+  /** TABLEFATE_CATALOG_URL: a PostgreSQL URL or a SQLite file path. */
+  catalogUrl?: string;
   temporalAddress: string;
   temporalNamespace: string;
+  /** TLS and API key for a secured Temporal server (secrets: never log this). */
+  temporalSecurity: TemporalSecurity;
 }
 
 /**
- * Reads TABLEFATE_HOME, TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (the worker's configuration is a superset of
+ * Reads TABLEFATE_HOME, TABLEFATE_CATALOG_URL, TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (the worker's configuration is a superset of
  * this one; the SDK reads only these). A bad value is an InvalidInputError naming the variable.
  */
 export function loadClientConfig(env: NodeJS.ProcessEnv = process.env): ClientConfig {
-  const e = parseEnv(connectionEnvSchema, env);
-  return { home: path.resolve(e.TABLEFATE_HOME), temporalAddress: e.TEMPORAL_ADDRESS, temporalNamespace: e.TEMPORAL_NAMESPACE };
+  return clientConfigOf(parseEnv(clientEnvSchema, env));
+}
+
+/** The client's part of a parsed environment (the worker's configuration starts from it). */
+export function clientConfigOf(e: z.output<typeof clientEnvSchema>): ClientConfig {
+  return {
+    home: path.resolve(e.TABLEFATE_HOME),
+    catalogUrl: e.TABLEFATE_CATALOG_URL,
+    temporalAddress: e.TEMPORAL_ADDRESS,
+    temporalNamespace: e.TEMPORAL_NAMESPACE,
+    temporalSecurity: temporalSecurity(e),
+  };
 }

@@ -25,6 +25,8 @@ export function catalogPath(home: string): string {
 /** The variables every part (worker, SDK, command line) reads: where the state is, which Temporal to talk to. */
 export const connectionEnvSchema = z.object({
   TABLEFATE_HOME: z.string().min(1).default(DEFAULT_HOME),
+  /** The catalog: `postgres://user:pass@host:port/db`, or a SQLite file path; the SQLite file under the home by default. */
+  TABLEFATE_CATALOG_URL: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z.string().min(1).default(DEFAULT_TEMPORAL_ADDRESS),
   TEMPORAL_NAMESPACE: z.string().min(1).default(DEFAULT_TEMPORAL_NAMESPACE),
 });

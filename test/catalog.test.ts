@@ -1,213 +1,504 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { inspect } from 'node:util';
 import { SqliteCatalog } from '../catalog/sqlite';
-import type { LockOwner, StepKey } from '../catalog/catalog';
+import { PostgresCatalog } from '../catalog/postgres';
+import { MIGRATION_1_NAME_HOLDING_STATES, MIGRATION_1_STATES, SCHEMA_VERSION } from '../catalog/postgres-schema';
+import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
 import { CatalogNotFoundError } from '../domain/errors';
+import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { placeShards } from '../domain/table';
+import { startPostgres, withClient, type TestPostgres } from './support/postgres';
 
-// The catalog alone, on a real SQLite file: the compare-and-set rules every workflow relies on.
-let dir: string;
-let catalog: SqliteCatalog;
+// The catalog alone, on a real SQLite file and on a real PostgreSQL server: the compare-and-set rules every
+// workflow relies on, the same for both.
+
+/** A kind of catalog: where a new one goes, how to open it, and whether opening left a place untouched. */
+interface Backend {
+  name: string;
+  /** A new, empty place for a catalog (a file path in a directory not made yet, a new database's url). */
+  newStore(): Promise<string>;
+  open(store: string, opts?: { mustExist?: boolean; firstTableId?: number }): Promise<Catalog>;
+  /** Whether nothing was made at `store`. */
+  isUntouched(store: string): Promise<boolean>;
+  cleanUp(): Promise<void>;
+}
+
+let pg: TestPostgres;
+beforeAll(async () => {
+  pg = await startPostgres();
+});
+afterAll(async () => {
+  await pg?.stop();
+});
+
+const sqliteDirs: string[] = [];
+const sqlite: Backend = {
+  name: 'SQLite',
+  newStore: async () => {
+    const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-catalog-'));
+    sqliteDirs.push(dir);
+    return path.join(dir, 'catalog', 'catalog.sqlite');
+  },
+  // The constructor throws: inside then() that is a rejection, as PostgresCatalog.open's.
+  open: (file, opts) => Promise.resolve().then(() => new SqliteCatalog(file, opts)),
+  isUntouched: (file) => Promise.resolve(!fs.existsSync(path.dirname(file))),
+  cleanUp: async () => {
+    await Promise.all(sqliteDirs.splice(0).map((dir) => fs.promises.rm(dir, { recursive: true, force: true })));
+  },
+};
+
+const postgres: Backend = {
+  name: 'PostgreSQL',
+  newStore: () => pg.freshDatabase('catalog'),
+  open: (url, opts) => PostgresCatalog.open(url, opts),
+  isUntouched: (url) =>
+    withClient(url, async (c) => (await c.query(`SELECT 1 FROM pg_tables WHERE schemaname = 'public'`)).rowCount === 0),
+  cleanUp: () => Promise.resolve(),
+};
+
 const NODES = ['node-0', 'node-1', 'node-2'];
 const owner = (workflowId: string, runId = 'run-1'): LockOwner => ({ workflowId, runId });
 const never = () => Promise.resolve(false);
 const closed = () => Promise.resolve(true);
 
-beforeEach(async () => {
-  dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-catalog-'));
-  catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
-});
-afterEach(async () => {
-  await catalog.close();
-  await fs.promises.rm(dir, { recursive: true, force: true });
-});
+let catalog: Catalog;
 
-async function locked(resource: string, who: LockOwner): Promise<LockOwner> {
-  const result = await catalog.acquireLock(resource, who, 1, never);
+async function locked(resource: string, who: LockOwner, on: Catalog = catalog): Promise<LockOwner> {
+  const result = await on.acquireLock(resource, who, 1, never);
   expect(result.acquired).toBe(true);
   return who;
 }
 
-function prepare(name: string, who: LockOwner, step?: StepKey) {
-  return catalog.prepareCreate(
-    { namespace: 'ns', name, params: { shards: 2 }, owner: who, nameLock: `name:ns.${name}`, place: (id, p) => placeShards(id, p.shards, NODES), now: 1, step },
+function prepare(name: string, who: LockOwner, step?: StepKey, on: Catalog = catalog, now = 1) {
+  return on.prepareCreate(
+    { namespace: 'ns', name, params: { shards: 2 }, owner: who, nameLock: `name:ns.${name}`, place: (id, p) => placeShards(id, p.shards, NODES), now, step },
     never,
   );
 }
 
-async function readyTable(name: string) {
+async function readyTable(name: string, now = 1) {
   const creator = await locked(`name:ns.${name}`, owner(`create:ns.${name}`));
-  const prepared = await prepare(name, creator);
+  const prepared = await prepare(name, creator, undefined, catalog, now);
   if (prepared.outcome !== 'prepared') throw new Error('expected a new table');
-  const table = await catalog.transition({ tableId: prepared.table.id, from: ['CREATING'], to: 'READY', owner: creator, now: 2 });
+  const table = await catalog.transition({ tableId: prepared.table.id, from: ['CREATING'], to: 'READY', owner: creator, now: now + 1 });
   await catalog.releaseLocks(creator);
   return table;
 }
 
-test('ids increase and are never reused; the placement is chosen once from the id', async () => {
-  const a = await readyTable('a');
-  const b = await readyTable('b');
-  expect(b.id).toBe(a.id + 1);
-  expect(a.placement).toEqual(placeShards(a.id, 2, NODES));
+describe.each([sqlite, postgres])('$name catalog', (backend) => {
+  let store: string;
+  beforeEach(async () => {
+    store = await backend.newStore();
+    catalog = await backend.open(store);
+  });
+  afterEach(async () => {
+    await catalog.close();
+  });
+  afterAll(() => backend.cleanUp());
+
+  test('ids increase and are never reused; the placement is chosen once from the id', async () => {
+    const a = await readyTable('a');
+    const b = await readyTable('b');
+    expect(b.id).toBe(a.id + 1);
+    expect(a.placement).toEqual(placeShards(a.id, 2, NODES));
+  });
+
+  test('ids and times past 2^32 come back as the same numbers', async () => {
+    const big = await backend.open(await backend.newStore(), { firstTableId: 5_000_000_000 });
+    const now = 1_760_000_000_123;
+    const was = catalog;
+    catalog = big;
+    try {
+      const table = await readyTable('t', now);
+      expect(table).toMatchObject({ id: 5_000_000_000, createdAt: now, updatedAt: now + 1 });
+      expect(typeof table.id).toBe('number');
+      await catalog.acquireLock(`table:${table.id}`, owner('trash:1'), now + 2, never);
+      expect(await catalog.listLocks()).toEqual([expect.objectContaining({ resource: 'table:5000000000', since: now + 2 })]);
+      expect(await catalog.getTable(5_000_000_000)).toEqual(table);
+    } finally {
+      catalog = was;
+      await big.close();
+    }
+  });
+
+  test('a prepare takes the table lock with the name lock, and waits while another operation holds the table', async () => {
+    const creator = await locked('name:ns.t', owner('create:ns.t'));
+    const first = await prepare('t', creator);
+    if (first.outcome !== 'prepared') throw new Error('expected a new table');
+    expect((await catalog.listLocks()).map((l) => l.resource).sort()).toEqual(['name:ns.t', `table:${first.table.id}`]);
+    await catalog.transition({ tableId: first.table.id, from: ['CREATING'], to: 'CREATE_FAILED', owner: creator, now: 2 });
+    await catalog.releaseLocks(creator);
+    expect(await catalog.listLocks()).toEqual([]);
+
+    // A stray operation (a trash with a stale idea of the table) holds the table's lock: the retry waits for it.
+    await locked(`table:${first.table.id}`, owner('trash:x'));
+    const retry = await locked('name:ns.t', owner('create:ns.t', 'run-2'));
+    expect(await prepare('t', retry)).toMatchObject({ outcome: 'busy', holder: { workflowId: 'trash:x' } });
+    expect((await catalog.getTable(first.table.id))?.state).toBe('CREATE_FAILED');
+    await catalog.releaseLocks(owner('trash:x'));
+    expect(await prepare('t', retry)).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id, state: 'CREATING' } });
+  });
+
+  test('a prepare without the name lock is LockLost; one with other parameters is TableExists', async () => {
+    await expect(prepare('t', owner('create:ns.t'))).rejects.toMatchObject({ name: 'LockLostError' });
+    await readyTable('t');
+    const other = await locked('name:ns.t', owner('create:ns.t', 'run-9'));
+    await expect(
+      catalog.prepareCreate(
+        { namespace: 'ns', name: 't', params: { shards: 3 }, owner: other, nameLock: 'name:ns.t', place: () => [], now: 5 },
+        never,
+      ),
+    ).rejects.toMatchObject({ type: 'TableExists' });
+    expect(await prepare('t', other)).toMatchObject({ outcome: 'exists' });
+  });
+
+  test('a state change needs the expected state and the table lock; repeating one already made is a success', async () => {
+    const table = await readyTable('t');
+    const trash = await locked(`table:${table.id}`, owner('trash:1'));
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: trash, now: 3 }),
+    ).rejects.toThrow(/is READY/);
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: owner('purge:1'), now: 3 }),
+    ).rejects.toThrow(/does not hold the lock/);
+    const trashing = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 3 });
+    const again = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 4 });
+    expect(again).toEqual(trashing);
+    await expect(catalog.transition({ tableId: 999, from: ['READY'], to: 'TRASHING', owner: trash, now: 3 })).rejects.toThrow(
+      /does not exist/,
+    );
+  });
+
+  test('a state change that expects another name is refused and changes nothing', async () => {
+    const table = await readyTable('t');
+    const trash = await locked(`table:${table.id}`, owner('trash:1'));
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 3, expectName: { namespace: 'ns', name: 'other' } }),
+    ).rejects.toThrow(/named ns\.t, not ns\.other/);
+    expect((await catalog.getTable(table.id))?.state).toBe('READY');
+  });
+
+  test('the trash stamps drop time and expiry from the time it is given; going back to the trash keeps them', async () => {
+    const table = await readyTable('t');
+    const op = await locked(`table:${table.id}`, owner('trash:1'));
+    await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
+    const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 10_000, retentionSeconds: 60 });
+    expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
+    await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 20_000 });
+    const back = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', owner: op, now: 30_000 });
+    expect(back).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
+  });
+
+  test('a trashed table frees its name; restoring into a taken name is NameTaken and changes nothing', async () => {
+    const old = await readyTable('t');
+    const op = await locked(`table:${old.id}`, owner('trash:1'));
+    await catalog.transition({ tableId: old.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
+    await catalog.transition({ tableId: old.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60 });
+    expect(await catalog.findByName({ namespace: 'ns', name: 't' })).toBeUndefined();
+    const newer = await readyTable('t');
+    await expect(
+      catalog.transition({ tableId: old.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 5, rename: { namespace: 'ns', name: 't' } }),
+    ).rejects.toMatchObject({ type: 'NameTaken' });
+    expect((await catalog.getTable(old.id))?.state).toBe('TRASHED');
+    expect((await catalog.findByName({ namespace: 'ns', name: 't' }))?.id).toBe(newer.id);
+    expect((await catalog.findTrashed({ namespace: 'ns', name: 't' }))?.id).toBe(old.id);
+  });
+
+  test('the trash of a name lists its newest first; listing hides the trash unless asked, and tombstones always', async () => {
+    const trash = async (name: string, at: number, purge = false) => {
+      const table = await readyTable(name, at);
+      const op = await locked(`table:${table.id}`, owner(`trash:${table.id}`));
+      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at + 2 });
+      await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: at + 3, retentionSeconds: 60 });
+      if (purge) {
+        await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: at + 4 });
+        await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'PURGED', owner: op, now: at + 5 });
+      }
+      await catalog.releaseLocks(op);
+      return table.id;
+    };
+    const older = await trash('t', 100);
+    const newer = await trash('t', 200);
+    const purged = await trash('t', 300, true);
+    const live = await readyTable('t', 400);
+    expect((await catalog.findTrashed({ namespace: 'ns', name: 't' }))?.id).toBe(newer);
+    expect((await catalog.listTables({ includeTrashed: false })).map((t) => t.id)).toEqual([live.id]);
+    expect((await catalog.listTables({ includeTrashed: true })).map((t) => t.id)).toEqual([older, newer, live.id]);
+    expect((await catalog.getTable(purged))?.state).toBe('PURGED');
+  });
+
+  test('a lock is re-entrant for its owner, refused to others, and taken over only from a closed owner', async () => {
+    const first = owner('trash:7', 'run-a');
+    await locked('table:7', first);
+    expect((await catalog.acquireLock('table:7', first, 2, never)).acquired).toBe(true);
+    const other = owner('purge:7');
+    expect(await catalog.acquireLock('table:7', other, 3, never)).toMatchObject({ acquired: false, holder: first });
+    const asked: string[] = [];
+    const closedAndAsked = (holder: LockOwner) => {
+      asked.push(holder.workflowId);
+      return Promise.resolve(true);
+    };
+    expect(await catalog.acquireLock('table:7', other, 4, closedAndAsked)).toMatchObject({ acquired: true, tookOverFrom: first });
+    expect(asked).toEqual(['trash:7']);
+    expect(await catalog.holdsLock('table:7', other)).toBe(true);
+    expect(await catalog.holdsLock('table:7', first)).toBe(false);
+    await catalog.releaseLocks(first); // not the holder any more: no effect
+    expect(await catalog.listLocks()).toHaveLength(1);
+    await catalog.releaseLocks(other);
+    expect(await catalog.listLocks()).toEqual([]);
+  });
+
+  test('a call repeated under its step key answers what it answered, even after its run released the lock', async () => {
+    const table = await readyTable('t');
+    const op = owner('trash:1', 'run-t');
+    const key = (step: string): StepKey => ({ runId: op.runId, step });
+    await catalog.acquireLock(`table:${table.id}`, op, 1, never, key('1:acquireLock'));
+    const trashing = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3, step: key('2:transition') });
+    const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60, step: key('3:commitTrash') });
+    await catalog.releaseLocks(op);
+
+    // The workflow task that made these calls was lost; meanwhile another operation took the table.
+    const undelete = await locked(`table:${table.id}`, owner('undelete:1'));
+    await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: undelete, now: 5 });
+
+    // The replayed calls answer as before and change nothing; a new call is refused for want of the lock.
+    expect(await catalog.acquireLock(`table:${table.id}`, op, 6, never, key('1:acquireLock'))).toMatchObject({ acquired: true });
+    expect(await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 7, step: key('2:transition') })).toEqual(trashing);
+    expect(await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 8, retentionSeconds: 60, step: key('3:commitTrash') })).toEqual(trashed);
+    expect((await catalog.getTable(table.id))?.state).toBe('RESTORING');
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 9, step: key('4:transition') }),
+    ).rejects.toThrow(/does not hold the lock/);
+    expect(await catalog.listLocks()).toEqual([expect.objectContaining({ workflowId: 'undelete:1' })]);
+  });
+
+  test('a busy lock is not journaled: the same step asked again takes the lock once it is free', async () => {
+    await locked('table:5', owner('trash:5'));
+    const step = { runId: 'run-p', step: '1:acquireLock' };
+    expect(await catalog.acquireLock('table:5', owner('purge:5', 'run-p'), 2, never, step)).toMatchObject({ acquired: false });
+    await catalog.releaseLocks(owner('trash:5'));
+    expect(await catalog.acquireLock('table:5', owner('purge:5', 'run-p'), 3, never, step)).toMatchObject({ acquired: true });
+    expect(await catalog.holdsLock('table:5', owner('purge:5', 'run-p'))).toBe(true);
+  });
+
+  test('a domain error is journaled too: the repeated call fails the same way though the table has changed', async () => {
+    const table = await readyTable('t');
+    const op = await locked(`table:${table.id}`, owner('purge:1', 'run-p'));
+    const step = { runId: op.runId, step: '2:transition' };
+    await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 3, step })).rejects.toMatchObject({ type: 'WrongState' });
+    await catalog.releaseLocks(op);
+    const trash = await locked(`table:${table.id}`, owner('trash:1'));
+    await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 4 });
+    await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: trash, now: 5, retentionSeconds: 60 });
+    await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 6, step })).rejects.toMatchObject({ type: 'WrongState' });
+    expect((await catalog.getTable(table.id))?.state).toBe('TRASHED');
+  });
+
+  test('a NameTaken under a step key is journaled and undoes nothing else', async () => {
+    const old = await readyTable('t');
+    const op = await locked(`table:${old.id}`, owner('trash:1', 'run-u'));
+    await catalog.transition({ tableId: old.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
+    await catalog.transition({ tableId: old.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60 });
+    await readyTable('t');
+    const step = { runId: 'run-u', step: '5:restore' };
+    const restore = () =>
+      catalog.transition({ tableId: old.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 5, rename: { namespace: 'ns', name: 't' }, step });
+    await expect(restore()).rejects.toMatchObject({ type: 'NameTaken' });
+    await expect(restore()).rejects.toMatchObject({ type: 'NameTaken' });
+    expect((await catalog.getTable(old.id))?.state).toBe('TRASHED');
+  });
+
+  test('a pruned journal entry is forgotten: the call under its key is made anew', async () => {
+    const table = await readyTable('t');
+    const step = { runId: 'run-g', step: '1:getTable' };
+    expect(await catalog.getTable(table.id, step)).toEqual(table);
+    expect(await catalog.getTable(999, { runId: 'run-g', step: '2:getTable' })).toBeUndefined();
+    expect(await catalog.pruneJournal(0)).toBe(0);
+    expect(await catalog.pruneJournal(Date.now() + 1000)).toBe(2);
+    const op = await locked(`table:${table.id}`, owner('trash:1'));
+    await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
+    expect((await catalog.getTable(table.id, step))?.state).toBe('TRASHING');
+  });
+
+  test('a catalog has an identity of its own, kept across opens; a reader never creates a catalog', async () => {
+    const other = await backend.open(await backend.newStore());
+    const again = await backend.open(store);
+    const reader = await backend.open(store, { mustExist: true });
+    try {
+      expect(catalog.id).toMatch(/^[0-9a-f]{8}$/);
+      expect(again.id).toBe(catalog.id);
+      expect(reader.id).toBe(catalog.id);
+      expect(other.id).not.toBe(catalog.id);
+    } finally {
+      await other.close();
+      await again.close();
+      await reader.close();
+    }
+    const missing = await backend.newStore();
+    await expect(backend.open(missing, { mustExist: true })).rejects.toThrow(CatalogNotFoundError);
+    expect(await backend.isUntouched(missing)).toBe(true);
+  });
+
+  test('a lock left by a closed owner is taken over by a prepare that needs it', async () => {
+    const creator = await locked('name:ns.t', owner('create:ns.t'));
+    const first = await prepare('t', creator);
+    if (first.outcome !== 'prepared') throw new Error('expected a new table');
+    // The first create was terminated while holding both locks.
+    const retry = owner('create:ns.t', 'run-2');
+    expect((await catalog.acquireLock('name:ns.t', retry, 2, closed)).acquired).toBe(true);
+    const resumed = await catalog.prepareCreate(
+      { namespace: 'ns', name: 't', params: { shards: 2 }, owner: retry, nameLock: 'name:ns.t', place: () => [], now: 3 },
+      closed,
+    );
+    expect(resumed).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id } });
+    expect(await catalog.holdsLock(`table:${first.table.id}`, retry)).toBe(true);
+  });
 });
 
-test('a prepare takes the table lock with the name lock, and waits while another operation holds the table', async () => {
-  const creator = await locked('name:ns.t', owner('create:ns.t'));
-  const first = await prepare('t', creator);
-  if (first.outcome !== 'prepared') throw new Error('expected a new table');
-  expect((await catalog.listLocks()).map((l) => l.resource).sort()).toEqual(['name:ns.t', `table:${first.table.id}`]);
-  await catalog.transition({ tableId: first.table.id, from: ['CREATING'], to: 'CREATE_FAILED', owner: creator, now: 2 });
-  await catalog.releaseLocks(creator);
-  expect(await catalog.listLocks()).toEqual([]);
+// Several workers on one database: what only a networked catalog has to get right.
+describe('PostgreSQL catalog shared by several workers', () => {
+  let url: string;
+  let a: PostgresCatalog;
+  let b: PostgresCatalog;
+  beforeEach(async () => {
+    url = await pg.freshDatabase('shared');
+    [a, b] = await Promise.all([PostgresCatalog.open(url), PostgresCatalog.open(url)]);
+    catalog = a;
+  });
+  afterEach(async () => {
+    await Promise.all([a.close(), b.close()]);
+  });
 
-  // A stray operation (a trash with a stale idea of the table) holds the table's lock: the retry waits for it.
-  await locked(`table:${first.table.id}`, owner('trash:x'));
-  const retry = await locked('name:ns.t', owner('create:ns.t', 'run-2'));
-  expect(await prepare('t', retry)).toMatchObject({ outcome: 'busy', holder: { workflowId: 'trash:x' } });
-  expect((await catalog.getTable(first.table.id))?.state).toBe('CREATE_FAILED');
-  await catalog.releaseLocks(owner('trash:x'));
-  expect(await prepare('t', retry)).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id, state: 'CREATING' } });
-});
+  test('two workers racing for one lock: exactly one wins, 50 rounds out of 50', async () => {
+    for (let round = 0; round < 50; round++) {
+      const resource = `table:${round}`;
+      const results = await Promise.all([
+        a.acquireLock(resource, owner(`trash:${round}`, 'run-a'), round, never, round % 2 ? { runId: 'run-a', step: `${round}` } : undefined),
+        b.acquireLock(resource, owner(`purge:${round}`, 'run-b'), round, never, round % 2 ? { runId: 'run-b', step: `${round}` } : undefined),
+      ]);
+      expect(results.filter((r) => r.acquired)).toHaveLength(1);
+      const winner = results[0].acquired ? 'trash' : 'purge';
+      expect((await a.listLocks()).filter((l) => l.resource === resource)).toEqual([
+        expect.objectContaining({ workflowId: `${winner}:${round}` }),
+      ]);
+    }
+  });
 
-test('a state change needs the expected state and the table lock; repeating one already made is a success', async () => {
-  const table = await readyTable('t');
-  const trash = await locked(`table:${table.id}`, owner('trash:1'));
-  await expect(
-    catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: trash, now: 3 }),
-  ).rejects.toThrow(/is READY/);
-  await expect(
-    catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: owner('purge:1'), now: 3 }),
-  ).rejects.toThrow(/does not hold the lock/);
-  const trashing = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 3 });
-  const again = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 4 });
-  expect(again).toEqual(trashing);
-  await expect(catalog.transition({ tableId: 999, from: ['READY'], to: 'TRASHING', owner: trash, now: 3 })).rejects.toThrow(
-    /does not exist/,
-  );
-});
+  test('two workers taking over the lock of one closed owner: exactly one wins, 50 rounds out of 50', async () => {
+    for (let round = 0; round < 50; round++) {
+      const resource = `table:${round}`;
+      const dead = await locked(resource, owner(`trash:${round}`, 'run-dead'));
+      const onlyTheDead = (holder: LockHolder) => Promise.resolve(holder.runId === dead.runId);
+      const results = await Promise.all([
+        a.acquireLock(resource, owner(`purge:${round}`, 'run-a'), round, onlyTheDead),
+        b.acquireLock(resource, owner(`undelete:${round}`, 'run-b'), round, onlyTheDead),
+      ]);
+      expect(results.filter((r) => r.acquired)).toHaveLength(1);
+      // The dead owner's lock was freed once, by one of them; the one that freed it is not always the one that
+      // then took the free lock (as with SQLite shared by two processes): tookOverFrom is the freer's report.
+      const [held] = (await a.listLocks()).filter((l) => l.resource === resource);
+      expect(held?.runId).toBe(results[0].acquired ? 'run-a' : 'run-b');
+      expect(results.filter((r) => r.acquired && r.tookOverFrom).length).toBeLessThanOrEqual(1);
+    }
+  });
 
-test('a state change that expects another name is refused and changes nothing', async () => {
-  const table = await readyTable('t');
-  const trash = await locked(`table:${table.id}`, owner('trash:1'));
-  await expect(
-    catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 3, expectName: { namespace: 'ns', name: 'other' } }),
-  ).rejects.toThrow(/named ns\.t, not ns\.other/);
-  expect((await catalog.getTable(table.id))?.state).toBe('READY');
-});
+  test('two workers running the same prepare at once converge on one id, with or without its step key', async () => {
+    const names = Array.from({ length: 20 }, (_, i) => `t${i}`);
+    for (const [i, name] of names.entries()) {
+      const creator = await locked(`name:ns.${name}`, owner(`create:ns.${name}`));
+      const step = i % 2 ? { runId: creator.runId, step: `prepare:${name}` } : undefined;
+      const [x, y] = await Promise.all([prepare(name, creator, step, a), prepare(name, creator, step, b)]);
+      if (x.outcome !== 'prepared' || y.outcome !== 'prepared') throw new Error('expected both prepared');
+      expect(x.table.id).toBe(y.table.id);
+      // Without a key the second finds the first's record and resumes it; with one it answers the journaled outcome.
+      expect([x.resumed, y.resumed].sort()).toEqual(step ? [false, false] : [false, true]);
+    }
+    const tables = await a.listTables({ includeTrashed: true });
+    expect(tables.map((t) => t.name).sort()).toEqual([...names].sort());
+    // No id was given twice, nor lost to a race.
+    expect(tables.map((t) => t.id)).toEqual(names.map((_, i) => i + 1));
+  });
 
-test('the trash stamps drop time and expiry from the time it is given; going back to the trash keeps them', async () => {
-  const table = await readyTable('t');
-  const op = await locked(`table:${table.id}`, owner('trash:1'));
-  await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
-  const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 10_000, retentionSeconds: 60 });
-  expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
-  await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 20_000 });
-  const back = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', owner: op, now: 30_000 });
-  expect(back).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
-});
+  test('prepares of many names from two workers at once get distinct ids, none skipped', async () => {
+    const names = Array.from({ length: 30 }, (_, i) => `n${i}`);
+    await Promise.all(names.map((name) => locked(`name:ns.${name}`, owner(`create:ns.${name}`))));
+    const results = await Promise.all(names.map((name, i) => prepare(name, owner(`create:ns.${name}`), undefined, i % 2 ? a : b)));
+    const ids = results.map((r) => (r.outcome === 'prepared' ? r.table.id : -1)).sort((x, y) => x - y);
+    expect(ids).toEqual(names.map((_, i) => i + 1));
+  });
 
-test('a trashed table frees its name; restoring into a taken name is NameTaken and changes nothing', async () => {
-  const old = await readyTable('t');
-  const op = await locked(`table:${old.id}`, owner('trash:1'));
-  await catalog.transition({ tableId: old.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
-  await catalog.transition({ tableId: old.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60 });
-  expect(await catalog.findByName({ namespace: 'ns', name: 't' })).toBeUndefined();
-  const newer = await readyTable('t');
-  await expect(
-    catalog.transition({ tableId: old.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 5, rename: { namespace: 'ns', name: 't' } }),
-  ).rejects.toMatchObject({ type: 'NameTaken' });
-  expect((await catalog.getTable(old.id))?.state).toBe('TRASHED');
-  expect((await catalog.findByName({ namespace: 'ns', name: 't' }))?.id).toBe(newer.id);
-  expect((await catalog.findTrashed({ namespace: 'ns', name: 't' }))?.id).toBe(old.id);
-});
+  test('one step made at once on two workers is applied once, and both answer the same', async () => {
+    const table = await readyTable('t');
+    const op = await locked(`table:${table.id}`, owner('trash:1', 'run-t'));
+    const step = { runId: op.runId, step: '2:transition' };
+    const [x, y] = await Promise.all([
+      a.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 10, step }),
+      b.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 20, step }),
+    ]);
+    expect(x).toEqual(y);
+    expect(await withClient(url, async (c) => (await c.query(`SELECT 1 FROM journal WHERE run_id = 'run-t'`)).rowCount)).toBe(1);
+  });
 
-test('a lock is re-entrant for its owner, refused to others, and taken over only from a closed owner', async () => {
-  const first = owner('trash:7', 'run-a');
-  await locked('table:7', first);
-  expect((await catalog.acquireLock('table:7', first, 2, never)).acquired).toBe(true);
-  const other = owner('purge:7');
-  expect(await catalog.acquireLock('table:7', other, 3, never)).toMatchObject({ acquired: false, holder: first });
-  const asked: string[] = [];
-  const closedAndAsked = (holder: LockOwner) => {
-    asked.push(holder.workflowId);
-    return Promise.resolve(true);
-  };
-  expect(await catalog.acquireLock('table:7', other, 4, closedAndAsked)).toMatchObject({ acquired: true, tookOverFrom: first });
-  expect(asked).toEqual(['trash:7']);
-  expect(await catalog.holdsLock('table:7', other)).toBe(true);
-  expect(await catalog.holdsLock('table:7', first)).toBe(false);
-  await catalog.releaseLocks(first); // not the holder any more: no effect
-  expect(await catalog.listLocks()).toHaveLength(1);
-  await catalog.releaseLocks(other);
-  expect(await catalog.listLocks()).toEqual([]);
-});
+  test('workers starting together apply each migration once and share one id', async () => {
+    const fresh = await pg.freshDatabase('migrate');
+    const opened = await Promise.all(Array.from({ length: 4 }, () => PostgresCatalog.open(fresh, { poolSize: 2 })));
+    try {
+      expect(new Set(opened.map((c) => c.id)).size).toBe(1);
+      const versions = await withClient(fresh, async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations`)).rows);
+      expect(versions).toEqual([{ version: SCHEMA_VERSION }]);
+    } finally {
+      await Promise.all(opened.map((c) => c.close()));
+    }
+    const reopened = await PostgresCatalog.open(fresh);
+    expect(reopened.id).toBe(opened[0]!.id);
+    await reopened.close();
+  });
 
-test('a call repeated under its step key answers what it answered, even after its run released the lock', async () => {
-  const table = await readyTable('t');
-  const op = owner('trash:1', 'run-t');
-  const key = (step: string): StepKey => ({ runId: op.runId, step });
-  await catalog.acquireLock(`table:${table.id}`, op, 1, never, key('1:acquireLock'));
-  const trashing = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3, step: key('2:transition') });
-  const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60, step: key('3:commitTrash') });
-  await catalog.releaseLocks(op);
+  test('a reader on a database without the schema is CatalogNotFound, names the url without its password, and creates nothing', async () => {
+    const empty = new URL(await pg.freshDatabase('empty'));
+    empty.password = 'pa55-word'; // the test server trusts every local connection: the password is only carried
+    const err = await PostgresCatalog.open(empty.toString(), { mustExist: true }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(CatalogNotFoundError);
+    const withoutPassword = empty.toString().replace(':pa55-word@', '@');
+    expect((err as CatalogNotFoundError).path).toBe(withoutPassword);
+    expect((err as Error).message).toContain(withoutPassword);
+    expect(inspect(err)).not.toContain('pa55-word');
+    expect(await postgres.isUntouched(empty.toString())).toBe(true);
+  });
 
-  // The workflow task that made these calls was lost; meanwhile another operation took the table.
-  const undelete = await locked(`table:${table.id}`, owner('undelete:1'));
-  await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: undelete, now: 5 });
+  test('an unreachable server is an error that never shows the password; an open catalog hides it too', async () => {
+    const err = await PostgresCatalog.open(`postgres://someone:hunter2@127.0.0.1:1/db`).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect((err as Error).message).toMatch(/^cannot open the catalog at postgres:\/\/someone@127\.0\.0\.1:1\/db: /);
+    expect(inspect(err)).not.toContain('hunter2');
+    const withPassword = new URL(url);
+    withPassword.password = 'hunter2';
+    const open = await PostgresCatalog.open(withPassword.toString());
+    try {
+      expect(open.id).toBe(a.id);
+      expect(inspect(open, { depth: 10 })).not.toContain('hunter2');
+      expect(JSON.stringify(open)).not.toContain('hunter2');
+      expect(open.where).toBe(url);
+    } finally {
+      await open.close();
+    }
+  });
 
-  // The replayed calls answer as before and change nothing; a new call is refused for want of the lock.
-  expect(await catalog.acquireLock(`table:${table.id}`, op, 6, never, key('1:acquireLock'))).toMatchObject({ acquired: true });
-  expect(await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 7, step: key('2:transition') })).toEqual(trashing);
-  expect(await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 8, retentionSeconds: 60, step: key('3:commitTrash') })).toEqual(trashed);
-  expect((await catalog.getTable(table.id))?.state).toBe('RESTORING');
-  await expect(
-    catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 9, step: key('4:transition') }),
-  ).rejects.toThrow(/does not hold the lock/);
-  expect(await catalog.listLocks()).toEqual([expect.objectContaining({ workflowId: 'undelete:1' })]);
-});
+  test('a schema newer than this code is refused', async () => {
+    await withClient(url, (c) => c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES (${SCHEMA_VERSION + 1}, 0)`));
+    await expect(PostgresCatalog.open(url)).rejects.toThrow(/newer than this tablefate knows/);
+    await expect(PostgresCatalog.open(url, { mustExist: true })).rejects.toThrow(/newer than this tablefate knows/);
+  });
 
-test('a domain error is journaled too: the repeated call fails the same way though the table has changed', async () => {
-  const table = await readyTable('t');
-  const op = await locked(`table:${table.id}`, owner('purge:1', 'run-p'));
-  const step = { runId: op.runId, step: '2:transition' };
-  await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 3, step })).rejects.toMatchObject({ type: 'WrongState' });
-  await catalog.releaseLocks(op);
-  const trash = await locked(`table:${table.id}`, owner('trash:1'));
-  await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 4 });
-  await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: trash, now: 5, retentionSeconds: 60 });
-  await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 6, step })).rejects.toMatchObject({ type: 'WrongState' });
-  expect((await catalog.getTable(table.id))?.state).toBe('TRASHED');
-});
-
-test('a catalog has an identity of its own, kept across opens; a reader never creates a catalog', async () => {
-  const file = path.join(dir, 'catalog.sqlite');
-  const other = new SqliteCatalog(path.join(dir, 'other.sqlite'));
-  const again = new SqliteCatalog(file);
-  try {
-    expect(catalog.id).toMatch(/^[0-9a-f]{8}$/);
-    expect(again.id).toBe(catalog.id);
-    expect(other.id).not.toBe(catalog.id);
-  } finally {
-    await other.close();
-    await again.close();
-  }
-  const missing = path.join(dir, 'nowhere', 'catalog.sqlite');
-  expect(() => new SqliteCatalog(missing, { mustExist: true })).toThrow(CatalogNotFoundError);
-  expect(fs.existsSync(path.dirname(missing))).toBe(false);
-});
-
-test('a lock left by a closed owner is taken over by a prepare that needs it', async () => {
-  const creator = await locked('name:ns.t', owner('create:ns.t'));
-  const first = await prepare('t', creator);
-  if (first.outcome !== 'prepared') throw new Error('expected a new table');
-  // The first create was terminated while holding both locks.
-  const retry = owner('create:ns.t', 'run-2');
-  expect((await catalog.acquireLock('name:ns.t', retry, 2, closed)).acquired).toBe(true);
-  const resumed = await catalog.prepareCreate(
-    { namespace: 'ns', name: 't', params: { shards: 2 }, owner: retry, nameLock: 'name:ns.t', place: () => [], now: 3 },
-    closed,
-  );
-  expect(resumed).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id } });
-  expect(await catalog.holdsLock(`table:${first.table.id}`, retry)).toBe(true);
+  test("migration 1 spells the domain's states as they are", () => {
+    expect(MIGRATION_1_STATES).toEqual([...TABLE_STATES]);
+    expect(MIGRATION_1_NAME_HOLDING_STATES).toEqual([...NAME_HOLDING_STATES]);
+  });
 });

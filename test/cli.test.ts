@@ -470,7 +470,7 @@ test('with no catalog in TABLEFATE_HOME, ls, describe and the writes exit 6 with
       const results = await runCliAll(commands, { env: { ...env, TABLEFATE_HOME: dir } }, 4);
       const message =
         `no tablefate catalog at ${catalogPath(dir)} (TABLEFATE_HOME=${dir}); a worker makes it on its first start: ` +
-        'point TABLEFATE_HOME at the state directory of a worker, or start one with `tablefate worker` (or `tablefate dev`)';
+        'point TABLEFATE_CATALOG_URL (or TABLEFATE_HOME) at the catalog of a worker, or start one with `tablefate worker` (or `tablefate dev`)';
       expect(results.map(failure)).toEqual(
         commands.map((args) => ({
           args,

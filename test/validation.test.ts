@@ -88,11 +88,29 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
 });
 
 describe("the SDK's configuration", () => {
-  test('comes from TABLEFATE_HOME, TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE, with the same defaults as the worker', () => {
-    expect(loadClientConfig({})).toEqual({ home: path.resolve('.tablefate'), temporalAddress: '127.0.0.1:7233', temporalNamespace: 'default' });
-    const env = { TABLEFATE_HOME: 'x/home', TEMPORAL_ADDRESS: 'temporal:7233', TEMPORAL_NAMESPACE: 'tables' };
+  test('comes from TABLEFATE_HOME, TABLEFATE_CATALOG_URL and the TEMPORAL_ variables, with the same defaults as the worker', () => {
+    expect(loadClientConfig({})).toEqual({
+      home: path.resolve('.tablefate'),
+      catalogUrl: undefined,
+      temporalAddress: '127.0.0.1:7233',
+      temporalNamespace: 'default',
+      temporalSecurity: {},
+    });
+    const env = {
+      TABLEFATE_HOME: 'x/home',
+      TABLEFATE_CATALOG_URL: 'postgres://db.internal/tablefate',
+      TEMPORAL_ADDRESS: 'temporal:7233',
+      TEMPORAL_NAMESPACE: 'tables',
+      TEMPORAL_API_KEY: 'k',
+    };
     const worker = loadConfig(env);
-    expect(loadClientConfig(env)).toEqual({ home: worker.home, temporalAddress: worker.temporalAddress, temporalNamespace: worker.temporalNamespace });
+    expect(loadClientConfig(env)).toEqual({
+      home: worker.home,
+      catalogUrl: 'postgres://db.internal/tablefate',
+      temporalAddress: worker.temporalAddress,
+      temporalNamespace: worker.temporalNamespace,
+      temporalSecurity: worker.temporalSecurity,
+    });
     expect(loadClientConfig({})).toEqual(expect.objectContaining({ home: loadConfig({}).home }) as unknown);
   });
 

@@ -1,7 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import type { ClientConfig } from '../client/config';
-import { catalogPath, connectionEnvSchema, parseEnv } from '../domain/deployment';
+import { catalogPath, parseEnv } from '../domain/deployment';
+import { clientConfigOf, clientEnvSchema } from '../client/config';
 import {
   DEFAULT_RETENTION_SECONDS,
   DEFAULT_STORAGE_RETRY_ATTEMPTS,
@@ -39,7 +40,7 @@ function wholeNumber(fallback: number, min: number, max: number, unit = '') {
     });
 }
 
-const envSchema = connectionEnvSchema.extend({
+const envSchema = clientEnvSchema.extend({
   TABLEFATE_DEFAULT_RETENTION_SECONDS: wholeNumber(DEFAULT_RETENTION_SECONDS, MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS, 'seconds'),
   TABLEFATE_STORAGE_NODES: wholeNumber(3, 1, MAX_STORAGE_NODES),
   TABLEFATE_STORAGE_RETRY_ATTEMPTS: wholeNumber(DEFAULT_STORAGE_RETRY_ATTEMPTS, 1, MAX_STORAGE_RETRY_ATTEMPTS),
@@ -66,9 +67,7 @@ export interface Config extends ClientConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parseEnv(envSchema, env);
   return {
-    home: path.resolve(e.TABLEFATE_HOME),
-    temporalAddress: e.TEMPORAL_ADDRESS,
-    temporalNamespace: e.TEMPORAL_NAMESPACE,
+    ...clientConfigOf(e),
     defaultRetentionSeconds: e.TABLEFATE_DEFAULT_RETENTION_SECONDS,
     storageNodes: e.TABLEFATE_STORAGE_NODES,
     storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,

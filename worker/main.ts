@@ -1,6 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
+import type { TemporalSecurity } from '../client/connection';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
-import { SqliteCatalog } from '../catalog/sqlite';
+import { catalogLocation, describeLocation, openCatalog } from '../catalog/open';
 import { LocalFileStorage } from '../storage/local-files';
 import { assertNodesHoldAllShards } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
@@ -41,6 +42,9 @@ function untilInterrupted(): Promise<NodeJS.Signals> {
   });
 }
 
+/** A Temporal server to connect to: its address, and TLS and API key for a secured one (secrets: never logged). */
+type TemporalServer = { address: string } & TemporalSecurity;
+
 /** EX_SOFTWARE: after a fatal storage error. A supervisor must not restart blindly; an operator looks first. */
 export const EXIT_FATAL = 70;
 
@@ -53,8 +57,8 @@ async function checkStorageNodes(config: Config): Promise<void> {
 }
 
 /** Creates (or brings up to date) the reconcile schedule, unless TABLEFATE_RECONCILE_SECONDS=0. */
-async function scheduleReconciler(config: Config, address: string, catalogId: string, logger: Logger): Promise<void> {
-  const connection = await Connection.connect({ address });
+async function scheduleReconciler(config: Config, server: TemporalServer, catalogId: string, logger: Logger): Promise<void> {
+  const connection = await Connection.connect(server);
   try {
     const client = new Client({ connection, namespace: config.temporalNamespace });
     if (config.reconcileSeconds === 0) {
@@ -72,11 +76,11 @@ async function scheduleReconciler(config: Config, address: string, catalogId: st
 }
 
 /**
- * Runs a worker against `address` until interrupted: the catalog and storage nodes live under the state
+ * Runs a worker against `server` until interrupted: the catalog and storage nodes live under the state
  * directory. The worker stops when `stop` settles, or by itself after a fatal storage error. Returns the
  * process exit code: 0, or EXIT_FATAL after a fatal storage error.
  */
-export async function runWorker(config: Config, address: string, logger: Logger, stop: Promise<unknown>): Promise<number> {
+export async function runWorker(config: Config, server: TemporalServer, logger: Logger, stop: Promise<unknown>): Promise<number> {
   const paths = statePaths(config.home);
   await checkStorageNodes(config);
   const storage = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
@@ -86,10 +90,12 @@ export async function runWorker(config: Config, address: string, logger: Logger,
       `${marker.node} is quarantined: operations on it fail until \`tablefate quarantine clear ${marker.node}\``,
     );
   }
-  const catalog = new SqliteCatalog(paths.catalog);
+  const location = catalogLocation(config.catalogUrl, config.home);
+  const catalog = await openCatalog(location);
+  logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
   let fatal: Error | undefined;
   try {
-    const connection = await NativeConnection.connect({ address });
+    const connection = await NativeConnection.connect(server);
     try {
       // A variable, not a literal: `storageRetryAttempts` reaches the activities once worker.ts passes it on.
       const options: Parameters<typeof createTableFateWorker>[0] & { storageRetryAttempts: number } = {
@@ -106,8 +112,8 @@ export async function runWorker(config: Config, address: string, logger: Logger,
         },
       };
       const worker = await createTableFateWorker(options);
-      await scheduleReconciler(config, address, catalog.id, logger);
-      logger.info({ address, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
+      await scheduleReconciler(config, server, catalog.id, logger);
+      logger.info({ address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
       const running = worker.run();
       await Promise.race([stop, running]);
       if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -134,14 +140,15 @@ export async function workerCommand(config: Config): Promise<number> {
   await checkStorageNodes(config);
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
-  const connection = await Connection.connect({ address: config.temporalAddress });
+  const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
+  const connection = await Connection.connect(server);
   try {
     const added = await registerSearchAttributes(connection, config.temporalNamespace);
     if (added.length > 0) logger.info({ added }, 'registered search attributes');
   } finally {
     await connection.close();
   }
-  return runWorker(config, config.temporalAddress, logger, untilInterrupted());
+  return runWorker(config, server, logger, untilInterrupted());
 }
 
 export interface DevOptions {
@@ -172,7 +179,7 @@ export async function devCommand(config: Config, opts: DevOptions, print: (line:
     print(`Temporal dev server: ${server.address} (db ${server.dbFile}, log ${server.logFile})`);
     print(server.uiUrl ? `Temporal web UI: ${server.uiUrl}` : 'Temporal web UI: off (--headless)');
     print(`tablefate worker running; state in ${config.home}. Ctrl-C to stop.`);
-    return await runWorker(config, server.address, logger, interrupted);
+    return await runWorker(config, { address: server.address }, logger, interrupted);
   } finally {
     print('stopping the worker and the dev server ...');
     await server.stop();

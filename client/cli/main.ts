@@ -139,7 +139,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       else io.out(Array.isArray(result) ? formatTableList(result) : formatTable(result));
     };
     const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
-      const client = TableFateClient.connect(loadClientConfig());
+      const client = await TableFateClient.connect(loadClientConfig());
       try {
         return await fn(client);
       } finally {

@@ -25,6 +25,8 @@ export interface CliOptions {
   env: NodeJS.ProcessEnv;
   /** Kill the command (SIGKILL) and fail after this long; 60 s by default. */
   timeoutMs?: number;
+  /** The working directory (the project's by default): a client on another host runs from anywhere. */
+  cwd?: string;
 }
 
 function lines(text: string): string[] {
@@ -32,14 +34,14 @@ function lines(text: string): string[] {
   return (text.endsWith('\n') ? text.slice(0, -1) : text).split('\n');
 }
 
-function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, [BIN, ...args], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnCli(args: readonly string[], env: NodeJS.ProcessEnv, cwd = PROJECT_ROOT): ChildProcess {
+  return spawn(process.execPath, [BIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** Runs one command to its end. Never rejects for a non-zero exit: the exit code is part of the result. */
 export function runCli(args: readonly string[], opts: CliOptions): Promise<CliResult> {
   const started = Date.now();
-  const child = spawnCli(args, opts.env);
+  const child = spawnCli(args, opts.env, opts.cwd);
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));

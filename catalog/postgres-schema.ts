@@ -1,0 +1,73 @@
+/**
+ * The PostgreSQL catalog's schema, as versioned migrations. A migration, once released, is never edited:
+ * a change is a new one at the end. Each is applied once per database, in order, in a transaction of its own,
+ * and recorded in `schema_migrations` (see migrate() in postgres.ts).
+ *
+ * The state lists below are written out, not built from domain/states.ts, for that reason: migration 1 must
+ * stay what it was when it ran. test/catalog.test.ts checks they match the domain's constants; a change of
+ * NAME_HOLDING_STATES or TABLE_STATES needs a migration that rebuilds the index or the check.
+ */
+
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+/** The states migration 1 lets a table be in, and those in which it holds its name (TABLE_STATES, NAME_HOLDING_STATES then). */
+export const MIGRATION_1_STATES = ['CREATING', 'READY', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED'];
+export const MIGRATION_1_NAME_HOLDING_STATES = ['CREATING', 'READY', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: 'tables, the id counter, locks, the journal of step outcomes, meta',
+    sql: `
+CREATE TABLE tables (
+  id          BIGINT  PRIMARY KEY,
+  namespace   TEXT    NOT NULL,
+  name        TEXT    NOT NULL,
+  state       TEXT    NOT NULL CHECK (state IN ('CREATING', 'READY', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED')),
+  params      JSON    NOT NULL,
+  placement   JSON    NOT NULL,
+  created_at  BIGINT  NOT NULL,
+  dropped_at  BIGINT,
+  expire_at   BIGINT,
+  purged_at   BIGINT,
+  updated_at  BIGINT  NOT NULL
+);
+-- A name belongs to at most one table that holds it; the database, not the code, keeps that true.
+CREATE UNIQUE INDEX tables_name_holder ON tables (namespace, name)
+  WHERE state IN ('CREATING', 'READY', 'TRASHING', 'RESTORING', 'CREATE_FAILED');
+CREATE INDEX tables_trash ON tables (namespace, name, dropped_at) WHERE state = 'TRASHED';
+
+-- The id counter: only ever incremented, so an id is never given twice (a purged table keeps its row).
+CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+
+CREATE TABLE locks (
+  resource          TEXT   PRIMARY KEY,
+  owner_workflow_id TEXT   NOT NULL,
+  owner_run_id      TEXT   NOT NULL,
+  since             BIGINT NOT NULL
+);
+CREATE INDEX locks_owner ON locks (owner_run_id);
+
+-- What each call of a workflow run answered, so that the call made again after a lost workflow task answers
+-- the same without touching anything (see StepKey). The outcome is the JSON text, kept as written; it is
+-- NULL only inside the transaction that claimed the step and is making the call.
+CREATE TABLE journal (
+  run_id  TEXT   NOT NULL,
+  step    TEXT   NOT NULL,
+  outcome TEXT,
+  at      BIGINT NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE INDEX journal_age ON journal (at);
+
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+`,
+  },
+];
+
+/** The schema version this code needs: the last migration's. */
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
