@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import type { SqliteCatalog } from '../../catalog/sqlite';
+import type { Catalog } from '../../catalog/catalog';
 import { describeWorkflow, takeSnapshot, TRANSITIONAL_STATES, type Snapshot } from './observe';
 
 /**
@@ -72,7 +72,7 @@ function suspects(s: Snapshot, horizon: number): Array<{ workflowId: string; run
 }
 
 export async function waitForConvergence(opts: {
-  catalog: SqliteCatalog;
+  catalog: Catalog;
   temporal: Client;
   knownIds: () => Iterable<number>;
   timeoutMs: number;

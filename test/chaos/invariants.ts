@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import type { SqliteCatalog } from '../../catalog/sqlite';
+import type { Catalog } from '../../catalog/catalog';
 import type { LocalFileStorage } from '../../storage/local-files';
 import { checkAnswers } from './answers';
 import type { Convergence } from './convergence';
@@ -16,7 +16,7 @@ import { idsMentioned, type OpRecord } from './scenario';
  */
 
 export interface World {
-  catalog: SqliteCatalog;
+  catalog: Catalog;
   storage: LocalFileStorage;
   temporal: Client;
 }

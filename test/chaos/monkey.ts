@@ -4,9 +4,10 @@ import { workerPolls, WorkerProcess, type ChaosServer, type Exit } from './proce
 import type { Random } from './random';
 
 /**
- * Keeps one `tablefate worker` running and, while unleashed, SIGKILLs it at seeded random moments (some right
- * after an operation starts), restarting it after a short pause; on request it crashes the dev server and
- * brings it back on the same port and db file.
+ * Keeps `workers` (default one) `tablefate worker` processes running, each in a slot of its own, and, while
+ * unleashed, SIGKILLs them at seeded random moments (some right after an operation starts: then a random one of
+ * those that poll), restarting each after a short pause; on request it crashes the dev server and brings it back
+ * on the same port and db file.
  */
 
 export interface MonkeyOptions {
@@ -16,7 +17,10 @@ export interface MonkeyOptions {
   admin: Connection;
   namespace: string;
   workerEnv: NodeJS.ProcessEnv;
+  /** Shared by all the workers (each start is marked in it). */
   workerLog: string;
+  /** How many workers run at once (same env: same home, same catalog). Default 1. */
+  workers?: number;
   /** A worker lives this long after it starts polling before it is killed. */
   killAfterReadyMs: readonly [number, number];
   /** Pause between a kill and the next start. */
@@ -72,6 +76,23 @@ class Wakeup {
   }
 }
 
+/** One worker's place: the process in it now, and what its supervisor knows and is told about it. */
+class Slot {
+  worker: WorkerProcess | undefined;
+  /** The current worker polls (from its first poll until it exits). */
+  up = false;
+  killRequested = false;
+  readonly wakeup = new Wakeup();
+  /** serverEpoch when the current worker started. */
+  epoch = 0;
+
+  constructor(
+    readonly index: number,
+    /** This slot's own stream of lifetimes and restart pauses. */
+    readonly lifetimes: Random,
+  ) {}
+}
+
 export class ChaosMonkey {
   readonly stats: MonkeyStats = {
     workerStarts: 0,
@@ -83,40 +104,51 @@ export class ChaosMonkey {
     killedAt: new Map(),
   };
   private mode: Mode = 'calm';
-  private worker: WorkerProcess | undefined;
-  /** The current worker polls (from its first poll until it exits). */
-  private workerUp = false;
-  private killRequested = false;
-  private readonly wakeup = new Wakeup();
+  private readonly slots: Slot[];
   private readonly killTimers = new Set<NodeJS.Timeout>();
-  private supervisor: Promise<void> | undefined;
+  private readonly supervisors: Array<Promise<void>> = [];
   /** Bumped on every server crash; a worker that saw it change lived through server trouble. */
   private serverEpoch = 0;
   private serverDown = false;
-  /** serverEpoch when the current worker started. */
-  private workerEpoch = 0;
 
   /** Separate streams: how many operations start is up to the clients' timing, and must not shift the lifetimes. */
-  private readonly lifetimes: Random;
   private readonly opStartKills: Random;
 
   constructor(private readonly opts: MonkeyOptions) {
-    this.lifetimes = opts.rng.fork('lifetimes');
+    // Slot 0 draws from the stream the single worker always drew from: one worker replays as before.
+    this.slots = Array.from(
+      { length: opts.workers ?? 1 },
+      (_, i) => new Slot(i, opts.rng.fork(i === 0 ? 'lifetimes' : `lifetimes-${i}`)),
+    );
     this.opStartKills = opts.rng.fork('op-start-kills');
   }
 
-  /** Starts the supervisor, calm, and waits until a worker polls (its catalog file exists from then on). */
+  /** Some worker polls now. */
+  private get workerUp(): boolean {
+    return this.slots.some((slot) => slot.up);
+  }
+
+  private wakeAll(): void {
+    for (const slot of this.slots) slot.wakeup.wake();
+  }
+
+  /**
+   * Starts the first slot's supervisor, calm, and waits until its worker polls (the catalog exists from then on);
+   * then the other slots'.
+   */
   async startFirstWorker(): Promise<void> {
-    this.supervisor ??= this.supervise();
+    if (this.supervisors.length > 0) return;
+    this.supervisors.push(this.supervise(this.slots[0]!));
     if (!(await this.untilWorkerUp(this.opts.readyTimeoutMs * 2))) {
       throw new Error(`no tablefate worker came up within ${(this.opts.readyTimeoutMs * 2) / 1000} s; see ${this.opts.workerLog}`);
     }
+    for (const slot of this.slots.slice(1)) this.supervisors.push(this.supervise(slot));
   }
 
   /** From now on, kill workers. */
   unleash(): void {
     this.mode = 'chaos';
-    this.wakeup.wake();
+    this.wakeAll();
   }
 
   /** Stops killing; resolves true once a worker polls again (false if none does within `timeoutMs`). */
@@ -124,7 +156,7 @@ export class ChaosMonkey {
     this.mode = 'calm';
     for (const timer of this.killTimers) clearTimeout(timer);
     this.killTimers.clear();
-    this.wakeup.wake();
+    this.wakeAll();
     return this.untilWorkerUp(timeoutMs);
   }
 
@@ -134,15 +166,20 @@ export class ChaosMonkey {
     return killed === undefined ? '' : ` (a worker we SIGKILLed at ${new Date(killed).toISOString()})`;
   }
 
-  /** Told by a client as an operation starts: sometimes kill the worker while that operation is under way. */
+  /** Told by a client as an operation starts: sometimes kill a worker while that operation is under way. */
   onOperationStarted(): void {
     if (this.mode !== 'chaos' || !this.workerUp || !this.opStartKills.chance(this.opts.killOnOpStartChance)) return;
+    const delay = this.opStartKills.int(0, 400);
+    // Which of the workers up then: drawn now, so that the stream does not depend on when the timer fires.
+    const which = this.slots.length > 1 ? this.opStartKills.next() : 0;
     const timer = setTimeout(() => {
       this.killTimers.delete(timer);
-      if (this.mode !== 'chaos' || !this.workerUp) return;
-      this.killRequested = true;
-      this.wakeup.wake();
-    }, this.opStartKills.int(0, 400));
+      const up = this.slots.filter((slot) => slot.up);
+      if (this.mode !== 'chaos' || up.length === 0) return;
+      const slot = up[Math.floor(which * up.length)]!;
+      slot.killRequested = true;
+      slot.wakeup.wake();
+    }, delay);
     this.killTimers.add(timer);
   }
 
@@ -164,14 +201,14 @@ export class ChaosMonkey {
     }
   }
 
-  /** Stops the supervisor and the worker (SIGINT, then SIGKILL). Safe to call more than once. */
+  /** Stops the supervisors and the workers (SIGINT, then SIGKILL). Safe to call more than once. */
   async stop(): Promise<void> {
     this.mode = 'stopped';
     for (const timer of this.killTimers) clearTimeout(timer);
     this.killTimers.clear();
-    this.wakeup.wake();
-    await this.supervisor;
-    await this.worker?.stop();
+    this.wakeAll();
+    await Promise.all(this.supervisors);
+    await Promise.all(this.slots.flatMap((slot) => (slot.worker ? [slot.worker.stop()] : [])));
   }
 
   // A method, not a field comparison: TypeScript would narrow `mode` across the awaits that change it.
@@ -189,23 +226,28 @@ export class ChaosMonkey {
     return this.workerUp;
   }
 
-  private spawnWorker(): WorkerProcess {
+  /** How the log names a worker: with its slot when there are several. */
+  private nameOf(slot: Slot, worker: WorkerProcess): string {
+    return `worker ${this.slots.length > 1 ? `${slot.index}/` : ''}${worker.pid ?? '?'}`;
+  }
+
+  private spawnWorker(slot: Slot): WorkerProcess {
     const worker = WorkerProcess.spawn(this.opts.workerEnv, this.opts.workerLog);
     this.stats.workerStarts++;
-    this.workerEpoch = this.serverEpoch;
+    slot.epoch = this.serverEpoch;
     void worker.exited.then(() => {
-      if (this.worker === worker) this.workerUp = false;
+      if (slot.worker === worker) slot.up = false;
     });
     return worker;
   }
 
   /** An exit we did not cause, with whether the server gave the worker a reason for it. */
-  private recordExit(worker: WorkerProcess): void {
+  private recordExit(slot: Slot, worker: WorkerProcess): void {
     const exit = worker.exitStatus!;
-    const serverTrouble = this.serverDown || this.serverEpoch !== this.workerEpoch;
+    const serverTrouble = this.serverDown || this.serverEpoch !== slot.epoch;
     this.stats.workerExits.push({ ...exit, serverTrouble });
     this.opts.log(
-      `worker ${worker.pid ?? '?'} exited on its own (code ${String(exit.code)}, signal ${String(exit.signal)})` +
+      `${this.nameOf(slot, worker)} exited on its own (code ${String(exit.code)}, signal ${String(exit.signal)})` +
         (serverTrouble ? ' while the server was in trouble' : ''),
     );
   }
@@ -220,15 +262,15 @@ export class ChaosMonkey {
     return false;
   }
 
-  private async supervise(): Promise<void> {
+  private async supervise(slot: Slot): Promise<void> {
     let exitsInARow = 0;
     while (this.mode !== 'stopped') {
-      const worker = this.worker && !this.worker.exitStatus ? this.worker : (this.worker = this.spawnWorker());
-      if (!this.workerUp) {
+      const worker = slot.worker && !slot.worker.exitStatus ? slot.worker : (slot.worker = this.spawnWorker(slot));
+      if (!slot.up) {
         const ready = await this.awaitReady(worker);
         if (this.stopped()) return;
         if (worker.exitStatus) {
-          this.recordExit(worker);
+          this.recordExit(slot, worker);
           // Exits in a row (the server is down, say): back off, up to 4 s.
           await sleep(Math.min(4000, 250 * 2 ** exitsInARow++));
           continue;
@@ -236,35 +278,35 @@ export class ChaosMonkey {
         if (!ready) {
           // Stuck starting (it happens when the server vanished under it): start another.
           this.stats.workersNeverReady++;
-          this.opts.log(`worker ${worker.pid ?? '?'} did not poll within ${this.opts.readyTimeoutMs / 1000} s; replacing it`);
+          this.opts.log(`${this.nameOf(slot, worker)} did not poll within ${this.opts.readyTimeoutMs / 1000} s; replacing it`);
           worker.kill('SIGKILL');
           await worker.exited;
           continue;
         }
-        this.workerUp = true;
+        slot.up = true;
         exitsInARow = 0;
       }
 
-      this.killRequested = false;
-      const lifetime = this.mode === 'chaos' ? this.lifetimes.between(...this.opts.killAfterReadyMs) : Infinity;
+      slot.killRequested = false;
+      const lifetime = this.mode === 'chaos' ? slot.lifetimes.between(...this.opts.killAfterReadyMs) : Infinity;
       const waitStarted = Date.now();
-      await this.wakeup.wait(lifetime, worker.exited);
+      await slot.wakeup.wait(lifetime, worker.exited);
       if (worker.exitStatus) {
-        this.recordExit(worker);
+        this.recordExit(slot, worker);
         continue;
       }
       if (this.mode !== 'chaos') continue;
-      const onOpStart = this.killRequested;
+      const onOpStart = slot.killRequested;
       const due = Date.now() - waitStarted >= lifetime - 5;
       if (!onOpStart && !due) continue; // woken by a mode change that ended up back at chaos
-      this.workerUp = false;
+      slot.up = false;
       worker.kill('SIGKILL');
       await worker.exited;
       this.stats.workerKills++;
       if (worker.pid !== undefined) this.stats.killedAt.set(worker.pid, Date.now());
       if (onOpStart) this.stats.killsOnOpStart++;
-      this.opts.log(`worker ${worker.pid ?? '?'} SIGKILLed${onOpStart ? ' right after an operation started' : ''}`);
-      await sleep(this.lifetimes.between(...this.opts.restartPauseMs));
+      this.opts.log(`${this.nameOf(slot, worker)} SIGKILLed${onOpStart ? ' right after an operation started' : ''}`);
+      await sleep(slot.lifetimes.between(...this.opts.restartPauseMs));
     }
   }
 }

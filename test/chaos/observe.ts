@@ -1,7 +1,6 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
-import type { LockHolder } from '../../catalog/catalog';
-import type { SqliteCatalog } from '../../catalog/sqlite';
+import type { Catalog, LockHolder } from '../../catalog/catalog';
 import type { TableState } from '../../domain/states';
 import type { TableRecord } from '../../domain/table';
 
@@ -39,7 +38,7 @@ export interface Snapshot {
  * one counter and are never reused or deleted, so they form one unbroken range; it is walked out from the ids
  * already known in both directions until an id is missing.
  */
-export async function allTables(catalog: SqliteCatalog, knownIds: Iterable<number>): Promise<TableRecord[]> {
+export async function allTables(catalog: Catalog, knownIds: Iterable<number>): Promise<TableRecord[]> {
   const seeds = new Set<number>(knownIds);
   for (const table of await catalog.listTables({ includeTrashed: true })) seeds.add(table.id);
   const found = new Map<number, TableRecord>();
@@ -83,7 +82,7 @@ export async function runningTrashWorkflows(temporal: Client, tableId: number): 
   return runningWorkflows(temporal, `TableId = ${tableId} AND TableOp = 'trash' AND ExecutionStatus = 'Running'`);
 }
 
-export async function takeSnapshot(catalog: SqliteCatalog, temporal: Client, knownIds: Iterable<number>): Promise<Snapshot> {
+export async function takeSnapshot(catalog: Catalog, temporal: Client, knownIds: Iterable<number>): Promise<Snapshot> {
   return {
     at: Date.now(),
     tables: await allTables(catalog, knownIds),

@@ -84,6 +84,9 @@ export function formatReport(report: ChaosReport): string {
     `  ${report.ops.length} of ${options.ops} operations by ${options.clients} clients in ${seconds(report.opsPhaseMs)}; ` +
       `total ${seconds(report.durationMs)}`,
   );
+  if (options.catalog !== 'sqlite' || options.workers !== 1) {
+    lines.push(`  catalog: ${options.catalog}; ${options.workers} worker${options.workers === 1 ? '' : 's'} at once`);
+  }
   for (const kind of KINDS) {
     const ops = report.ops.filter((op) => op.request.kind === kind);
     const outcomes = countBy(ops, outcomeLabel).map(([label, n]) => `${label} ${n}`);
@@ -128,7 +131,9 @@ export function formatReport(report: ChaosReport): string {
   lines.push('', report.kept ? `state, catalog and logs kept in ${report.dir} (worker.log, temporal.log, home/)` : 'state directory removed');
   lines.push(
     `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
-      `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}`,
+      `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +
+      (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
+      (options.workers === 1 ? '' : ` --workers ${options.workers}`),
   );
   return lines.join('\n');
 }

@@ -4,15 +4,20 @@ import { formatReport } from './report';
 import { runChaos } from './runner';
 
 /**
- * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--keep]`
+ * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres] [--workers N] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
  */
 
 const USAGE =
-  'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--keep]\n' +
+  'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
+  '                        [--catalog sqlite|postgres] [--workers N] [--keep]\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
+  '  --catalog: sqlite (default: the file under the state directory) or postgres (a throwaway PostgreSQL server,\n' +
+  '             started and stopped by the run; needs initdb/pg_ctl installed)\n' +
+  '  --workers: how many `tablefate worker` processes run at once, sharing home and catalog, each killed and\n' +
+  '             restarted by the monkey (default 1)\n' +
   '  --keep: keep the state directory (catalog, storage, logs, ops.json) even when no problem is found';
 
 function count(value: string | undefined, fallback: number, name: string, min: number): number {
@@ -20,6 +25,11 @@ function count(value: string | undefined, fallback: number, name: string, min: n
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min}, got ${JSON.stringify(value)}`);
   return n;
+}
+
+function catalogKind(value: string | undefined): 'sqlite' | 'postgres' {
+  if (value === undefined || value === 'sqlite' || value === 'postgres') return value ?? 'sqlite';
+  throw new Error(`--catalog must be sqlite or postgres, got ${JSON.stringify(value)}`);
 }
 
 async function main(): Promise<number> {
@@ -32,6 +42,8 @@ async function main(): Promise<number> {
         clients: { type: 'string' },
         'server-restarts': { type: 'string' },
         'converge-seconds': { type: 'string' },
+        catalog: { type: 'string' },
+        workers: { type: 'string' },
         keep: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -47,6 +59,8 @@ async function main(): Promise<number> {
       clients: count(values.clients, 4, 'clients', 1),
       serverRestarts: count(values['server-restarts'], 2, 'server-restarts', 0),
       convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
+      catalog: catalogKind(values.catalog),
+      workers: count(values.workers, 1, 'workers', 1),
       keepState: values.keep ?? false,
     };
   } catch (err) {

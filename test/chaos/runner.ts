@@ -2,10 +2,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { SqliteCatalog } from '../../catalog/sqlite';
+import { catalogLocation, openCatalog } from '../../catalog/open';
 import { LocalFileStorage } from '../../storage/local-files';
 import { loadConfig, statePaths } from '../../worker/config';
 import { waitForConvergence, type Convergence } from './convergence';
+import { startPostgres } from '../support/postgres';
 import { ShardFingerprints } from './files';
 import { checkInvariants } from './invariants';
 import { ChaosMonkey, type MonkeyStats } from './monkey';
@@ -26,6 +27,10 @@ export interface ChaosOptions {
   ops: number;
   clients: number;
   serverRestarts: number;
+  /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */
+  catalog?: 'sqlite' | 'postgres';
+  /** How many `tablefate worker` processes run at once (same home, same catalog). Default 1. */
+  workers?: number;
   /** A call without an answer after this long is an unknown outcome. Default 60 s. */
   callTimeoutMs?: number;
   /** No operation starts after this long (the product may stall); default 10 min. */
@@ -44,7 +49,9 @@ export interface ChaosOptions {
 
 export interface ChaosReport {
   seed: number;
-  options: Required<Pick<ChaosOptions, 'ops' | 'clients' | 'serverRestarts' | 'callTimeoutMs' | 'opsTimeLimitMs' | 'convergenceTimeoutMs'>>;
+  options: Required<
+    Pick<ChaosOptions, 'ops' | 'clients' | 'serverRestarts' | 'catalog' | 'workers' | 'callTimeoutMs' | 'opsTimeLimitMs' | 'convergenceTimeoutMs'>
+  >;
   ops: OpRecord[];
   stats: MonkeyStats;
   convergence: Convergence | undefined;
@@ -146,6 +153,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ops: options.ops,
     clients: options.clients,
     serverRestarts: options.serverRestarts,
+    catalog: options.catalog ?? 'sqlite',
+    workers: options.workers ?? 1,
     callTimeoutMs: options.callTimeoutMs ?? 60_000,
     opsTimeLimitMs: options.opsTimeLimitMs ?? 600_000,
     convergenceTimeoutMs: options.convergenceTimeoutMs ?? 180_000,
@@ -160,6 +169,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   log(`seed ${options.seed}; state in ${dir}`);
 
   try {
+    let catalogUrl: string | undefined;
+    if (settings.catalog === 'postgres') {
+      const pg = await startPostgres();
+      cleanups.push(() => pg.stop());
+      catalogUrl = await pg.freshDatabase('chaos');
+      log(`catalog in PostgreSQL: ${catalogUrl}`);
+    }
     const server = await ChaosServer.start(dir, log);
     cleanups.push(() => server.stop());
     log(`dev server on ${server.address}`);
@@ -174,6 +190,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       TEMPORAL_NAMESPACE: NAMESPACE,
       TABLEFATE_LOG_LEVEL: 'warn',
       TABLEFATE_STORAGE_NODES: '3',
+      ...(catalogUrl === undefined ? {} : { TABLEFATE_CATALOG_URL: catalogUrl }),
     };
     const monkey = new ChaosMonkey({
       rng: rng.fork('monkey'),
@@ -182,6 +199,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       namespace: NAMESPACE,
       workerEnv: env,
       workerLog,
+      workers: settings.workers,
       killAfterReadyMs: options.killAfterReadyMs ?? [1500, 5000],
       restartPauseMs: [200, 1500],
       killOnOpStartChance: 0.2,
@@ -191,11 +209,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     });
     report.stats = monkey.stats;
     cleanups.push(() => monkey.stop());
-    // The worker creates the catalog file; no SDK call before it has started once.
+    // The worker creates the catalog (file, or schema); no SDK call before it has started once.
     await monkey.startFirstWorker();
     log('first worker polls; unleashing');
 
-    const catalog = new SqliteCatalog(statePaths(home).catalog);
+    const catalog = await openCatalog(catalogLocation(catalogUrl, home));
     cleanups.push(() => catalog.close());
     const storage = new LocalFileStorage({ root: statePaths(home).storage, nodeCount: 3 });
     const fingerprints = new ShardFingerprints(storage);

@@ -2,10 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { TableFateClient } from '../../client/client';
 import { applicationFailureOf } from '../../client/errors';
-import { SqliteCatalog } from '../../catalog/sqlite';
+import type { Catalog } from '../../catalog/catalog';
+import { catalogLocation, openCatalog } from '../../catalog/open';
 import { isDomainErrorType, TableFateError } from '../../domain/errors';
 import type { TableInfo, TableRecord } from '../../domain/table';
-import { statePaths } from '../../worker/config';
 import type { Random } from './random';
 import { within } from './time';
 
@@ -58,10 +58,10 @@ export interface ScenarioOptions {
   rng: Random;
   ops: number;
   clients: number;
-  /** Where the clients connect: the same TABLEFATE_HOME and server as the worker. */
-  config: { home: string; temporalAddress: string; temporalNamespace: string };
+  /** Where the clients connect: the same TABLEFATE_HOME (and catalog url, if any) and server as the worker. */
+  config: { home: string; catalogUrl?: string; temporalAddress: string; temporalNamespace: string };
   /** Read to pick targets among the tables that exist. */
-  catalog: SqliteCatalog;
+  catalog: Catalog;
   callTimeoutMs: number;
   /** No operation starts after this time (epoch ms): a stalled product must not stall the run. */
   deadline: number;
@@ -91,7 +91,7 @@ const LONG_RETENTION_S = 3600;
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
 
 /** Draws the next operation, aiming it at what the catalog holds now (with a few shots that must miss). */
-async function pickOperation(rng: Random, catalog: SqliteCatalog): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
+async function pickOperation(rng: Random, catalog: Catalog): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const tables = await catalog.listTables({ includeTrashed: true });
   const ready = tables.filter((t) => t.state === 'READY');
   const trashed = tables.filter((t) => t.state === 'TRASHED');
@@ -164,15 +164,21 @@ function classify(err: unknown): Outcome {
  */
 class CallerClient {
   private readonly connection: Connection;
-  private readonly catalog: SqliteCatalog;
   private readonly sdk: TableFateClient;
   private readonly pending = new Set<Promise<unknown>>();
 
-  constructor(config: ScenarioOptions['config']) {
+  private constructor(
+    config: ScenarioOptions['config'],
+    private readonly catalog: Catalog,
+  ) {
     this.connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
-    this.catalog = new SqliteCatalog(statePaths(config.home).catalog);
     const temporal = new Client({ connection: this.connection, namespace: config.temporalNamespace });
     this.sdk = new TableFateClient({ client: temporal, catalog: this.catalog });
+  }
+
+  /** A client with a catalog of its own, where the worker's is (the SQLite file under home, or catalogUrl). */
+  static async open(config: ScenarioOptions['config']): Promise<CallerClient> {
+    return new CallerClient(config, await openCatalog(catalogLocation(config.catalogUrl, config.home)));
   }
 
   /** The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then cancelled). */
@@ -207,7 +213,13 @@ class CallerClient {
 export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
   const records: OpRecord[] = [];
   let issued = 0;
-  const clients = Array.from({ length: opts.clients }, () => new CallerClient(opts.config));
+  const clients: CallerClient[] = [];
+  try {
+    for (let i = 0; i < opts.clients; i++) clients.push(await CallerClient.open(opts.config));
+  } catch (err) {
+    await Promise.all(clients.map((client) => client.close()));
+    throw err;
+  }
 
   const lane = async (client: CallerClient, index: number) => {
     const rng = opts.rng.fork(`client-${index}`);
