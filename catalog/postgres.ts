@@ -339,19 +339,10 @@ export class PostgresCatalog implements Catalog {
    */
   private async tx<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const client = await this.#pool.connect();
-      let broken: Error | undefined;
       try {
-        await client.query('BEGIN');
-        const result = await fn(client);
-        await client.query('COMMIT');
-        return result;
+        return await inTransaction(this.#pool, fn);
       } catch (err) {
-        // A connection that cannot even roll back is closed rather than given back to the pool.
-        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
         if (attempt >= MAX_ATTEMPTS || !isRetryable(err)) throw err;
-      } finally {
-        client.release(broken);
       }
       await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
     }
@@ -507,7 +498,10 @@ interface Queryable {
   query<R extends QueryResultRow>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
-/** Runs `fn` in a transaction of its own on a connection of `pool` (migrations and the identity). */
+/**
+ * Runs `fn` in a transaction of its own on a connection of `pool`; any error rolls it back and is thrown. A
+ * connection that cannot even roll back is closed rather than given back to the pool.
+ */
 async function inTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
