@@ -37,11 +37,10 @@ import { Pool, types, type CustomTypesConfig, type PoolClient, type QueryResultR
 import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
 import { NAME_HOLDING_STATES } from '../domain/states';
-import { sameCreateParams, type TableRecord } from '../domain/table';
+import type { TableRecord } from '../domain/table';
 import {
   CatalogNotFoundError,
   NameTakenError,
-  TableExistsError,
   TableFateError,
   TableNotFoundError,
 } from '../domain/errors';
@@ -58,7 +57,7 @@ import type {
   TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
-import { busyHolder, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
+import { busyHolder, planPrepare, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
 import { MIGRATIONS, SCHEMA_VERSION } from './postgres-schema';
 
 /** Inlined (constants, not input) so that the planner can use the partial unique index. */
@@ -172,7 +171,6 @@ export class PostgresCatalog implements Catalog {
         async (): Promise<PrepareResult> => {
           await this.assertHolds(c, req.nameLock, req.owner);
           const holder = await this.nameHolder(c, req, { forUpdate: true });
-          const label = formatTableName(req);
           if (!holder) {
             const id = await this.nextId(c);
             const placement = req.place(id, req.params);
@@ -192,29 +190,11 @@ export class PostgresCatalog implements Catalog {
             await this.tryLock(c, lockFor.table(id), req.owner, req.now);
             return { outcome: 'prepared', table: await this.mustGet(c, id), resumed: false };
           }
-          const sameParams = sameCreateParams(holder.params, req.params);
-          switch (holder.state) {
-            case 'READY':
-              if (sameParams) return { outcome: 'exists', table: holder };
-              throw new TableExistsError(
-                `table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`,
-              );
-            case 'CREATING':
-            case 'CREATE_FAILED': {
-              if (!sameParams) {
-                throw new TableExistsError(
-                  `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
-                    `repeat that create to finish it`,
-                );
-              }
-              const lock = await this.tryLock(c, lockFor.table(holder.id), req.owner, req.now);
-              if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
-              await c.query(`UPDATE tables SET state = 'CREATING', updated_at = $1 WHERE id = $2`, [req.now, holder.id]);
-              return { outcome: 'prepared', table: await this.mustGet(c, holder.id), resumed: true };
-            }
-            default:
-              throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
-          }
+          if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
+          const lock = await this.tryLock(c, lockFor.table(holder.id), req.owner, req.now);
+          if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+          await c.query(`UPDATE tables SET state = 'CREATING', updated_at = $1 WHERE id = $2`, [req.now, holder.id]);
+          return { outcome: 'prepared', table: await this.mustGet(c, holder.id), resumed: true };
         },
         (result) => result.outcome !== 'busy',
       ),

@@ -1,9 +1,9 @@
-import { WrongStateError, domainError, isDomainErrorType } from '../domain/errors';
+import { TableExistsError, WrongStateError, domainError, isDomainErrorType } from '../domain/errors';
 import { formatTableName } from '../domain/names';
 import { canTransition, columnsOnEntering, type StateColumns } from '../domain/states';
 import type { TableState } from '../domain/states';
-import type { TableRecord } from '../domain/table';
-import type { LockHolder, LockOwner, TransitionRequest } from './catalog';
+import { sameCreateParams, type TableRecord } from '../domain/table';
+import type { LockHolder, LockOwner, PrepareCreateRequest, TransitionRequest } from './catalog';
 
 /** What both catalog stores share: the shape of their rows and of a journaled outcome, and how to read them. */
 
@@ -109,4 +109,27 @@ export function planTransition(current: TableRecord, req: TransitionRequest): Tr
     purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
   };
   return { made: false, name: wanted, columns };
+}
+
+/**
+ * What a create's prepare does when its name is held by `holder`: the same create already committed (`exists`),
+ * or its own prepare record, to resume under the table's lock (`resume`). Anything else is TableExists.
+ */
+export function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' | 'resume' {
+  const label = formatTableName(req);
+  const sameParams = sameCreateParams(holder.params, req.params);
+  switch (holder.state) {
+    case 'READY':
+      if (sameParams) return 'exists';
+      throw new TableExistsError(`table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`);
+    case 'CREATING':
+    case 'CREATE_FAILED':
+      if (sameParams) return 'resume';
+      throw new TableExistsError(
+        `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
+          `repeat that create to finish it`,
+      );
+    default:
+      throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
+  }
 }

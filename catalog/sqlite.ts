@@ -5,11 +5,10 @@ import Database from 'better-sqlite3';
 import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
 import { NAME_HOLDING_STATES } from '../domain/states';
-import { sameCreateParams, type TableRecord } from '../domain/table';
+import type { TableRecord } from '../domain/table';
 import {
   CatalogNotFoundError,
   NameTakenError,
-  TableExistsError,
   TableFateError,
   TableNotFoundError,
 } from '../domain/errors';
@@ -26,7 +25,7 @@ import type {
   TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
-import { busyHolder, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
+import { busyHolder, planPrepare, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
 
 
 const SCHEMA = `
@@ -103,7 +102,6 @@ export class SqliteCatalog implements Catalog {
       this.journaled(req.step, (): PrepareResult => {
         this.assertHolds(req.nameLock, req.owner);
         const holder = this.nameHolder(req);
-        const label = formatTableName(req);
         if (!holder) {
           const id = this.nextId();
           const placement = req.place(id, req.params);
@@ -117,29 +115,11 @@ export class SqliteCatalog implements Catalog {
           this.tryLock(lockFor.table(id), req.owner, req.now);
           return { outcome: 'prepared', table: this.mustGet(id), resumed: false };
         }
-        const sameParams = sameCreateParams(holder.params, req.params);
-        switch (holder.state) {
-          case 'READY':
-            if (sameParams) return { outcome: 'exists', table: holder };
-            throw new TableExistsError(
-              `table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`,
-            );
-          case 'CREATING':
-          case 'CREATE_FAILED': {
-            if (!sameParams) {
-              throw new TableExistsError(
-                `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
-                  `repeat that create to finish it`,
-              );
-            }
-            const lock = this.tryLock(lockFor.table(holder.id), req.owner, req.now);
-            if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
-            this.db.prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`).run(req.now, holder.id);
-            return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
-          }
-          default:
-            throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
-        }
+        if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
+        const lock = this.tryLock(lockFor.table(holder.id), req.owner, req.now);
+        if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+        this.db.prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`).run(req.now, holder.id);
+        return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
       }, (result) => result.outcome !== 'busy'),
     ).then(({ result }) => unwrap(result));
   }
