@@ -193,7 +193,9 @@ describe('the SDK', () => {
       expect(err).toBeInstanceOf(ServerUnreachableError);
       expect(err).toMatchObject({ type: 'ServerUnreachable', address });
       expect((err as Error).message).toMatch(new RegExp(`^cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`));
-      expect(ms).toBeLessThan(7000);
+      // About 5 s of asking, more on a busy machine (9.6 s seen in CI): the point is that it does not wait for
+      // the 60 s deadline.
+      expect(ms).toBeLessThan(20_000);
       expect(await client.list()).toEqual(await h.client.list());
     } finally {
       await connection.close();
