@@ -1,16 +1,17 @@
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
-import type { Catalog, IsOwnerClosed, LockOwner } from '../catalog/catalog';
-import { diagnose, judgeSet, type Finding, type LockFact, type SetOnDisk } from '../domain/health';
+import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
+import { diagnoseSets, diagnoseTables, type Finding, type LockFact, type SetOnDisk } from '../domain/health';
 import { workflowIdFor, type TrashInput } from '../domain/operations';
 import type { TableRecord } from '../domain/table';
-import type { ShardRef, StorageDriver, Watch } from '../storage/driver';
+import type { SetListing, StorageDriver } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
+import type { CallChecks, CallScope } from './scope';
 
 /** The most findings one survey returns (a result stays far below the server's payload limit); the rest are counted. */
-const MAX_FINDINGS = 2000;
+export const MAX_FINDINGS = 2000;
 
-/** What the survey found, and what it could not look at. */
+/** What the catalog survey found, and what it could not look at. */
 export interface Survey {
   findings: Finding[];
   /** Findings beyond MAX_FINDINGS, not listed: a later pass lists them once the first ones are repaired. */
@@ -19,104 +20,106 @@ export interface Survey {
   skippedNodes: string[];
   /** For a stuck trash: the retention its stopped run asked for, so that resuming it keeps the promise. */
   retentionOf: Record<number, number>;
+  /** The storage nodes shards are placed on, whose sets each node's own survey lists (surveyNode). */
+  nodes?: string[];
 }
 
 export interface HousekeepingDeps {
   catalog: Catalog;
-  storage: StorageDriver;
+  /** The storage nodes shards are placed on. */
+  nodes: readonly string[];
+  /** Storage served in this process, if any: only runs started before node surveys list sets here. */
+  storage?: StorageDriver;
   isOwnerClosed: IsOwnerClosed;
   /** How long a set no row accounts for is left alone before it is collected (the worker's setting). */
   orphanGraceMs: number;
-  /** Refuses an operation of another catalog; returns the calling run. */
-  inScope: (scope: { catalogId?: string }) => LockOwner;
-  /** Runs a storage change only while the calling run holds the table's lock (see activities/index.ts). */
-  fenced: (scope: { catalogId?: string }, shard: ShardRef, change: (watch: Watch) => Promise<void>) => Promise<void>;
+  checks: CallChecks;
+}
+
+/** The sets a listing found, as the health rules see them. File ages are by the wall clock, as the files' are. */
+export function setsOnDisk(listing: SetListing): SetOnDisk[] {
+  return listing.sets.map(({ tableId, shard, node, area, files, changedAt }) => ({
+    tableId,
+    shard,
+    node,
+    area,
+    whole: files === SHARD_EXTENSIONS.length,
+    changedAt,
+  }));
+}
+
+/** The rows a survey needs: every row but tombstones, plus the row (maybe a tombstone) of any id on disk. */
+export async function tablesFor(catalog: Catalog, sets: readonly SetOnDisk[]): Promise<TableRecord[]> {
+  const tables = await catalog.listTables({ includeTrashed: true });
+  const known = new Set(tables.map((t) => t.id));
+  for (const id of new Set(sets.map((s) => s.tableId))) {
+    if (known.has(id)) continue;
+    const row = await catalog.getTable(id);
+    if (row) tables.push(row);
+  }
+  return tables;
+}
+
+/** Every lock, and whether the run holding it has closed. */
+export async function lockFacts(catalog: Catalog, isOwnerClosed: IsOwnerClosed): Promise<LockFact[]> {
+  const locks = await catalog.listLocks();
+  return Promise.all(locks.map(async (l) => ({ ...l, ownerClosed: await isOwnerClosed(l) })));
+}
+
+/** At most MAX_FINDINGS of `findings`, and how many were left off. */
+export function bounded(findings: Finding[]): { findings: Finding[]; omitted: number } {
+  return { findings: findings.slice(0, MAX_FINDINGS), omitted: Math.max(0, findings.length - MAX_FINDINGS) };
 }
 
 /**
- * The reconciler's activities: a survey of everything that can be left without the run that should finish it
- * (read-only, so the doctor runs it too), and the two repairs that are not operations of their own.
+ * The reconciler's activities on the catalog: a survey of everything that can be left without the run that
+ * should finish it (read-only, so the doctor runs it too), and the release of stale locks. The sets on disk are
+ * surveyed by each node's own worker (storage.ts).
  */
 export function housekeepingActivities(deps: HousekeepingDeps) {
-  const { catalog, storage } = deps;
+  const { catalog } = deps;
 
-  /** The sets on disk, as the health rules see them. File ages are by the wall clock, as the files' are. */
-  const setsOnDisk = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[] }> => {
-    const listing = await storage.listSets();
-    return {
-      sets: listing.sets.map(({ tableId, shard, node, area, files, changedAt }) => ({
-        tableId,
-        shard,
-        node,
-        area,
-        whole: files === SHARD_EXTENSIONS.length,
-        changedAt,
-      })),
-      skippedNodes: listing.skippedNodes,
-    };
-  };
-
-  /** The rows the survey needs: every row but tombstones, plus the row (maybe a tombstone) of any id on disk. */
-  const tablesFor = async (sets: readonly SetOnDisk[]): Promise<TableRecord[]> => {
-    const tables = await catalog.listTables({ includeTrashed: true });
-    const known = new Set(tables.map((t) => t.id));
-    for (const id of new Set(sets.map((s) => s.tableId))) {
-      if (known.has(id)) continue;
-      const row = await catalog.getTable(id);
-      if (row) tables.push(row);
-    }
-    return tables;
+  /**
+   * Runs started before each node surveyed its own sets ask this survey for the sets too (`sets` unset): it
+   * lists those of the storage served in this process, and names every node skipped when there is none.
+   */
+  const legacySets = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[] }> => {
+    if (!deps.storage) return { sets: [], skippedNodes: [...deps.nodes] };
+    const listing = await deps.storage.listSets();
+    return { sets: setsOnDisk(listing), skippedNodes: listing.skippedNodes };
   };
 
   return {
-    /** Everything the reconciler would do now; changes nothing. */
-    async surveyHealth(input: { catalogId?: string }): Promise<Survey> {
-      deps.inScope(input);
+    /** Everything the reconciler would do now about tables and locks (and, for older runs, sets); changes nothing. */
+    async surveyHealth(input: CallScope & { sets?: false }): Promise<Survey> {
+      deps.checks.inScope(input);
       const context = Context.current();
-      const { sets, skippedNodes } = await setsOnDisk();
+      const { sets, skippedNodes } = input.sets === false ? { sets: [], skippedNodes: [] } : await legacySets();
       const [tables, locks, trashTimers] = await Promise.all([
-        tablesFor(sets),
-        catalog.listLocks(),
+        tablesFor(catalog, sets),
+        lockFacts(catalog, deps.isOwnerClosed),
         runningTrashTimers(context.info.taskQueue, catalog.id),
       ]);
-      const lockFacts: LockFact[] = await Promise.all(
-        locks.map(async (l) => ({ ...l, ownerClosed: await deps.isOwnerClosed(l) })),
-      );
-      const findings = diagnose({ tables, locks: lockFacts, trashTimers, sets, now: Date.now(), orphanGraceMs: deps.orphanGraceMs });
+      const now = Date.now();
+      const { findings, omitted } = bounded([
+        ...diagnoseTables({ tables, locks, trashTimers, now }),
+        ...diagnoseSets({ tables, locks, sets, now, orphanGraceMs: deps.orphanGraceMs }),
+      ]);
       const retentionOf: Record<number, number> = {};
-      for (const f of findings.slice(0, MAX_FINDINGS)) {
+      for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
         const asked = await askedRetention(workflowIdFor.trash(f.table.id, catalog.id));
         if (asked !== undefined) retentionOf[f.table.id] = asked;
       }
-      return { findings: findings.slice(0, MAX_FINDINGS), omitted: Math.max(0, findings.length - MAX_FINDINGS), skippedNodes, retentionOf };
+      return { findings, omitted, skippedNodes, retentionOf, nodes: [...deps.nodes] };
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */
-    async releaseStaleLocks(input: { catalogId?: string; holder: { workflowId: string; runId: string; resource: string; since: number } }) {
-      deps.inScope(input);
+    async releaseStaleLocks(input: CallScope & { holder: { workflowId: string; runId: string; resource: string; since: number } }) {
+      deps.checks.inScope(input);
       if (!(await deps.isOwnerClosed(input.holder))) return false;
       await catalog.releaseLocks(input.holder);
       return true;
-    },
-
-    /**
-     * Collects one orphan set, under the lock of the table it names (the calling run holds it): looks again,
-     * and moves the set to garbage and deletes it only if it is still an orphan whose grace is over.
-     */
-    async collectOrphan(input: { catalogId?: string; set: SetOnDisk }): Promise<'collected' | 'kept'> {
-      const { set } = input;
-      const shard: ShardRef = { tableId: set.tableId, shard: set.shard, node: set.node };
-      let outcome: 'collected' | 'kept' = 'kept';
-      await deps.fenced(input, shard, async (watch) => {
-        const { sets } = await setsOnDisk();
-        const now = sets.find((s) => s.tableId === set.tableId && s.shard === set.shard && s.node === set.node && s.area === set.area);
-        if (!now || now.changedAt + deps.orphanGraceMs > Date.now()) return;
-        if (judgeSet(now, await catalog.getTable(set.tableId), sets)?.kind !== 'orphan') return;
-        await storage.discardSet(shard, set.area, watch);
-        outcome = 'collected';
-      });
-      return outcome;
     },
   };
 }

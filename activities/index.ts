@@ -1,29 +1,31 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
-import { LockLostError } from '../catalog/lock-lost';
-import { lockFor } from '../domain/operations';
+import type { Catalog, LockHolder } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import type { ShardArea, ShardRef, StorageDriver, Watch } from '../storage/driver';
-import { FatalStorageError } from '../storage/driver';
+import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { housekeepingActivities } from './housekeeping';
+import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
+import type { StorageActivities } from './storage';
+
+export type { CallScope } from './scope';
+export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type StorageActivities } from './storage';
 
 export interface ActivityDeps {
   catalog: Catalog;
-  storage: StorageDriver;
+  /** The storage nodes new tables' shards are placed on. */
+  nodes: readonly string[];
+  /** Storage served in this process, if any: only reconcile runs started before node surveys list it here. */
+  storage?: StorageDriver;
   /** Retention of a trash when the request names none. */
   defaultRetentionSeconds: number;
   /** Called when storage can neither finish nor undo a change: the worker must stop. */
   onFatal: (err: FatalStorageError) => void;
   /** Whether the workflow that holds a lock has closed; defaults to asking the Temporal server. */
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
-  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
-  storageRetryAttempts?: number;
   /** How long a set no catalog row accounts for is left alone before the reconciler collects it. */
   orphanGraceSeconds?: number;
   /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
@@ -31,69 +33,15 @@ export interface ActivityDeps {
 }
 
 /**
- * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
- * the call's place in the run (`step`), under which the catalog journals its outcome.
+ * The activities of an orchestrating worker: locks, the catalog's compare-and-sets, and the reconciler's
+ * catalog survey. Storage work is not here: it runs on the worker of each node (storage.ts).
  */
-export interface CallScope {
-  catalogId?: string;
-  step?: string;
-}
-
-/** The calling workflow: every lock and compare-and-set is done in its name. */
-function callingWorkflow(): LockOwner {
-  const execution = Context.current().info.workflowExecution;
-  if (!execution) throw new Error('tablefate activities run only on behalf of a workflow');
-  return { workflowId: execution.workflowId, runId: execution.runId };
-}
-
-async function ownerClosedOnServer(holder: LockHolder): Promise<boolean> {
-  try {
-    const description = await Context.current().client.workflow.getHandle(holder.workflowId, holder.runId).describe();
-    return description.status.name !== 'RUNNING';
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return true;
-    throw err;
-  }
-}
-
 export function createActivities(deps: ActivityDeps) {
-  const { catalog, storage } = deps;
+  const { catalog } = deps;
   const clock = deps.now ?? Date.now;
   const isOwnerClosed = deps.isOwnerClosed ?? ownerClosedOnServer;
-
-  /**
-   * Refuses an operation of another catalog (two catalogs whose workers share a task queue): acting on it here
-   * would change a table of the same id that is not the one it means.
-   */
-  const inScope = (scope: CallScope): LockOwner => {
-    if (scope.catalogId !== undefined && scope.catalogId !== catalog.id) {
-      throw ApplicationFailure.nonRetryable(
-        `this worker serves catalog ${catalog.id}, but the operation belongs to catalog ${scope.catalogId}: ` +
-          `give the workers of each catalog their own Temporal namespace or task queue`,
-        'WrongCatalog',
-      );
-    }
-    return callingWorkflow();
-  };
-  const stepOf = (owner: LockOwner, scope: CallScope): StepKey | undefined =>
-    scope.step === undefined ? undefined : { runId: owner.runId, step: scope.step };
-
-  /**
-   * The fence in front of every storage change: the calling operation must still hold the table's lock, or it
-   * touches nothing. The change heartbeats file by file and stops (putting a half-renamed set back) once the
-   * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it.
-   */
-  const fenced = async (scope: CallScope, shard: ShardRef, change: (watch: Watch) => Promise<void>): Promise<void> => {
-    const owner = inScope(scope);
-    const context = Context.current();
-    context.heartbeat();
-    if (!(await catalog.holdsLock(lockFor.table(shard.tableId), owner))) {
-      throw new LockLostError(
-        `${owner.workflowId} no longer holds table ${shard.tableId}; shard ${shard.shard} on ${shard.node} left untouched`,
-      );
-    }
-    await change({ signal: context.cancellationSignal, beat: () => context.heartbeat() });
-  };
+  const checks = callChecks(catalog);
+  const { inScope, stepOf } = checks;
 
   /** One attempt at a lock; a lock left by a closed workflow is taken over. */
   const attemptLock = async (input: CallScope & { lock: string }): Promise<LockAttempt> => {
@@ -140,7 +88,7 @@ export function createActivities(deps: ActivityDeps) {
           params: input.params,
           owner,
           nameLock: input.lock,
-          place: (id, params) => placeShards(id, params.shards, storage.nodes),
+          place: (id, params) => placeShards(id, params.shards, deps.nodes),
           now: input.now,
           step: stepOf(owner, input),
         },
@@ -193,38 +141,22 @@ export function createActivities(deps: ActivityDeps) {
         step: stepOf(owner, input),
       });
     },
-
-    async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.createShard(input.shard, watch));
-    },
-    async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.dropShard(input.shard, watch));
-    },
-    async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.moveShard(input.shard, input.from, input.to, watch));
-    },
-    async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.markGarbage(input.shard, watch));
-    },
-    async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.unmarkGarbage(input.shard, watch));
-    },
-    async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, input.shard, (watch) => storage.deleteGarbage(input.shard, watch));
-    },
   };
   const housekeeping = housekeepingActivities({
     catalog,
-    storage,
+    nodes: deps.nodes,
+    storage: deps.storage,
     isOwnerClosed,
-    inScope,
-    fenced,
+    checks,
     orphanGraceMs: (deps.orphanGraceSeconds ?? DEFAULT_ORPHAN_GRACE_SECONDS) * 1000,
   });
-  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });
+  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+export type OrchestrationActivities = ReturnType<typeof createActivities>;
+
+/** Every activity a workflow can call, wherever it runs. */
+export type Activities = OrchestrationActivities & StorageActivities;
 
 /** One try at a lock: taken, or held by another running workflow (its id). */
 export type LockAttempt = { acquired: true } | { acquired: false; holder: string };

@@ -75,7 +75,7 @@ export interface ReconcileReport {
   findings: Finding[];
   /** Findings not listed (a survey lists a bounded number). */
   omitted: number;
-  /** Nodes not looked at (quarantined). */
+  /** Nodes not looked at: quarantined, or their worker did not answer. */
   skippedNodes: string[];
   /** One per finding acted on, in order: what was done, or why not. */
   actions: Array<{ finding: string; outcome: string }>;
@@ -101,10 +101,19 @@ const HOME_AREA: Partial<Record<TableState, SetOnDisk['area'] | null>> = {
 
 /** Every finding in the facts, in a stable order: locks, tables by id, then sets. */
 export function diagnose(facts: HealthFacts): Finding[] {
-  const findings: Finding[] = [];
-  const heldByRunning = new Set(facts.locks.filter((l) => !l.ownerClosed).map((l) => l.resource));
-  const busy = (tableId: number) => heldByRunning.has(`table:${tableId}`);
+  return [...diagnoseTables(facts), ...diagnoseSets(facts)];
+}
 
+/** Whether a running workflow holds a table's lock: nothing about such a table is a finding. */
+function busyTables(locks: readonly LockFact[]): (tableId: number) => boolean {
+  const heldByRunning = new Set(locks.filter((l) => !l.ownerClosed).map((l) => l.resource));
+  return (tableId) => heldByRunning.has(`table:${tableId}`);
+}
+
+/** What the catalog alone shows (a survey with no storage node's listing): stale locks, then tables by id. */
+export function diagnoseTables(facts: Omit<HealthFacts, 'sets' | 'orphanGraceMs'>): Finding[] {
+  const findings: Finding[] = [];
+  const busy = busyTables(facts.locks);
   for (const lock of facts.locks) {
     if (lock.ownerClosed) {
       findings.push({ kind: 'stale-lock', resource: lock.resource, workflowId: lock.workflowId, runId: lock.runId, since: lock.since });
@@ -126,10 +135,20 @@ export function diagnose(facts: HealthFacts): Finding[] {
       });
     }
   }
+  return findings;
+}
+
+/**
+ * What the sets on disk show, set by set in the order given. Every copy of a shard is on the node its
+ * placement names, so one node's sets (and the rows they name) are enough to judge that node's.
+ */
+export function diagnoseSets(facts: Omit<HealthFacts, 'trashTimers'>): Finding[] {
+  const findings: Finding[] = [];
+  const busy = busyTables(facts.locks);
+  const byId = new Map(facts.tables.map((t) => [t.id, t]));
   for (const set of facts.sets) {
     if (busy(set.tableId)) continue;
-    const table = byId.get(set.tableId);
-    const verdict = judgeSet(set, table, facts.sets);
+    const verdict = judgeSet(set, byId.get(set.tableId), facts.sets);
     if (!verdict) continue;
     if (verdict.kind === 'misplaced') {
       findings.push({ kind: 'misplaced', set, why: verdict.why });

@@ -103,3 +103,11 @@ export function searchAttributesFor(
   if (table.name !== undefined) pairs.push({ key: SEARCH_ATTRIBUTES.tableName, value: table.name });
   return pairs;
 }
+
+/**
+ * The task queue of one storage node's worker, beside the deployment's queue `taskQueue` (so `tablefate` gives
+ * `tablefate-storage-node-1`): shard work goes only to the worker that owns the node its placement names.
+ */
+export function storageQueue(taskQueue: string, node: string): string {
+  return `${taskQueue}-storage-${node}`;
+}

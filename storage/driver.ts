@@ -85,11 +85,11 @@ export interface StorageDriver {
   /** Size and content checksum of a shard, wherever it is. */
   inspect(shard: ShardRef): Promise<ShardReport>;
   /**
-   * Every set on every node, in every area, whatever the catalog says (the reconciler's view). Quarantined
+   * Every set on every node (or on `nodes` only), in every area, whatever the catalog says (the reconciler's view). Quarantined
    * nodes are skipped and named. Not a snapshot: a change running meanwhile may be seen half done, so act on
    * a set only after checking it again under its table's lock.
    */
-  listSets(): Promise<SetListing>;
+  listSets(nodes?: readonly string[]): Promise<SetListing>;
   /**
    * Removes the shard's set in one area through garbage, as purge does, never touching its sets in the other
    * areas. Garbage of the shard found beforehand is deleted too: outside a running purge nothing is garbage,

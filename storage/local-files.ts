@@ -24,7 +24,7 @@ import {
   type QuarantineMarker,
 } from './errors';
 import { FaultInjector, type StorageOp } from './faults';
-import { byNodeNumber } from './nodes';
+import { byNodeNumber, NODE_NAME } from './nodes';
 import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
 import { areaDir, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
@@ -33,6 +33,8 @@ export interface LocalFileStorageOptions {
   root: string;
   /** Number of storage nodes, named node-0 .. node-{n-1}. Default 3. */
   nodeCount?: number;
+  /** The nodes this driver serves, instead of node-0 .. node-{n-1}: a storage-node worker serves its own only. */
+  nodes?: readonly string[];
   faults?: FaultInjector;
   renameOps?: RenameOps;
 }
@@ -74,7 +76,10 @@ export class LocalFileStorage implements StorageDriver {
     const nodeCount = opts.nodeCount ?? 3;
     if (!Number.isInteger(nodeCount) || nodeCount < 1) throw new RangeError(`nodeCount must be a positive integer, got ${nodeCount}`);
     this.root = path.resolve(opts.root);
-    this.nodes = Object.freeze(Array.from({ length: nodeCount }, (_, i) => `node-${i}`));
+    for (const node of opts.nodes ?? []) {
+      if (!NODE_NAME.test(node)) throw new RangeError(`a storage node is named node-<k>, got ${JSON.stringify(node)}`);
+    }
+    this.nodes = Object.freeze(opts.nodes ? [...opts.nodes] : Array.from({ length: nodeCount }, (_, i) => `node-${i}`));
     this.faults = opts.faults ?? new FaultInjector();
     this.renameOps = opts.renameOps;
   }
@@ -179,10 +184,11 @@ export class LocalFileStorage implements StorageDriver {
     });
   }
 
-  async listSets(): Promise<SetListing> {
+  async listSets(nodes: readonly string[] = this.nodes): Promise<SetListing> {
     const sets: StoredSet[] = [];
     const skippedNodes: string[] = [];
-    for (const node of this.nodes) {
+    for (const node of nodes) {
+      if (!this.nodes.includes(node)) throw new InvalidShardRefError(`${node} is not a node of this storage (${this.nodes.join(', ')})`);
       const found = await this.guardedListing(node, async () => {
         // Off limits even for reading: an operator may be repairing it by hand, and a set seen half repaired
         // would look like one to collect.

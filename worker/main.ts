@@ -1,15 +1,19 @@
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { TemporalSecurity } from '../client/connection';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { catalogLocation, describeLocation, openCatalog } from '../catalog/open';
 import { LocalFileStorage } from '../storage/local-files';
-import { assertNodesHoldAllShards } from '../storage/nodes';
+import { assertNodesHoldAllShards, nodeName } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
 import { ensureReconcileSchedule, reconcileScheduleId, removeReconcileSchedule } from './reconcile-schedule';
 import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
-import { createTableFateWorker } from './worker';
+import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from './worker';
+import { InvalidInputError } from '../domain/errors';
+import { storageQueue } from '../domain/operations';
+
 
 const SDK_LEVELS: Record<string, LogLevel> = {
   trace: 'TRACE',
@@ -75,20 +79,35 @@ async function scheduleReconciler(config: Config, server: TemporalServer, catalo
   }
 }
 
+/** Where the storage nodes are served: in this process from `$TABLEFATE_HOME/storage` (local), or by their own workers (remote). */
+export type StorageMode = 'local' | 'remote';
+
+/** The storage nodes shards are placed on: node-0 .. node-{TABLEFATE_STORAGE_NODES - 1}. */
+export function configuredNodes(config: Config): string[] {
+  return Array.from({ length: config.storageNodes }, (_, k) => nodeName(k));
+}
+
 /**
- * Runs a worker against `server` until interrupted: the catalog and storage nodes live under the state
- * directory. The worker stops when `stop` settles, or by itself after a fatal storage error. Returns the
- * process exit code: 0, or EXIT_FATAL after a fatal storage error.
+ * Runs a worker against `server` until interrupted: the catalog, and with local storage the storage nodes under
+ * the state directory. The worker stops when `stop` settles, or by itself after a fatal storage error. Returns
+ * the process exit code: 0, or EXIT_FATAL after a fatal storage error.
  */
-export async function runWorker(config: Config, server: TemporalServer, logger: Logger, stop: Promise<unknown>): Promise<number> {
+export async function runWorker(
+  config: Config,
+  server: TemporalServer,
+  logger: Logger,
+  stop: Promise<unknown>,
+  mode: StorageMode = 'local',
+): Promise<number> {
   const paths = statePaths(config.home);
-  await checkStorageNodes(config);
-  const storage = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
-  for (const marker of await storage.listQuarantined()) {
-    logger.warn(
-      { node: marker.node, since: marker.since, reason: marker.reason },
-      `${marker.node} is quarantined: operations on it fail until \`tablefate quarantine clear ${marker.node}\``,
-    );
+  let storage: LocalFileStorage | { nodes: string[] };
+  if (mode === 'local') {
+    await checkStorageNodes(config);
+    const local = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
+    await warnQuarantined(local, logger);
+    storage = local;
+  } else {
+    storage = { nodes: configuredNodes(config) };
   }
   const location = catalogLocation(config.catalogUrl, config.home);
   const catalog = await openCatalog(location);
@@ -97,8 +116,7 @@ export async function runWorker(config: Config, server: TemporalServer, logger: 
   try {
     const connection = await NativeConnection.connect(server);
     try {
-      // A variable, not a literal: `storageRetryAttempts` reaches the activities once worker.ts passes it on.
-      const options: Parameters<typeof createTableFateWorker>[0] & { storageRetryAttempts: number } = {
+      const worker = await createTableFateWorker({
         connection,
         namespace: config.temporalNamespace,
         catalog,
@@ -110,20 +128,40 @@ export async function runWorker(config: Config, server: TemporalServer, logger: 
         onFatal: (err) => {
           fatal ??= err;
         },
-      };
-      const worker = await createTableFateWorker(options);
+      });
       await scheduleReconciler(config, server, catalog.id, logger);
-      logger.info({ address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home }, 'worker polling');
-      const running = worker.run();
-      await Promise.race([stop, running]);
-      if (worker.getState() === 'RUNNING') worker.shutdown();
-      await running;
+      logger.info(
+        { address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home, storage: mode, nodes: storage.nodes },
+        'worker polling',
+      );
+      await runUntil(worker, stop);
     } finally {
       await connection.close();
     }
   } finally {
     await catalog.close();
   }
+  return exitAfter(fatal, logger);
+}
+
+async function warnQuarantined(storage: LocalFileStorage, logger: Logger): Promise<void> {
+  for (const marker of await storage.listQuarantined()) {
+    logger.warn(
+      { node: marker.node, since: marker.since, reason: marker.reason },
+      `${marker.node} is quarantined: operations on it fail until \`tablefate quarantine clear ${marker.node}\``,
+    );
+  }
+}
+
+/** Runs the worker until `stop` settles or it stops by itself, then lets it finish what it has in hand. */
+async function runUntil(worker: TableFateWorker, stop: Promise<unknown>): Promise<void> {
+  const running = worker.run();
+  await Promise.race([stop, running]);
+  worker.shutdown();
+  await running;
+}
+
+function exitAfter(fatal: Error | undefined, logger: Logger): number {
   if (!fatal) return 0;
   logger.fatal(
     { err: fatal, exitCode: EXIT_FATAL },
@@ -133,11 +171,63 @@ export async function runWorker(config: Config, server: TemporalServer, logger: 
 }
 
 /**
+ * `tablefate storage-node <node> --dir <root>`: the worker that owns one storage node, its files under
+ * `<root>/<node>`. It polls the node's own queue and touches nothing else; before each change it checks in the
+ * catalog that the calling operation still holds the table's lock, so it needs the catalog (which the
+ * orchestrating workers create: it must exist).
+ */
+export async function storageNodeCommand(config: Config, node: string, root: string): Promise<number> {
+  const nodes = configuredNodes(config);
+  if (!nodes.includes(node)) {
+    throw new InvalidInputError(
+      `storage node ${JSON.stringify(node)} is not one of the ${nodes.length} configured (TABLEFATE_STORAGE_NODES=${config.storageNodes}: ${nodes.join(', ')})`,
+    );
+  }
+  const logger = createLogger(config.logLevel, { component: 'tablefate', node });
+  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const stop = untilInterrupted();
+  const storage = new LocalFileStorage({ root, nodes: [node] });
+  await warnQuarantined(storage, logger);
+  const location = catalogLocation(config.catalogUrl, config.home);
+  const catalog = await openCatalog(location, { mustExist: true });
+  let fatal: Error | undefined;
+  try {
+    const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
+    const connection = await NativeConnection.connect(server);
+    try {
+      const worker = await createStorageNodeWorker({
+        connection,
+        namespace: config.temporalNamespace,
+        catalog,
+        storage,
+        node,
+        logger,
+        storageRetryAttempts: config.storageRetryAttempts,
+        orphanGraceSeconds: config.orphanGraceSeconds,
+        onFatal: (err) => {
+          fatal ??= err;
+        },
+      });
+      logger.info(
+        { address: server.address, namespace: config.temporalNamespace, dir: path.join(storage.root, node), queue: storageQueue(TASK_QUEUE, node), catalog: describeLocation(location) },
+        'storage node polling',
+      );
+      await runUntil(worker, stop);
+    } finally {
+      await connection.close();
+    }
+  } finally {
+    await catalog.close();
+  }
+  return exitAfter(fatal, logger);
+}
+
+/**
  * `tablefate worker`: a worker alone, against TEMPORAL_ADDRESS. It makes sure the search attributes exist
  * first (a server that tablefate did not start may lack them); without them every start would fail.
  */
-export async function workerCommand(config: Config): Promise<number> {
-  await checkStorageNodes(config);
+export async function workerCommand(config: Config, mode: StorageMode = 'local'): Promise<number> {
+  if (mode === 'local') await checkStorageNodes(config);
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
@@ -148,7 +238,7 @@ export async function workerCommand(config: Config): Promise<number> {
   } finally {
     await connection.close();
   }
-  return runWorker(config, server, logger, untilInterrupted());
+  return runWorker(config, server, logger, untilInterrupted(), mode);
 }
 
 export interface DevOptions {

@@ -1,7 +1,8 @@
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities, type Activities } from '../activities';
+import { createActivities, createStorageActivities, STORAGE_ACTIVITY_NAMES, type Activities } from '../activities';
 import type { Catalog } from '../catalog/catalog';
-import type { StorageDriver } from '../storage/driver';
+import { storageQueue } from '../domain/operations';
+import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { TASK_QUEUE } from './config';
 import type { Logger } from './logger';
 
@@ -9,7 +10,11 @@ export interface TableFateWorkerOptions {
   connection: NativeConnection;
   namespace: string;
   catalog: Catalog;
-  storage: StorageDriver;
+  /**
+   * The storage nodes served in this process (every one, from local directories), or, with `nodes` instead, none:
+   * each node's own worker serves it (`tablefate storage-node`).
+   */
+  storage: StorageDriver | { nodes: readonly string[] };
   defaultRetentionSeconds: number;
   logger: Logger;
   taskQueue?: string;
@@ -31,9 +36,31 @@ export interface TableFateWorkerOptions {
 }
 
 /**
- * A worker that runs tablefate's workflows and activities. If storage reports that a set of files could be
- * neither renamed nor put back, the worker stops at once rather than act on damaged data.
+ * The Temporal workers of one process, run and stopped together: an orchestrating worker polls the deployment's
+ * queue, a storage node's worker the node's own queue.
  */
+export class TableFateWorker {
+  constructor(readonly workers: readonly Worker[]) {}
+
+  /** Runs every worker until all have stopped; the first to stop for good (a fatal error) stops the others. */
+  async run(): Promise<void> {
+    const runs = this.workers.map((w) =>
+      w.run().finally(() => this.shutdown()),
+    );
+    const results = await Promise.allSettled(runs);
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  shutdown(): void {
+    for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+  }
+
+  getState(): ReturnType<Worker['getState']> {
+    return this.workers[0]!.getState();
+  }
+}
+
 /**
  * How long the catalog keeps the journal of a run's calls. A run needs its entries until it has closed; a
  * workflow task lost longer ago than this (every worker down for a month) finds no entry and, no longer
@@ -41,34 +68,104 @@ export interface TableFateWorkerOptions {
  */
 const JOURNAL_KEEP_MS = 30 * 24 * 3600 * 1000;
 
-export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<Worker> {
+const isLocal = (storage: TableFateWorkerOptions['storage']): storage is StorageDriver => 'createShard' in storage;
+
+function pick<T extends object>(from: T, names: readonly string[], keep: boolean): Partial<T> {
+  return Object.fromEntries(Object.entries(from).filter(([name]) => names.includes(name) === keep)) as Partial<T>;
+}
+
+/**
+ * An orchestrating worker: runs tablefate's workflows and the catalog's activities. With local storage it also
+ * serves every node's queue in this process (and the storage calls of runs started before shard work moved to
+ * the nodes' queues, on its own queue). If storage reports that a set of files could be neither renamed nor
+ * put back, every worker of the process stops at once rather than act on damaged data.
+ */
+export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<TableFateWorker> {
   const pruned = await opts.catalog.pruneJournal(Date.now() - JOURNAL_KEEP_MS);
   if (pruned > 0) opts.logger.info({ pruned }, 'pruned old catalog journal entries');
-  let stopWorker = () => undefined as void;
-  const activities = createActivities({
+  const taskQueue = opts.taskQueue ?? TASK_QUEUE;
+  let stop = () => undefined as void;
+  const onFatal = (err: FatalStorageError) => {
+    opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
+    stop();
+    opts.onFatal?.(err);
+  };
+  const local = isLocal(opts.storage) ? opts.storage : undefined;
+  const orchestration = createActivities({
     catalog: opts.catalog,
-    storage: opts.storage,
+    nodes: opts.storage.nodes,
+    storage: local,
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
+    orphanGraceSeconds: opts.orphanGraceSeconds,
+    onFatal,
+  });
+  const storageActivities = local
+    ? createStorageActivities({
+        catalog: opts.catalog,
+        storage: local,
+        storageRetryAttempts: opts.storageRetryAttempts,
+        orphanGraceSeconds: opts.orphanGraceSeconds,
+        onFatal,
+      })
+    : undefined;
+  const all = { ...orchestration, ...storageActivities } as Activities;
+  const activities = opts.wrapActivities ? opts.wrapActivities(all) : all;
+  const common = { connection: opts.connection, namespace: opts.namespace };
+  const workers = [
+    await Worker.create({
+      ...common,
+      taskQueue,
+      activities: local ? activities : pick(activities, STORAGE_ACTIVITY_NAMES, false),
+      ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    }),
+  ];
+  if (local) {
+    const storageOnly = pick(activities, STORAGE_ACTIVITY_NAMES, true);
+    for (const node of local.nodes) workers.push(await Worker.create({ ...common, taskQueue: storageQueue(taskQueue, node), activities: storageOnly }));
+  }
+  const group = new TableFateWorker(workers);
+  stop = () => group.shutdown();
+  return group;
+}
+
+export interface StorageNodeWorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  catalog: Catalog;
+  /** The driver of this node alone. */
+  storage: StorageDriver;
+  node: string;
+  logger: Logger;
+  taskQueue?: string;
+  onFatal?: (err: Error) => void;
+  storageRetryAttempts?: number;
+  orphanGraceSeconds?: number;
+  wrapActivities?: (activities: Activities) => Activities;
+}
+
+/** A storage node's worker: serves its node's queue only, with the storage activities only. */
+export async function createStorageNodeWorker(opts: StorageNodeWorkerOptions): Promise<TableFateWorker> {
+  let stop = () => undefined as void;
+  const activities = createStorageActivities({
+    catalog: opts.catalog,
+    storage: opts.storage,
     storageRetryAttempts: opts.storageRetryAttempts,
     orphanGraceSeconds: opts.orphanGraceSeconds,
     onFatal: (err) => {
-      opts.logger.fatal({ err }, 'storage is in an unknown state; stopping the worker');
-      stopWorker();
+      opts.logger.fatal({ err, node: opts.node }, 'storage is in an unknown state; stopping the storage node');
+      stop();
       opts.onFatal?.(err);
     },
   });
+  const wrapped = opts.wrapActivities ? opts.wrapActivities(activities as Activities) : activities;
   const worker = await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
-    taskQueue: opts.taskQueue ?? TASK_QUEUE,
-    activities: opts.wrapActivities ? opts.wrapActivities(activities) : activities,
-    ...(opts.workflowBundle
-      ? { workflowBundle: opts.workflowBundle }
-      : { workflowsPath: require.resolve('../workflows') }),
+    taskQueue: storageQueue(opts.taskQueue ?? TASK_QUEUE, opts.node),
+    activities: pick(wrapped, STORAGE_ACTIVITY_NAMES, true),
   });
-  stopWorker = () => {
-    if (worker.getState() === 'RUNNING') worker.shutdown();
-  };
-  return worker;
+  const group = new TableFateWorker([worker]);
+  stop = () => group.shutdown();
+  return group;
 }

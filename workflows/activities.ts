@@ -1,4 +1,5 @@
-import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import { patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { storageQueue } from '../domain/operations';
 import type { Activities, CallScope } from '../activities';
 import type { TableRecord } from '../domain/table';
 import type { ShardArea, ShardRef } from '../storage/driver';
@@ -29,13 +30,25 @@ const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>
 });
 
 /**
- * Shard work touches the storage nodes' bytes: ordinary activities, which any worker can pick up. They
- * heartbeat, so an attempt lost with its worker is retried after the heartbeat timeout, not the whole
- * start-to-close timeout.
+ * Shard work touches a storage node's bytes: ordinary activities, on the task queue of the worker that owns the
+ * node the shard's placement names (domain/deployment.ts's storageQueue). A node whose worker is down holds its
+ * calls in its queue until the worker is back. They heartbeat, so an attempt lost with its worker is retried
+ * after the heartbeat timeout, not the whole start-to-close timeout.
  */
-const storage = proxyActivities<
-  Pick<Activities, 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage'>
->({ startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY });
+const STORAGE_OPTIONS = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY } as const;
+type StorageCalls = Pick<Activities, 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' | 'collectOrphan'>;
+
+/** Runs started before shard work moved to the nodes' queues replay this: the workflow's own queue. */
+const storageBeforeNodeQueues = proxyActivities<StorageCalls>(STORAGE_OPTIONS);
+
+/** Patch: shard work goes to the queue of the shard's node (before: the workflow's queue, every worker local). */
+export const STORAGE_ON_NODE_QUEUES = 'storage-on-node-queues';
+
+/** The storage calls of one node, on its worker's queue; runs started before the patch use their own queue. */
+export function storageOn(node: string): StorageCalls {
+  if (!patched(STORAGE_ON_NODE_QUEUES)) return storageBeforeNodeQueues;
+  return proxyActivities<StorageCalls>({ ...STORAGE_OPTIONS, taskQueue: storageQueue(workflowInfo().taskQueue, node) });
+}
 
 type Args<F> = F extends (input: infer I) => unknown ? Omit<I, keyof CallScope> : never;
 
@@ -58,12 +71,12 @@ export function operationCalls(catalogId: string | undefined) {
     getTable: (tableId: number) => catalog.getTable({ tableId, ...step('getTable') }),
     transition: (args: Args<Activities['transition']>) => catalog.transition({ ...args, ...step('transition') }),
     commitTrash: (args: Args<Activities['commitTrash']>) => catalog.commitTrash({ ...args, ...step('commitTrash') }),
-    createShard: (shard: ShardRef) => storage.createShard({ shard, ...scope }),
-    dropShard: (shard: ShardRef) => storage.dropShard({ shard, ...scope }),
-    moveShard: (shard: ShardRef, from: ShardArea, to: ShardArea) => storage.moveShard({ shard, from, to, ...scope }),
-    markGarbage: (shard: ShardRef) => storage.markGarbage({ shard, ...scope }),
-    unmarkGarbage: (shard: ShardRef) => storage.unmarkGarbage({ shard, ...scope }),
-    deleteGarbage: (shard: ShardRef) => storage.deleteGarbage({ shard, ...scope }),
+    createShard: (shard: ShardRef) => storageOn(shard.node).createShard({ shard, ...scope }),
+    dropShard: (shard: ShardRef) => storageOn(shard.node).dropShard({ shard, ...scope }),
+    moveShard: (shard: ShardRef, from: ShardArea, to: ShardArea) => storageOn(shard.node).moveShard({ shard, from, to, ...scope }),
+    markGarbage: (shard: ShardRef) => storageOn(shard.node).markGarbage({ shard, ...scope }),
+    unmarkGarbage: (shard: ShardRef) => storageOn(shard.node).unmarkGarbage({ shard, ...scope }),
+    deleteGarbage: (shard: ShardRef) => storageOn(shard.node).deleteGarbage({ shard, ...scope }),
   };
 }
 

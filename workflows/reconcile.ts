@@ -1,19 +1,59 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { log, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
+import { log, patched, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
 import { describeFinding, type Finding, type ReconcileInput, type ReconcileReport } from '../domain/health';
-import { lockFor, searchAttributesFor, workflowIdFor, type TableOp } from '../domain/operations';
-import type { Activities } from '../activities';
-import { operationCalls, type OperationCalls } from './activities';
+import { lockFor, searchAttributesFor, storageQueue, workflowIdFor, type TableOp } from '../domain/operations';
+import type { Activities, NodeSurvey } from '../activities';
+import type { Survey } from '../activities/housekeeping';
+import { operationCalls, storageOn, STORAGE_ON_NODE_QUEUES, type OperationCalls } from './activities';
 import { createTable } from './create';
 import { purgeTable } from './purge';
 import { trashTable } from './trash';
 import { undeleteTable } from './undelete';
 
-/** The survey reads the whole catalog and every node's sets: an ordinary activity, retried a few times. */
+const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
+
+/** The survey reads the whole catalog: an ordinary activity, retried a few times. */
 const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks' | 'collectOrphan'>>({
   startToCloseTimeout: '5 minutes',
-  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
+  retry: SURVEY_RETRY,
 });
+
+/**
+ * Each node's sets are listed by the node's own worker. A node whose worker does not pick the survey up within
+ * a minute is reported as not looked at, rather than holding the whole pass (and the doctor) until it is back.
+ */
+function nodeSurvey(node: string) {
+  return proxyActivities<Pick<Activities, 'surveyNode'>>({
+    taskQueue: storageQueue(workflowInfo().taskQueue, node),
+    scheduleToStartTimeout: '1 minute',
+    startToCloseTimeout: '5 minutes',
+    retry: SURVEY_RETRY,
+  }).surveyNode;
+}
+
+/** The catalog's survey, then every node's survey of its own sets, at once; findings in the catalog's order, then by node. */
+async function survey(catalogId: string | undefined): Promise<Survey> {
+  if (!patched(STORAGE_ON_NODE_QUEUES)) return housekeeping.surveyHealth({ catalogId });
+  const tables = await housekeeping.surveyHealth({ catalogId, sets: false });
+  const nodes = await Promise.all(
+    (tables.nodes ?? []).map((node) =>
+      nodeSurvey(node)({ catalogId, node }).catch((err: unknown): NodeSurvey => {
+        log.warn('a storage node was not surveyed', { node, error: String(err) });
+        return { skipped: true };
+      }),
+    ),
+  );
+  const result: Survey = { ...tables, findings: [...tables.findings] };
+  nodes.forEach((answer, i) => {
+    if (answer.skipped) {
+      result.skippedNodes.push(tables.nodes![i]!);
+      return;
+    }
+    result.findings.push(...answer.findings);
+    result.omitted += answer.omitted;
+  });
+  return result;
+}
 
 /** At most this many repairs per pass (a few events each): a pass's history stays far below the server's limits. */
 const REPAIRS_PER_PASS = 200;
@@ -26,11 +66,11 @@ const REPAIRS_PER_PASS = 200;
  * only says what it would do.
  */
 export async function reconcileTables(input: ReconcileInput): Promise<ReconcileReport> {
-  const survey = await housekeeping.surveyHealth({ catalogId: input.catalogId });
+  const found = await survey(input.catalogId);
   const report: ReconcileReport = {
-    findings: survey.findings,
-    omitted: survey.omitted,
-    skippedNodes: survey.skippedNodes,
+    findings: found.findings,
+    omitted: found.omitted,
+    skippedNodes: found.skippedNodes,
     actions: [],
     deferred: 0,
   };
@@ -38,7 +78,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
 
   const calls = operationCalls(input.catalogId);
   // Stale locks first: a stuck table's operation can then take its lock at once.
-  const ordered = [...survey.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
+  const ordered = [...found.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
   for (const finding of ordered) {
     // A pass's history stays small however much there is to do: the rest waits for the next pass.
     if (report.actions.length >= REPAIRS_PER_PASS) {
@@ -46,7 +86,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
       continue;
     }
     // One repair that fails (a node down, say) must not keep the others from running; the next pass retries it.
-    const outcome = await repair(finding, calls, input, survey.retentionOf).catch((err: unknown) => `failed: ${String(err)}`);
+    const outcome = await repair(finding, calls, input, found.retentionOf).catch((err: unknown) => `failed: ${String(err)}`);
     if (outcome === undefined) continue;
     const line = describeFinding(finding);
     log.info('reconciled', { finding: line, outcome });
@@ -119,7 +159,8 @@ async function repair(
       const lock = await calls.tryLock(lockFor.table(finding.set.tableId));
       if (!lock.acquired) return `skipped: ${lock.holder} holds the table`;
       try {
-        const done = await housekeeping.collectOrphan({ catalogId, set: finding.set });
+        const collector = patched(STORAGE_ON_NODE_QUEUES) ? storageOn(finding.set.node) : housekeeping;
+        const done = await collector.collectOrphan({ catalogId, set: finding.set });
         return done === 'collected' ? 'collected' : 'kept: no longer an orphan on a second look';
       } finally {
         await calls.releaseLocks();

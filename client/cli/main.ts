@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadClientConfig } from '../config';
 import { loadConfig } from '../../worker/config';
-import { devCommand, workerCommand } from '../../worker/main';
+import { devCommand, storageNodeCommand, workerCommand } from '../../worker/main';
 import { quarantineCommand } from './quarantine';
 import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../../domain/errors';
 import type { TableInfo } from '../../domain/table';
@@ -12,7 +12,11 @@ import { formatHealth, formatTable, formatTableList } from './format';
 const USAGE = `usage: tablefate <command> [options]
 
   dev [--headless] [--port N] [--ui-port N]   dev server + worker in the foreground (npm start)
-  worker                                      a worker alone, against TEMPORAL_ADDRESS
+  worker [--storage local|remote]             a worker alone, against TEMPORAL_ADDRESS; local (default) also
+                                              serves every storage node from TABLEFATE_HOME/storage, remote
+                                              leaves them to their storage-node workers
+  storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
+                                              <path>/<node>; needs the catalog (TABLEFATE_CATALOG_URL)
   create <ns.name> [--shards N]               create a table (default 4 shards)
   drop|trash <ns.name> [-r|--reserve-seconds N]
                                               move a table to the trash (default retention 7 days)
@@ -31,7 +35,7 @@ exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name t
 5 no answer within --timeout or the server lost after the start (the operation may go on),
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
-worker and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
+worker, storage-node and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
 doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node.`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
@@ -166,8 +170,18 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       }
       case 'worker': {
         let exitCode = 0;
-        await run({}, { min: 0, max: 0 }, async () => {
-          exitCode = await workerCommand(loadConfig());
+        await run({ storage: { type: 'string' } }, { min: 0, max: 0 }, async (v) => {
+          const mode = v.storage ?? 'local';
+          if (mode !== 'local' && mode !== 'remote') throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
+          exitCode = await workerCommand(loadConfig(), mode);
+        });
+        return exitCode;
+      }
+      case 'storage-node': {
+        let exitCode = 0;
+        await run({ dir: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
+          if (typeof v.dir !== 'string' || v.dir === '') throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
+          exitCode = await storageNodeCommand(loadConfig(), node!, v.dir);
         });
         return exitCode;
       }

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { catalogPath } from '../../domain/deployment';
 import { LocalFileStorage } from '../../storage/local-files';
@@ -14,7 +14,7 @@ import type { LockWaitPolicy } from '../../domain/operations';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
 import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';
-import { createTableFateWorker } from '../../worker/worker';
+import { createTableFateWorker, type TableFateWorker } from '../../worker/worker';
 import type { Activities } from '../../activities';
 import { createLogger } from '../../worker/logger';
 import { testNamespace, testServerAddress } from './test-server';
@@ -76,7 +76,7 @@ function twice(activities: Activities): Activities {
  * on disk, a worker polling a task queue of its own on a real dev server, and the SDK client.
  */
 export class Harness {
-  worker: Worker | undefined;
+  worker: TableFateWorker | undefined;
   /** Fatal errors the worker stopped for. */
   readonly fatalErrors: Error[] = [];
   private running: Promise<void> | undefined;

@@ -1,0 +1,79 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
+import { LockLostError } from '../catalog/lock-lost';
+import { lockFor } from '../domain/operations';
+import type { ShardRef, Watch } from '../storage/driver';
+
+/**
+ * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
+ * the call's place in the run (`step`), under which the catalog journals its outcome.
+ */
+export interface CallScope {
+  catalogId?: string;
+  step?: string;
+}
+
+/** The calling workflow: every lock and compare-and-set is done in its name. */
+function callingWorkflow(): LockOwner {
+  const execution = Context.current().info.workflowExecution;
+  if (!execution) throw new Error('tablefate activities run only on behalf of a workflow');
+  return { workflowId: execution.workflowId, runId: execution.runId };
+}
+
+/** Whether the run holding a lock has closed, asked of the Temporal server. */
+export async function ownerClosedOnServer(holder: LockHolder): Promise<boolean> {
+  try {
+    const description = await Context.current().client.workflow.getHandle(holder.workflowId, holder.runId).describe();
+    return description.status.name !== 'RUNNING';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return true;
+    throw err;
+  }
+}
+
+/**
+ * The checks every activity of a catalog's workers makes before it acts: the call belongs to this catalog
+ * (`inScope`), and a storage change is made only while the calling run holds the table's lock (`fenced`).
+ */
+export function callChecks(catalog: Catalog) {
+  /**
+   * Refuses an operation of another catalog (two catalogs whose workers share a task queue): acting on it here
+   * would change a table of the same id that is not the one it means.
+   */
+  const inScope = (scope: CallScope): LockOwner => {
+    if (scope.catalogId !== undefined && scope.catalogId !== catalog.id) {
+      throw ApplicationFailure.nonRetryable(
+        `this worker serves catalog ${catalog.id}, but the operation belongs to catalog ${scope.catalogId}: ` +
+          `give the workers of each catalog their own Temporal namespace or task queue`,
+        'WrongCatalog',
+      );
+    }
+    return callingWorkflow();
+  };
+
+  const stepOf = (owner: LockOwner, scope: CallScope): StepKey | undefined =>
+    scope.step === undefined ? undefined : { runId: owner.runId, step: scope.step };
+
+  /**
+   * The fence in front of every storage change: the calling operation must still hold the table's lock, or it
+   * touches nothing. The change heartbeats file by file and stops (putting a half-renamed set back) once the
+   * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it.
+   */
+  const fenced = async (scope: CallScope, shard: ShardRef, change: (watch: Watch) => Promise<void>): Promise<void> => {
+    const owner = inScope(scope);
+    const context = Context.current();
+    context.heartbeat();
+    if (!(await catalog.holdsLock(lockFor.table(shard.tableId), owner))) {
+      throw new LockLostError(
+        `${owner.workflowId} no longer holds table ${shard.tableId}; shard ${shard.shard} on ${shard.node} left untouched`,
+      );
+    }
+    await change({ signal: context.cancellationSignal, beat: () => context.heartbeat() });
+  };
+
+  return { inScope, stepOf, fenced };
+}
+
+export type CallChecks = ReturnType<typeof callChecks>;

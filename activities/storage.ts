@@ -1,0 +1,106 @@
+import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
+import { diagnoseSets, judgeSet, type Finding, type SetOnDisk } from '../domain/health';
+import type { FatalStorageError, ShardArea, ShardRef, StorageDriver } from '../storage/driver';
+import { withFailureMapping } from './failures';
+import { bounded, lockFacts, setsOnDisk, tablesFor } from './housekeeping';
+import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
+import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
+
+export interface StorageActivityDeps {
+  catalog: Catalog;
+  /** The bytes of the nodes this worker serves (one node for a storage-node worker, every node in-process). */
+  storage: StorageDriver;
+  /** Called when storage can neither finish nor undo a change: the worker must stop. */
+  onFatal: (err: FatalStorageError) => void;
+  /** Whether the workflow that holds a lock has closed; defaults to asking the Temporal server. */
+  isOwnerClosed?: IsOwnerClosed;
+  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
+  storageRetryAttempts?: number;
+  /** How long a set no catalog row accounts for is left alone before the reconciler collects it. */
+  orphanGraceSeconds?: number;
+}
+
+/** One node's survey of its own sets: what they show, or that the node was not looked at (quarantined). */
+export type NodeSurvey = { skipped: true } | { skipped: false; findings: Finding[]; omitted: number };
+
+/**
+ * The activities that touch a storage node's bytes. They run on the worker that owns the node (its own task
+ * queue, see domain/deployment.ts's storageQueue) and nowhere else, and each change is fenced: it happens only
+ * while the calling operation still holds the table's lock in the catalog.
+ */
+export function createStorageActivities(deps: StorageActivityDeps) {
+  const { catalog, storage } = deps;
+  const { inScope, fenced } = callChecks(catalog);
+  const isOwnerClosed = deps.isOwnerClosed ?? ownerClosedOnServer;
+  const orphanGraceMs = (deps.orphanGraceSeconds ?? DEFAULT_ORPHAN_GRACE_SECONDS) * 1000;
+
+  /** The node's sets as the health rules see them, or null when the node is quarantined. */
+  const setsOf = async (node: string): Promise<SetOnDisk[] | null> => {
+    const listing = await storage.listSets([node]);
+    return listing.skippedNodes.includes(node) ? null : setsOnDisk(listing);
+  };
+
+  const activities = {
+    async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.createShard(input.shard, watch));
+    },
+    async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.dropShard(input.shard, watch));
+    },
+    async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.moveShard(input.shard, input.from, input.to, watch));
+    },
+    async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.markGarbage(input.shard, watch));
+    },
+    async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.unmarkGarbage(input.shard, watch));
+    },
+    async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
+      await fenced(input, input.shard, (watch) => storage.deleteGarbage(input.shard, watch));
+    },
+
+    /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
+    async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
+      inScope(input);
+      const sets = await setsOf(input.node);
+      if (!sets) return { skipped: true };
+      const [tables, locks] = await Promise.all([tablesFor(catalog, sets), lockFacts(catalog, isOwnerClosed)]);
+      return { skipped: false, ...bounded(diagnoseSets({ tables, locks, sets, now: Date.now(), orphanGraceMs })) };
+    },
+
+    /**
+     * Collects one orphan set, under the lock of the table it names (the calling run holds it): looks again,
+     * and moves the set to garbage and deletes it only if it is still an orphan whose grace is over.
+     */
+    async collectOrphan(input: CallScope & { set: SetOnDisk }): Promise<'collected' | 'kept'> {
+      const { set } = input;
+      const shard: ShardRef = { tableId: set.tableId, shard: set.shard, node: set.node };
+      let outcome: 'collected' | 'kept' = 'kept';
+      await fenced(input, shard, async (watch) => {
+        const sets = (await setsOf(set.node)) ?? [];
+        const now = sets.find((s) => s.tableId === set.tableId && s.shard === set.shard && s.area === set.area);
+        if (!now || now.changedAt + orphanGraceMs > Date.now()) return;
+        if (judgeSet(now, await catalog.getTable(set.tableId), sets)?.kind !== 'orphan') return;
+        await storage.discardSet(shard, set.area, watch);
+        outcome = 'collected';
+      });
+      return outcome;
+    },
+  };
+  return withFailureMapping(activities, { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts });
+}
+
+export type StorageActivities = ReturnType<typeof createStorageActivities>;
+
+/** The names of the storage activities: what a node's task queue serves. */
+export const STORAGE_ACTIVITY_NAMES = [
+  'createShard',
+  'dropShard',
+  'moveShard',
+  'markGarbage',
+  'unmarkGarbage',
+  'deleteGarbage',
+  'surveyNode',
+  'collectOrphan',
+] as const satisfies ReadonlyArray<keyof StorageActivities>;

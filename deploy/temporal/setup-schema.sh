@@ -1,0 +1,29 @@
+#!/bin/sh
+# Temporal's databases on PostgreSQL, run by the admin-tools image before the server starts, on every
+# `docker compose up`. Every step is idempotent: `create` ignores a database that exists, `setup-schema -v 0.0`
+# leaves a schema that is already past 0.0 alone, and `update-schema` applies only the versions the database does
+# not have yet. So after the server and admin-tools images move to a new version (always together), the next
+# `up` brings both schemas to it before the new server starts.
+# The password comes from SQL_PASSWORD (temporal-sql-tool reads it), never from the command line.
+set -eu
+
+: "${POSTGRES_SEEDS:?POSTGRES_SEEDS must name the PostgreSQL host}"
+: "${POSTGRES_USER:?POSTGRES_USER must name the login}"
+: "${SQL_PASSWORD:?SQL_PASSWORD must hold the login password}"
+port=${DB_PORT:-5432}
+schemas=/etc/temporal/schema/postgresql/v12
+
+sql_tool() {
+  temporal-sql-tool --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$port" -u "$POSTGRES_USER" "$@"
+}
+
+# The history store and the visibility store: same steps, each with its own schema directory.
+for pair in temporal:temporal temporal_visibility:visibility; do
+  db=${pair%%:*}
+  dir=${pair#*:}
+  echo "setup-schema: database $db"
+  sql_tool --db "$db" create
+  sql_tool --db "$db" setup-schema -v 0.0
+  sql_tool --db "$db" update-schema -d "$schemas/$dir/versioned"
+done
+echo "setup-schema: done"
