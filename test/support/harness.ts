@@ -14,7 +14,7 @@ import type { LockWaitPolicy } from '../../domain/operations';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
 import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';
-import { createTableFateWorker, type TableFateWorker } from '../../worker/worker';
+import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from '../../worker/worker';
 import type { Activities } from '../../activities';
 import { createLogger } from '../../worker/logger';
 import { testNamespace, testServerAddress } from './test-server';
@@ -57,6 +57,11 @@ export interface HarnessOptions {
   lockWait?: LockWaitPolicy;
   /** How long the reconciler leaves an orphan set alone (the worker's default, an hour, when absent). */
   orphanGraceSeconds?: number;
+  /**
+   * `local` (default): the worker serves every storage node in-process. `remote`: it serves none, and each node
+   * has a storage-node worker of its own (startNode, stopNode), as `tablefate storage-node` runs it.
+   */
+  storage?: 'local' | 'remote';
 }
 
 /** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
@@ -80,6 +85,8 @@ export class Harness {
   /** Fatal errors the worker stopped for. */
   readonly fatalErrors: Error[] = [];
   private running: Promise<void> | undefined;
+  /** The storage-node workers running (remote storage only), by node. */
+  private readonly nodeWorkers = new Map<string, { worker: TableFateWorker; running: Promise<void> }>();
 
   private constructor(
     readonly home: string,
@@ -115,7 +122,10 @@ export class Harness {
       lockWait: opts.lockWait,
     });
     const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home, opts);
-    if (opts.startWorker ?? true) await harness.startWorker();
+    if (opts.startWorker ?? true) {
+      await harness.startWorker();
+      if (opts.storage === 'remote') for (const node of storage.nodes) await harness.startNode(node);
+    }
     return harness;
   }
 
@@ -130,7 +140,7 @@ export class Harness {
       connection,
       namespace: testNamespace(),
       catalog: this.catalog,
-      storage: this.storage,
+      storage: this.opts.storage === 'remote' ? { nodes: this.storage.nodes } : this.storage,
       defaultRetentionSeconds: 7 * 24 * 3600,
       logger: createLogger('warn'),
       taskQueue: this.taskQueue,
@@ -159,6 +169,33 @@ export class Harness {
     this.running = undefined;
   }
 
+  /** Starts the worker of one storage node (remote storage): it serves that node's directory alone. */
+  async startNode(node: string): Promise<void> {
+    if (this.nodeWorkers.has(node)) return;
+    const connection = await NativeConnection.connect({ address: this.address });
+    const worker = await createStorageNodeWorker({
+      connection,
+      namespace: testNamespace(),
+      catalog: this.catalog,
+      storage: new LocalFileStorage({ root: this.storage.root, nodes: [node], renameOps: this.opts.renameOps }),
+      node,
+      logger: createLogger('warn'),
+      taskQueue: this.taskQueue,
+      orphanGraceSeconds: this.opts.orphanGraceSeconds,
+      onFatal: (err) => this.fatalErrors.push(err),
+    });
+    this.nodeWorkers.set(node, { worker, running: worker.run().finally(() => connection.close()) });
+  }
+
+  /** Stops the worker of one storage node, as if its host went down: its queue keeps what is sent to it. */
+  async stopNode(node: string): Promise<void> {
+    const entry = this.nodeWorkers.get(node);
+    if (!entry) return;
+    this.nodeWorkers.delete(node);
+    entry.worker.shutdown();
+    await entry.running;
+  }
+
   /** Runs one reconcile pass on this harness's worker, as the schedule would (or, with `report`, as the doctor does). */
   reconcile(mode: ReconcileInput['mode'] = 'repair'): Promise<ReconcileReport> {
     return this.temporal.workflow.execute<typeof reconcileTables>('reconcileTables', {
@@ -180,6 +217,7 @@ export class Harness {
 
   async close(): Promise<void> {
     await this.stopWorker();
+    for (const node of [...this.nodeWorkers.keys()]) await this.stopNode(node);
     await this.connection.close();
     await this.catalog.close();
     if (this.ownsHome) await fs.promises.rm(this.home, { recursive: true, force: true });

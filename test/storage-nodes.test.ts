@@ -1,0 +1,115 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { OperationTimeoutError } from '../domain/errors';
+import { workflowIdFor } from '../domain/operations';
+import type { TableInfo } from '../domain/table';
+import type { ShardRef } from '../storage/driver';
+import type { createTable } from '../workflows';
+import { Harness } from './support/harness';
+import { runCli } from './support/cli';
+import { setFiles, writeSet } from './support/sets-on-disk';
+import { testServerAddress } from './support/test-server';
+import { failureOf, waitFor } from './support/wait';
+
+/**
+ * Storage nodes served by workers of their own (remote storage): the orchestrating worker touches no file,
+ * each node's worker touches its node's only, and a node whose worker is down delays what needs it.
+ */
+describe('storage nodes as their own workers', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await Harness.start({ storage: 'remote', orphanGraceSeconds: 0 });
+  });
+  afterAll(() => h.close());
+
+  /** The storage nodes that hold a file of table `id`, with the areas they hold it in. */
+  const filesOf = async (id: number): Promise<string[]> => {
+    const found: string[] = [];
+    for (const node of h.storage.nodes) {
+      for (const area of ['live', 'trash'] as const) {
+        const dir = path.join(h.storage.root, node, area);
+        const names = await fs.promises.readdir(dir).catch(() => [] as string[]);
+        for (const name of names.filter((n) => n.startsWith(`t${id}-`))) found.push(`${node}/${area}/${name}`);
+      }
+    }
+    return found.sort();
+  };
+
+  test('the whole lifecycle runs with every shard handled by the worker of its own node', async () => {
+    const table = await h.client.create({ table: 'remote.orders', shards: 4 });
+    expect(new Set(table.placement.map((p) => p.node))).toEqual(new Set(['node-0', 'node-1', 'node-2']));
+    expect(await h.shardAreas(table)).toEqual(['live', 'live', 'live', 'live']);
+    const before = (await h.shardReports(table)).map((r) => r.checksum);
+
+    await h.client.trash({ table: 'remote.orders', retentionSeconds: 3600 });
+    expect(await h.shardAreas(table)).toEqual(['trash', 'trash', 'trash', 'trash']);
+    const back = await h.client.undelete({ table: table.id });
+    expect(back.state).toBe('READY');
+    expect((await h.shardReports(table)).map((r) => r.checksum)).toEqual(before);
+
+    await h.client.trash({ table: 'remote.orders', retentionSeconds: 3600 });
+    await h.client.purge({ tableId: table.id });
+    expect(await h.shardAreas(table)).toEqual([null, null, null, null]);
+    expect(await filesOf(table.id)).toEqual([]);
+  });
+
+  test('a create whose node has no worker waits for it, then finishes once the node is back', async () => {
+    await h.stopNode('node-1');
+    let table: TableInfo | undefined;
+    try {
+      const err = await failureOf(h.client.create({ table: 'remote.waits', shards: 3 }, { timeoutMs: 3000 }));
+      expect(err).toBeInstanceOf(OperationTimeoutError);
+      const row = await h.catalog.findByName({ namespace: 'remote', name: 'waits' });
+      expect(row?.state).toBe('CREATING');
+      table = row as unknown as TableInfo;
+      // The nodes whose workers run have their shards; node-1's call waits in its queue, untouched.
+      const files = await waitFor(() => filesOf(row!.id), (f) => f.length === 6, { timeoutMs: 10_000, what: 'node-0 and node-2 to create their shards' });
+      expect(new Set(files.map((f) => f.split('/')[0]))).toEqual(new Set(['node-0', 'node-2']));
+    } finally {
+      await h.startNode('node-1');
+    }
+    const done: TableInfo = await h.temporal.workflow.getHandle<typeof createTable>(workflowIdFor.create({ namespace: 'remote', name: 'waits' }, h.catalog.id)).result();
+    expect(done).toMatchObject({ id: table.id, state: 'READY' });
+    expect(await h.shardAreas(done)).toEqual(['live', 'live', 'live']);
+  });
+
+  test("the reconciler asks each node's worker for its sets and collects an orphan through it", async () => {
+    const stray: ShardRef = { tableId: 999_999_999, shard: 0, node: 'node-2' };
+    const files = await writeSet(h.storage.root, stray, 'live');
+    const report = await h.reconcile();
+    expect(report.skippedNodes).toEqual([]);
+    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'orphan', set: expect.objectContaining({ tableId: stray.tableId, node: 'node-2' }) as unknown }));
+    expect(report.actions).toContainEqual({ finding: expect.stringContaining(`t${stray.tableId}-s0`) as unknown, outcome: 'collected' });
+    for (const file of [...files, ...setFiles(h.storage.root, stray, 'garbage')]) expect(fs.existsSync(file)).toBe(false);
+  });
+});
+
+describe('tablefate storage-node refuses what it cannot serve', () => {
+  let home: string;
+  beforeAll(async () => {
+    home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-node-'));
+  });
+  afterAll(() => fs.promises.rm(home, { recursive: true, force: true }));
+  const env = () => ({ ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_STORAGE_NODES: '3' });
+
+  test('a node beyond TABLEFATE_STORAGE_NODES, or no --dir, is a usage error (exit 2) that starts nothing', async () => {
+    const beyond = await runCli(['storage-node', 'node-3', '--dir', home], { env: env() });
+    expect(beyond.code).toBe(2);
+    expect(beyond.stderr).toContain('storage node "node-3" is not one of the 3 configured (TABLEFATE_STORAGE_NODES=3: node-0, node-1, node-2)');
+    const noDir = await runCli(['storage-node', 'node-0'], { env: env() });
+    expect(noDir.code).toBe(2);
+    expect(noDir.stderr).toContain('--dir <path> is required');
+    const badMode = await runCli(['worker', '--storage', 'nfs'], { env: env() });
+    expect(badMode.code).toBe(2);
+    expect(badMode.stderr).toContain('--storage is local or remote, got "nfs"');
+    expect(fs.readdirSync(home)).toEqual([]);
+  });
+
+  test('a node whose catalog does not exist yet exits 6 naming it, and creates no catalog', async () => {
+    const missing = await runCli(['storage-node', 'node-0', '--dir', path.join(home, 'nodes')], { env: env() });
+    expect(missing.code).toBe(6);
+    expect(missing.stderr).toMatch(/CatalogNotFound/);
+    expect(fs.existsSync(path.join(home, 'catalog.sqlite'))).toBe(false);
+  });
+});
