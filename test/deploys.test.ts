@@ -83,3 +83,54 @@ describe('runs started on release v2 finish on today’s code', () => {
     expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
   });
 });
+
+// Release v3 sent shard calls to the workflows' own queue; today they go to each node's queue. A v3 run that
+// makes a shard call after the deploy sends it to the node's queue, served here by storage-node workers alone.
+describe('runs started on release v3 finish on today’s code, with the storage nodes on workers of their own', () => {
+  let h: Harness;
+  beforeEach(async () => {
+    h = await Harness.start({ startWorker: false });
+    await h.startWorker({ workflows: releasedWorkflows('v3') });
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  test('a purge waiting for a busy table makes its shard calls on the nodes’ queues once it is free', async () => {
+    const holderTable = await h.client.create({ table: 'deploy.v3holder', shards: 1 });
+    await h.client.trash({ table: 'deploy.v3holder', retentionSeconds: 3600 });
+    const run = await h.temporal.workflow.getHandle(workflowIdFor.trash(holderTable.id, h.catalog.id)).describe();
+    const holder = { workflowId: run.workflowId, runId: run.runId };
+    const table = await h.client.create({ table: 'deploy.v3waiting', shards: 3 });
+    await h.client.trash({ table: 'deploy.v3waiting', retentionSeconds: 3600 });
+    await h.catalog.acquireLock(`table:${table.id}`, holder, Date.now(), () => Promise.resolve(false));
+
+    const purging = h.client.purge({ tableId: table.id }, { timeoutMs: 60_000 });
+    const purge = h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id));
+    // v3 waits with timers: a few of them in the history before the deploy.
+    await waitFor(
+      async () => (await purge.fetchHistory().catch(() => undefined))?.events ?? [],
+      (events) => events.filter((e) => e.timerFiredEventAttributes).length >= 2,
+      { what: 'the v3 purge to wait on its timers', timeoutMs: 30_000 },
+    );
+    await h.stopWorker();
+    await h.startWorker({ storage: 'remote' });
+    for (const node of h.storage.nodes) await h.startNode(node);
+    await h.catalog.releaseLocks(holder);
+
+    expect((await purging).state).toBe('PURGED');
+    expect(await h.shardAreas(table)).toEqual([null, null, null]);
+    const events = (await purge.fetchHistory()).events ?? [];
+    expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
+    const calls = events.flatMap((e) => {
+      const scheduled = e.activityTaskScheduledEventAttributes;
+      return scheduled ? [`${scheduled.activityType?.name ?? '?'} on ${scheduled.taskQueue?.name ?? '?'}`] : [];
+    });
+    // Two calls per shard (mark as garbage, delete), each on the queue of the shard's node.
+    expect(calls.sort()).toEqual(
+      table.placement
+        .flatMap((p) => ['deleteGarbage', 'markGarbage'].map((name) => `${name} on ${h.taskQueue}-storage-${p.node}`))
+        .sort(),
+    );
+  });
+});

@@ -1,14 +1,38 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
-import { workerPolls, WorkerProcess, type ChaosServer, type Exit } from './processes';
+import { workerPolls, WorkerProcess, type ChaosServer, type Exit, type PolledQueue } from './processes';
 import type { Random } from './random';
+import { TASK_QUEUE } from '../../worker/config';
 
 /**
- * Keeps `workers` (default one) `tablefate worker` processes running, each in a slot of its own, and, while
- * unleashed, SIGKILLs them at seeded random moments (some right after an operation starts: then a random one of
- * those that poll), restarting each after a short pause; on request it crashes the dev server and brings it back
- * on the same port and db file.
+ * Keeps tablefate's processes running (by default one `tablefate worker`), each in a slot of its own, and, while
+ * unleashed, SIGKILLs those it may kill at seeded random moments (some right after an operation starts: then a
+ * random one of those that poll), restarting each after a short pause; on request it crashes the dev server and
+ * brings it back on the same port and db file.
  */
+
+/** One process the monkey keeps running: `tablefate <args>`, ready once it polls `queue`. */
+export interface ProcessSpec {
+  /** How the log and the stats name it (`worker`, `node-1`). */
+  name: string;
+  args: readonly string[];
+  queue: PolledQueue;
+  /** Whether the monkey kills it. */
+  killable: boolean;
+  /** An orchestrating worker (runs workflows): operations need one of these up. */
+  orchestrates: boolean;
+}
+
+/** `count` orchestrating workers, `tablefate worker [...args]`, every one of them killable. */
+export function workerSpecs(count: number, args: readonly string[] = ['worker']): ProcessSpec[] {
+  return Array.from({ length: count }, () => ({
+    name: 'worker',
+    args,
+    queue: { name: TASK_QUEUE, kind: 'workflow' as const },
+    killable: true,
+    orchestrates: true,
+  }));
+}
 
 export interface MonkeyOptions {
   rng: Random;
@@ -19,8 +43,8 @@ export interface MonkeyOptions {
   workerEnv: NodeJS.ProcessEnv;
   /** Shared by all the workers (each start is marked in it). */
   workerLog: string;
-  /** How many workers run at once (same env: same home, same catalog). Default 1. */
-  workers?: number;
+  /** The processes to keep running (same env: same home, same catalog); the first orchestrates. Default: one worker. */
+  processes?: readonly ProcessSpec[];
   /** A worker lives this long after it starts polling before it is killed. */
   killAfterReadyMs: readonly [number, number];
   /** Pause between a kill and the next start. */
@@ -51,6 +75,8 @@ export interface MonkeyStats {
   serverRestarts: number;
   /** When each worker we killed died (epoch ms), by pid: tells a stuck activity's worker apart from a live one. */
   killedAt: Map<number, number>;
+  /** Kills by process name (`worker`, `node-0`). */
+  killsOf: Record<string, number>;
 }
 
 type Mode = 'calm' | 'chaos' | 'stopped';
@@ -88,6 +114,7 @@ class Slot {
 
   constructor(
     readonly index: number,
+    readonly spec: ProcessSpec,
     /** This slot's own stream of lifetimes and restart pauses. */
     readonly lifetimes: Random,
   ) {}
@@ -102,6 +129,7 @@ export class ChaosMonkey {
     workersNeverReady: 0,
     serverRestarts: 0,
     killedAt: new Map(),
+    killsOf: {},
   };
   private mode: Mode = 'calm';
   private readonly slots: Slot[];
@@ -116,16 +144,20 @@ export class ChaosMonkey {
 
   constructor(private readonly opts: MonkeyOptions) {
     // Slot 0 draws from the stream the single worker always drew from: one worker replays as before.
-    this.slots = Array.from(
-      { length: opts.workers ?? 1 },
-      (_, i) => new Slot(i, opts.rng.fork(i === 0 ? 'lifetimes' : `lifetimes-${i}`)),
+    this.slots = (opts.processes ?? workerSpecs(1)).map(
+      (spec, i) => new Slot(i, spec, opts.rng.fork(i === 0 ? 'lifetimes' : `lifetimes-${i}`)),
     );
     this.opStartKills = opts.rng.fork('op-start-kills');
   }
 
-  /** Some worker polls now. */
+  /** Some orchestrating worker polls now. */
   private get workerUp(): boolean {
-    return this.slots.some((slot) => slot.up);
+    return this.slots.some((slot) => slot.up && slot.spec.orchestrates);
+  }
+
+  /** Every process polls now. */
+  private get allUp(): boolean {
+    return this.slots.every((slot) => slot.up);
   }
 
   private wakeAll(): void {
@@ -151,13 +183,13 @@ export class ChaosMonkey {
     this.wakeAll();
   }
 
-  /** Stops killing; resolves true once a worker polls again (false if none does within `timeoutMs`). */
+  /** Stops killing; resolves true once every process polls again (false if they do not within `timeoutMs`). */
   async calm(timeoutMs: number): Promise<boolean> {
     this.mode = 'calm';
     for (const timer of this.killTimers) clearTimeout(timer);
     this.killTimers.clear();
     this.wakeAll();
-    return this.untilWorkerUp(timeoutMs);
+    return this.until(() => this.allUp, timeoutMs);
   }
 
   /** What the run did to the worker of this identity (`<pid>@<host>`, the SDK's default), if anything. */
@@ -174,7 +206,7 @@ export class ChaosMonkey {
     const which = this.slots.length > 1 ? this.opStartKills.next() : 0;
     const timer = setTimeout(() => {
       this.killTimers.delete(timer);
-      const up = this.slots.filter((slot) => slot.up);
+      const up = this.slots.filter((slot) => slot.up && slot.spec.killable);
       if (this.mode !== 'chaos' || up.length === 0) return;
       const slot = up[Math.floor(which * up.length)]!;
       slot.killRequested = true;
@@ -216,23 +248,27 @@ export class ChaosMonkey {
     return this.mode === 'stopped';
   }
 
-  private async untilWorkerUp(timeoutMs: number): Promise<boolean> {
+  private untilWorkerUp(timeoutMs: number): Promise<boolean> {
+    return this.until(() => this.workerUp, timeoutMs);
+  }
+
+  private async until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if (this.workerUp) return true;
+      if (condition()) return true;
       if (this.mode === 'stopped') return false;
       await sleep(100);
     }
-    return this.workerUp;
+    return condition();
   }
 
-  /** How the log names a worker: with its slot when there are several. */
+  /** How the log names a process: with its slot when there are several. */
   private nameOf(slot: Slot, worker: WorkerProcess): string {
-    return `worker ${this.slots.length > 1 ? `${slot.index}/` : ''}${worker.pid ?? '?'}`;
+    return `${slot.spec.name} ${this.slots.length > 1 ? `${slot.index}/` : ''}${worker.pid ?? '?'}`;
   }
 
   private spawnWorker(slot: Slot): WorkerProcess {
-    const worker = WorkerProcess.spawn(this.opts.workerEnv, this.opts.workerLog);
+    const worker = WorkerProcess.spawn(this.opts.workerEnv, this.opts.workerLog, slot.spec.args);
     this.stats.workerStarts++;
     slot.epoch = this.serverEpoch;
     void worker.exited.then(() => {
@@ -253,10 +289,10 @@ export class ChaosMonkey {
   }
 
   /** Polls the server until `worker` polls, exits, the timeout passes, or the run stops. */
-  private async awaitReady(worker: WorkerProcess): Promise<boolean> {
+  private async awaitReady(slot: Slot, worker: WorkerProcess): Promise<boolean> {
     const deadline = Date.now() + this.opts.readyTimeoutMs;
     while (Date.now() < deadline && this.mode !== 'stopped' && !worker.exitStatus) {
-      if (worker.pid !== undefined && (await workerPolls(this.opts.admin, this.opts.namespace, worker.pid))) return true;
+      if (worker.pid !== undefined && (await workerPolls(this.opts.admin, this.opts.namespace, worker.pid, slot.spec.queue))) return true;
       await Promise.race([sleep(200), worker.exited]);
     }
     return false;
@@ -267,7 +303,7 @@ export class ChaosMonkey {
     while (this.mode !== 'stopped') {
       const worker = slot.worker && !slot.worker.exitStatus ? slot.worker : (slot.worker = this.spawnWorker(slot));
       if (!slot.up) {
-        const ready = await this.awaitReady(worker);
+        const ready = await this.awaitReady(slot, worker);
         if (this.stopped()) return;
         if (worker.exitStatus) {
           this.recordExit(slot, worker);
@@ -288,7 +324,7 @@ export class ChaosMonkey {
       }
 
       slot.killRequested = false;
-      const lifetime = this.mode === 'chaos' ? slot.lifetimes.between(...this.opts.killAfterReadyMs) : Infinity;
+      const lifetime = this.mode === 'chaos' && slot.spec.killable ? slot.lifetimes.between(...this.opts.killAfterReadyMs) : Infinity;
       const waitStarted = Date.now();
       await slot.wakeup.wait(lifetime, worker.exited);
       if (worker.exitStatus) {
@@ -303,6 +339,7 @@ export class ChaosMonkey {
       worker.kill('SIGKILL');
       await worker.exited;
       this.stats.workerKills++;
+      this.stats.killsOf[slot.spec.name] = (this.stats.killsOf[slot.spec.name] ?? 0) + 1;
       if (worker.pid !== undefined) this.stats.killedAt.set(worker.pid, Date.now());
       if (onOpStart) this.stats.killsOnOpStart++;
       this.opts.log(`${this.nameOf(slot, worker)} SIGKILLed${onOpStart ? ' right after an operation started' : ''}`);

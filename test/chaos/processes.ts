@@ -8,14 +8,13 @@ import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { TASK_QUEUE } from '../../worker/config';
 import { within } from './time';
+import { BIN, PROJECT_ROOT } from '../support/cli';
 
 /**
  * The processes a chaos run owns, and the only ways it touches them: a `tablefate worker` child started as an
  * operator would, and a Temporal dev server that can be crashed and brought back on the same port and db.
  */
 
-const PROJECT_ROOT = path.resolve(__dirname, '../..');
-const BIN = path.join(PROJECT_ROOT, 'bin', 'tablefate.js');
 
 export interface Exit {
   code: number | null;
@@ -49,16 +48,17 @@ export class WorkerProcess {
     }).finally(() => liveChildren.delete(child));
   }
 
-  static spawn(env: NodeJS.ProcessEnv, logFile: string): WorkerProcess {
+  /** Starts `tablefate <args>` (a worker by default), its output appended to `logFile`. */
+  static spawn(env: NodeJS.ProcessEnv, logFile: string, args: readonly string[] = ['worker']): WorkerProcess {
     if (!exitHookInstalled) {
       process.on('exit', killLiveChildren);
       exitHookInstalled = true;
     }
-    fs.appendFileSync(logFile, `--- ${new Date().toISOString()} tablefate worker starting\n`);
+    fs.appendFileSync(logFile, `--- ${new Date().toISOString()} tablefate ${args.join(' ')} starting\n`);
     // The child writes straight into the file: no pipe of ours to drain, nothing lost when it is killed.
     const fd = fs.openSync(logFile, 'a');
     try {
-      const child = spawn(process.execPath, [BIN, 'worker'], { cwd: PROJECT_ROOT, env, stdio: ['ignore', fd, fd] });
+      const child = spawn(process.execPath, [BIN, ...args], { cwd: PROJECT_ROOT, env, stdio: ['ignore', fd, fd] });
       liveChildren.add(child);
       return new WorkerProcess(child);
     } finally {
@@ -88,16 +88,29 @@ export class WorkerProcess {
   }
 }
 
+/** Which queue a process polls: tablefate's for workflows (a worker), or a storage node's for activities. */
+export type PolledQueue = { name: string; kind: 'workflow' | 'activity' };
+
 /**
- * Whether `pid` polls the tablefate task queue. A worker says nothing when it is ready at log level warn; the
- * server knows who polls, and the SDK's default identity begins with the process id.
+ * Whether `pid` polls `queue` (tablefate's workflow queue by default). A worker says nothing when it is ready at
+ * log level warn; the server knows who polls, and the SDK's default identity begins with the process id.
  */
-export async function workerPolls(admin: Connection, namespace: string, pid: number): Promise<boolean> {
+export async function workerPolls(
+  admin: Connection,
+  namespace: string,
+  pid: number,
+  queue: PolledQueue = { name: TASK_QUEUE, kind: 'workflow' },
+): Promise<boolean> {
   try {
-    const queue = await admin.withDeadline(Date.now() + 3000, () =>
-      admin.workflowService.describeTaskQueue({ namespace, taskQueue: { name: TASK_QUEUE } }),
+    const described = await admin.withDeadline(Date.now() + 3000, () =>
+      admin.workflowService.describeTaskQueue({
+        namespace,
+        taskQueue: { name: queue.name },
+        // TaskQueueType: 1 workflow, 2 activity (the proto enum, which the client does not re-export).
+        taskQueueType: queue.kind === 'activity' ? 2 : 1,
+      }),
     );
-    return (queue.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`) ?? false);
+    return (described.pollers ?? []).some((poller) => poller.identity?.startsWith(`${pid}@`) ?? false);
   } catch {
     // The server is down or restarting: not known to poll yet.
     return false;

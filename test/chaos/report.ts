@@ -84,8 +84,12 @@ export function formatReport(report: ChaosReport): string {
     `  ${report.ops.length} of ${options.ops} operations by ${options.clients} clients in ${seconds(report.opsPhaseMs)}; ` +
       `total ${seconds(report.durationMs)}`,
   );
-  if (options.catalog !== 'sqlite' || options.workers !== 1) {
-    lines.push(`  catalog: ${options.catalog}; ${options.workers} worker${options.workers === 1 ? '' : 's'} at once`);
+  if (options.catalog !== 'sqlite' || options.workers !== 1 || options.storage !== 'local' || options.caller !== 'sdk') {
+    lines.push(
+      `  catalog: ${options.catalog}; ${options.workers} worker${options.workers === 1 ? '' : 's'} at once (${options.killWorkers} killed); ` +
+        `storage ${options.storage}${options.storage === 'remote' ? ` (${options.killNodes} node${options.killNodes === 1 ? '' : 's'} killed)` : ''}; ` +
+        `calls by ${options.caller === 'cli' ? 'the command line' : 'the SDK'}`,
+    );
   }
   for (const kind of KINDS) {
     const ops = report.ops.filter((op) => op.request.kind === kind);
@@ -101,7 +105,8 @@ export function formatReport(report: ChaosReport): string {
   const slow = slowest.map((op) => `#${op.seq} ${op.request.kind} ${seconds(op.endedAt - op.startedAt)} (${outcomeLabel(op)})`);
   lines.push(`  slowest: ${slow.join(', ') || '-'}`);
   lines.push(
-    `  worker: ${stats.workerKills} SIGKILLs (${stats.killsOnOpStart} right after an operation started), ${stats.workerStarts} starts, ` +
+    `  processes: ${stats.workerKills} SIGKILLs (${Object.entries(stats.killsOf).map(([name, n]) => `${name} ${n}`).join(', ') || 'none'}; ` +
+      `${stats.killsOnOpStart} right after an operation started), ${stats.workerStarts} starts, ` +
       `${stats.workerExits.length} exits on its own (${stats.workerExits.filter((e) => e.serverTrouble).length} with the server in trouble), ` +
       `${stats.workersNeverReady} never polled`,
   );
@@ -133,7 +138,10 @@ export function formatReport(report: ChaosReport): string {
     `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
       `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +
       (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
-      (options.workers === 1 ? '' : ` --workers ${options.workers}`),
+      (options.workers === 1 ? '' : ` --workers ${options.workers}`) +
+      (options.storage === 'local' ? '' : ` --storage ${options.storage} --kill-nodes ${options.killNodes}`) +
+      (options.killWorkers === options.workers ? '' : ` --kill-workers ${options.killWorkers}`) +
+      (options.caller === 'sdk' ? '' : ` --caller ${options.caller}`),
   );
   return lines.join('\n');
 }

@@ -4,7 +4,8 @@ import { formatReport } from './report';
 import { runChaos } from './runner';
 
 /**
- * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres] [--workers N] [--keep]`
+ * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres]
+ *                   [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
@@ -12,12 +13,18 @@ import { runChaos } from './runner';
 
 const USAGE =
   'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
-  '                        [--catalog sqlite|postgres] [--workers N] [--keep]\n' +
+  '                        [--catalog sqlite|postgres] [--workers N] [--storage local|remote] [--kill-workers N]\n' +
+  '                        [--kill-nodes N] [--caller sdk|cli] [--keep]\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
   '  --catalog: sqlite (default: the file under the state directory) or postgres (a throwaway PostgreSQL server,\n' +
   '             started and stopped by the run; needs initdb/pg_ctl installed)\n' +
   '  --workers: how many `tablefate worker` processes run at once, sharing home and catalog, each killed and\n' +
   '             restarted by the monkey (default 1)\n' +
+  '  --storage: local (default: the workers serve the storage nodes) or remote (a `tablefate storage-node` process\n' +
+  '             per node, each with a directory of its own; the workers run with --storage remote)\n' +
+  '  --kill-workers: how many of the workers the monkey kills (default all); --kill-nodes: how many storage nodes\n' +
+  '             (remote storage; default 1)\n' +
+  '  --caller: sdk (default: SDK clients) or cli (each operation a `tablefate` command run from an empty directory)\n' +
   '  --keep: keep the state directory (catalog, storage, logs, ops.json) even when no problem is found';
 
 function count(value: string | undefined, fallback: number, name: string, min: number): number {
@@ -27,9 +34,10 @@ function count(value: string | undefined, fallback: number, name: string, min: n
   return n;
 }
 
-function catalogKind(value: string | undefined): 'sqlite' | 'postgres' {
-  if (value === undefined || value === 'sqlite' || value === 'postgres') return value ?? 'sqlite';
-  throw new Error(`--catalog must be sqlite or postgres, got ${JSON.stringify(value)}`);
+function oneOf<T extends string>(value: string | undefined, choices: readonly T[], name: string): T {
+  if (value === undefined) return choices[0]!;
+  if ((choices as readonly string[]).includes(value)) return value as T;
+  throw new Error(`--${name} must be ${choices.join(' or ')}, got ${JSON.stringify(value)}`);
 }
 
 async function main(): Promise<number> {
@@ -44,6 +52,10 @@ async function main(): Promise<number> {
         'converge-seconds': { type: 'string' },
         catalog: { type: 'string' },
         workers: { type: 'string' },
+        storage: { type: 'string' },
+        'kill-workers': { type: 'string' },
+        'kill-nodes': { type: 'string' },
+        caller: { type: 'string' },
         keep: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -59,8 +71,12 @@ async function main(): Promise<number> {
       clients: count(values.clients, 4, 'clients', 1),
       serverRestarts: count(values['server-restarts'], 2, 'server-restarts', 0),
       convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
-      catalog: catalogKind(values.catalog),
+      catalog: oneOf(values.catalog, ['sqlite', 'postgres'] as const, 'catalog'),
       workers: count(values.workers, 1, 'workers', 1),
+      storage: oneOf(values.storage, ['local', 'remote'] as const, 'storage'),
+      killWorkers: values['kill-workers'] === undefined ? undefined : count(values['kill-workers'], 0, 'kill-workers', 0),
+      killNodes: values['kill-nodes'] === undefined ? undefined : count(values['kill-nodes'], 0, 'kill-nodes', 0),
+      caller: oneOf(values.caller, ['sdk', 'cli'] as const, 'caller'),
       keepState: values.keep ?? false,
     };
   } catch (err) {

@@ -4,12 +4,13 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { catalogLocation, openCatalog } from '../../catalog/open';
 import { LocalFileStorage } from '../../storage/local-files';
-import { loadConfig, statePaths } from '../../worker/config';
+import { loadConfig, statePaths, TASK_QUEUE } from '../../worker/config';
 import { waitForConvergence, type Convergence } from './convergence';
 import { startPostgres } from '../support/postgres';
 import { ShardFingerprints } from './files';
 import { checkInvariants } from './invariants';
-import { ChaosMonkey, type MonkeyStats } from './monkey';
+import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
+import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
 import { summarizeWorkerLog } from './report';
 import { ChaosServer } from './processes';
@@ -29,8 +30,19 @@ export interface ChaosOptions {
   serverRestarts: number;
   /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */
   catalog?: 'sqlite' | 'postgres';
-  /** How many `tablefate worker` processes run at once (same home, same catalog). Default 1. */
+  /** How many orchestrating `tablefate worker` processes run at once (same home, same catalog). Default 1. */
   workers?: number;
+  /**
+   * `local` (default): the workers serve the storage nodes from the home's storage directory. `remote`: they serve
+   * none; each of the three nodes has a `tablefate storage-node` process of its own, with a directory of its own.
+   */
+  storage?: 'local' | 'remote';
+  /** How many of the workers the monkey kills (the first ones); default all. */
+  killWorkers?: number;
+  /** With remote storage, how many of the storage nodes the monkey kills (node-0 first); default 1. */
+  killNodes?: number;
+  /** Who issues the operations: SDK clients (default), or `tablefate` commands run from an empty directory. */
+  caller?: 'sdk' | 'cli';
   /** A call without an answer after this long is an unknown outcome. Default 60 s. */
   callTimeoutMs?: number;
   /** No operation starts after this long (the product may stall); default 10 min. */
@@ -50,7 +62,21 @@ export interface ChaosOptions {
 export interface ChaosReport {
   seed: number;
   options: Required<
-    Pick<ChaosOptions, 'ops' | 'clients' | 'serverRestarts' | 'catalog' | 'workers' | 'callTimeoutMs' | 'opsTimeLimitMs' | 'convergenceTimeoutMs'>
+    Pick<
+      ChaosOptions,
+      | 'ops'
+      | 'clients'
+      | 'serverRestarts'
+      | 'catalog'
+      | 'workers'
+      | 'storage'
+      | 'killWorkers'
+      | 'killNodes'
+      | 'caller'
+      | 'callTimeoutMs'
+      | 'opsTimeLimitMs'
+      | 'convergenceTimeoutMs'
+    >
   >;
   ops: OpRecord[];
   stats: MonkeyStats;
@@ -103,13 +129,32 @@ class Progress {
 }
 
 const NAMESPACE = 'default';
+const NODES = ['node-0', 'node-1', 'node-2'];
+
+/** The processes of the run: the workers, then (remote storage) a storage node each; the first `kill*` are killed. */
+function processesOf(settings: ChaosReport['options'], nodeRoots: readonly string[]): ProcessSpec[] {
+  const remote = settings.storage === 'remote';
+  const workers = workerSpecs(settings.workers, remote ? ['worker', '--storage', 'remote'] : ['worker']).map((spec, i) => ({
+    ...spec,
+    killable: i < settings.killWorkers,
+  }));
+  if (!remote) return workers;
+  const nodes = NODES.map((node, k): ProcessSpec => ({
+    name: node,
+    args: ['storage-node', node, '--dir', nodeRoots[k]!],
+    queue: { name: storageQueue(TASK_QUEUE, node), kind: 'activity' },
+    killable: k < settings.killNodes,
+    orchestrates: false,
+  }));
+  return [...workers, ...nodes];
+}
 
 function emptyReport(seed: number, options: ChaosReport['options'], dir: string): ChaosReport {
   return {
     seed,
     options,
     ops: [],
-    stats: { workerStarts: 0, workerKills: 0, killsOnOpStart: 0, workerExits: [], workersNeverReady: 0, serverRestarts: 0, killedAt: new Map() },
+    stats: { workerStarts: 0, workerKills: 0, killsOnOpStart: 0, workerExits: [], workersNeverReady: 0, serverRestarts: 0, killedAt: new Map(), killsOf: {} },
     convergence: undefined,
     problems: [],
     notes: [],
@@ -155,6 +200,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     serverRestarts: options.serverRestarts,
     catalog: options.catalog ?? 'sqlite',
     workers: options.workers ?? 1,
+    storage: options.storage ?? 'local',
+    killWorkers: options.killWorkers ?? options.workers ?? 1,
+    killNodes: options.storage === 'remote' ? (options.killNodes ?? 1) : 0,
+    caller: options.caller ?? 'sdk',
     callTimeoutMs: options.callTimeoutMs ?? 60_000,
     opsTimeLimitMs: options.opsTimeLimitMs ?? 600_000,
     convergenceTimeoutMs: options.convergenceTimeoutMs ?? 180_000,
@@ -175,6 +224,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       cleanups.push(() => pg.stop());
       catalogUrl = await pg.freshDatabase('chaos');
       log(`catalog in PostgreSQL: ${catalogUrl}`);
+    }
+    // Remote storage: each node's directory is of its own (as on a host of its own); `view` links them under one
+    // root, for the checks alone.
+    const nodeRoots = NODES.map((node) => path.join(dir, 'hosts', node));
+    const viewRoot = settings.storage === 'remote' ? path.join(dir, 'view') : statePaths(home).storage;
+    if (settings.storage === 'remote') {
+      await fs.promises.mkdir(viewRoot, { recursive: true });
+      for (const [k, node] of NODES.entries()) {
+        await fs.promises.mkdir(path.join(nodeRoots[k]!, node), { recursive: true });
+        await fs.promises.symlink(path.join(nodeRoots[k]!, node), path.join(viewRoot, node));
+      }
     }
     const server = await ChaosServer.start(dir, log);
     cleanups.push(() => server.stop());
@@ -199,7 +259,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       namespace: NAMESPACE,
       workerEnv: env,
       workerLog,
-      workers: settings.workers,
+      processes: processesOf(settings, nodeRoots),
       killAfterReadyMs: options.killAfterReadyMs ?? [1500, 5000],
       restartPauseMs: [200, 1500],
       killOnOpStartChance: 0.2,
@@ -215,7 +275,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const catalog = await openCatalog(catalogLocation(catalogUrl, home));
     cleanups.push(() => catalog.close());
-    const storage = new LocalFileStorage({ root: statePaths(home).storage, nodeCount: 3 });
+    const storage = new LocalFileStorage({ root: viewRoot, nodeCount: NODES.length });
     const fingerprints = new ShardFingerprints(storage);
 
     monkey.unleash();
@@ -228,6 +288,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ops: settings.ops,
         clients: settings.clients,
         config: loadConfig(env),
+        caller: settings.caller === 'cli' ? { cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) } : undefined,
         catalog,
         callTimeoutMs: settings.callTimeoutMs,
         deadline: Date.now() + settings.opsTimeLimitMs,

@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { TableFateClient } from '../../client/client';
@@ -7,6 +9,8 @@ import { catalogLocation, openCatalog } from '../../catalog/open';
 import { isDomainErrorType, TableFateError } from '../../domain/errors';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import type { Random } from './random';
+import { catalogPath } from '../../domain/deployment';
+import { BIN } from '../support/cli';
 import { within } from './time';
 
 /**
@@ -63,6 +67,11 @@ export interface ScenarioOptions {
   /** Read to pick targets among the tables that exist. */
   catalog: Catalog;
   callTimeoutMs: number;
+  /**
+   * Absent: SDK clients. Present: each call is a `tablefate` command run from `cwd` (a directory with nothing in
+   * it) with an empty TABLEFATE_HOME and only the server's address and the catalog's URL, as on another host.
+   */
+  caller?: { cwd: string };
   /** No operation starts after this time (epoch ms): a stalled product must not stall the run. */
   deadline: number;
   signal: AbortSignal;
@@ -143,14 +152,16 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<TableInfo
 /** Errors that say nothing about the table: no answer in time, no server, no worker. */
 const NO_ANSWER_TYPES = new Set(['OperationTimeout', 'NoWorker', 'ServerUnreachable', 'CatalogNotFound']);
 
+/** What a caller learned from an error's type: a domain answer, a failed operation, or nothing at all. */
+function outcomeOfType(type: string, message: string, className: string): Outcome {
+  if (isDomainErrorType(type)) return { kind: 'rejected', type: className, message };
+  if (NO_ANSWER_TYPES.has(type)) return { kind: 'unknown', reason: `${className}: ${message.split('\n')[0]}` };
+  return { kind: 'failed', type, message };
+}
+
 /** What the caller learned from an error: a domain answer, a failed operation, or nothing at all. */
 function classify(err: unknown): Outcome {
-  if (err instanceof TableFateError) {
-    const type: string = err.type;
-    if (isDomainErrorType(type)) return { kind: 'rejected', type: err.name, message: err.message };
-    if (NO_ANSWER_TYPES.has(type)) return { kind: 'unknown', reason: `${err.name}: ${err.message.split('\n')[0]}` };
-    return { kind: 'failed', type, message: err.message };
-  }
+  if (err instanceof TableFateError) return outcomeOfType(err.type, err.message, err.name);
   const failure = applicationFailureOf(err);
   if (failure) return { kind: 'failed', type: failure.type ?? 'ApplicationFailure', message: failure.message };
   const error = err instanceof Error ? err : new Error(String(err));
@@ -162,7 +173,13 @@ function classify(err: unknown): Outcome {
  * connection: a call the run gives up on is cancelled through it (as a caller's deadline would), so that no
  * abandoned call is left retrying when the connection closes (the gRPC retry then throws from a timer).
  */
-class CallerClient {
+interface Caller {
+  /** The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then given up). */
+  answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome>;
+  close(): Promise<void>;
+}
+
+class CallerClient implements Caller {
   private readonly connection: Connection;
   private readonly sdk: TableFateClient;
   private readonly pending = new Set<Promise<unknown>>();
@@ -210,18 +227,95 @@ class CallerClient {
   }
 }
 
+/** The command line of a request; `--json` answers on stdout, and errors as `{"error": type, "message"}` on stderr. */
+function commandOf(request: OpRequest, timeoutMs: number): string[] {
+  const common = ['--json', '--timeout', String(Math.max(1, Math.floor(timeoutMs / 1000)))];
+  switch (request.kind) {
+    case 'create':
+      return ['create', request.table, '--shards', String(request.shards), ...common];
+    case 'trash':
+      return ['trash', request.table, '--reserve-seconds', String(request.retentionSeconds), ...common];
+    case 'undelete':
+      return ['undelete', String(request.tableId), ...(request.newName ? [request.newName] : []), ...common];
+    case 'purge':
+      return ['purge', String(request.tableId), ...common];
+  }
+}
+
+/**
+ * A caller that runs the command line for each call, as an operator on another host would: from a directory of
+ * its own, with an empty TABLEFATE_HOME, knowing only the server's address and the catalog's URL (or file).
+ */
+class CommandLineCaller implements Caller {
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly running = new Set<ChildProcess>();
+
+  constructor(
+    config: ScenarioOptions['config'],
+    private readonly cwd: string,
+  ) {
+    this.env = {
+      PATH: process.env.PATH,
+      TABLEFATE_HOME: path.join(cwd, 'empty-home'),
+      TABLEFATE_CATALOG_URL: config.catalogUrl ?? catalogPath(path.resolve(config.home)),
+      TEMPORAL_ADDRESS: config.temporalAddress,
+      TEMPORAL_NAMESPACE: config.temporalNamespace,
+    };
+  }
+
+  answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
+    // The command's own --timeout first; a command still there 15 s later is killed, its outcome unknown.
+    const child = spawn(process.execPath, [BIN, ...commandOf(request, timeoutMs)], { cwd: this.cwd, env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const kill = () => child.kill('SIGKILL');
+    const timer = setTimeout(kill, timeoutMs + 15_000);
+    signal.addEventListener('abort', kill, { once: true });
+    return new Promise<Outcome>((resolve) => {
+      child.once('error', (err) => resolve({ kind: 'unknown', reason: `the command did not start: ${err.message}` }));
+      child.once('close', (code, killedBy) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', kill);
+        this.running.delete(child);
+        if (code === 0) return resolve({ kind: 'ok', table: JSON.parse(stdout) as TableInfo });
+        if (killedBy) return resolve({ kind: 'unknown', reason: `the command was killed (${killedBy}) without an answer` });
+        try {
+          const error = JSON.parse(stderr.trim().split('\n').pop() ?? '') as { error: string; message: string };
+          // Exit 5: no answer in time, or the server was lost after the start; the operation may go on.
+          if (code === 5) return resolve({ kind: 'unknown', reason: `${error.error}: ${error.message}` });
+          resolve(outcomeOfType(error.error, error.message, `${error.error}Error`));
+        } catch {
+          resolve({ kind: 'unknown', reason: `exit ${String(code)} with no error line: ${stderr.slice(0, 500)}` });
+        }
+      });
+    });
+  }
+
+  /** Kills the commands still running (the run was given up) and waits for them to end. */
+  async close(): Promise<void> {
+    const ended = [...this.running].map((child) => new Promise((resolve) => child.once('close', resolve)));
+    for (const child of this.running) child.kill('SIGKILL');
+    await Promise.all(ended);
+  }
+}
+
 export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
   const records: OpRecord[] = [];
   let issued = 0;
-  const clients: CallerClient[] = [];
+  const clients: Caller[] = [];
   try {
-    for (let i = 0; i < opts.clients; i++) clients.push(await CallerClient.open(opts.config));
+    for (let i = 0; i < opts.clients; i++) {
+      clients.push(opts.caller ? new CommandLineCaller(opts.config, opts.caller.cwd) : await CallerClient.open(opts.config));
+    }
   } catch (err) {
     await Promise.all(clients.map((client) => client.close()));
     throw err;
   }
 
-  const lane = async (client: CallerClient, index: number) => {
+  const lane = async (client: Caller, index: number) => {
     const rng = opts.rng.fork(`client-${index}`);
     while (issued < opts.ops && !opts.signal.aborted && Date.now() < opts.deadline) {
       const seq = issued++;

@@ -7,7 +7,8 @@ import path from 'node:path';
  */
 
 export const PROJECT_ROOT = path.resolve(__dirname, '../..');
-const BIN = path.join(PROJECT_ROOT, 'bin', 'tablefate.js');
+/** The command line's entry point. */
+export const BIN = path.join(PROJECT_ROOT, 'bin', 'tablefate.js');
 
 export interface CliResult {
   args: readonly string[];

@@ -131,16 +131,17 @@ export class Harness {
 
   /**
    * Starts the worker, on today's workflow code or on `workflows`, the frozen code of an earlier release
-   * (released-workflows.ts): a run started on one and finished on the other is what a deploy does to it.
+   * (released-workflows.ts): a run started on one and finished on the other is what a deploy does to it. With
+   * `storage`, another storage mode than the harness was started with (a deploy that moves the nodes out).
    */
-  async startWorker(opts: { workflows?: { code: string } } = {}): Promise<void> {
+  async startWorker(opts: { workflows?: { code: string }; storage?: HarnessOptions['storage'] } = {}): Promise<void> {
     if (this.worker) return;
     const connection = await NativeConnection.connect({ address: this.address });
     const worker = await createTableFateWorker({
       connection,
       namespace: testNamespace(),
       catalog: this.catalog,
-      storage: this.opts.storage === 'remote' ? { nodes: this.storage.nodes } : this.storage,
+      storage: (opts.storage ?? this.opts.storage) === 'remote' ? { nodes: this.storage.nodes } : this.storage,
       defaultRetentionSeconds: 7 * 24 * 3600,
       logger: createLogger('warn'),
       taskQueue: this.taskQueue,

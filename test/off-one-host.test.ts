@@ -1,0 +1,45 @@
+import { formatReport } from './chaos/report';
+import { runChaos } from './chaos/runner';
+
+/**
+ * The deployment off one host, every part its own process: a dev server, PostgreSQL, two `tablefate worker
+ * --storage remote`, three `tablefate storage-node` each with a directory of its own, and the operations issued
+ * by the command line from another directory with an empty TABLEFATE_HOME (only the server's address and the
+ * catalog's URL). One orchestrating worker and one storage node are SIGKILLed and restarted again and again;
+ * then the chaos run's invariants: answers true, catalog == files, no lock, no transitional state, every expiry
+ * purged. The seed is fixed so a failure can be repeated (timing aside); TABLEFATE_CHAOS_SEED picks another.
+ */
+
+const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261201);
+
+test('off one host: 50 operations by the command line while a worker and a storage node are killed, and everything comes to rest true', async () => {
+  const progress: string[] = [];
+  const report = await runChaos({
+    seed: SEED,
+    ops: 50,
+    clients: 4,
+    serverRestarts: 0,
+    catalog: 'postgres',
+    workers: 2,
+    killWorkers: 1,
+    storage: 'remote',
+    killNodes: 1,
+    caller: 'cli',
+    // Bounded so that a stalled product fails this test in about 3 minutes instead of hanging it.
+    callTimeoutMs: 20_000,
+    opsTimeLimitMs: 90_000,
+    convergenceTimeoutMs: 60_000,
+    log: (line) => progress.push(line),
+  });
+  const summary = formatReport(report);
+  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
+
+  // Not vacuous: the operations ran through the command line, some were answered, and both kinds were killed.
+  expect(report.ops.length).toBe(50);
+  expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);
+  expect(report.stats.killsOf.worker).toBeGreaterThan(0);
+  expect(report.stats.killsOf['node-0']).toBeGreaterThan(0);
+  expect(Object.keys(report.stats.killsOf).sort()).toEqual(['node-0', 'worker']);
+  expect(report.convergence?.converged).toBe(true);
+  expect(report.problems).toEqual([]);
+}, 240_000);
