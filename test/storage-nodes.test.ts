@@ -5,6 +5,7 @@ import { OperationTimeoutError } from '../domain/errors';
 import { workflowIdFor } from '../domain/operations';
 import type { TableInfo } from '../domain/table';
 import type { ShardRef } from '../storage/driver';
+import type { RenameOps } from '../storage/rename-set';
 import type { createTable } from '../workflows';
 import { Harness } from './support/harness';
 import { runCli } from './support/cli';
@@ -83,6 +84,44 @@ describe('storage nodes as their own workers', () => {
     expect(report.actions).toContainEqual({ finding: expect.stringContaining(`t${stray.tableId}-s0`) as unknown, outcome: 'collected' });
     for (const file of [...files, ...setFiles(h.storage.root, stray, 'garbage')]) expect(fs.existsSync(file)).toBe(false);
   });
+});
+
+/** Renames that work until armed; then the second rename of a set fails, and so does every roll-back. */
+class BreakingRenames implements RenameOps {
+  armed = false;
+  private calls = 0;
+  async rename(from: string, to: string): Promise<void> {
+    if (this.armed && ++this.calls >= 2) throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
+    await fs.promises.rename(from, to);
+  }
+}
+
+test("a fatal fault on a storage node stops that node's worker alone and quarantines it; `quarantine --dir` clears it and the operation finishes", async () => {
+  const renames = new BreakingRenames();
+  const h = await Harness.start({ storage: 'remote', renameOps: renames });
+  try {
+    const table = await h.client.create({ table: 'remote.fatal', shards: 1 });
+    const { node } = table.placement[0]!;
+    renames.armed = true;
+    const trashing = h.client.trash({ table: 'remote.fatal', retentionSeconds: 3600 }, { timeoutMs: 60_000 });
+    await h.nodeStopped(node);
+    expect(h.fatalErrors.map((e) => e.name)).toEqual(['FatalStorageError']);
+    expect(h.worker?.getState()).toBe('RUNNING');
+    const env = { ...process.env, TABLEFATE_HOME: path.join(h.home, 'elsewhere') };
+    const listed = await runCli(['quarantine', '--dir', h.storage.root, '--json'], { env });
+    expect(listed.code).toBe(0);
+    expect((JSON.parse(listed.stdout) as Array<{ node: string }>).map((m) => m.node)).toEqual([node]);
+
+    renames.armed = false;
+    const cleared = await runCli(['quarantine', 'clear', node, '--dir', h.storage.root], { env });
+    expect(cleared.code).toBe(0);
+    expect(cleared.stdout).toContain(`${node}: quarantine cleared`);
+    await h.startNode(node);
+    expect((await trashing).state).toBe('TRASHED');
+    expect(await h.shardAreas(table)).toEqual(['trash']);
+  } finally {
+    await h.close();
+  }
 });
 
 describe('tablefate storage-node refuses what it cannot serve', () => {

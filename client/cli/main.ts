@@ -24,7 +24,7 @@ const USAGE = `usage: tablefate <command> [options]
   purge <id>                                  delete a trashed table now
   ls [-a|--all]                               live tables; -a adds trashed ones
   describe <id|ns.name>                       one table (by id: any, tombstones included)
-  quarantine [clear <node>]                   storage nodes a fatal error quarantined; clear one after a look
+  quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
   doctor                                      what the reconciler would repair now (asks a worker; changes nothing)
 
 every command takes --json. the table commands (create to describe) take --timeout S: how long a write

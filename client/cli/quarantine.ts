@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { statePaths, type Config } from '../../worker/config';
 import type { QuarantineMarker } from '../../storage/errors';
@@ -8,13 +9,15 @@ import { clearQuarantine, listQuarantined, readQuarantine } from '../../storage/
  * `tablefate quarantine [--json]`: the storage nodes a fatal error has quarantined, with why and since when.
  * `tablefate quarantine clear <node> [--json]`: lets workers use the node again, once an operator has looked.
  *
- * Both read `$TABLEFATE_HOME/storage` directly: no server, no worker needed (the node may be quarantined
+ * Both read `$TABLEFATE_HOME/storage` (or `--dir`, a storage node's) directly: no server, no worker needed (the node may be quarantined
  * precisely because no worker can run). Exit codes: 0 ok; 2 usage, or a node name that is neither configured
  * (TABLEFATE_STORAGE_NODES) nor present on disk; 3 the node is not quarantined; 1 anything else.
  */
 
-export const QUARANTINE_USAGE = `usage: tablefate quarantine [--json]            quarantined storage nodes, with reasons
-       tablefate quarantine clear <node> [--json] let workers use <node> again (exit 3 if not quarantined)`;
+export const QUARANTINE_USAGE = `usage: tablefate quarantine [--dir <path>] [--json]             quarantined storage nodes, with reasons
+       tablefate quarantine clear <node> [--dir <path>] [--json]  let workers use <node> again (exit 3 if not quarantined)
+  --dir: the directory a storage node was started with (storage-node <node> --dir <path>); default
+         $TABLEFATE_HOME/storage, where \`tablefate worker\` and \`dev\` keep every node`;
 
 interface Io {
   out: (text: string) => void;
@@ -51,7 +54,7 @@ export async function quarantineCommand(args: string[], config: Config, io: Io):
     try {
       parsed = parseArgs({
         args,
-        options: { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+        options: { json: { type: 'boolean' }, dir: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
         allowPositionals: true,
         strict: true,
       });
@@ -63,7 +66,8 @@ export async function quarantineCommand(args: string[], config: Config, io: Io):
       io.out(QUARANTINE_USAGE);
       return 0;
     }
-    const root = statePaths(config.home).storage;
+    // A storage node's own directory (`tablefate storage-node <node> --dir <path>`), or the in-process nodes'.
+    const root = parsed.values.dir === undefined ? statePaths(config.home).storage : path.resolve(parsed.values.dir);
     const [action, node, ...extra] = parsed.positionals;
 
     if (action === undefined || (action === 'list' && node === undefined)) {

@@ -188,6 +188,14 @@ export class Harness {
     this.nodeWorkers.set(node, { worker, running: worker.run().finally(() => connection.close()) });
   }
 
+  /** Resolves when the worker of `node` has stopped by itself (after a fatal error). */
+  async nodeStopped(node: string): Promise<void> {
+    const entry = this.nodeWorkers.get(node);
+    if (!entry) return;
+    await entry.running;
+    this.nodeWorkers.delete(node);
+  }
+
   /** Stops the worker of one storage node, as if its host went down: its queue keeps what is sent to it. */
   async stopNode(node: string): Promise<void> {
     const entry = this.nodeWorkers.get(node);
