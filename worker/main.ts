@@ -2,7 +2,8 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { TemporalSecurity } from '../client/connection';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
-import { catalogLocation, describeLocation, openCatalog } from '../catalog/open';
+import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } from '../catalog/open';
+import type { Catalog } from '../catalog/catalog';
 import { LocalFileStorage } from '../storage/local-files';
 import { assertNodesHoldAllShards, nodeName } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
@@ -110,30 +111,48 @@ export async function runWorker(
     storage = { nodes: configuredNodes(config) };
   }
   const location = catalogLocation(config.catalogUrl, config.home);
-  const catalog = await openCatalog(location);
-  logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
+  return serveUntil(location, { mustExist: false }, server, logger, stop, async (connection, catalog, onFatal) => {
+    logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
+    const worker = await createTableFateWorker({
+      connection,
+      namespace: config.temporalNamespace,
+      catalog,
+      storage,
+      defaultRetentionSeconds: config.defaultRetentionSeconds,
+      storageRetryAttempts: config.storageRetryAttempts,
+      orphanGraceSeconds: config.orphanGraceSeconds,
+      logger,
+      onFatal,
+    });
+    await scheduleReconciler(config, server, catalog.id, logger);
+    logger.info(
+      { address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home, storage: mode, nodes: storage.nodes },
+      'worker polling',
+    );
+    return worker;
+  });
+}
+
+/**
+ * Opens the catalog and a connection to `server`, starts the worker `start` builds, runs it until `stop` settles
+ * (or it stops by itself after a fatal storage error), and closes both. Returns the process exit code.
+ */
+async function serveUntil(
+  location: CatalogLocation,
+  opts: { mustExist: boolean },
+  server: TemporalServer,
+  logger: Logger,
+  stop: Promise<unknown>,
+  start: (connection: NativeConnection, catalog: Catalog, onFatal: (err: Error) => void) => Promise<TableFateWorker>,
+): Promise<number> {
+  const catalog = await openCatalog(location, opts);
   let fatal: Error | undefined;
   try {
     const connection = await NativeConnection.connect(server);
     try {
-      const worker = await createTableFateWorker({
-        connection,
-        namespace: config.temporalNamespace,
-        catalog,
-        storage,
-        defaultRetentionSeconds: config.defaultRetentionSeconds,
-        storageRetryAttempts: config.storageRetryAttempts,
-        orphanGraceSeconds: config.orphanGraceSeconds,
-        logger,
-        onFatal: (err) => {
-          fatal ??= err;
-        },
+      const worker = await start(connection, catalog, (err) => {
+        fatal ??= err;
       });
-      await scheduleReconciler(config, server, catalog.id, logger);
-      logger.info(
-        { address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home, storage: mode, nodes: storage.nodes },
-        'worker polling',
-      );
       await runUntil(worker, stop);
     } finally {
       await connection.close();
@@ -189,37 +208,25 @@ export async function storageNodeCommand(config: Config, node: string, root: str
   const storage = new LocalFileStorage({ root, nodes: [node] });
   await warnQuarantined(storage, logger);
   const location = catalogLocation(config.catalogUrl, config.home);
-  const catalog = await openCatalog(location, { mustExist: true });
-  let fatal: Error | undefined;
-  try {
-    const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
-    const connection = await NativeConnection.connect(server);
-    try {
-      const worker = await createStorageNodeWorker({
-        connection,
-        namespace: config.temporalNamespace,
-        catalog,
-        storage,
-        node,
-        logger,
-        storageRetryAttempts: config.storageRetryAttempts,
-        orphanGraceSeconds: config.orphanGraceSeconds,
-        onFatal: (err) => {
-          fatal ??= err;
-        },
-      });
-      logger.info(
-        { address: server.address, namespace: config.temporalNamespace, dir: path.join(storage.root, node), queue: storageQueue(TASK_QUEUE, node), catalog: describeLocation(location) },
-        'storage node polling',
-      );
-      await runUntil(worker, stop);
-    } finally {
-      await connection.close();
-    }
-  } finally {
-    await catalog.close();
-  }
-  return exitAfter(fatal, logger);
+  const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
+  return serveUntil(location, { mustExist: true }, server, logger, stop, async (connection, catalog, onFatal) => {
+    const worker = await createStorageNodeWorker({
+      connection,
+      namespace: config.temporalNamespace,
+      catalog,
+      storage,
+      node,
+      logger,
+      storageRetryAttempts: config.storageRetryAttempts,
+      orphanGraceSeconds: config.orphanGraceSeconds,
+      onFatal,
+    });
+    logger.info(
+      { address: server.address, namespace: config.temporalNamespace, dir: path.join(storage.root, node), queue: storageQueue(TASK_QUEUE, node), catalog: describeLocation(location) },
+      'storage node polling',
+    );
+    return worker;
+  });
 }
 
 /**

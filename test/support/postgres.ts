@@ -75,7 +75,7 @@ function freePort(): Promise<number> {
  * off (fsync, synchronous commit: a test server need not survive a power cut), and waits until it accepts
  * connections. initdb refuses to run as root: as root, the server runs as the `postgres` OS user.
  */
-export async function startPostgres(): Promise<TestPostgres> {
+export async function startPostgres(opts: { tls?: { cert: string; key: string } } = {}): Promise<TestPostgres> {
   const bin = findPostgresBin();
   const asRoot = process.getuid?.() === 0;
   const dir = await fs.promises.mkdtemp(path.join(await scratchRoot(), 'tablefate-pg-'));
@@ -92,6 +92,20 @@ export async function startPostgres(): Promise<TestPostgres> {
       await fs.promises.chown(dir, Number(stdout.trim()), Number(gid.trim()));
     }
     await as('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions']);
+    // TLS: the server's certificate and key, copied where the server's user owns them (it refuses a key others can read).
+    const tlsOptions: string[] = [];
+    if (opts.tls) {
+      const cert = path.join(dir, 'server.crt');
+      const key = path.join(dir, 'server.key');
+      await fs.promises.copyFile(opts.tls.cert, cert);
+      await fs.promises.copyFile(opts.tls.key, key);
+      await fs.promises.chmod(key, 0o600);
+      if (asRoot) {
+        const owner = await fs.promises.stat(dir);
+        for (const file of [cert, key]) await fs.promises.chown(file, owner.uid, owner.gid);
+      }
+      tlsOptions.push('-c ssl=on', `-c ssl_cert_file=${cert}`, `-c ssl_key_file=${key}`);
+    }
     // A port found free may be taken before the server binds it: try another then.
     for (let attempt = 1; ; attempt++) {
       const port = await freePort();
@@ -103,6 +117,7 @@ export async function startPostgres(): Promise<TestPostgres> {
         '-c synchronous_commit=off',
         '-c full_page_writes=off',
         '-c max_connections=200',
+        ...tlsOptions,
       ].join(' ');
       try {
         await as('pg_ctl', ['-D', data, '-o', options, '-l', path.join(dir, 'server.log'), '-w', '-t', '30', 'start']);
