@@ -75,6 +75,31 @@ describe('storage nodes as their own workers', () => {
     expect(await h.shardAreas(done)).toEqual(['live', 'live', 'live']);
   });
 
+  test('the doctor reports a node whose worker is down as not looked at, and the rest as usual', async () => {
+    await h.stopNode('node-0');
+    try {
+      const report = await h.reconcile('report');
+      expect(report.skippedNodes).toEqual(['node-0']);
+      expect(report.actions).toEqual([]);
+    } finally {
+      await h.startNode('node-0');
+    }
+    expect((await h.reconcile('report')).skippedNodes).toEqual([]);
+  }, 60_000);
+
+  test('a remote worker whose TABLEFATE_STORAGE_NODES leaves shards behind refuses to start, naming them from the catalog', async () => {
+    const onNode2 = (await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.placement.some((p) => p.node === 'node-2'));
+    expect(onNode2.length).toBeGreaterThan(0);
+    const result = await runCli(['worker', '--storage', 'remote'], {
+      env: { ...process.env, TABLEFATE_HOME: h.home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_STORAGE_NODES: '2', TABLEFATE_LOG_LEVEL: 'warn' },
+      timeoutMs: 30_000,
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`TABLEFATE_STORAGE_NODES=2 leaves shards behind: node-2 holds shards of table`);
+    expect(result.stderr).toContain(String(onNode2[0]!.id));
+    expect(result.stderr).toContain('set TABLEFATE_STORAGE_NODES to at least 3');
+  });
+
   test("the reconciler asks each node's worker for its sets and collects an orphan through it", async () => {
     const stray: ShardRef = { tableId: 999_999_999, shard: 0, node: 'node-2' };
     const files = await writeSet(h.storage.root, stray, 'live');

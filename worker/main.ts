@@ -5,7 +5,7 @@ import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@tempor
 import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } from '../catalog/open';
 import type { Catalog } from '../catalog/catalog';
 import { LocalFileStorage } from '../storage/local-files';
-import { assertNodesHoldAllShards, nodeName } from '../storage/nodes';
+import { assertNodesHoldAllShards, byNodeNumber, nodeName, nodeNumber } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
 import { ensureReconcileSchedule, reconcileScheduleId, removeReconcileSchedule } from './reconcile-schedule';
 import { DevServer } from './dev-server';
@@ -61,6 +61,26 @@ async function checkStorageNodes(config: Config): Promise<void> {
   await assertNodesHoldAllShards(statePaths(config.home).storage, config.storageNodes);
 }
 
+/**
+ * With remote storage the nodes' files are out of reach, so the catalog says which nodes hold shards: a node
+ * count that leaves a table's shards beyond it is refused, as the local check refuses stranded files.
+ */
+async function checkPlacements(catalog: Catalog, config: Config): Promise<void> {
+  const stranded = new Map<string, number[]>();
+  for (const table of await catalog.listTables({ includeTrashed: true })) {
+    for (const node of new Set(table.placement.map((p) => p.node))) {
+      if (nodeNumber(node) >= config.storageNodes) stranded.set(node, [...(stranded.get(node) ?? []), table.id]);
+    }
+  }
+  if (stranded.size === 0) return;
+  const nodes = [...stranded.keys()].sort(byNodeNumber);
+  const list = nodes.map((node) => `${node} holds shards of table${stranded.get(node)!.length === 1 ? '' : 's'} ${stranded.get(node)!.slice(0, 5).join(', ')}${stranded.get(node)!.length > 5 ? ', ...' : ''}`).join('; ');
+  throw new Error(
+    `TABLEFATE_STORAGE_NODES=${config.storageNodes} leaves shards behind: ${list}; ` +
+      `set TABLEFATE_STORAGE_NODES to at least ${nodeNumber(nodes[nodes.length - 1]!) + 1}, or move those tables away first`,
+  );
+}
+
 /** Creates (or brings up to date) the reconcile schedule, unless TABLEFATE_RECONCILE_SECONDS=0. */
 async function scheduleReconciler(config: Config, server: TemporalServer, catalogId: string, logger: Logger): Promise<void> {
   const connection = await Connection.connect(server);
@@ -113,6 +133,7 @@ export async function runWorker(
   const location = catalogLocation(config.catalogUrl, config.home);
   return serveUntil(location, { mustExist: false }, server, logger, stop, async (connection, catalog, onFatal) => {
     logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
+    if (mode === 'remote') await checkPlacements(catalog, config);
     const worker = await createTableFateWorker({
       connection,
       namespace: config.temporalNamespace,

@@ -20,12 +20,13 @@ const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseS
 
 /**
  * Each node's sets are listed by the node's own worker. A node whose worker does not pick the survey up within
- * a minute is reported as not looked at, rather than holding the whole pass (and the doctor) until it is back.
+ * 20 s (a live one takes milliseconds) is reported as not looked at, rather than holding the whole pass (and
+ * the doctor, which waits 60 s) until it is back.
  */
 function nodeSurvey(node: string) {
   return proxyActivities<Pick<Activities, 'surveyNode'>>({
     taskQueue: storageQueue(workflowInfo().taskQueue, node),
-    scheduleToStartTimeout: '1 minute',
+    scheduleToStartTimeout: '20 seconds',
     startToCloseTimeout: '5 minutes',
     retry: SURVEY_RETRY,
   }).surveyNode;
