@@ -26,6 +26,9 @@ const SDK_LEVELS: Record<string, LogLevel> = {
   silent: 'ERROR',
 };
 
+/** What the SDK says when a worker has no workflows to run (each storage node's worker). */
+const ACTIVITY_ONLY_WARNING = 'No workflows registered, not polling for workflow tasks';
+
 /** Sends the Temporal SDK's own logs through pino, at the configured level. Once per process. */
 function routeSdkLogs(logger: Logger, level: string): void {
   const sdk = logger.child({ component: 'temporal' });
@@ -33,6 +36,8 @@ function routeSdkLogs(logger: Logger, level: string): void {
     // Ctrl-C is ours to handle: stop the worker, then the dev server, in that order.
     shutdownSignals: [],
     logger: new DefaultLogger(SDK_LEVELS[level] ?? 'WARN', ({ level: l, message, meta }) => {
+      // A storage node's worker runs activities only, by design: the SDK's warning about it is no news.
+      if (message.startsWith(ACTIVITY_ONLY_WARNING)) return;
       const method = l === 'TRACE' ? 'trace' : l === 'DEBUG' ? 'debug' : l === 'INFO' ? 'info' : l === 'WARN' ? 'warn' : 'error';
       sdk[method](meta ?? {}, message);
     }),
