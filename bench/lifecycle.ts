@@ -1,25 +1,33 @@
 /**
- * How long each operation takes end to end on this machine: create (4 shards), trash, undelete and purge,
- * each through the SDK against a real dev server and worker, N rounds, reporting median and p90.
+ * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete and purge
+ * through the SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same dev server, the
+ * same worker process and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each
+ * as a multiple of the floor's, then throughput: 32 creates at once against 32 floors at once.
  *
- *   npm run bench            (N = 20)
- *   npm run bench -- 50
+ *   npm run bench                          (20 rounds, the dev server as `tablefate dev` starts it)
+ *   npm run bench -- --rounds 50
+ *   npm run bench -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { TableFateClient } from '../client/client';
-import { DevServer } from '../worker/dev-server';
+import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
 import { createTableFateWorker } from '../worker/worker';
 import { createLogger } from '../worker/logger';
 
 const OPS = ['create', 'trash', 'undelete', 'purge'] as const;
+type Op = (typeof OPS)[number];
+const FLOOR_QUEUE = 'bench-floor';
+const CONCURRENCY = 32;
 
-function percentile(values: number[], p: number): number {
+function percentile(values: readonly number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
@@ -32,10 +40,18 @@ async function timed<T>(samples: number[], fn: () => Promise<T>): Promise<T> {
 }
 
 async function main(): Promise<void> {
-  const rounds = Number(process.argv[2] ?? 20);
+  const { values } = parseArgs({ options: { rounds: { type: 'string' }, 'server-defaults': { type: 'boolean' } }, strict: true });
+  const rounds = Number(values.rounds ?? 20);
+  const serverDefaults = values['server-defaults'] === true;
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bench-'));
-  const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: process.env.TEMPORAL_CLI_PATH, log: () => undefined });
+  const server = await DevServer.start({
+    stateDir: dir,
+    headless: true,
+    cliPath: process.env.TEMPORAL_CLI_PATH,
+    log: () => undefined,
+    dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG,
+  });
   const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
   const storage = new LocalFileStorage({ root: path.join(dir, 'storage') });
   const workerConnection = await NativeConnection.connect({ address: server.address });
@@ -47,23 +63,47 @@ async function main(): Promise<void> {
     defaultRetentionSeconds: 3600,
     logger: createLogger('error'),
   });
-  const running = worker.run();
+  // The floor's worker: same process, same connection, its own queue.
+  const floorWorker = await Worker.create({
+    connection: workerConnection,
+    namespace: 'default',
+    taskQueue: FLOOR_QUEUE,
+    workflowsPath: require.resolve('./floor-workflow'),
+    activities: { noop: () => Promise.resolve() },
+  });
+  const running = Promise.all([worker.run(), floorWorker.run()]);
   const connection = await Connection.connect({ address: server.address });
-  const client = new TableFateClient({ client: new Client({ connection }), catalog });
-  const samples: Record<(typeof OPS)[number], number[]> = { create: [], trash: [], undelete: [], purge: [] };
+  const temporal = new Client({ connection });
+  const client = new TableFateClient({ client: temporal, catalog });
+  const floor = () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: `floor-${randomUUID()}` });
+
+  const samples: Record<Op | 'floor', number[]> = { floor: [], create: [], trash: [], undelete: [], purge: [] };
+  const throughput = { floor: [] as number[], create: [] as number[] };
   try {
     // One warm-up round: the first workflow task of each type loads the bundle into the worker's VM.
     for (let round = -1; round < rounds; round++) {
       const name = `bench.t${round + 1}`;
-      const sink = (op: (typeof OPS)[number]) => (round < 0 ? [] : samples[op]);
+      const sink = (op: Op | 'floor') => (round < 0 ? [] : samples[op]);
+      await timed(sink('floor'), floor);
       const table = await timed(sink('create'), () => client.create({ table: name, shards: 4 }));
+      await timed(sink('floor'), floor);
       await timed(sink('trash'), () => client.trash({ table: name }));
+      await timed(sink('floor'), floor);
       await timed(sink('undelete'), () => client.undelete({ table: table.id }));
       await client.trash({ table: name });
+      await timed(sink('floor'), floor);
       await timed(sink('purge'), () => client.purge({ tableId: table.id }));
+    }
+    // Throughput: CONCURRENCY at once, floors and creates in turn, three times each.
+    for (let batch = 0; batch < 3; batch++) {
+      await timed(throughput.floor, () => Promise.all(Array.from({ length: CONCURRENCY }, floor)));
+      await timed(throughput.create, () =>
+        Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.create({ table: `bench.c${batch}_${i}`, shards: 4 }))),
+      );
     }
   } finally {
     worker.shutdown();
+    floorWorker.shutdown();
     await running;
     await workerConnection.close();
     await connection.close();
@@ -71,13 +111,29 @@ async function main(): Promise<void> {
     await server.stop();
     await fs.promises.rm(dir, { recursive: true, force: true });
   }
-  console.log(`tablefate lifecycle, ${rounds} rounds, ${os.cpus().length} cores, node ${process.version}`);
-  console.log('op        median ms   p90 ms   min ms   max ms');
-  for (const op of OPS) {
+
+  const floorP50 = percentile(samples.floor, 50);
+  const floorP90 = percentile(samples.floor, 90);
+  console.log(
+    `tablefate lifecycle against the floor: ${rounds} rounds, ${os.cpus().length} cores, node ${process.version}, ` +
+      `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}`,
+  );
+  console.log('op          p50 ms   p90 ms   p50/floor   p90/floor');
+  for (const op of ['floor', ...OPS] as const) {
     const s = samples[op];
-    const row = [percentile(s, 50), percentile(s, 90), Math.min(...s), Math.max(...s)].map((v) => v.toFixed(0).padStart(8));
-    console.log(`${op.padEnd(9)} ${row.join(' ')}`);
+    const p50 = percentile(s, 50);
+    const p90 = percentile(s, 90);
+    console.log(
+      `${op.padEnd(9)} ${p50.toFixed(0).padStart(8)} ${p90.toFixed(0).padStart(8)} ${`${(p50 / floorP50).toFixed(2)}x`.padStart(11)} ${`${(p90 / floorP90).toFixed(2)}x`.padStart(11)}`,
+    );
   }
+  const perSecond = (ms: readonly number[]) => (CONCURRENCY * 1000) / percentile(ms, 50);
+  const floorRate = perSecond(throughput.floor);
+  const createRate = perSecond(throughput.create);
+  console.log(
+    `throughput, ${CONCURRENCY} at once (median of 3 batches): floor ${floorRate.toFixed(1)}/s, create ${createRate.toFixed(1)}/s = ` +
+      `${(createRate / floorRate).toFixed(2)}x the floor's`,
+  );
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,144 @@
+/**
+ * Timers at scale: many trashed tables, each a trash run waiting on its durable timer, held by one
+ * `tablefate worker` process; then a crowd of them expiring in the same second.
+ *
+ *   npm run bench:timers                              (10,000 waiting, 1,000 expiring together)
+ *   npm run bench:timers -- --waiting 2000 --expiring 200
+ *
+ * Reports the time to create and trash them, the worker's resident memory (VmRSS), the dev server's CPU while
+ * they all wait, and how long after the shared expiry every one of the crowd was purged (no error, no lock left).
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { SqliteCatalog } from '../catalog/sqlite';
+import { TableFateClient } from '../client/client';
+import { catalogPath } from '../domain/deployment';
+import { DevServer } from '../worker/dev-server';
+import { CliProcess } from '../test/support/cli';
+import { startCliWorker } from '../test/support/cli-worker';
+
+const CONCURRENCY = 32;
+const LONG_RETENTION_S = 30 * 24 * 3600;
+
+/** Resident memory of a process, MB (Linux). */
+function rssMb(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+([0-9]+) kB/.exec(status)![1]) / 1024;
+}
+
+/** CPU seconds a process has used so far (user + system, Linux). */
+function cpuSeconds(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Runs `work(i)` for i < count, `CONCURRENCY` at a time; reports progress every 10 %. */
+async function inParallel(count: number, what: string, work: (i: number) => Promise<unknown>): Promise<number> {
+  const started = Date.now();
+  let next = 0;
+  let done = 0;
+  const lane = async () => {
+    while (next < count) {
+      const i = next++;
+      await work(i);
+      if (++done % Math.max(1, Math.floor(count / 10)) === 0) console.log(`  ${what}: ${done}/${count} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, lane));
+  return Date.now() - started;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { waiting: { type: 'string' }, expiring: { type: 'string' }, 'idle-seconds': { type: 'string' } }, strict: true });
+  const waiting = Number(values.waiting ?? 10_000);
+  const expiring = Number(values.expiring ?? 1_000);
+  const idleSeconds = Number(values['idle-seconds'] ?? 60);
+  const home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-timers-'));
+  const server = await DevServer.start({ stateDir: home, headless: true, cliPath: process.env.TEMPORAL_CLI_PATH, log: () => undefined });
+  const connection = await Connection.connect({ address: server.address });
+  let worker: CliProcess | undefined;
+  let catalog: SqliteCatalog | undefined;
+  try {
+    worker = await startCliWorker(connection, { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: server.address, TABLEFATE_LOG_LEVEL: 'warn' });
+    catalog = new SqliteCatalog(catalogPath(home));
+    const client = new TableFateClient({ client: new Client({ connection }), catalog });
+    console.log(`timers at scale: ${waiting} waiting, ${expiring} expiring in one second; ${os.cpus().length} cores, node ${process.version}`);
+    console.log(`worker RSS at start: ${rssMb(worker.pid!).toFixed(0)} MB`);
+
+    const createMs = await inParallel(waiting, 'created and trashed', async (i) => {
+      await client.create({ table: `wait.t${i}`, shards: 1 });
+      await client.trash({ table: `wait.t${i}`, retentionSeconds: LONG_RETENTION_S });
+    });
+    console.log(`created and trashed ${waiting} tables in ${(createMs / 1000).toFixed(0)} s (${((waiting * 1000) / createMs).toFixed(1)}/s)`);
+
+    // Idle: every one waits on its timer. The worker's memory, the server's CPU.
+    const cpuBefore = cpuSeconds(server.pid);
+    const rssSamples: number[] = [];
+    for (let s = 0; s < idleSeconds; s += 5) {
+      await sleep(5000);
+      rssSamples.push(rssMb(worker.pid!));
+    }
+    const serverCpu = (cpuSeconds(server.pid) - cpuBefore) / idleSeconds;
+    console.log(
+      `while ${waiting} trash timers wait (${idleSeconds} s): worker RSS ${Math.max(...rssSamples).toFixed(0)} MB at most, ` +
+        `dev server CPU ${(serverCpu * 100).toFixed(1)} % of one core`,
+    );
+
+    // The crowd: trashed so that every expiry falls in the same second, `lead` seconds from now.
+    const names = Array.from({ length: expiring }, (_, i) => `crowd.t${i}`);
+    const ids: number[] = [];
+    await inParallel(expiring, 'crowd created', async (i) => {
+      ids[i] = (await client.create({ table: names[i]!, shards: 1 })).id;
+    });
+    const lead = 120;
+    const expireAt = Math.ceil(Date.now() / 1000) * 1000 + lead * 1000;
+    const trashMs = await inParallel(expiring, 'crowd trashed', async (i) => {
+      await client.trash({ table: names[i]!, retentionSeconds: Math.round((expireAt - Date.now()) / 1000) });
+    });
+    if (trashMs > (lead - 10) * 1000) throw new Error(`trashing the crowd took ${trashMs} ms, past the shared expiry; use a smaller --expiring`);
+    const expiries = (await Promise.all(ids.map((id) => catalog!.getTable(id)))).map((t) => t!.expireAt!);
+    const spread = Math.max(...expiries) - Math.min(...expiries);
+    console.log(`crowd of ${expiring} trashed in ${(trashMs / 1000).toFixed(0)} s; expiries within ${(spread / 1000).toFixed(1)} s of each other`);
+
+    const first = Math.min(...expiries);
+    await sleep(Math.max(0, first - Date.now()));
+    let purged = 0;
+    let lastPurgedAt = 0;
+    for (;;) {
+      const rows = await Promise.all(ids.map((id) => catalog!.getTable(id)));
+      const done = rows.filter((t) => t?.state === 'PURGED');
+      purged = done.length;
+      if (purged === expiring) {
+        lastPurgedAt = Math.max(...done.map((t) => t!.purgedAt!));
+        break;
+      }
+      if (Date.now() - first > 300_000) break;
+      await sleep(1000);
+    }
+    const locks = await catalog.listLocks();
+    const crowdLocks = locks.filter((l) => ids.some((id) => l.resource === `table:${id}`));
+    console.log(
+      purged === expiring
+        ? `all ${expiring} purged ${((lastPurgedAt - Math.max(...expiries)) / 1000).toFixed(1)} s after the last expiry ` +
+            `(${((lastPurgedAt - first) / 1000).toFixed(1)} s after the first); locks left on them: ${crowdLocks.length}`
+        : `ONLY ${purged} of ${expiring} purged within 300 s; locks left on them: ${crowdLocks.length}`,
+    );
+    console.log(`worker RSS at the end: ${rssMb(worker.pid!).toFixed(0)} MB`);
+  } finally {
+    if (worker && !worker.exitStatus) await worker.stop('SIGINT');
+    await catalog?.close();
+    await connection.close();
+    await server.stop();
+    await fs.promises.rm(home, { recursive: true, force: true });
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});
