@@ -4,6 +4,9 @@ import type { Catalog, LockHolder } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
+import { workflowIdFor } from '../domain/operations';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { endTimerSignal } from '../workflows/definitions';
 import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
@@ -100,6 +103,25 @@ export function createActivities(deps: ActivityDeps) {
       return result;
     },
 
+    /**
+     * Tells the trash run of the trash that happened at `droppedAt` that its timer has nothing left to do (the
+     * table was recalled or purged by hand). A run that has ended already needs no telling. Sent from a local
+     * activity, in the workflow task of the operation's last step, rather than as the workflow's own signal
+     * command, whose delivery the operation would wait for in one more workflow task.
+     */
+    async endTrashTimer(input: CallScope & { tableId: number; reason: 'restored' | 'purged'; droppedAt: number }): Promise<boolean> {
+      inScope(input);
+      try {
+        await Context.current()
+          .client.workflow.getHandle(workflowIdFor.trash(input.tableId, input.catalogId))
+          .signal(endTimerSignal, input.reason, input.droppedAt);
+        return true;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
+
     async getTable(input: CallScope & { tableId: number }): Promise<TableRecord | null> {
       const owner = inScope(input);
       return (await catalog.getTable(input.tableId, stepOf(owner, input))) ?? null;
@@ -113,10 +135,12 @@ export function createActivities(deps: ActivityDeps) {
         now: number;
         rename?: TableName;
         expectName?: TableName;
+        /** The operation's last change: release the run's locks too, once it is recorded. */
+        releaseLocks?: boolean;
       },
     ): Promise<TableRecord> {
       const owner = inScope(input);
-      return catalog.transition({
+      const table = await catalog.transition({
         tableId: input.tableId,
         from: input.from,
         to: input.to,
@@ -126,12 +150,14 @@ export function createActivities(deps: ActivityDeps) {
         expectName: input.expectName,
         step: stepOf(owner, input),
       });
+      if (input.releaseLocks) await catalog.releaseLocks(owner);
+      return table;
     },
 
     /** TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for. */
-    async commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number }): Promise<TableRecord> {
+    async commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord> {
       const owner = inScope(input);
-      return catalog.transition({
+      const table = await catalog.transition({
         tableId: input.tableId,
         from: ['TRASHING'],
         to: 'TRASHED',
@@ -140,6 +166,8 @@ export function createActivities(deps: ActivityDeps) {
         retentionSeconds: input.retentionSeconds ?? deps.defaultRetentionSeconds,
         step: stepOf(owner, input),
       });
+      if (input.releaseLocks) await catalog.releaseLocks(owner);
+      return table;
     },
   };
   const housekeeping = housekeepingActivities({

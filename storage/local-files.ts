@@ -376,11 +376,12 @@ export class LocalFileStorage implements StorageDriver {
     const temps = shardFileNames(ref).map((name) => path.join(tmpDir, `${name}.${nonce}.tmp`));
     const meta = JSON.stringify({ tableId: ref.tableId, shard: ref.shard, createdAt: Date.now() });
     const contents = shardFileNames(ref).map((name) => (name.endsWith('.meta') ? meta : ''));
-    try {
-      for (const [i, temp] of temps.entries()) await writeDurably(temp, contents[i]!);
-    } catch (error) {
+    // The three files at once: each waits for its own sync, and the syncs overlap.
+    const written = await Promise.allSettled(temps.map((temp, i) => writeDurably(temp, contents[i]!)));
+    const failed = written.find((w): w is PromiseRejectedResult => w.status === 'rejected');
+    if (failed) {
       await removeAll(temps).catch(() => undefined);
-      throw error;
+      throw failed.reason;
     }
     return temps;
   }

@@ -23,8 +23,10 @@ afterAll(async () => {
 const crashingWorker = (activity: string, extra: NodeJS.ProcessEnv = {}) =>
   startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity, env: extra });
 
+// The last change releases the run's locks in the same local activity (the commit's transition, the trash's
+// commitTrash): the kill right after it is the kill after the release.
 test('a create whose worker dies after it committed and released its locks in one lost task ends READY with its files', async () => {
-  const worker = await crashingWorker('releaseLock');
+  const worker = await crashingWorker('transition');
   const created = h.client.create({ table: 'crash.create', shards: 3 });
   expect(await worker.exited).toBe('SIGKILL');
   // The catalog already says READY and the locks are gone; the history knows neither.
@@ -48,7 +50,7 @@ test('a trash whose worker dies after it committed and released its lock in one 
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.trash', shards: 2 });
   await h.stopWorker();
-  const worker = await crashingWorker('releaseLock');
+  const worker = await crashingWorker('commitTrash');
   const trashed = h.client.trash({ table: 'crash.trash', retentionSeconds: 3600 });
   expect(await worker.exited).toBe('SIGKILL');
   expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');

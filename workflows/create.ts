@@ -52,7 +52,7 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
       },
       {
         name: 'commit',
-        call: (table) => calls.transition({ tableId: table.id, from: ['CREATING'], to: 'READY', now: Date.now() }),
+        call: (table) => calls.commit({ tableId: table.id, from: ['CREATING'], to: 'READY', now: Date.now() }),
       },
     ),
   );

@@ -1,8 +1,8 @@
-import { getExternalWorkflowHandle, log } from '@temporalio/workflow';
+import { getExternalWorkflowHandle, log, patched } from '@temporalio/workflow';
 import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo } from '../domain/table';
-import { forEachShard, operationCalls } from './activities';
+import { forEachShard, operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal } from './definitions';
 import { withLock } from './lock';
 import { asFailure, finished, forwardOnly, runSteps } from './steps';
@@ -62,27 +62,35 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
       },
       {
         name: 'commit purged',
-        call: (table) => calls.transition({ tableId: table.id, from: ['PURGING'], to: 'PURGED', now: Date.now() }),
+        call: (table) => calls.commit({ tableId: table.id, from: ['PURGING'], to: 'PURGED', now: Date.now() }),
       },
     ),
   );
   if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
-    await endTrashTimer(purged.id, 'purged', purged.droppedAt, input.catalogId);
+    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt, input.catalogId);
   }
   return toTableInfo(purged);
 }
+
+/** Patch: the trash timer is ended from a local activity (before: the workflow's signal command). */
+export const END_TIMER_FROM_LOCAL_ACTIVITY = 'end-timer-from-local-activity';
 
 /**
  * Tells the trash workflow of the trash that happened at `droppedAt` that its timer has nothing left to do.
  * It may have ended already.
  */
 export async function endTrashTimer(
+  calls: OperationCalls,
   tableId: number,
   reason: 'restored' | 'purged',
   droppedAt: number,
   catalogId: string | undefined,
 ): Promise<void> {
   try {
+    if (patched(END_TIMER_FROM_LOCAL_ACTIVITY)) {
+      if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
+      return;
+    }
     await getExternalWorkflowHandle(workflowIdFor.trash(tableId, catalogId)).signal(endTimerSignal, reason, droppedAt);
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });

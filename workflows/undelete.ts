@@ -74,14 +74,14 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       {
         name: 'commit ready',
         call: async (restore) => {
-          const table = await calls.transition({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() });
+          const table = await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() });
           return { ...restore, table };
         },
       },
       {
         name: 'end trash timer',
         call: async (restore) => {
-          await endTrashTimer(input.tableId, 'restored', restore.droppedAt, input.catalogId);
+          await endTrashTimer(calls, input.tableId, 'restored', restore.droppedAt, input.catalogId);
           return restore;
         },
       },
