@@ -5,6 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
+import { PostgresCatalog } from '../../catalog/postgres';
+import type { Catalog } from '../../catalog/catalog';
 import { catalogPath } from '../../domain/deployment';
 import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
@@ -62,6 +64,8 @@ export interface HarnessOptions {
    * has a storage-node worker of its own (startNode, stopNode), as `tablefate storage-node` runs it.
    */
   storage?: 'local' | 'remote';
+  /** A PostgreSQL catalog (a database the test made) instead of the SQLite file under the state directory. */
+  catalogUrl?: string;
 }
 
 /** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
@@ -77,7 +81,7 @@ function twice(activities: Activities): Activities {
 }
 
 /**
- * Everything a test of the product needs, real: a state directory with a SQLite catalog and storage nodes
+ * Everything a test of the product needs, real: a state directory with a SQLite catalog (or a PostgreSQL one) and storage nodes
  * on disk, a worker polling a task queue of its own on a real dev server, and the SDK client.
  */
 export class Harness {
@@ -92,7 +96,7 @@ export class Harness {
     readonly home: string,
     readonly address: string,
     readonly taskQueue: string,
-    readonly catalog: SqliteCatalog,
+    readonly catalog: Catalog,
     readonly storage: LocalFileStorage,
     readonly connection: Connection,
     readonly client: TableFateClient,
@@ -110,9 +114,10 @@ export class Harness {
     const taskQueue = opts.taskQueue ?? `tablefate-test-${randomUUID()}`;
     // Test files share one Temporal namespace, and workflow ids derive from table ids (trash:<id>): give each
     // catalog its own id range so that two files never address the same workflow.
-    const catalog = new SqliteCatalog(catalogPath(home), {
-      firstTableId: 1000 * Math.floor(1 + Math.random() * 1_000_000),
-    });
+    const firstTableId = 1000 * Math.floor(1 + Math.random() * 1_000_000);
+    const catalog = opts.catalogUrl
+      ? await PostgresCatalog.open(opts.catalogUrl, { firstTableId })
+      : new SqliteCatalog(catalogPath(home), { firstTableId });
     const storage = new LocalFileStorage({ root: path.join(home, 'storage'), renameOps: opts.renameOps });
     const connection = await Connection.connect({ address });
     const client = new TableFateClient({
