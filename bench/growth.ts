@@ -6,18 +6,10 @@
  *   npm run bench:growth
  *   npm run bench:growth -- --rows 1000,10000     (fewer rows)
  */
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import { SqliteCatalog } from '../catalog/sqlite';
-import { LocalFileStorage } from '../storage/local-files';
-import { TableFateClient } from '../client/client';
-import { DevServer } from '../worker/dev-server';
-import { createTableFateWorker } from '../worker/worker';
-import { createLogger } from '../worker/logger';
+import type { SqliteCatalog } from '../catalog/sqlite';
+import { startBench } from './setup';
 import { placeShards } from '../domain/table';
 import { lockFor } from '../domain/operations';
 
@@ -55,16 +47,8 @@ async function fillCatalog(catalog: SqliteCatalog, from: number, target: number)
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { rows: { type: 'string' } }, strict: true });
   const sizes = (values.rows ?? '1000,10000,100000').split(',').map(Number);
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
-  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-growth-'));
-  const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: process.env.TEMPORAL_CLI_PATH, log: () => undefined });
-  const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
-  const storage = new LocalFileStorage({ root: path.join(dir, 'storage') });
-  const workerConnection = await NativeConnection.connect({ address: server.address });
-  const worker = await createTableFateWorker({ connection: workerConnection, namespace: 'default', catalog, storage, defaultRetentionSeconds: 3600, logger: createLogger('error') });
-  const running = worker.run();
-  const connection = await Connection.connect({ address: server.address });
-  const client = new TableFateClient({ client: new Client({ connection }), catalog });
+  const bench = await startBench();
+  const { client, catalog } = bench;
   console.log(`how costs grow: ${os.cpus().length} cores, node ${process.version}`);
   try {
     await client.create({ table: 'warm.up', shards: 1 });
@@ -96,13 +80,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    worker.shutdown();
-    await running;
-    await workerConnection.close();
-    await connection.close();
-    await catalog.close();
-    await server.stop();
-    await fs.promises.rm(dir, { recursive: true, force: true });
+    await bench.close();
   }
 }
 

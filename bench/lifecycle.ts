@@ -8,19 +8,12 @@
  *   npm run bench -- --rounds 50
  *   npm run bench -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
  */
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { SqliteCatalog } from '../catalog/sqlite';
-import { LocalFileStorage } from '../storage/local-files';
-import { TableFateClient } from '../client/client';
-import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
-import { createTableFateWorker } from '../worker/worker';
-import { createLogger } from '../worker/logger';
+import { Worker } from '@temporalio/worker';
+import { EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
+import { startBench } from './setup';
 
 const OPS = ['create', 'trash', 'undelete', 'purge'] as const;
 type Op = (typeof OPS)[number];
@@ -43,38 +36,18 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { rounds: { type: 'string' }, 'server-defaults': { type: 'boolean' } }, strict: true });
   const rounds = Number(values.rounds ?? 20);
   const serverDefaults = values['server-defaults'] === true;
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
-  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bench-'));
-  const server = await DevServer.start({
-    stateDir: dir,
-    headless: true,
-    cliPath: process.env.TEMPORAL_CLI_PATH,
-    log: () => undefined,
-    dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG,
-  });
-  const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
-  const storage = new LocalFileStorage({ root: path.join(dir, 'storage') });
-  const workerConnection = await NativeConnection.connect({ address: server.address });
-  const worker = await createTableFateWorker({
-    connection: workerConnection,
-    namespace: 'default',
-    catalog,
-    storage,
-    defaultRetentionSeconds: 3600,
-    logger: createLogger('error'),
-  });
+  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG });
+  const { client, temporal } = bench;
   // The floor's worker: same process, same connection, its own queue.
-  const floorWorker = await Worker.create({
-    connection: workerConnection,
-    namespace: 'default',
-    taskQueue: FLOOR_QUEUE,
-    workflowsPath: require.resolve('./floor-workflow'),
-    activities: { noop: () => Promise.resolve() },
-  });
-  const running = Promise.all([worker.run(), floorWorker.run()]);
-  const connection = await Connection.connect({ address: server.address });
-  const temporal = new Client({ connection });
-  const client = new TableFateClient({ client: temporal, catalog });
+  bench.alsoRun(
+    await Worker.create({
+      connection: bench.workerConnection,
+      namespace: 'default',
+      taskQueue: FLOOR_QUEUE,
+      workflowsPath: require.resolve('./floor-workflow'),
+      activities: { noop: () => Promise.resolve() },
+    }),
+  );
   const floor = () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: `floor-${randomUUID()}` });
 
   const samples: Record<Op | 'floor', number[]> = { floor: [], create: [], trash: [], undelete: [], purge: [] };
@@ -102,14 +75,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    worker.shutdown();
-    floorWorker.shutdown();
-    await running;
-    await workerConnection.close();
-    await connection.close();
-    await catalog.close();
-    await server.stop();
-    await fs.promises.rm(dir, { recursive: true, force: true });
+    await bench.close();
   }
 
   const floorP50 = percentile(samples.floor, 50);
