@@ -21,7 +21,7 @@ export interface Survey {
   /** For a stuck trash: the retention its stopped run asked for, so that resuming it keeps the promise. */
   retentionOf: Record<number, number>;
   /** The storage nodes shards are placed on, whose sets each node's own survey lists (surveyNode). */
-  nodes?: string[];
+  nodes: string[];
 }
 
 export interface HousekeepingDeps {

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import type { Catalog, LockHolder } from '../catalog/catalog';
+import type { Catalog, LockHolder, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
@@ -55,6 +55,14 @@ export function createActivities(deps: ActivityDeps) {
       Context.current().log.warn('took over a lock left by a closed workflow', { lock: input.lock, from: result.tookOverFrom.workflowId });
     }
     return { acquired: true };
+  };
+
+  /** A state change in the calling run's name; with `releaseLocks`, the run's locks go once it is recorded. */
+  const change = async (input: CallScope & { releaseLocks?: boolean }, request: Omit<TransitionRequest, 'owner' | 'step'>): Promise<TableRecord> => {
+    const owner = inScope(input);
+    const table = await catalog.transition({ ...request, owner, step: stepOf(owner, input) });
+    if (input.releaseLocks) await catalog.releaseLocks(owner);
+    return table;
   };
 
   const activities = {
@@ -139,36 +147,19 @@ export function createActivities(deps: ActivityDeps) {
         releaseLocks?: boolean;
       },
     ): Promise<TableRecord> {
-      const owner = inScope(input);
-      const table = await catalog.transition({
-        tableId: input.tableId,
-        from: input.from,
-        to: input.to,
-        owner,
-        now: input.now,
-        rename: input.rename,
-        expectName: input.expectName,
-        step: stepOf(owner, input),
-      });
-      if (input.releaseLocks) await catalog.releaseLocks(owner);
-      return table;
+      const { tableId, from, to, now, rename, expectName } = input;
+      return change(input, { tableId, from, to, now, rename, expectName });
     },
 
     /** TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for. */
-    async commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord> {
-      const owner = inScope(input);
-      const table = await catalog.transition({
+    commitTrash: (input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord> =>
+      change(input, {
         tableId: input.tableId,
         from: ['TRASHING'],
         to: 'TRASHED',
-        owner,
         now: input.now,
         retentionSeconds: input.retentionSeconds ?? deps.defaultRetentionSeconds,
-        step: stepOf(owner, input),
-      });
-      if (input.releaseLocks) await catalog.releaseLocks(owner);
-      return table;
-    },
+      }),
   };
   const housekeeping = housekeepingActivities({
     catalog,

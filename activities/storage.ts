@@ -25,7 +25,7 @@ export type NodeSurvey = { skipped: true } | { skipped: false; findings: Finding
 
 /**
  * The activities that touch a storage node's bytes. They run on the worker that owns the node (its own task
- * queue, see domain/deployment.ts's storageQueue) and nowhere else, and each change is fenced: it happens only
+ * queue, see domain/operations.ts's storageQueue) and nowhere else, and each change is fenced: it happens only
  * while the calling operation still holds the table's lock in the catalog.
  */
 export function createStorageActivities(deps: StorageActivityDeps) {

@@ -54,10 +54,7 @@ export class TableFateWorker {
 
   /** Runs every worker until all have stopped; the first to stop for good (a fatal error) stops the others. */
   async run(): Promise<void> {
-    const runs = this.workers.map((w) =>
-      w.run().finally(() => this.shutdown()),
-    );
-    const results = await Promise.allSettled(runs);
+    const results = await Promise.allSettled(this.workers.map((w) => w.run().finally(() => this.shutdown())));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }

@@ -31,7 +31,7 @@ const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>
 
 /**
  * Shard work touches a storage node's bytes: ordinary activities, on the task queue of the worker that owns the
- * node the shard's placement names (domain/deployment.ts's storageQueue). A node whose worker is down holds its
+ * node the shard's placement names (domain/operations.ts's storageQueue). A node whose worker is down holds its
  * calls in its queue until the worker is back. They heartbeat, so an attempt lost with its worker is retried
  * after the heartbeat timeout, not the whole start-to-close timeout.
  */

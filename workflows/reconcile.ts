@@ -37,7 +37,7 @@ async function survey(catalogId: string | undefined): Promise<Survey> {
   if (!patched(STORAGE_ON_NODE_QUEUES)) return housekeeping.surveyHealth({ catalogId });
   const tables = await housekeeping.surveyHealth({ catalogId, sets: false });
   const nodes = await Promise.all(
-    (tables.nodes ?? []).map((node) =>
+    tables.nodes.map((node) =>
       nodeSurvey(node)({ catalogId, node }).catch((err: unknown): NodeSurvey => {
         log.warn('a storage node was not surveyed', { node, error: String(err) });
         return { skipped: true };
@@ -47,7 +47,7 @@ async function survey(catalogId: string | undefined): Promise<Survey> {
   const result: Survey = { ...tables, findings: [...tables.findings] };
   nodes.forEach((answer, i) => {
     if (answer.skipped) {
-      result.skippedNodes.push(tables.nodes![i]!);
+      result.skippedNodes.push(tables.nodes[i]!);
       return;
     }
     result.findings.push(...answer.findings);
