@@ -12,16 +12,19 @@ import { withFailureMapping } from './failures';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
-import type { StorageActivities } from './storage';
+import { createShardsHereActivity, type StorageActivities } from './storage';
 
 export type { CallScope } from './scope';
-export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type StorageActivities } from './storage';
+export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
 
 export interface ActivityDeps {
   catalog: Catalog;
   /** The storage nodes new tables' shards are placed on. */
   nodes: readonly string[];
-  /** Storage served in this process, if any: only reconcile runs started before node surveys list it here. */
+  /**
+   * Storage served in this process, if any: an operation's shard changes on these nodes run here, in its workflow
+   * task (changeShardsHere), and reconcile runs started before node surveys list it here.
+   */
   storage?: StorageDriver;
   /** Retention of a trash when the request names none. */
   defaultRetentionSeconds: number;
@@ -31,13 +34,16 @@ export interface ActivityDeps {
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
   /** How long a set no catalog row accounts for is left alone before the reconciler collects it. */
   orphanGraceSeconds?: number;
+  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
+  storageRetryAttempts?: number;
   /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
   now?: () => number;
 }
 
 /**
- * The activities of an orchestrating worker: locks, the catalog's compare-and-sets, and the reconciler's
- * catalog survey. Storage work is not here: it runs on the worker of each node (storage.ts).
+ * The activities of an orchestrating worker: locks, the catalog's compare-and-sets, the reconciler's catalog
+ * survey, and the shard changes of the nodes this process serves itself (changeShardsHere). Every other storage
+ * call runs on the worker of its node (storage.ts).
  */
 export function createActivities(deps: ActivityDeps) {
   const { catalog } = deps;
@@ -169,7 +175,13 @@ export function createActivities(deps: ActivityDeps) {
     checks,
     orphanGraceMs: (deps.orphanGraceSeconds ?? DEFAULT_ORPHAN_GRACE_SECONDS) * 1000,
   });
-  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
+  const shardsHere = createShardsHereActivity({
+    catalog,
+    storage: deps.storage,
+    onFatal: deps.onFatal,
+    storageRetryAttempts: deps.storageRetryAttempts,
+  });
+  return { ...withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal }), ...shardsHere };
 }
 
 export type OrchestrationActivities = ReturnType<typeof createActivities>;

@@ -59,18 +59,20 @@ export function callChecks(catalog: Catalog) {
   /**
    * The fence in front of every storage change: the calling operation must still hold the table's lock, or it
    * touches nothing. The change heartbeats file by file and stops (putting a half-renamed set back) once the
-   * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it.
+   * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it. (A local activity
+   * has no heartbeat: it lives and dies with the workflow task that runs it.)
    */
-  const fenced = async (scope: CallScope, shard: ShardRef, change: (watch: Watch) => Promise<void>): Promise<void> => {
+  const fenced = async (scope: CallScope, shards: readonly ShardRef[], change: (watch: Watch) => Promise<void>): Promise<void> => {
     const owner = inScope(scope);
     const context = Context.current();
-    context.heartbeat();
-    if (!(await catalog.holdsLock(lockFor.table(shard.tableId), owner))) {
-      throw new LockLostError(
-        `${owner.workflowId} no longer holds table ${shard.tableId}; shard ${shard.shard} on ${shard.node} left untouched`,
-      );
+    const beat = context.info.isLocal ? undefined : () => context.heartbeat();
+    beat?.();
+    const tableId = shards[0]!.tableId;
+    if (!(await catalog.holdsLock(lockFor.table(tableId), owner))) {
+      const which = shards.map((s) => `${s.shard} on ${s.node}`).join(', ');
+      throw new LockLostError(`${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`);
     }
-    await change({ signal: context.cancellationSignal, beat: () => context.heartbeat() });
+    await change({ signal: context.cancellationSignal, beat });
   };
 
   return { inScope, stepOf, fenced };

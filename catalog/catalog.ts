@@ -1,4 +1,5 @@
 import type { TableName } from '../domain/names';
+import type { Outcome } from './rows';
 import type { TableState } from '../domain/states';
 import type { CreateParams, ShardPlacement, TableRecord } from '../domain/table';
 
@@ -101,6 +102,14 @@ export interface Catalog {
   acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult>;
   /** Whether `owner` holds `resource` now: the fence every storage change checks before it touches a file. */
   holdsLock(resource: string, owner: LockOwner): Promise<boolean>;
+  /**
+   * How a step a run made outside the catalog (a change of shards) ended, if the run made it: such a step
+   * journals its outcome once it has one for good (recordStep), and the same step made again answers the same
+   * without touching anything.
+   */
+  stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined>;
+  /** Journals how a step made outside the catalog ended. A step journaled already keeps its first outcome. */
+  recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void>;
   /** Releases every lock `owner` holds; nothing to release is a no-op. */
   releaseLocks(owner: LockOwner): Promise<void>;
   listLocks(): Promise<LockHolder[]>;

@@ -291,6 +291,22 @@ export class PostgresCatalog implements Catalog {
     return row !== undefined && sameOwner(toHolder(row), owner);
   }
 
+  async stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
+    const { rows } = await this.#pool.query<{ outcome: string | null }>(`SELECT outcome FROM journal WHERE run_id = $1 AND step = $2`, [
+      step.runId,
+      step.step,
+    ]);
+    const seen = rows[0]?.outcome;
+    return seen === undefined || seen === null ? undefined : (JSON.parse(seen) as Outcome<unknown>);
+  }
+
+  async recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
+    await this.#pool.query(
+      `INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step) DO NOTHING`,
+      [step.runId, step.step, JSON.stringify(outcome), Date.now()],
+    );
+  }
+
   async releaseLocks(owner: LockOwner): Promise<void> {
     await this.tx((c) =>
       c.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]),

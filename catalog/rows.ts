@@ -10,7 +10,7 @@ import type { LockHolder, LockOwner, PrepareCreateRequest, TransitionRequest } f
 /** A SQL list of state names (`'READY', 'TRASHED'`), for indexes and filters over fixed states. */
 export const sqlList = (states: readonly string[]) => states.map((s) => `'${s}'`).join(', ');
 
-/** A journaled outcome: what the call returned, or the domain error it failed with. */
+/** A journaled outcome: what the call returned, or the error it failed with for good (a domain error, a storage fault). */
 export type Outcome<T> = { value: T } | { error: { type: string; message: string } };
 
 /** A row of `tables`; params and placement are JSON, as text (SQLite) or already parsed (PostgreSQL's json). */

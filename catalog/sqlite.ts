@@ -213,6 +213,17 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve(row !== undefined && sameOwner(toHolder(row), owner));
   }
 
+  stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
+    return Promise.resolve(this.journalEntry(step));
+  }
+
+  recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
+    this.db
+      .prepare(`INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`)
+      .run(step.runId, step.step, JSON.stringify(outcome), Date.now());
+    return Promise.resolve();
+  }
+
   releaseLocks(owner: LockOwner): Promise<void> {
     this.db
       .prepare(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`)
@@ -248,10 +259,8 @@ export class SqliteCatalog implements Catalog {
    */
   private journaled<T>(step: StepKey | undefined, fn: () => T, keep: (value: T) => boolean = () => true): Outcome<T> {
     if (!step) return { value: fn() };
-    const seen = this.db.prepare(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`).get(step.runId, step.step) as
-      | { outcome: string }
-      | undefined;
-    if (seen) return JSON.parse(seen.outcome) as Outcome<T>;
+    const seen = this.journalEntry(step);
+    if (seen) return seen as Outcome<T>;
     let outcome: Outcome<T>;
     try {
       // A savepoint: a domain error undoes what fn did, and is then journaled like a value.
@@ -266,6 +275,13 @@ export class SqliteCatalog implements Catalog {
         .run(step.runId, step.step, JSON.stringify(outcome), Date.now());
     }
     return outcome;
+  }
+
+  private journalEntry(step: StepKey): Outcome<unknown> | undefined {
+    const seen = this.db.prepare(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`).get(step.runId, step.step) as
+      | { outcome: string }
+      | undefined;
+    return seen && (JSON.parse(seen.outcome) as Outcome<unknown>);
   }
 
   /**

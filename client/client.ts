@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import {
   Client,
   Connection,
+  isGrpcServiceError,
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   type WorkflowHandle,
@@ -178,11 +179,16 @@ export class TableFateClient {
         try {
           return await this.client.workflow.executeUpdateWithStart(trashedUpdate, { args: [requestId], startWorkflowOperation: start });
         } catch (err) {
+          // The run closed before it accepted the update (terminated while its first workflow task ran, say):
+          // the server answers NOT_FOUND, and how the run closed is the answer.
+          if (isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND && !(await this.isRunning(workflowId()))) {
+            throw await closedRunError(this.client.workflow.getHandle(workflowId()), err);
+          }
           if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') {
             // The run continued as new while it waited for the table's lock: ask the run that goes on.
             if (!signal.aborted && (await this.isRunning(workflowId()))) continue;
             // The run closed before it answered: how it closed (terminated, failed...) is the answer.
-            throw await closedRunError(start, err);
+            throw await closedRunError(this.client.workflow.getHandle(workflowId()), err);
           }
           // An earlier trash run of this table has answered and is ending (the table was restored since):
           // wait for it to close (a worker may have died meanwhile: that takes a workflow task timeout), then
@@ -361,9 +367,12 @@ export class TableFateClient {
 }
 
 /** The error a closed run's result throws (how it ended), or `fallback` if it completed after all. */
-async function closedRunError(start: WithStartWorkflowOperation<typeof trashTable>, fallback: unknown): Promise<unknown> {
+/** The gRPC status (@grpc/grpc-js's `status.NOT_FOUND`) of an update-with-start whose run closed before accepting it. */
+const GRPC_NOT_FOUND = 5;
+
+async function closedRunError(run: WorkflowHandle, fallback: unknown): Promise<unknown> {
   try {
-    await (await start.workflowHandle()).result();
+    await run.result();
     return fallback;
   } catch (err) {
     return err;

@@ -62,6 +62,11 @@ export function checkWatch(watch: Watch | undefined): void {
   watch.beat?.();
 }
 
+/** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */
+export type ShardChange =
+  | { method: 'createShard' | 'dropShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' }
+  | { method: 'moveShard'; from: ShardArea; to: ShardArea };
+
 /**
  * Owns the bytes. Every method is idempotent: running it again after it succeeded, or after a crash half
  * way through, finishes the job or finds it done and succeeds. What it throws is one of errors.ts's classes

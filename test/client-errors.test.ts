@@ -1,6 +1,6 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, RetryState, TerminatedFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
-import { failureOf } from './support/wait';
+import { failureOf, sleep, waitFor } from './support/wait';
 import { Harness } from './support/harness';
 import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
 import {
@@ -86,14 +86,28 @@ test('a trash whose workflow is terminated while the caller waits is OperationFa
   }
 });
 
-test('a create whose workflow is cancelled while the caller waits is OperationFailedError WorkflowCancelled', async () => {
+// A create's shard changes run in its workflow task (local activities): a cancel request reaches the workflow when
+// that task hands over, which a long change does every 8 s (80 % of the task's timeout). The create then stops
+// its change and compensates.
+test('a create whose workflow is cancelled while the caller waits is OperationFailedError WorkflowCancelled, and is compensated', async () => {
   const workflowId = workflowIdFor.create({ namespace: 'errs', name: 'cancelled' }, slow.catalog.id);
+  const run = slow.temporal.workflow.getHandle(workflowId);
   gate.hold();
   let call: Promise<unknown>;
   try {
     call = failureOf(slow.client.create({ table: 'errs.cancelled', shards: 2 }));
     await gate.someoneWaiting();
-    await slow.temporal.workflow.getHandle(workflowId).cancel();
+    await run.cancel();
+    // Until a workflow task has started after the request, the workflow has not heard of it.
+    await waitFor(
+      async () => (await run.fetchHistory()).events ?? [],
+      (events) => {
+        const requested = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
+        return requested >= 0 && events.slice(requested).some((e) => e.workflowTaskStartedEventAttributes);
+      },
+      { what: 'the cancel request to reach the workflow', timeoutMs: 20_000 },
+    );
+    await sleep(500);
   } finally {
     gate.open(); // the compensation needs the disk too
   }
@@ -101,7 +115,11 @@ test('a create whose workflow is cancelled while the caller waits is OperationFa
   expect(err).toBeInstanceOf(OperationFailedError);
   expect(err).toMatchObject({ type: 'WorkflowCancelled', workflowId });
   expect((err as Error).message).toContain('tablefate describe errs.cancelled');
-});
+  const table = await slow.catalog.findByName({ namespace: 'errs', name: 'cancelled' });
+  expect(table?.state).toBe('CREATE_FAILED');
+  expect(await slow.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([null, null]);
+  expect(await slow.catalog.listLocks()).toEqual([]);
+}, 40_000);
 
 describe('every way a workflow can fail becomes a typed error', () => {
   const ctx = { workflowId: 'trash:7@c0ffee', address: '127.0.0.1:7233', check: '`tablefate describe 7`' };

@@ -46,6 +46,25 @@ test('a create whose worker dies after it committed and released its locks in on
   await h.stopWorker();
 });
 
+// Shard changes run in the workflow task too (changeShardsHere): the lost task's repeat must find them journaled,
+// even once another operation has taken the table on, rather than touch its files again or fail for a lock it let go.
+test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {
+  const worker = await crashingWorker('transition');
+  const created = h.client.create({ table: 'crash.overtaken', shards: 2 });
+  expect(await worker.exited).toBe('SIGKILL');
+  await h.startWorker();
+  // The create's lost task waits for its timeout before it is repeated: the trash goes first.
+  const trashed = await h.client.trash({ table: 'crash.overtaken', retentionSeconds: 3600 });
+  expect(await h.shardAreas(trashed)).toEqual(['trash', 'trash']);
+
+  const answer = await created;
+  expect(answer).toMatchObject({ id: trashed.id, state: 'READY' });
+  expect(await h.shardAreas(trashed)).toEqual(['trash', 'trash']);
+  expect((await h.catalog.getTable(trashed.id))?.state).toBe('TRASHED');
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
 test('a trash whose worker dies after it committed and released its lock in one lost task stays TRASHED, timer and all', async () => {
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.trash', shards: 2 });

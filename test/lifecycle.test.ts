@@ -95,18 +95,16 @@ describe.each(['sqlite', 'postgres'] as const)('the lifecycle on a %s catalog', 
     expect(await h.catalog.listLocks()).toEqual([]);
   });
 
-  test('undelete reports how many shards are back while it runs (Pegasus recall progress)', async () => {
+  // Per shard on the nodes' own workers: see storage-nodes.test.ts.
+  test('undelete reports its progress while it runs; with every node served in the worker, the shards come back in one step', async () => {
     const table = await h.client.create({ table: 'data.progress', shards: 6 });
     await h.client.trash({ table: 'data.progress' });
-    // One shard is slow to come back, so the others are seen back before it.
+    // A shard is slow to come back, so the undelete runs long enough to be asked.
     h.storage.faults.inject({ op: 'moveShard', tableId: table.id, shard: 0, kind: 'transient', times: 3 });
     const seen: Array<{ shardsBack: number; shards: number }> = [];
     const restored = await h.client.undelete({ table: table.id }, { onProgress: (p) => seen.push({ ...p }) });
     expect(restored.state).toBe('READY');
     expect(seen.length).toBeGreaterThan(0);
-    expect(seen.every((p) => p.shards === 6)).toBe(true);
-    expect(seen.some((p) => p.shardsBack === 5)).toBe(true);
-    const counts = seen.map((p) => p.shardsBack);
-    expect(counts).toEqual([...counts].sort((a, b) => a - b));
+    expect(seen.every((p) => p.shards === 6 && (p.shardsBack === 0 || p.shardsBack === 6))).toBe(true);
   });
 });

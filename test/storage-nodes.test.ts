@@ -11,7 +11,7 @@ import { Harness } from './support/harness';
 import { runCli } from './support/cli';
 import { setFiles, writeSet } from './support/sets-on-disk';
 import { testServerAddress } from './support/test-server';
-import { failureOf, waitFor } from './support/wait';
+import { failureOf, sleep, waitFor } from './support/wait';
 
 /**
  * Storage nodes served by workers of their own (remote storage): the orchestrating worker touches no file,
@@ -144,6 +144,33 @@ test("a fatal fault on a storage node stops that node's worker alone and quarant
     await h.startNode(node);
     expect((await trashing).state).toBe('TRASHED');
     expect(await h.shardAreas(table)).toEqual(['trash']);
+  } finally {
+    await h.close();
+  }
+});
+
+test("undelete reports how many shards are back while it runs, shard by shard as the nodes' workers answer (Pegasus recall progress)", async () => {
+  // Shard 0's renames are slow, so the other shards are seen back before it.
+  let slow = false;
+  const slowShard0: RenameOps = {
+    async rename(from, to) {
+      if (slow && /-s0\./.test(path.basename(from))) await sleep(1500);
+      await fs.promises.rename(from, to);
+    },
+  };
+  const h = await Harness.start({ storage: 'remote', renameOps: slowShard0 });
+  try {
+    const table = await h.client.create({ table: 'remote.progress', shards: 6 });
+    await h.client.trash({ table: 'remote.progress', retentionSeconds: 3600 });
+    slow = true;
+    const seen: Array<{ shardsBack: number; shards: number }> = [];
+    const restored = await h.client.undelete({ table: table.id }, { onProgress: (p) => seen.push({ ...p }) });
+    expect(restored.state).toBe('READY');
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.every((p) => p.shards === 6)).toBe(true);
+    expect(seen.some((p) => p.shardsBack === 5)).toBe(true);
+    const counts = seen.map((p) => p.shardsBack);
+    expect(counts).toEqual([...counts].sort((a, b) => a - b));
   } finally {
     await h.close();
   }

@@ -80,8 +80,9 @@ describe('on the shared server', () => {
   test('a timer that fires while an undelete holds the lock finds the table restored and does nothing', async () => {
     const table = await h.client.create({ table: 'timer.overlap', shards: 2 });
     const trashed = await h.client.trash({ table: 'timer.overlap', retentionSeconds: 2 });
-    // Moving the shards back fails a few times, so the undelete still holds the lock when the timer fires.
-    h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 5 });
+    // Moving the shards back fails a few times (both shards in each attempt), so the undelete still holds the lock
+    // when the timer fires: four attempts fail, and their backoffs add up to 3 s.
+    h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 8 });
     const restored = await h.client.undelete({ table: table.id });
     expect(restored.state).toBe('READY');
     expect(Date.now()).toBeGreaterThan(Date.parse(trashed.expireAt!));

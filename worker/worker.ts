@@ -105,6 +105,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
     orphanGraceSeconds: opts.orphanGraceSeconds,
+    storageRetryAttempts: opts.storageRetryAttempts,
     onFatal,
   });
   const storageActivities = local

@@ -1,8 +1,9 @@
-import { patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
-import { storageQueue } from '../domain/operations';
+import { ActivityFailure, ApplicationFailure, patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
+import { settleAll } from '../domain/settle';
 import type { Activities, CallScope } from '../activities';
 import type { TableRecord } from '../domain/table';
-import type { ShardArea, ShardRef } from '../storage/driver';
+import type { ShardChange, ShardRef } from '../storage/driver';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
@@ -38,6 +39,14 @@ const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>
 const STORAGE_OPTIONS = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY } as const;
 type StorageCalls = Pick<Activities, 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' | 'collectOrphan'>;
 
+/**
+ * An operation's change on the shards of the nodes this worker serves itself (every node, with `--storage local`):
+ * one local activity, in the workflow task, for all of them. Journaled and fenced (activities/storage.ts), so a
+ * lost workflow task's repeat touches nothing. Its timeout is a storage call's: a local activity has no heartbeat,
+ * but it dies with its worker, and the workflow task is then retried.
+ */
+const shardsHere = proxyLocalActivities<Pick<Activities, 'changeShardsHere'>>({ startToCloseTimeout: '5 minutes', retry: RETRY });
+
 /** Runs started before shard work moved to the nodes' queues replay this: the workflow's own queue. */
 const storageBeforeNodeQueues = proxyActivities<StorageCalls>(STORAGE_OPTIONS);
 
@@ -46,6 +55,12 @@ export const LAST_CHANGE_RELEASES_LOCKS = 'last-change-releases-locks';
 
 /** Patch: shard work goes to the queue of the shard's node (before: the workflow's queue, every worker local). */
 export const STORAGE_ON_NODE_QUEUES = 'storage-on-node-queues';
+
+/**
+ * Patch: an operation's shard changes run as one local activity on the nodes its worker serves, the others on
+ * their nodes' queues (before: one activity per shard, always on a node's queue).
+ */
+export const SHARD_CHANGES_IN_WORKFLOW_TASK = 'shard-changes-in-workflow-task';
 
 /** The storage calls of one node, on its worker's queue; runs started before the patch use their own queue. */
 export function storageOn(node: string): StorageCalls {
@@ -67,6 +82,8 @@ export function operationCalls(catalogId: string | undefined) {
   const scope: CallScope = { catalogId };
   /** Whether the run's last change released its locks, and none has been taken since. */
   let released = false;
+  /** Whether this run's worker was found to serve none of the table's nodes (shard changes go to their queues). */
+  let noneHere = false;
   /** The operation's last change, releasing the run's locks in the same local activity (one call less). */
   const lastChange = async (change: (releaseLocks: boolean) => Promise<TableRecord>): Promise<TableRecord> => {
     const releaseLocks = patched(LAST_CHANGE_RELEASES_LOCKS);
@@ -97,25 +114,48 @@ export function operationCalls(catalogId: string | undefined) {
     commitTrash: (args: Args<Activities['commitTrash']>) =>
       lastChange((releaseLocks) => catalog.commitTrash({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') })),
     endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) => catalog.endTrashTimer({ tableId, reason, droppedAt, ...scope }),
-    createShard: (shard: ShardRef) => storageOn(shard.node).createShard({ shard, ...scope }),
-    dropShard: (shard: ShardRef) => storageOn(shard.node).dropShard({ shard, ...scope }),
-    moveShard: (shard: ShardRef, from: ShardArea, to: ShardArea) => storageOn(shard.node).moveShard({ shard, from, to, ...scope }),
-    markGarbage: (shard: ShardRef) => storageOn(shard.node).markGarbage({ shard, ...scope }),
-    unmarkGarbage: (shard: ShardRef) => storageOn(shard.node).unmarkGarbage({ shard, ...scope }),
-    deleteGarbage: (shard: ShardRef) => storageOn(shard.node).deleteGarbage({ shard, ...scope }),
+    /**
+     * One step's change on every shard of `table`, settling when every shard has (an undo must never race a change
+     * still running). `onShard` hears each shard done.
+     */
+    changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
+      const shards = shardsOf(table);
+      const onQueue = (shard: ShardRef) => changeOnQueue(shard, change, scope).then(onShard);
+      if (!patched(SHARD_CHANGES_IN_WORKFLOW_TASK)) return settleAll(shards, onQueue);
+      // A worker found to serve none of the nodes (`--storage remote`) is not asked again in this run.
+      if (!noneHere) {
+        let elsewhere: string[];
+        try {
+          ({ elsewhere } = await shardsHere.changeShardsHere({ change, shards, ...step('changeShardsHere') }));
+        } catch (err) {
+          if (!stoppedHere(err)) throw err;
+          // This worker's storage failed fatally and it is stopping: the nodes' queues hold the change for a
+          // worker that serves them again.
+          return settleAll(shards, onQueue);
+        }
+        noneHere = elsewhere.length === new Set(shards.map((s) => s.node)).size;
+        for (const shard of shards) if (!elsewhere.includes(shard.node)) onShard();
+        return settleAll(shards.filter((s) => elsewhere.includes(s.node)), onQueue);
+      }
+      return settleAll(shards, onQueue);
+    },
   };
 }
 
-export type OperationCalls = ReturnType<typeof operationCalls>;
-
-/**
- * Runs `fn` on every shard of the table at once (shard activities are independent and idempotent), and
- * settles only when every one has: an undo must never race a shard's call that is still running.
- */
-export async function forEachShard(table: TableRecord, fn: (shard: ShardRef) => Promise<void>): Promise<void> {
-  const results = await Promise.allSettled(
-    table.placement.map((p) => fn({ tableId: table.id, shard: p.shard, node: p.node })),
-  );
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
+/** A shard change as an activity on its node's queue (the workflow's own queue for runs started before that). */
+function changeOnQueue(shard: ShardRef, change: ShardChange, scope: CallScope): Promise<void> {
+  const node = storageOn(shard.node);
+  return change.method === 'moveShard'
+    ? node.moveShard({ shard, from: change.from, to: change.to, ...scope })
+    : node[change.method]({ shard, ...scope });
 }
+
+/** Whether a local activity failed with STORAGE_STOPPED_HERE (the failure comes as it is, or as an activity's cause). */
+function stoppedHere(err: unknown): boolean {
+  const failure = err instanceof ActivityFailure ? err.cause : err;
+  return failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE;
+}
+
+const shardsOf = (table: TableRecord): ShardRef[] => table.placement.map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
+
+export type OperationCalls = ReturnType<typeof operationCalls>;

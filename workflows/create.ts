@@ -4,7 +4,7 @@ import { lockFor } from '../domain/operations';
 import { formatTableName } from '../domain/names';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { toTableInfo, type TableInfo } from '../domain/table';
-import { forEachShard, operationCalls } from './activities';
+import { operationCalls } from './activities';
 import { LOCK_WAITS_IN_WORKFLOW, untilFree, withLock, type Waiting } from './lock';
 import { finished, runSteps } from './steps';
 
@@ -45,10 +45,10 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
       {
         name: 'create shards',
         call: async (table) => {
-          await forEachShard(table, calls.createShard);
+          await calls.changeShards(table, { method: 'createShard' });
           return table;
         },
-        undo: (table) => forEachShard(table, calls.dropShard),
+        undo: (table) => calls.changeShards(table, { method: 'dropShard' }),
       },
       {
         name: 'commit',

@@ -2,7 +2,7 @@ import { getExternalWorkflowHandle, log, patched } from '@temporalio/workflow';
 import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo } from '../domain/table';
-import { forEachShard, operationCalls, type OperationCalls } from './activities';
+import { operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal } from './definitions';
 import { withLock } from './lock';
 import { asFailure, finished, forwardOnly, runSteps } from './steps';
@@ -47,16 +47,16 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
       {
         name: 'mark shards garbage',
         call: async (table) => {
-          await forEachShard(table, calls.markGarbage);
+          await calls.changeShards(table, { method: 'markGarbage' });
           return table;
         },
-        undo: (table) => forEachShard(table, calls.unmarkGarbage),
+        undo: (table) => calls.changeShards(table, { method: 'unmarkGarbage' }),
       },
       {
         name: 'delete garbage',
         pointOfNoReturn: true,
         call: async (table) => {
-          await forEachShard(table, calls.deleteGarbage);
+          await calls.changeShards(table, { method: 'deleteGarbage' });
           return table;
         },
       },

@@ -16,7 +16,7 @@ import {
 } from '@temporalio/workflow';
 import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { forEachShard, operationCalls, type OperationCalls } from './activities';
+import { operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
 import { runSteps } from './steps';
@@ -130,10 +130,10 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table
       {
         name: 'move shards to trash',
         call: async (table) => {
-          await forEachShard(table, (shard) => calls.moveShard(shard, 'live', 'trash'));
+          await calls.changeShards(table, { method: 'moveShard', from: 'live', to: 'trash' });
           return table;
         },
-        undo: (table) => forEachShard(table, (shard) => calls.moveShard(shard, 'trash', 'live')),
+        undo: (table) => calls.changeShards(table, { method: 'moveShard', from: 'trash', to: 'live' }),
       },
       {
         name: 'commit trashed',

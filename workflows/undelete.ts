@@ -3,7 +3,7 @@ import { lockFor, type UndeleteInput } from '../domain/operations';
 import { recallProgressQuery, type RecallProgress } from './definitions';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { forEachShard, operationCalls } from './activities';
+import { operationCalls } from './activities';
 import { formatTableName, type TableName } from '../domain/names';
 import { withLock } from './lock';
 import { endTrashTimer } from './purge';
@@ -63,13 +63,10 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
         name: 'move shards back',
         call: async (restore) => {
           progress.shards = restore.table.placement.length;
-          await forEachShard(restore.table, async (shard) => {
-            await calls.moveShard(shard, 'trash', 'live');
-            progress.shardsBack++;
-          });
+          await calls.changeShards(restore.table, { method: 'moveShard', from: 'trash', to: 'live' }, () => progress.shardsBack++);
           return restore;
         },
-        undo: (restore) => forEachShard(restore.table, (shard) => calls.moveShard(shard, 'live', 'trash')),
+        undo: (restore) => calls.changeShards(restore.table, { method: 'moveShard', from: 'live', to: 'trash' }),
       },
       {
         name: 'commit ready',

@@ -17,8 +17,19 @@ import { workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
 import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
+import type { RenameOps } from '../../storage/rename-set';
 
 const OUT = path.resolve(__dirname, '../histories');
+
+/** Renames that work until armed; then the second rename of a set fails, and so does every roll-back (a fatal error). */
+class BreakingRenames implements RenameOps {
+  armed = false;
+  private calls = 0;
+  async rename(from: string, to: string): Promise<void> {
+    if (this.armed && ++this.calls >= 2) throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
+    await fs.promises.rename(from, to);
+  }
+}
 
 async function main(): Promise<void> {
   const tag = process.argv[2];
@@ -173,6 +184,38 @@ async function main(): Promise<void> {
     await h.reconcile();
     await waitFor(() => h.catalog.getTable(resumed2.id), (t) => t?.state === 'PURGED', { what: 'the resumed trash to expire' });
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
+
+    // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
+    // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once
+    const remote = await Harness.start({ address: server.address, storage: 'remote' });
+    try {
+      const onNodes = await remote.client.create({ table: 'rec.nodes', shards: 3 });
+      await save('create-on-node-queues', workflowIdFor.create({ namespace: 'rec', name: 'nodes' }, remote.catalog.id));
+      await remote.client.trash({ table: 'rec.nodes', retentionSeconds: 3600 });
+      await remote.client.purge({ tableId: onNodes.id });
+      await save('purge-on-node-queues', workflowIdFor.purge(onNodes.id, remote.catalog.id));
+    } finally {
+      await remote.close();
+    }
+
+    // (since v6) a shard change in the workflow task meets a fatal storage error: the worker stops, the change
+    // waits on the node's queue, and a worker started once the quarantine is cleared finishes the trash
+    const renames = new BreakingRenames();
+    const fatal = await Harness.start({ address: server.address, renameOps: renames });
+    try {
+      const broken = await fatal.client.create({ table: 'rec.fatal', shards: 1 });
+      renames.armed = true;
+      const trashing = fatal.client.trash({ table: 'rec.fatal', retentionSeconds: 3600 }, { timeoutMs: 60_000 });
+      await fatal.workerStopped();
+      renames.armed = false;
+      await fatal.storage.clearQuarantine(broken.placement[0]!.node);
+      await fatal.startWorker();
+      await trashing;
+      await fatal.client.purge({ tableId: broken.id });
+      await save('trash-storage-stopped-here', workflowIdFor.trash(broken.id, fatal.catalog.id));
+    } finally {
+      await fatal.close();
+    }
   } finally {
     await h.close();
     await server.stop();
