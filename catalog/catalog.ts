@@ -50,6 +50,12 @@ export interface PrepareCreateRequest extends TableName {
   step?: StepKey;
 }
 
+export interface ListOptions {
+  includeTrashed: boolean;
+  afterId?: number;
+  limit?: number;
+}
+
 export interface TransitionRequest {
   tableId: number;
   from: readonly TableState[];
@@ -95,8 +101,11 @@ export interface Catalog {
   findByName(name: TableName): Promise<TableRecord | undefined>;
   /** The most recently trashed table of this name still in the trash, if any. */
   findTrashed(name: TableName): Promise<TableRecord | undefined>;
-  /** Live tables; with `includeTrashed`, trashed ones too. Purged tombstones are never listed. */
-  listTables(opts: { includeTrashed: boolean }): Promise<TableRecord[]>;
+  /**
+   * Live tables; with `includeTrashed`, trashed ones too. Purged tombstones are never listed. By id; a page of
+   * them with `afterId` (ids above it) and `limit` (at most that many).
+   */
+  listTables(opts: ListOptions): Promise<TableRecord[]>;
 
   /** Takes `resource` for `owner`; re-entrant for the same owner. A lock whose holder has closed is taken over. */
   acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult>;

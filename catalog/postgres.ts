@@ -49,6 +49,7 @@ import type {
   AcquireResult,
   Catalog,
   IsOwnerClosed,
+  ListOptions,
   LockHolder,
   LockOwner,
   PrepareCreateRequest,
@@ -263,9 +264,12 @@ export class PostgresCatalog implements Catalog {
     return rows[0] && toRecord(rows[0]);
   }
 
-  async listTables(opts: { includeTrashed: boolean }): Promise<TableRecord[]> {
+  async listTables(opts: ListOptions): Promise<TableRecord[]> {
     const hidden = opts.includeTrashed ? ['PURGED'] : ['TRASHED', 'PURGING', 'PURGED'];
-    const { rows } = await this.#pool.query<TableRow>(`SELECT * FROM tables WHERE state NOT IN (${sqlList(hidden)}) ORDER BY id`);
+    const { rows } = await this.#pool.query<TableRow>(
+      `SELECT * FROM tables WHERE state NOT IN (${sqlList(hidden)}) AND id > $1 ORDER BY id LIMIT $2`,
+      [opts.afterId ?? 0, opts.limit ?? null],
+    );
     return rows.map(toRecord);
   }
 

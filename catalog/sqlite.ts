@@ -17,6 +17,7 @@ import type {
   AcquireResult,
   Catalog,
   IsOwnerClosed,
+  ListOptions,
   LockHolder,
   LockOwner,
   PrepareCreateRequest,
@@ -183,11 +184,11 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve(row && toRecord(row));
   }
 
-  listTables(opts: { includeTrashed: boolean }): Promise<TableRecord[]> {
+  listTables(opts: ListOptions): Promise<TableRecord[]> {
     const hidden = opts.includeTrashed ? ['PURGED'] : ['TRASHED', 'PURGING', 'PURGED'];
     const rows = this.db
-      .prepare(`SELECT * FROM tables WHERE state NOT IN (${sqlList(hidden)}) ORDER BY id`)
-      .all() as TableRow[];
+      .prepare(`SELECT * FROM tables WHERE state NOT IN (${sqlList(hidden)}) AND id > ? ORDER BY id LIMIT ?`)
+      .all(opts.afterId ?? 0, opts.limit ?? -1) as TableRow[];
     return Promise.resolve(rows.map(toRecord));
   }
 

@@ -293,10 +293,13 @@ export class TableFateClient {
     });
   }
 
-  /** Live tables; with `includeTrashed`, trashed ones too (with their expiry). Tombstones are not listed. */
+  /**
+   * Live tables, by id; with `includeTrashed`, trashed ones too (with their expiry). Tombstones are not listed.
+   * A page at a time: `limit` tables at most, those after id `after` (the last id of the page before).
+   */
   async list(request: ListRequest = {}): Promise<TableInfo[]> {
-    const { includeTrashed } = parseRequest(listRequestSchema, request);
-    return (await this.catalog.listTables({ includeTrashed })).map(toTableInfo);
+    const { includeTrashed, after, limit } = parseRequest(listRequestSchema, request);
+    return (await this.catalog.listTables({ includeTrashed, afterId: after, limit })).map(toTableInfo);
   }
 
   /** By name, a live table (a trashed one is TableInTrash); by id, any table, tombstones included. */

@@ -27,3 +27,6 @@ export const MAX_RECONCILE_SECONDS = 24 * 3600;
  */
 export const DEFAULT_ORPHAN_GRACE_SECONDS = 3600;
 export const MAX_ORPHAN_GRACE_SECONDS = 30 * 24 * 3600;
+
+/** The largest page a listing returns at once (`ls --limit`, the SDK's `list({ limit })`). */
+export const MAX_LIST_LIMIT = 100_000;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { tableIdSchema, tableNameSchema, tableRefSchema } from './names';
 import { InvalidInputError } from './errors';
-import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
+import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 
 /** The most shards a table may have. */
 export const MAX_SHARDS = 256;
@@ -27,7 +27,12 @@ export const undeleteRequestSchema = z.strictObject({
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
 
-export const listRequestSchema = z.strictObject({ includeTrashed: z.boolean().default(false) });
+/** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
+export const listRequestSchema = z.strictObject({
+  includeTrashed: z.boolean().default(false),
+  after: tableIdSchema.optional(),
+  limit: z.number().int('a limit is a whole number').min(1).max(MAX_LIST_LIMIT).optional(),
+});
 
 export const describeRequestSchema = z.strictObject({ table: tableRefSchema });
 

@@ -226,6 +226,11 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect((await catalog.findTrashed({ namespace: 'ns', name: 't' }))?.id).toBe(newer);
     expect((await catalog.listTables({ includeTrashed: false })).map((t) => t.id)).toEqual([live.id]);
     expect((await catalog.listTables({ includeTrashed: true })).map((t) => t.id)).toEqual([older, newer, live.id]);
+    // A page at a time, by id: the ids after `afterId`, `limit` of them at most.
+    expect((await catalog.listTables({ includeTrashed: true, limit: 2 })).map((t) => t.id)).toEqual([older, newer]);
+    expect((await catalog.listTables({ includeTrashed: true, afterId: newer, limit: 2 })).map((t) => t.id)).toEqual([live.id]);
+    expect((await catalog.listTables({ includeTrashed: false, afterId: older })).map((t) => t.id)).toEqual([live.id]);
+    expect(await catalog.listTables({ includeTrashed: true, afterId: live.id })).toEqual([]);
     expect((await catalog.getTable(purged))?.state).toBe('PURGED');
   });
 

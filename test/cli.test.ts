@@ -274,6 +274,9 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['recall', String(binned!.id), '--timeout', '86401'], 'InvalidInput', /at most 86400/],
     [['purge', String(binned!.id), '--timeout=-1'], 'InvalidInput', /--timeout .*not "-1"/],
     [['ls', '--timeout', '1e3'], 'InvalidInput', /--timeout/],
+    [['ls', '--limit', '0'], 'InvalidInput', /limit/],
+    [['ls', '--limit', 'ten'], 'InvalidInput', /limit/],
+    [['ls', '--after', 'cli.keep'], 'InvalidInput', /after/],
     [['describe', 'cli.keep', '--timeout'], 'Usage', /--timeout/],
   ];
   const results = await cliAll(...cases.map(([args]) => args));
@@ -335,6 +338,18 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   expect(trashedRow.indexOf(dropped.expireAt!)).toBe(header.indexOf('EXPIRES'));
 
   expectFailure(byName!, 3, 'TableInTrash', new RegExp(`in the trash, id ${mytable.id}$`));
+
+  // The same listing a page at a time; a full page tells a person (not --json) how to ask for the next.
+  const ids = allTables.map((t) => t.id);
+  const [first, firstText, rest] = await cliAll(
+    ['ls', '-a', '--limit', '1', '--json'],
+    ['ls', '-a', '--limit', '1'],
+    ['ls', '-a', '--after', String(ids[0]), '--json'],
+  );
+  expect(tablesOf(first!).map((t) => t.id)).toEqual([ids[0]]);
+  expect(parseColumns(firstText!.stdout).rows).toEqual([rowFor(allTables[0]!)]);
+  expect(firstText!.stderr).toBe(`more may follow: tablefate ls -a --limit 1 --after ${ids[0]}\n`);
+  expect(tablesOf(rest!).map((t) => t.id)).toEqual(ids.slice(1));
 
   const recalled = tableOf(await cli('recall', String(mytable.id), 'cli.mytable2', '--json'));
   expect(recalled).toMatchObject({ id: mytable.id, namespace: 'cli', name: 'mytable2', state: 'READY', droppedAt: null, expireAt: null });

@@ -12,6 +12,7 @@ import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from './worker';
+import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
 import { storageQueue } from '../domain/operations';
 
@@ -139,17 +140,20 @@ export async function runWorker(
   return serveUntil(location, { mustExist: false }, server, logger, stop, async (connection, catalog, onFatal) => {
     logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
     if (mode === 'remote') await checkPlacements(catalog, config);
-    const worker = await createTableFateWorker({
-      connection,
-      namespace: config.temporalNamespace,
-      catalog,
-      storage,
-      defaultRetentionSeconds: config.defaultRetentionSeconds,
-      storageRetryAttempts: config.storageRetryAttempts,
-      orphanGraceSeconds: config.orphanGraceSeconds,
-      logger,
-      onFatal,
-    });
+    const worker = await withWorkflowBundle((codePath) =>
+      createTableFateWorker({
+        connection,
+        namespace: config.temporalNamespace,
+        catalog,
+        storage,
+        defaultRetentionSeconds: config.defaultRetentionSeconds,
+        storageRetryAttempts: config.storageRetryAttempts,
+        orphanGraceSeconds: config.orphanGraceSeconds,
+        logger,
+        onFatal,
+        workflowBundle: { codePath },
+      }),
+    );
     await scheduleReconciler(config, server, catalog.id, logger);
     logger.info(
       { address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home, storage: mode, nodes: storage.nodes },

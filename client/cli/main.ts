@@ -22,7 +22,7 @@ const USAGE = `usage: tablefate <command> [options]
                                               move a table to the trash (default retention 7 days)
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
   purge <id>                                  delete a trashed table now
-  ls [-a|--all]                               live tables; -a adds trashed ones
+  ls [-a|--all] [--limit N] [--after ID]      live tables by id; -a adds trashed ones; a page of N after ID
   describe <id|ns.name>                       one table (by id: any, tombstones included)
   quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
   doctor                                      what the reconciler would repair now (asks a worker; changes nothing)
@@ -236,10 +236,18 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         return 0;
       case 'ls':
         // Reads answer from the catalog, waiting for nothing: --timeout is checked and has nothing to bound.
-        await run({ all: { type: 'boolean', short: 'a' }, ...TIMEOUT }, { min: 0, max: 0 }, (v) => {
-          timeoutOption(v);
-          return withClient((c) => c.list({ includeTrashed: v.all === true }));
-        });
+        await run(
+          { all: { type: 'boolean', short: 'a' }, limit: { type: 'string' }, after: { type: 'string' }, ...TIMEOUT },
+          { min: 0, max: 0 },
+          async (v) => {
+            timeoutOption(v);
+            const limit = numberArg(v.limit as string | undefined) as number | undefined;
+            const page = await withClient((c) => c.list({ includeTrashed: v.all === true, after: v.after as string | undefined, limit }));
+            // A full page may have more behind it: tell a person how to ask for it (on stderr: the listing stays clean).
+            if (!json && limit !== undefined && page.length === limit) io.err(`more may follow: tablefate ls${v.all ? ' -a' : ''} --limit ${limit} --after ${page.at(-1)!.id}`);
+            return page;
+          },
+        );
         return 0;
       case 'describe':
         await run(TIMEOUT, { min: 1, max: 1 }, (v, [table]) => {

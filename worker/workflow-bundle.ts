@@ -1,0 +1,45 @@
+import { fork } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+
+/**
+ * The workflow code bundled for the worker's sandbox, built by webpack in a child process and handed over as a file.
+ * Bundling in the worker's own process left its heap some 150 MB larger for good (docs/performance.md); the
+ * worker reads the finished file instead, and never loads webpack. The file is removed once `use` is done with it
+ * (the SDK reads it when the worker is created).
+ */
+export async function withWorkflowBundle<T>(use: (codePath: string) => Promise<T>): Promise<T> {
+  const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-workflows-'));
+  try {
+    const codePath = path.join(dir, 'workflows.js');
+    await new Promise<void>((resolve, reject) => {
+      const child = fork(__filename, [codePath], { execArgv: ['--require', 'tsx/cjs'], stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+      let stderr = '';
+      child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', reject);
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bundling the workflow code failed (exit ${code}): ${stderr.trim()}`))));
+    });
+    return await use(codePath);
+  } finally {
+    await fs.promises.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The child: bundles the workflows into the file named by its argument. */
+async function bundleInto(codePath: string): Promise<void> {
+  const quiet = () => undefined;
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    logger: { trace: quiet, debug: quiet, info: quiet, warn: quiet, log: quiet, error: (message) => process.stderr.write(`${message}\n`) },
+  });
+  await fs.promises.writeFile(codePath, bundle.code);
+}
+
+if (require.main === module) {
+  bundleInto(process.argv[2]!).catch((err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  });
+}
