@@ -30,3 +30,14 @@ export const MAX_ORPHAN_GRACE_SECONDS = 30 * 24 * 3600;
 
 /** The largest page a listing returns at once (`ls --limit`, the SDK's `list({ limit })`). */
 export const MAX_LIST_LIMIT = 100_000;
+
+/**
+ * How many workflow runs an orchestrating worker keeps in memory between their tasks (TABLEFATE_WORKFLOW_CACHE).
+ * A run not in memory is replayed from its history when its next task comes; an operation is one workflow task, and
+ * a waiting trash needs nothing until its timer fires, so a small cache costs little but the crowd at an expiry.
+ * The SDK's default grows with the heap (about 2,300 runs, 3 GB with 2,000 waiting trashes); 250 held 1 GB with
+ * 2,000 waiting, 50 held 477 MB (docs/performance.md). At least the 40 workflow tasks a worker runs at once.
+ */
+export const DEFAULT_WORKFLOW_CACHE = 50;
+export const MIN_WORKFLOW_CACHE = 40;
+export const MAX_WORKFLOW_CACHE = 100_000;

@@ -32,6 +32,7 @@ describe('loadConfig', () => {
       defaultRetentionSeconds: 7 * 24 * 3600,
       storageNodes: 3,
       storageRetryAttempts: DEFAULT_STORAGE_RETRY_ATTEMPTS,
+      workflowCache: 50,
       logLevel: 'info',
     });
     expect(DEFAULT_STORAGE_RETRY_ATTEMPTS).toBe(10);
@@ -39,11 +40,18 @@ describe('loadConfig', () => {
 
   test('well-formed numbers are read as given', () => {
     expect(
-      loadConfig({ TABLEFATE_DEFAULT_RETENTION_SECONDS: '600', TABLEFATE_STORAGE_NODES: '64', TABLEFATE_STORAGE_RETRY_ATTEMPTS: '1' }),
-    ).toMatchObject({ defaultRetentionSeconds: 600, storageNodes: 64, storageRetryAttempts: 1 });
+      loadConfig({
+        TABLEFATE_DEFAULT_RETENTION_SECONDS: '600',
+        TABLEFATE_STORAGE_NODES: '64',
+        TABLEFATE_STORAGE_RETRY_ATTEMPTS: '1',
+        TABLEFATE_WORKFLOW_CACHE: '400',
+      }),
+    ).toMatchObject({ defaultRetentionSeconds: 600, storageNodes: 64, storageRetryAttempts: 1, workflowCache: 400 });
+    // Fewer than the 40 workflow tasks a worker runs at once is refused.
+    expect(configError({ TABLEFATE_WORKFLOW_CACHE: '39' })).toMatch(/TABLEFATE_WORKFLOW_CACHE: must be a whole number of workflow runs from 40 to 100000, got "39"/);
   });
 
-  const numeric = ['TABLEFATE_DEFAULT_RETENTION_SECONDS', 'TABLEFATE_STORAGE_NODES', 'TABLEFATE_STORAGE_RETRY_ATTEMPTS'];
+  const numeric = ['TABLEFATE_DEFAULT_RETENTION_SECONDS', 'TABLEFATE_STORAGE_NODES', 'TABLEFATE_STORAGE_RETRY_ATTEMPTS', 'TABLEFATE_WORKFLOW_CACHE'];
   const malformed = ['', ' ', '0', '-5', '+5', '1.5', '1e3', '0x10', ' 7', 'abc', '99999999999999999999'];
 
   test.each(numeric)('%s empty or malformed is an error naming the variable and the value, never 0', (variable) => {

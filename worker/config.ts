@@ -14,6 +14,9 @@ import {
   MAX_RECONCILE_SECONDS,
   DEFAULT_ORPHAN_GRACE_SECONDS,
   MAX_ORPHAN_GRACE_SECONDS,
+  DEFAULT_WORKFLOW_CACHE,
+  MIN_WORKFLOW_CACHE,
+  MAX_WORKFLOW_CACHE,
 } from '../domain/limits';
 
 /** The task queue every tablefate worker polls and every client starts on (domain/deployment.ts). */
@@ -46,6 +49,7 @@ const envSchema = clientEnvSchema.extend({
   TABLEFATE_STORAGE_RETRY_ATTEMPTS: wholeNumber(DEFAULT_STORAGE_RETRY_ATTEMPTS, 1, MAX_STORAGE_RETRY_ATTEMPTS),
   TABLEFATE_RECONCILE_SECONDS: wholeNumber(DEFAULT_RECONCILE_SECONDS, 0, MAX_RECONCILE_SECONDS, 'seconds'),
   TABLEFATE_ORPHAN_GRACE_SECONDS: wholeNumber(DEFAULT_ORPHAN_GRACE_SECONDS, 0, MAX_ORPHAN_GRACE_SECONDS, 'seconds'),
+  TABLEFATE_WORKFLOW_CACHE: wholeNumber(DEFAULT_WORKFLOW_CACHE, MIN_WORKFLOW_CACHE, MAX_WORKFLOW_CACHE, 'workflow runs'),
   TABLEFATE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 
@@ -60,6 +64,8 @@ export interface Config extends ClientConfig {
   reconcileSeconds: number;
   /** How long an orphan set is left alone before the reconciler collects it. */
   orphanGraceSeconds: number;
+  /** How many workflow runs the orchestrating worker keeps in memory between their tasks. */
+  workflowCache: number;
   logLevel: z.infer<typeof envSchema>['TABLEFATE_LOG_LEVEL'];
 }
 
@@ -73,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,
     reconcileSeconds: e.TABLEFATE_RECONCILE_SECONDS,
     orphanGraceSeconds: e.TABLEFATE_ORPHAN_GRACE_SECONDS,
+    workflowCache: e.TABLEFATE_WORKFLOW_CACHE,
     logLevel: e.TABLEFATE_LOG_LEVEL,
   };
 }

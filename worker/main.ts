@@ -149,6 +149,7 @@ export async function runWorker(
         defaultRetentionSeconds: config.defaultRetentionSeconds,
         storageRetryAttempts: config.storageRetryAttempts,
         orphanGraceSeconds: config.orphanGraceSeconds,
+        maxCachedWorkflows: config.workflowCache,
         logger,
         onFatal,
         workflowBundle: { codePath },

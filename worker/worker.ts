@@ -4,6 +4,7 @@ import type { Catalog } from '../catalog/catalog';
 import { storageQueue } from '../domain/operations';
 import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { TASK_QUEUE } from './config';
+import { DEFAULT_WORKFLOW_CACHE } from '../domain/limits';
 import type { Logger } from './logger';
 
 export interface TableFateWorkerOptions {
@@ -33,17 +34,9 @@ export interface TableFateWorkerOptions {
   wrapActivities?: (activities: Activities) => Activities;
   /** A prebuilt workflow bundle (tests build it once per file); otherwise the workflows are bundled here. */
   workflowBundle?: WorkerOptions['workflowBundle'];
-  /** How many workflow runs the worker keeps in memory between their tasks (DEFAULT_WORKFLOW_CACHE). */
+  /** How many workflow runs the worker keeps in memory between their tasks (DEFAULT_WORKFLOW_CACHE, TABLEFATE_WORKFLOW_CACHE). */
   maxCachedWorkflows?: number;
 }
-
-/**
- * How many runs the orchestrating worker keeps in memory between their tasks. The SDK's default grows with the
- * heap (about 2,300 runs at 1.7 MB each on a 4 GB heap), and trash runs wait for days: 2,000 waiting ones took
- * 3 GB (docs/performance.md). A run not in memory is replayed from its history when its next task comes (a timer
- * fires, a signal arrives), which costs a waiting trash nothing while it waits; operations in flight are far fewer.
- */
-export const DEFAULT_WORKFLOW_CACHE = 250;
 
 /**
  * The Temporal workers of one process, run and stopped together: an orchestrating worker polls the deployment's
