@@ -36,6 +36,11 @@ export class FaultInjector {
     this.armed = [];
   }
 
+  /** How many armed faults have not been used up yet. */
+  pending(): number {
+    return this.armed.length;
+  }
+
   /** Throws if an armed fault matches; the first matching fault, in injection order, is the one used up. */
   check(op: StorageOp, ref: { tableId: number; shard: number }): void {
     const fault = this.armed.find(

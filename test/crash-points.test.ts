@@ -4,6 +4,7 @@ import { Harness, workflowBundle } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../workflows/definitions';
+import type { trashTable } from '../workflows';
 
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:
 // the work happened, the history does not know it, and the next worker runs the task again. These tests put
@@ -88,6 +89,24 @@ test('a trash whose worker dies after it committed and released its lock in one 
   const restored = await h.client.undelete({ table: table.id });
   expect(restored.state).toBe('READY');
   expect(await h.shardAreas(restored)).toEqual(['live', 'live']);
+  await h.stopWorker();
+});
+
+test('a trash whose lost task is repeated after a purge ended it hears that end and stops, instead of waiting for its expiry', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.ended', shards: 2 });
+  await h.stopWorker();
+  const worker = await crashingWorker('commitTrash');
+  const trashing = h.client.trash({ table: 'crash.ended', retentionSeconds: 3600 });
+  expect(await worker.exited).toBe('SIGKILL');
+  // The trash's task is lost after its commit: the table is TRASHED and free, and a purge goes first.
+  await h.startWorker();
+  expect((await h.client.purge({ tableId: table.id })).state).toBe('PURGED');
+
+  expect(await trashing).toMatchObject({ id: table.id, state: 'TRASHED' });
+  const timer = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+  expect(timer.ended).toBe('purged');
+  expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
 });
 

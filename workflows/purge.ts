@@ -1,10 +1,10 @@
 import { getExternalWorkflowHandle, log, patched } from '@temporalio/workflow';
 import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
-import { toTableInfo, type TableInfo } from '../domain/table';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal } from './definitions';
-import { withLock } from './lock';
+import { withLock, type Waiting } from './lock';
 import { asFailure, finished, forwardOnly, runSteps } from './steps';
 
 /**
@@ -13,7 +13,20 @@ import { asFailure, finished, forwardOnly, runSteps } from './steps';
  */
 export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
-  const purged = await withLock(calls, lockFor.table(input.tableId), { policy: input.lockWait, input }, () =>
+  const purged = await purgeSteps(calls, input, { policy: input.lockWait, input });
+  if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
+    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt, input.catalogId);
+  }
+  return toTableInfo(purged);
+}
+
+/**
+ * The purge's steps under the table's lock, made with `calls`: a purge run's own, or, at expiry, the trash run's
+ * (which purges in its own workflow task rather than through a purge run). A lock wait that outgrows its run
+ * continues as new with `waiting.input`.
+ */
+export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Waiting): Promise<TableRecord> {
+  return withLock(calls, lockFor.table(input.tableId), waiting, () =>
     runSteps(
       {
         name: 'check',
@@ -66,10 +79,6 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
       },
     ),
   );
-  if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
-    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt, input.catalogId);
-  }
-  return toTableInfo(purged);
 }
 
 /** Patch: the trash timer is ended from a local activity (before: the workflow's signal command). */

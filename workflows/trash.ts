@@ -14,13 +14,13 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import { lockFor, searchAttributesFor, workflowIdFor, type TrashInput } from '../domain/operations';
+import { lockFor, searchAttributesFor, workflowIdFor, type PurgeInput, type TrashInput } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
 import { withLock } from './lock';
 import { runSteps } from './steps';
-import { purgeTable } from './purge';
+import { purgeSteps, purgeTable } from './purge';
 
 type Outcome = { table: TableInfo } | { error: unknown };
 
@@ -54,8 +54,12 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       },
     },
   );
+  // An end can be heard before this run knows its own drop time: its first workflow task (which commits the trash)
+  // was lost after the commit, and an undelete or purge ended the trash meanwhile. Kept, it is applied once armed.
+  const heardEarly: Array<{ reason: 'restored' | 'purged'; droppedAt: number }> = [];
   setHandler(endTimerSignal, (reason, droppedAt) => {
     if (timer.droppedAt === droppedAt) timer.ended ??= reason;
+    else if (timer.droppedAt === null) heardEarly.push({ reason, droppedAt });
   });
   setHandler(trashTimerQuery, () => timer);
 
@@ -66,6 +70,8 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     const armTimer = (table: TableRecord) => {
       timer.droppedAt = table.droppedAt;
       timer.expireAt = new Date(table.expireAt!).toISOString();
+      const early = heardEarly.find((end) => end.droppedAt === table.droppedAt);
+      if (early && patched(END_HEARD_BEFORE_ARMED)) timer.ended ??= early.reason;
     };
     if (input.rearm) {
       const found = await inThatTrash(calls, input.tableId, input.rearm.droppedAt);
@@ -110,6 +116,12 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     return timer;
   });
 }
+
+/**
+ * Patch: an end of this trash heard before the run knew its drop time ends the timer once it does (before: it was
+ * ignored, and the run waited for its expiry to find the table gone).
+ */
+export const END_HEARD_BEFORE_ARMED = 'end-heard-before-armed';
 
 /** The steps of a trash: READY -> TRASHING, shards to the trash area, TRASHED with its drop time and expiry. */
 function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table: TableRecord) => void): Promise<TableRecord> {
@@ -169,27 +181,48 @@ export const EXPIRY_RETRIES_CONTINUE_AS_NEW = 'expiry-retries-continue-as-new';
 const EXPIRY_ATTEMPTS_PER_RUN = 20;
 
 /**
- * Runs the purge as its own workflow (`purge:<id>`, so it shows in the UI like a manual one), again and again
- * until the table is purged or is no longer in this trash: an expiry must not be lost to a purge that failed
- * or to a manual purge that was running and then failed. The child outlives this run if it is terminated.
- * After EXPIRY_ATTEMPTS_PER_RUN attempts (some three hours) the trash continues as new, re-armed on the same
- * drop time, so that its history stays short however long the purge keeps failing.
+ * Patch: the expiry purges the table in the trash run itself, in the workflow task its timer starts (before: a
+ * purge run as a child, which cost the trash run three more workflow tasks and the purge run its own).
+ */
+export const EXPIRY_PURGES_IN_TRASH_RUN = 'expiry-purges-in-trash-run';
+
+/**
+ * Purges the table at its expiry, again and again until it is purged or no longer in this trash: an expiry must not
+ * be lost to a purge that failed, or to a manual purge that was running and then failed. The purge's steps run
+ * here, under the table's lock like any purge (a manual one waits for it, or it for the manual one); runs started
+ * before that ran them as a purge run of their own (`purge:<id>`), which outlived the trash run if it was
+ * terminated. After EXPIRY_ATTEMPTS_PER_RUN attempts (some three hours) the trash continues as new, re-armed on the
+ * same drop time, so that its history stays short however long the purge keeps failing; a lock wait that outgrows
+ * its run does the same.
  */
 async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<void> {
   const { id: tableId, droppedAt, namespace, name } = trashed;
   const catalogId = input.catalogId;
+  const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId, lockWait: input.lockWait };
+  const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
   for (let attempt = 0; ; attempt++) {
-    try {
-      await executeChild(purgeTable, {
-        workflowId: workflowIdFor.purge(tableId, catalogId),
-        args: [{ tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId, lockWait: input.lockWait }],
-        typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
-        parentClosePolicy: 'ABANDON',
-      });
-    } catch (err) {
-      // Already started: a manual purge is running; see below whether it got there.
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+    if (patched(EXPIRY_PURGES_IN_TRASH_RUN)) {
+      try {
+        const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
+        // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
+        if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return;
+      } catch (err) {
+        if (err instanceof ContinueAsNew) throw err;
         log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
+      }
+    } else {
+      try {
+        await executeChild(purgeTable, {
+          workflowId: workflowIdFor.purge(tableId, catalogId),
+          args: [purge],
+          typedSearchAttributes: searchAttributesFor('purge', { tableId, namespace, name }),
+          parentClosePolicy: 'ABANDON',
+        });
+      } catch (err) {
+        // Already started: a manual purge is running; see below whether it got there.
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+          log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
+        }
       }
     }
     const now = await calls.getTable(tableId);
@@ -197,7 +230,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
     const bounded = attempt + 1 >= EXPIRY_ATTEMPTS_PER_RUN || workflowInfo().continueAsNewSuggested;
     if (bounded && patched(EXPIRY_RETRIES_CONTINUE_AS_NEW)) {
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
-      await continueAsNew<typeof trashTable>({ ...input, rearm: { droppedAt: droppedAt! } });
+      await continueAsNew<typeof trashTable>(rearmed);
     }
     await sleep(RETRY_PURGE_AFTER_MS[Math.min(attempt, RETRY_PURGE_AFTER_MS.length - 1)]!);
   }
