@@ -80,12 +80,12 @@ async function main(): Promise<void> {
     await save('trash-purged', workflowIdFor.trash(resumed.id, h.catalog.id));
     await save('purge', workflowIdFor.purge(resumed.id, h.catalog.id));
 
-    // trash with a short retention: the timer fires and runs the purge as a child
+    // trash with a short retention: the timer fires and the trash run purges the table (until v6: a purge run as
+    // its child, recorded as purge-expiry)
     const expiring = await h.client.create({ table: 'rec.expiring', shards: 2 });
     await h.client.trash({ table: 'rec.expiring', retentionSeconds: 1 });
     await waitFor(() => h.catalog.getTable(expiring.id), (t) => t?.state === 'PURGED', { what: 'expiry' });
     await save('trash-expired', workflowIdFor.trash(expiring.id, h.catalog.id));
-    await save('purge-expiry', workflowIdFor.purge(expiring.id, h.catalog.id));
 
     // a cancel request while the trash waits: ignored, the timer fires and purges
     const cancelled = await h.client.create({ table: 'rec.cancelled', shards: 1 });
@@ -184,6 +184,18 @@ async function main(): Promise<void> {
     await h.reconcile();
     await waitFor(() => h.catalog.getTable(resumed2.id), (t) => t?.state === 'PURGED', { what: 'the resumed trash to expire' });
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
+
+    // (since v7) a trash whose committing task was lost while a purge ended it: the end is heard before the run
+    // knows its drop time, and ends the timer once it does
+    const ended = await h.client.create({ table: 'rec.ended', shards: 2 });
+    await h.stopWorker();
+    const committing = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'commitTrash' });
+    const endedTrash = h.client.trash({ table: 'rec.ended', retentionSeconds: 3600 });
+    await committing.exited;
+    await h.startWorker();
+    await h.client.purge({ tableId: ended.id });
+    await endedTrash;
+    await save('trash-ended-before-armed', workflowIdFor.trash(ended.id, h.catalog.id));
 
     // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
     // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once
