@@ -1,21 +1,10 @@
 import fs from 'node:fs';
 import { Harness } from './support/harness';
+import { BreakingRenames } from './support/rename-gate';
 import { waitFor } from './support/wait';
-import type { RenameOps } from '../storage/rename-set';
 import { shardPaths, type ShardRef, type StorageArea } from '../storage';
 import { applicationFailureOf } from '../client/errors';
 
-/** Renames that work until armed; then the second rename of a set fails, and so does every roll-back. */
-class BreakingRenames implements RenameOps {
-  armed = false;
-  private calls = 0;
-  async rename(from: string, to: string): Promise<void> {
-    if (this.armed && ++this.calls >= 2) {
-      throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
-    }
-    await fs.promises.rename(from, to);
-  }
-}
 
 /** Which files of a shard's set are in each area, read straight from the disk (the driver keeps off a quarantined node). */
 async function areasOnDisk(h: Harness, shard: ShardRef): Promise<Record<StorageArea, boolean[]>> {

@@ -8,6 +8,7 @@ import type { ShardRef } from '../storage/driver';
 import type { RenameOps } from '../storage/rename-set';
 import type { createTable } from '../workflows';
 import { Harness } from './support/harness';
+import { BreakingRenames } from './support/rename-gate';
 import { runCli } from './support/cli';
 import { setFiles, writeSet } from './support/sets-on-disk';
 import { testServerAddress } from './support/test-server';
@@ -111,15 +112,6 @@ describe('storage nodes as their own workers', () => {
   });
 });
 
-/** Renames that work until armed; then the second rename of a set fails, and so does every roll-back. */
-class BreakingRenames implements RenameOps {
-  armed = false;
-  private calls = 0;
-  async rename(from: string, to: string): Promise<void> {
-    if (this.armed && ++this.calls >= 2) throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
-    await fs.promises.rename(from, to);
-  }
-}
 
 test("a fatal fault on a storage node stops that node's worker alone and quarantines it; `quarantine --dir` clears it and the operation finishes", async () => {
   const renames = new BreakingRenames();

@@ -15,21 +15,12 @@ import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
+import { BreakingRenames } from './rename-gate';
 import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
-import type { RenameOps } from '../../storage/rename-set';
 
 const OUT = path.resolve(__dirname, '../histories');
 
-/** Renames that work until armed; then the second rename of a set fails, and so does every roll-back (a fatal error). */
-class BreakingRenames implements RenameOps {
-  armed = false;
-  private calls = 0;
-  async rename(from: string, to: string): Promise<void> {
-    if (this.armed && ++this.calls >= 2) throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
-    await fs.promises.rename(from, to);
-  }
-}
 
 async function main(): Promise<void> {
   const tag = process.argv[2];

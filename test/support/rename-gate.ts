@@ -61,3 +61,16 @@ export function promptAndSlowHarnesses(gate: RenameGate): { prompt: () => Harnes
   });
   return { prompt: () => prompt!, slow: () => slow! };
 }
+
+/**
+ * A disk that breaks on demand: renames work until armed; then the second rename of a set fails with EIO, and so
+ * does every roll-back, which leaves the set half renamed (the driver's fatal error).
+ */
+export class BreakingRenames implements RenameOps {
+  armed = false;
+  private calls = 0;
+  async rename(from: string, to: string): Promise<void> {
+    if (this.armed && ++this.calls >= 2) throw Object.assign(new Error(`EIO: injected failure renaming ${from}`), { code: 'EIO' });
+    await fs.promises.rename(from, to);
+  }
+}
