@@ -59,23 +59,27 @@ async function main(): Promise<void> {
       const p50 = median(times);
       console.log(`${String(shards).padStart(6)} ${p50.toFixed(0).padStart(15)} ${(p50 / shards).toFixed(1).padStart(14)}`);
     }
-    console.log('rows      fill s   ls p50 ms   ls -a p50 ms   describe by name p50 ms   describe by id p50 ms');
+    console.log('rows      fill s   ls p50 ms   ls -a p50 ms   ls page of 100 p50 ms   describe by name p50 ms   describe by id p50 ms');
     let filled = (await catalog.listTables({ includeTrashed: true })).length;
     for (const size of sizes) {
       const fillMs = await ms(() => fillCatalog(catalog, filled, size));
       filled = Math.max(filled, size);
       const ls: number[] = [];
       const lsAll: number[] = [];
+      const page: number[] = [];
       const byName: number[] = [];
       const byId: number[] = [];
       for (let r = 0; r < ROUNDS; r++) {
         ls.push(await ms(() => client.list()));
         lsAll.push(await ms(() => client.list({ includeTrashed: true })));
+        // A page from the middle of the catalog: `ls --limit 100 --after <id>`.
+        page.push(await ms(() => client.list({ includeTrashed: true, limit: 100, after: Math.floor(size / 2) })));
         byName.push(await ms(() => client.describe({ table: `fill.t${Math.floor(size / 2)}` })));
         byId.push(await ms(() => client.describe({ table: Math.floor(size / 2) })));
       }
       console.log(
         `${String(size).padStart(6)} ${(fillMs / 1000).toFixed(0).padStart(9)} ${median(ls).toFixed(1).padStart(11)} ${median(lsAll).toFixed(1).padStart(14)} ` +
+          `${median(page).toFixed(2).padStart(23)} ` +
           `${median(byName).toFixed(2).padStart(25)} ${median(byId).toFixed(2).padStart(23)}`,
       );
     }

@@ -4,6 +4,7 @@
  *
  *   npm run bench:timers                              (10,000 waiting, 1,000 expiring together)
  *   npm run bench:timers -- --waiting 2000 --expiring 200
+ *   npm run bench:timers -- --worker-heap-mb 300        (the worker's V8 old space capped, as NODE_OPTIONS does it)
  *
  * Reports the time to create and trash them, the worker's resident memory (VmRSS), the dev server's CPU while
  * they all wait, and how long after the shared expiry every one of the crowd was purged (no error, no lock left).
@@ -54,7 +55,13 @@ async function inParallel(count: number, what: string, work: (i: number) => Prom
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { waiting: { type: 'string' }, expiring: { type: 'string' }, 'idle-seconds': { type: 'string' } }, strict: true });
+  const { values } = parseArgs({
+    options: { waiting: { type: 'string' }, expiring: { type: 'string' }, 'idle-seconds': { type: 'string' }, 'worker-heap-mb': { type: 'string' } },
+    strict: true,
+  });
+  // The worker's V8 old space, as an operator sets it (NODE_OPTIONS=--max-old-space-size=N); unset: Node's default.
+  const heapMb = values['worker-heap-mb'];
+  const workerNodeOptions = heapMb === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${Number(heapMb)}`.trim() };
   const waiting = Number(values.waiting ?? 10_000);
   const expiring = Number(values.expiring ?? 1_000);
   const idleSeconds = Number(values['idle-seconds'] ?? 60);
@@ -64,10 +71,19 @@ async function main(): Promise<void> {
   let worker: CliProcess | undefined;
   let catalog: SqliteCatalog | undefined;
   try {
-    worker = await startCliWorker(connection, { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: server.address, TABLEFATE_LOG_LEVEL: 'warn' });
+    worker = await startCliWorker(connection, {
+      ...process.env,
+      ...workerNodeOptions,
+      TABLEFATE_HOME: home,
+      TEMPORAL_ADDRESS: server.address,
+      TABLEFATE_LOG_LEVEL: 'warn',
+    });
     catalog = new SqliteCatalog(catalogPath(home));
     const client = new TableFateClient({ client: new Client({ connection }), catalog });
-    console.log(`timers at scale: ${waiting} waiting, ${expiring} expiring in one second; ${os.cpus().length} cores, node ${process.version}`);
+    console.log(
+      `timers at scale: ${waiting} waiting, ${expiring} expiring in one second; ${os.cpus().length} cores, node ${process.version}; ` +
+        `worker heap ${heapMb === undefined ? "Node's default" : `--max-old-space-size=${heapMb}`}`,
+    );
     console.log(`worker RSS at start: ${rssMb(worker.pid!).toFixed(0)} MB`);
 
     const createMs = await inParallel(waiting, 'created and trashed', async (i) => {
@@ -76,18 +92,25 @@ async function main(): Promise<void> {
     });
     console.log(`created and trashed ${waiting} tables in ${(createMs / 1000).toFixed(0)} s (${((waiting * 1000) / createMs).toFixed(1)}/s)`);
 
-    // Idle: every one waits on its timer. The worker's memory, the server's CPU.
-    const cpuBefore = cpuSeconds(server.pid);
+    // Idle: every one waits on its timer. The worker's memory, the server's CPU, per 5 s slice: right after the
+    // last trash the server is still settling the runs' histories, so the slices show when it falls to idle.
     const rssSamples: number[] = [];
+    const cpuSlices: number[] = [];
     for (let s = 0; s < idleSeconds; s += 5) {
+      const cpuBefore = cpuSeconds(server.pid);
       await sleep(5000);
+      cpuSlices.push((cpuSeconds(server.pid) - cpuBefore) / 5);
       rssSamples.push(rssMb(worker.pid!));
     }
-    const serverCpu = (cpuSeconds(server.pid) - cpuBefore) / idleSeconds;
+    const percent = (share: number) => `${(share * 100).toFixed(1)} %`;
+    const settled = cpuSlices.slice(Math.floor(cpuSlices.length / 2));
     console.log(
       `while ${waiting} trash timers wait (${idleSeconds} s): worker RSS ${Math.max(...rssSamples).toFixed(0)} MB at most, ` +
-        `dev server CPU ${(serverCpu * 100).toFixed(1)} % of one core`,
+        `dev server CPU ${percent(cpuSlices.reduce((a, b) => a + b, 0) / cpuSlices.length)} of one core ` +
+        `(${percent(settled.reduce((a, b) => a + b, 0) / settled.length)} over the second half)`,
     );
+    console.log(`  worker RSS per 5 s: ${rssSamples.map((mb) => mb.toFixed(0)).join(', ')} MB`);
+    console.log(`  dev server CPU per 5 s: ${cpuSlices.map(percent).join(', ')}`);
 
     // The crowd: trashed so that every expiry falls in the same second, `lead` seconds from now.
     const names = Array.from({ length: expiring }, (_, i) => `crowd.t${i}`);
