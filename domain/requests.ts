@@ -1,7 +1,65 @@
 import { z } from 'zod';
-import { tableIdSchema, tableNameSchema, tableRefSchema } from './names';
+import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
+
+const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
+
+/** `<ns>.<name>` or `<name>` (namespace `default`), parsed into its parts. */
+export const tableNameSchema = z
+  .string()
+  .transform((text, ctx): TableName => {
+    const parts = text.split('.');
+    if (parts.length > 2) {
+      ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
+      return z.NEVER;
+    }
+    const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
+    for (const [label, value] of [['namespace', namespace], ['name', name]] as const) {
+      if (!IDENTIFIER.test(value)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
+        });
+        return z.NEVER;
+      }
+    }
+    return { namespace, name };
+  });
+
+const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+/**
+ * A table id: a positive integer from the catalog's counter, as a number or as decimal digits. Nothing looser
+ * (`0x10`, `1e3`, ` 5`): an id picks the table a purge destroys.
+ */
+export const tableIdSchema = z.union([
+  positiveId,
+  z
+    .string()
+    .regex(/^[0-9]+$/, 'a table id is a positive whole number')
+    .transform(Number)
+    .pipe(positiveId),
+]);
+
+/** What a person typed to name a table: an id or a name (see TableRef). */
+export const tableRefSchema = z.union([z.number(), z.string()]).transform((value, ctx): TableRef => {
+  if (typeof value === 'number' || /^[0-9]+$/.test(value)) {
+    // Digits only: a name part must start with a letter, so this cannot be a name.
+    const id = tableIdSchema.safeParse(value);
+    if (!id.success) {
+      ctx.addIssue({ code: 'custom', message: `"${value}" is not a valid table id` });
+      return z.NEVER;
+    }
+    return { kind: 'id', id: id.data };
+  }
+  const name = tableNameSchema.safeParse(value);
+  if (!name.success) {
+    for (const issue of name.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
+    return z.NEVER;
+  }
+  return { kind: 'name', ...name.data };
+});
 
 /** The most shards a table may have. */
 export const MAX_SHARDS = 256;
@@ -36,8 +94,8 @@ export const listRequestSchema = z.strictObject({
 
 export const describeRequestSchema = z.strictObject({ table: tableRefSchema });
 
-/** How operations wait for a busy table (see LockWaitPolicy): whole milliseconds, at least one try per run. */
-export const lockWaitSchema = z
+/** How a workflow paces a try it repeats (see Backoff): whole milliseconds, at least one try per run. */
+export const backoffSchema = z
   .strictObject({
     firstMs: z.number().int().min(1).max(3_600_000),
     maxMs: z.number().int().min(1).max(3_600_000),

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { loadClientConfig, TableFateClient } from '../client';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import { loadConfig, statePaths, TASK_QUEUE as WORKER_TASK_QUEUE } from '../worker/config';
-import { tableNameSchema, tableRefSchema } from '../domain/names';
+import { tableNameSchema, tableRefSchema } from '../domain/requests';
 import { sleep } from './support/wait';
 
 let h: Harness;
@@ -82,6 +82,23 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
         InvalidInputError,
       );
     }
+  });
+
+  test('a client whose lock wait or expiry retry pace is not whole positive ms, or shrinks, is refused when it is made', () => {
+    const make = (pace: Record<string, unknown>) => (which: 'lockWait' | 'expiryRetry') => () =>
+      new TableFateClient({ client: h.temporal, catalog: h.catalog, taskQueue: h.taskQueue, [which]: pace as never });
+    const bad = [
+      { firstMs: 0, maxMs: 10, attemptsPerRun: 3 },
+      { firstMs: 10, maxMs: 5, attemptsPerRun: 3 },
+      { firstMs: 10, maxMs: 20, attemptsPerRun: 0 },
+      { firstMs: 1.5, maxMs: 20, attemptsPerRun: 3 },
+      { firstMs: 10, maxMs: 20 },
+    ];
+    for (const pace of bad) {
+      for (const which of ['lockWait', 'expiryRetry'] as const) expect(make(pace)(which)).toThrow(InvalidInputError);
+    }
+    expect(make({ firstMs: 10, maxMs: 5, attemptsPerRun: 3 })('expiryRetry')).toThrow(/maxMs must be at least firstMs/);
+    expect(make({ firstMs: 10, maxMs: 20, attemptsPerRun: 3 })('expiryRetry')).not.toThrow();
   });
 
   test('the error names the field and the rule', async () => {
