@@ -17,12 +17,12 @@ import {
   WrongStateError,
 } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
-import { searchAttributesFor, workflowIdFor, type LockWaitPolicy, type TableOp } from '../domain/operations';
+import { searchAttributesFor, workflowIdFor, type Backoff, type LockWaitPolicy, type TableOp } from '../domain/operations';
 import {
   createRequestSchema,
   describeRequestSchema,
   listRequestSchema,
-  lockWaitSchema,
+  backoffSchema,
   parseRequest,
   purgeRequestSchema,
   trashRequestSchema,
@@ -53,6 +53,8 @@ export interface TableFateClientOptions {
   defaultTimeoutMs?: number;
   /** How the operations this client starts wait while another holds their table (DEFAULT_LOCK_WAIT when absent). */
   lockWait?: LockWaitPolicy;
+  /** How the trashes this client starts try again when the purge at their expiry fails (DEFAULT_EXPIRY_RETRY when absent). */
+  expiryRetry?: Backoff;
 }
 
 export interface WriteOptions {
@@ -82,6 +84,7 @@ export class TableFateClient {
   private readonly taskQueue: string;
   private readonly defaultTimeoutMs: number;
   private readonly lockWait: LockWaitPolicy | undefined;
+  private readonly expiryRetry: Backoff | undefined;
   private readonly owned: Array<() => Promise<void>> = [];
   /** The worker check, the deadline and the typed errors around every write. */
   private readonly writes: WriteRunner;
@@ -91,7 +94,8 @@ export class TableFateClient {
     this.catalog = opts.catalog;
     this.taskQueue = opts.taskQueue ?? TASK_QUEUE;
     this.defaultTimeoutMs = timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs');
-    this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(lockWaitSchema, opts.lockWait);
+    this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(backoffSchema, opts.lockWait);
+    this.expiryRetry = opts.expiryRetry === undefined ? undefined : parseRequest(backoffSchema, opts.expiryRetry);
     this.writes = new WriteRunner(this.client, this.taskQueue);
   }
 
@@ -169,7 +173,7 @@ export class TableFateClient {
           ...this.startOptions(
             'trash',
             workflowId(),
-            { tableId: table.id, retentionSeconds, requestId, expectedName: name },
+            { tableId: table.id, retentionSeconds, requestId, expectedName: name, expiryRetry: this.expiryRetry },
             { tableId: table.id, ...name },
             `trash ${label} (id ${table.id})`,
           ),

@@ -1,7 +1,8 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, RetryState, TerminatedFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
-import { failureOf, sleep, waitFor } from './support/wait';
+import { failureOf, sleep } from './support/wait';
 import { Harness } from './support/harness';
+import { cancelHeard } from './support/runs';
 import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
 import {
   OPERATION_FAILURE_TYPES,
@@ -98,15 +99,7 @@ test('a create whose workflow is cancelled while the caller waits is OperationFa
     call = failureOf(slow.client.create({ table: 'errs.cancelled', shards: 2 }));
     await gate.someoneWaiting();
     await run.cancel();
-    // Until a workflow task has started after the request, the workflow has not heard of it.
-    await waitFor(
-      async () => (await run.fetchHistory()).events ?? [],
-      (events) => {
-        const requested = events.findIndex((e) => e.workflowExecutionCancelRequestedEventAttributes);
-        return requested >= 0 && events.slice(requested).some((e) => e.workflowTaskStartedEventAttributes);
-      },
-      { what: 'the cancel request to reach the workflow', timeoutMs: 20_000 },
-    );
+    await cancelHeard(run);
     await sleep(500);
   } finally {
     gate.open(); // the compensation needs the disk too

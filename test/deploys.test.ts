@@ -4,27 +4,47 @@ import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { releasedWorkflows } from './support/released-workflows';
 import { waitFor } from './support/wait';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIdFor } from '../domain/operations';
 import type { TrashTimerState } from '../workflows/definitions';
 import type { trashTable } from '../workflows';
 
-// A deploy replaces the workflow code under runs that are waiting: a trash waits for its whole retention. Each
-// test starts runs on the frozen code of release v2 (test/released), stops that worker, and lets today's code
-// finish them, replaying their histories first: a change that is not behind a patch fails here.
-describe('runs started on release v2 finish on today’s code', () => {
+/** A harness whose worker runs release `tag`'s frozen code until `deploy` swaps it for today's (each test its own). */
+function onRelease(tag: string): { h: () => Harness; deploy: () => Promise<void> } {
   let h: Harness;
   beforeEach(async () => {
     h = await Harness.start({ startWorker: false });
-    await h.startWorker({ workflows: releasedWorkflows('v2') });
+    await h.startWorker({ workflows: releasedWorkflows(tag) });
   });
   afterEach(async () => {
     await h.close();
   });
-
-  const deploy = async () => {
-    await h.stopWorker();
-    await h.startWorker();
+  return {
+    h: () => h,
+    deploy: async () => {
+      await h.stopWorker();
+      await h.startWorker();
+    },
   };
+}
+
+/** No workflow task of the run failed: today's code replayed what the old release recorded. */
+async function replayedCleanly(h: Harness, workflowId: string): Promise<void> {
+  const events = (await h.temporal.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
+}
+
+// A deploy replaces the workflow code under runs that are waiting: a trash waits for its whole retention. Each
+// test starts runs on the frozen code of an earlier release (test/released: each release whose change it
+// exercises), stops that worker, and lets today's code finish them, replaying their histories first: a change
+// that is not behind a patch fails here.
+describe('runs started on release v2 finish on today’s code', () => {
+  const release = onRelease('v2');
+  let h: Harness;
+  beforeEach(() => {
+    h = release.h();
+  });
+  const deploy = release.deploy;
 
   test('a trash waiting on its timer is purged at expiry', async () => {
     const table = await h.client.create({ table: 'deploy.expiring', shards: 2 });
@@ -79,21 +99,17 @@ describe('runs started on release v2 finish on today’s code', () => {
     // today's code was free to wait its own way; a history that recorded the old acquire replays the old path
     // (the v1 and v2 histories in test/replay.test.ts). Either way the run replays without a nondeterminism
     // error and ends as it should.
-    const events = (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).fetchHistory()).events ?? [];
-    expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
+    await replayedCleanly(h, workflowIdFor.purge(table.id, h.catalog.id));
   });
 });
 
 // Release v3 sent shard calls to the workflows' own queue; today they go to each node's queue. A v3 run that
 // makes a shard call after the deploy sends it to the node's queue, served here by storage-node workers alone.
 describe('runs started on release v3 finish on today’s code, with the storage nodes on workers of their own', () => {
+  const release = onRelease('v3');
   let h: Harness;
-  beforeEach(async () => {
-    h = await Harness.start({ startWorker: false });
-    await h.startWorker({ workflows: releasedWorkflows('v3') });
-  });
-  afterEach(async () => {
-    await h.close();
+  beforeEach(() => {
+    h = release.h();
   });
 
   test('a purge waiting for a busy table makes its shard calls on the nodes’ queues once it is free', async () => {
@@ -132,5 +148,49 @@ describe('runs started on release v3 finish on today’s code, with the storage 
         .flatMap((p) => ['deleteGarbage', 'markGarbage'].map((name) => `${name} on ${h.taskQueue}-storage-${p.node}`))
         .sort(),
     );
+  });
+});
+
+// Release v6 purged at expiry through a purge run of its own (`purge:<id>`), a child of the trash run; today the
+// trash run purges the table itself (patch expiry-purges-in-trash-run). A v6 trash whose timer fires after the
+// deploy takes today's path.
+describe('runs started on release v6 finish on today’s code', () => {
+  const release = onRelease('v6');
+
+  test('a trash waiting on its timer purges the table in its own run at expiry, with no purge run', async () => {
+    const h = release.h();
+    const table = await h.client.create({ table: 'deploy.v6expiring', shards: 2 });
+    const trashed = await h.client.trash({ table: 'deploy.v6expiring', retentionSeconds: 4 });
+    await release.deploy();
+    const purged = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge at expiry' });
+    expect(purged!.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
+    const trashId = workflowIdFor.trash(table.id, h.catalog.id);
+    const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(trashId).result();
+    expect(timer.ended).toBe('expired');
+    await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(WorkflowNotFoundError);
+    expect(await h.shardAreas(table)).toEqual([null, null]);
+    await replayedCleanly(h, trashId);
+  });
+});
+
+// Release v7 paced the expiry's retries 10 s, 1 min, then every 10 min; today's code paces them by a backoff (the
+// trash input's expiryRetry). A v7 trash deployed while it waits to try again finishes on today's code.
+describe('runs started on release v7 finish on today’s code', () => {
+  const release = onRelease('v7');
+
+  test('a trash whose purge at expiry failed, deployed while it waits to try again, retries and purges', async () => {
+    const h = release.h();
+    const table = await h.client.create({ table: 'deploy.v7retried', shards: 2 });
+    h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: 1 });
+    await h.client.trash({ table: 'deploy.v7retried', retentionSeconds: 1 });
+    await waitFor(
+      async () => ({ faults: h.storage.faults.pending(), table: await h.catalog.getTable(table.id), locks: await h.catalog.listLocks() }),
+      (now) => now.faults === 0 && now.table?.state === 'TRASHED' && now.locks.length === 0,
+      { what: 'the first purge at expiry to fail and be compensated' },
+    );
+    await release.deploy();
+    await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
+    expect(await h.shardAreas(table)).toEqual([null, null]);
+    await replayedCleanly(h, workflowIdFor.trash(table.id, h.catalog.id));
   });
 });

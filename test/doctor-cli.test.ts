@@ -164,7 +164,7 @@ describe('with a `tablefate worker` polling', () => {
       // A node not looked at is not known healthy: exit 1, and no "healthy" line.
       expect(r.code).toBe(1);
       expect(r.stdout).not.toContain('healthy');
-      expect(r.stdout.split('\n')).toContain('not checked   node-2 is quarantined: its files were not looked at');
+      expect(r.stdout.split('\n')).toContain('not checked   node-2: its files were not looked at (quarantined, or its storage worker did not answer)');
       expect(r.stdout).not.toContain('999999');
       const json = await cli('doctor', '--json');
       expect(json.stderr).toBe('');

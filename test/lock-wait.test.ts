@@ -1,24 +1,8 @@
-import type { Client } from '@temporalio/client';
 import { Harness } from './support/harness';
+import { runsOf } from './support/runs';
 import { waitFor } from './support/wait';
 import { workflowIdFor } from '../domain/operations';
 import type { LockOwner } from '../catalog/catalog';
-
-/** Every run of a workflow id (continued-as-new ones included), oldest first, with its history length. */
-async function runsOf(temporal: Client, workflowId: string): Promise<Array<{ runId: string; status: string; events: number }>> {
-  const runs: Array<{ runId: string; status: string; startTime: Date }> = [];
-  for await (const run of temporal.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
-    runs.push({ runId: run.runId, status: run.status.name, startTime: run.startTime });
-  }
-  runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
-  return Promise.all(
-    runs.map(async (r) => ({
-      runId: r.runId,
-      status: r.status,
-      events: (await temporal.workflow.getHandle(workflowId, r.runId).fetchHistory()).events?.length ?? 0,
-    })),
-  );
-}
 
 describe('an operation waiting for a busy table', () => {
   let h: Harness;

@@ -6,9 +6,9 @@ import { Harness, workflowBundle } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { copySet, existing, moveSet, setFiles, writeSet } from './support/sets-on-disk';
 import { sleep, waitFor } from './support/wait';
-import { workflowIdFor } from '../domain/operations';
+import { lockFor, workflowIdFor } from '../domain/operations';
 import type { Finding, ReconcileReport } from '../domain/health';
-import type { TableInfo } from '../domain/table';
+import { toTableInfo, type TableInfo } from '../domain/table';
 import type { ShardRef } from '../storage/driver';
 import { trashTimerQuery, type TrashTimerState } from '../workflows/definitions';
 import type { trashTable } from '../workflows';
@@ -81,20 +81,44 @@ describe('the reconciler', () => {
     expect((await h.reconcile('report')).findings).toEqual([]);
   });
 
+  test('a trash run terminated and found only after its expiry: the reconciler re-arms it and it purges at once', async () => {
+    const table = await h.client.create({ table: 'rec.lateexpiry', shards: 2 });
+    const trashed = await h.client.trash({ table: 'rec.lateexpiry', retentionSeconds: 1 });
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).terminate('operator slip');
+    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 200);
+
+    const report = await h.reconcile('report');
+    expect(findingsOf(report, table.id)).toEqual([
+      expect.objectContaining({ kind: 'missing-timer', droppedAt: Date.parse(trashed.droppedAt!), expired: true }),
+    ]);
+    expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+
+    const repaired = await h.reconcile();
+    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started trash of table ${table.id}` }));
+    const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+    expect(timer).toMatchObject({ ended: 'expired', droppedAt: Date.parse(trashed.droppedAt!) });
+    expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
+    expect(await h.shardAreas(trashed)).toEqual([null, null]);
+  });
+
   describe('a worker killed between a transitional state and the next step, and the operation terminated: the doctor reports the table stuck, and the reconciler finishes it', () => {
     /**
-     * Runs `operation` on a worker that SIGKILLs itself right after the operation's first `transition` (the
-     * catalog has the transitional state, nothing else happened), then terminates the operation's workflow as
-     * an operator would, and brings this harness's worker back. Returns the run that was terminated.
+     * Runs `operation` on a worker that SIGKILLs itself right after the operation's first `activity` (by default
+     * `transition`: the catalog has the transitional state, nothing else happened), then terminates the operation's
+     * workflow as an operator would, and brings this harness's worker back. Returns the run that was terminated.
      */
-    async function killedAfterTransition(workflowId: string, operation: () => Promise<unknown>): Promise<{ runId: string }> {
+    async function killedAfterTransition(
+      workflowId: string,
+      operation: () => Promise<unknown>,
+      activity = 'transition',
+    ): Promise<{ runId: string }> {
       await h.stopWorker();
       const crashing = await startCrashingWorker({
         home: h.home,
         address: h.address,
         taskQueue: h.taskQueue,
         bundleFile,
-        activity: 'transition',
+        activity,
       });
       const answer = operation().then(
         () => undefined,
@@ -147,6 +171,32 @@ describe('the reconciler', () => {
       );
       expect(await h.catalog.listLocks()).toEqual([]);
     }
+
+    test('a create killed right after its prepare (CREATING, no shard yet) is finished on the id and placement it chose', async () => {
+      const name = { namespace: 'rec', name: 'killedcreate' };
+      const createId = workflowIdFor.create(name, h.catalog.id);
+      const { runId } = await killedAfterTransition(createId, () => h.client.create({ table: 'rec.killedcreate', shards: 2 }), 'prepareCreate');
+      const prepared = await h.catalog.findByName(name);
+      expect(prepared?.state).toBe('CREATING');
+      expect(await h.shardAreas(toTableInfo(prepared!))).toEqual([null, null]);
+
+      // Both of the create's locks outlived it: its name's, and the table's own, taken with the prepare.
+      const holder = { workflowId: createId, runId, since: anyNumber() };
+      const report = await h.reconcile('report');
+      expect(report.findings).toEqual([
+        { kind: 'stale-lock', resource: lockFor.name(name), ...holder },
+        { kind: 'stale-lock', resource: lockFor.table(prepared!.id), ...holder },
+        { kind: 'stuck', table: { id: prepared!.id, ...name, shards: 2 }, state: 'CREATING', resume: 'create' },
+      ]);
+      expect(report.actions).toEqual([]);
+
+      const repaired = await h.reconcile();
+      expect(repaired.actions.map((a) => a.outcome)).toEqual(['released', 'released', `started create of table ${prepared!.id}`]);
+      const ready = await waitFor(() => h.catalog.getTable(prepared!.id), (t) => t?.state === 'READY', { what: 'the resumed create' });
+      expect(ready!.placement).toEqual(prepared!.placement);
+      expect(await h.shardAreas(toTableInfo(ready!))).toEqual(['live', 'live']);
+      await expectHealthy();
+    });
 
     test('a trash killed right after it marked the table TRASHING is finished, keeping the retention it asked for', async () => {
       const table = await h.client.create({ table: 'rec.killedtrash', shards: 2 });

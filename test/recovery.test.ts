@@ -1,5 +1,6 @@
 import { workflowIdFor } from '../domain/operations';
 import { Harness } from './support/harness';
+import { runsOf } from './support/runs';
 import { waitFor } from './support/wait';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { applicationFailureOf } from '../client/errors';
@@ -68,4 +69,37 @@ test('a purge that resumes a table left PURGING only goes forward: a failure nev
   expect(purged.state).toBe('PURGED');
   expect(await h.shardAreas(table)).toEqual([null, null]);
   expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+describe('a trash whose purge at expiry keeps failing', () => {
+  let paced: Harness;
+  beforeAll(async () => {
+    // The default pace's code at a pace a test can watch: 100 ms growing to 300 ms, three tries a run.
+    paced = await Harness.start({ expiryRetry: { firstMs: 100, maxMs: 300, attemptsPerRun: 3 } });
+  });
+  afterAll(async () => {
+    await paced.close();
+  });
+
+  test('backs off on timers and continues as new, re-armed on the same drop time: many tries, every run small, then it purges', async () => {
+    const table = await paced.client.create({ table: 'recover.stubborn', shards: 2 });
+    const failures = 10;
+    paced.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: failures });
+    const trashed = await paced.client.trash({ table: 'recover.stubborn', retentionSeconds: 1 });
+    const workflowId = workflowIdFor.trash(table.id, paced.catalog.id);
+    await waitFor(() => runsOf(paced.temporal, workflowId), (runs) => runs.length >= 3, { what: 'the trash to continue as new twice' });
+    // Between tries the failed purge is compensated: still in the same trash, nothing lost.
+    expect(await paced.catalog.getTable(table.id)).toMatchObject({ droppedAt: Date.parse(trashed.droppedAt!) });
+
+    const purged = await waitFor(() => paced.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge once the faults run out' });
+    expect(paced.storage.faults.pending()).toBe(0);
+    expect(purged!.droppedAt).toBe(Date.parse(trashed.droppedAt!));
+    expect(await paced.shardAreas(table)).toEqual([null, null]);
+    const runs = await runsOf(paced.temporal, workflowId);
+    // Ten failed tries and the one that purged, three a run: four runs, the first three continued as new.
+    expect(runs.map((r) => r.status)).toEqual(['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'COMPLETED']);
+    for (const run of runs) expect(run.events).toBeLessThan(80);
+    expect(await paced.temporal.workflow.getHandle(workflowId).result()).toMatchObject({ ended: 'expired' });
+    expect(await paced.catalog.listLocks()).toEqual([]);
+  });
 });

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Harness } from './support/harness';
-import { sleep, waitFor } from './support/wait';
+import { failureOf, sleep, waitFor } from './support/wait';
+import { RenameGate } from './support/rename-gate';
+import { cancelHeard } from './support/runs';
 import { DevServer } from '../worker/dev-server';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../workflows/definitions';
@@ -96,6 +98,39 @@ describe('on the shared server', () => {
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);
     expect(await h.catalog.listLocks()).toEqual([]);
   });
+});
+
+// Before the table is in the trash, a cancel is an ordinary one: the trash stops and takes back what it moved.
+describe('a trash still moving its shards', () => {
+  const gate = new RenameGate();
+  let slow: Harness;
+  beforeAll(async () => {
+    slow = await Harness.start({ renameOps: gate });
+  });
+  afterAll(async () => {
+    gate.open();
+    await slow.close();
+  });
+
+  test('is compensated by a cancel request: the table is READY with its shards live, and the run ends cancelled', async () => {
+    const table = await slow.client.create({ table: 'timer.moving', shards: 2 });
+    const run = slow.temporal.workflow.getHandle(workflowIdFor.trash(table.id, slow.catalog.id));
+    gate.hold();
+    let call: Promise<unknown>;
+    try {
+      call = failureOf(slow.client.trash({ table: 'timer.moving', retentionSeconds: 3600 }));
+      await gate.someoneWaiting();
+      await run.cancel();
+      await cancelHeard(run);
+    } finally {
+      gate.open(); // the compensation moves the shards back: it needs the disk too
+    }
+    expect(await call).toMatchObject({ type: 'WorkflowCancelled' });
+    expect((await run.describe()).status.name).toBe('CANCELLED');
+    expect(await slow.catalog.getTable(table.id)).toMatchObject({ state: 'READY', droppedAt: null, expireAt: null });
+    expect(await slow.shardAreas(table)).toEqual(['live', 'live']);
+    expect(await slow.catalog.listLocks()).toEqual([]);
+  }, 40_000);
 });
 
 test('the timer survives a restart of the dev server on the same db file', async () => {

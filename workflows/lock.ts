@@ -1,5 +1,5 @@
 import { CancellationScope, continueAsNew, log, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
-import { DEFAULT_LOCK_WAIT, type LockWaitPolicy } from '../domain/operations';
+import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
 import type { OperationCalls } from './activities';
 
 /**
@@ -63,6 +63,6 @@ export async function untilFree<T>(
       log.info('still waiting; continuing as new to keep the history short', { what, holder, tries });
       await continueAsNew(waiting.input);
     }
-    await sleep(Math.min(policy.firstMs * 1.5 ** (tries - 1), policy.maxMs));
+    await sleep(pauseAfter(policy, tries));
   }
 }

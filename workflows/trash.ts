@@ -14,7 +14,15 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import { lockFor, searchAttributesFor, workflowIdFor, type PurgeInput, type TrashInput } from '../domain/operations';
+import {
+  DEFAULT_EXPIRY_RETRY,
+  lockFor,
+  pauseAfter,
+  searchAttributesFor,
+  workflowIdFor,
+  type PurgeInput,
+  type TrashInput,
+} from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
@@ -174,11 +182,8 @@ async function inThatTrash(
   return { ended: !table || table.state === 'PURGED' ? 'purged' : 'restored' };
 }
 
-const RETRY_PURGE_AFTER_MS = [10_000, 60_000, 600_000];
-
-/** The patch that bounds the expiry's retries: past EXPIRY_ATTEMPTS_PER_RUN, the trash continues as new. */
+/** The patch that bounds the expiry's retries: past the pace's attempts per run, the trash continues as new. */
 export const EXPIRY_RETRIES_CONTINUE_AS_NEW = 'expiry-retries-continue-as-new';
-const EXPIRY_ATTEMPTS_PER_RUN = 20;
 
 /**
  * Patch: the expiry purges the table in the trash run itself, in the workflow task its timer starts (before: a
@@ -191,15 +196,16 @@ export const EXPIRY_PURGES_IN_TRASH_RUN = 'expiry-purges-in-trash-run';
  * be lost to a purge that failed, or to a manual purge that was running and then failed. The purge's steps run
  * here, under the table's lock like any purge (a manual one waits for it, or it for the manual one); runs started
  * before that ran them as a purge run of their own (`purge:<id>`), which outlived the trash run if it was
- * terminated. After EXPIRY_ATTEMPTS_PER_RUN attempts (some three hours) the trash continues as new, re-armed on the
- * same drop time, so that its history stays short however long the purge keeps failing; a lock wait that outgrows
- * its run does the same.
+ * terminated. The tries are paced by `input.expiryRetry` (DEFAULT_EXPIRY_RETRY: some two hours of them a run); past a
+ * run's share the trash continues as new, re-armed on the same drop time, so that its history stays short however
+ * long the purge keeps failing. A lock wait that outgrows its run does the same.
  */
 async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<void> {
   const { id: tableId, droppedAt, namespace, name } = trashed;
   const catalogId = input.catalogId;
   const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId, lockWait: input.lockWait };
   const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
+  const pace = input.expiryRetry ?? DEFAULT_EXPIRY_RETRY;
   for (let attempt = 0; ; attempt++) {
     if (patched(EXPIRY_PURGES_IN_TRASH_RUN)) {
       try {
@@ -227,11 +233,11 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
     }
     const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return;
-    const bounded = attempt + 1 >= EXPIRY_ATTEMPTS_PER_RUN || workflowInfo().continueAsNewSuggested;
+    const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
     if (bounded && patched(EXPIRY_RETRIES_CONTINUE_AS_NEW)) {
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
       await continueAsNew<typeof trashTable>(rearmed);
     }
-    await sleep(RETRY_PURGE_AFTER_MS[Math.min(attempt, RETRY_PURGE_AFTER_MS.length - 1)]!);
+    await sleep(pauseAfter(pace, attempt + 1));
   }
 }

@@ -39,7 +39,7 @@ export function formatTable(table: TableInfo): string {
 export function formatHealth(report: ReconcileReport): string {
   const lines = report.findings.map((f) => `${f.kind.padEnd(13)} ${describeFinding(f)}`);
   if (report.omitted > 0) lines.push(`... and ${report.omitted} more (a survey lists ${report.findings.length})`);
-  for (const node of report.skippedNodes) lines.push(`${'not checked'.padEnd(13)} ${node} is quarantined: its files were not looked at`);
+  for (const node of report.skippedNodes) lines.push(`${'not checked'.padEnd(13)} ${node}: its files were not looked at (quarantined, or its storage worker did not answer)`);
   if (report.findings.length === 0 && report.skippedNodes.length === 0) lines.unshift('healthy: nothing for the reconciler to do');
   return lines.join('\n');
 }

@@ -12,7 +12,7 @@ import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
 import type { ShardReport } from '../../storage/driver';
 import type { TableInfo } from '../../domain/table';
-import type { LockWaitPolicy } from '../../domain/operations';
+import type { Backoff, LockWaitPolicy } from '../../domain/operations';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
 import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';
@@ -57,6 +57,8 @@ export interface HarnessOptions {
   activityClock?: () => number;
   /** How the client's operations wait for a busy table (DEFAULT_LOCK_WAIT when absent). */
   lockWait?: LockWaitPolicy;
+  /** How the client's trashes retry a purge at expiry that fails (DEFAULT_EXPIRY_RETRY when absent). */
+  expiryRetry?: Backoff;
   /** How long the reconciler leaves an orphan set alone (the worker's default, an hour, when absent). */
   orphanGraceSeconds?: number;
   /**
@@ -125,6 +127,7 @@ export class Harness {
       catalog,
       taskQueue,
       lockWait: opts.lockWait,
+      expiryRetry: opts.expiryRetry,
     });
     const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home, opts);
     if (opts.startWorker ?? true) {

@@ -18,6 +18,7 @@ import { Harness, workflowBundle } from './harness';
 import { BreakingRenames } from './rename-gate';
 import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
+import { writeSet } from './sets-on-disk';
 
 const OUT = path.resolve(__dirname, '../histories');
 
@@ -28,8 +29,19 @@ async function main(): Promise<void> {
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-record-'));
   const cli = await findTemporalCli({ stateDir: path.resolve(__dirname, '../../.tablefate') });
   const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: cli });
-  // Short lock waits, so that a wait continues as new within seconds (the paths are the same as the defaults').
-  const h = await Harness.start({ address: server.address, lockWait: { firstMs: 50, maxMs: 200, attemptsPerRun: 3 } });
+  // Short lock waits, so that a wait continues as new within seconds (the paths are the same as the defaults'), and
+  // a short grace, so that a reconcile pass collects an orphan set.
+  const h = await Harness.start({ address: server.address, lockWait: { firstMs: 50, maxMs: 200, attemptsPerRun: 3 }, orphanGraceSeconds: 1 });
+  /** The id of the run of `workflowId` running now, once there is one. */
+  const firstRunOf = async (workflowId: string) =>
+    (await waitFor(
+      () => h.temporal.workflow.getHandle(workflowId).describe().catch(() => undefined),
+      (d) => d !== undefined,
+      { what: `a run of ${workflowId}` },
+    ))!.runId;
+  /** Resolves once `workflowId` has continued as new from run `runId`. */
+  const continuedFrom = (workflowId: string, runId: string) =>
+    waitFor(() => h.temporal.workflow.getHandle(workflowId).describe(), (d) => d.runId !== runId, { what: `${workflowId} to continue as new` });
   /** Saves the history of a workflow's latest run, once it has closed, or of the run `runId`. */
   const save = async (file: string, workflowId: string, runId?: string) => {
     // (A run named by id has closed already: its workflow goes on in a later run, whose end is not awaited.)
@@ -125,20 +137,25 @@ async function main(): Promise<void> {
     await h.catalog.acquireLock(`table:${waiting.id}`, holder, Date.now(), () => Promise.resolve(false));
     const purging = h.client.purge({ tableId: waiting.id });
     const purgeId = workflowIdFor.purge(waiting.id, h.catalog.id);
-    const firstRun = await waitFor(
-      () => h.temporal.workflow.getHandle(purgeId).describe().catch(() => undefined),
-      (d) => d !== undefined,
-      { what: 'the waiting purge' },
-    );
-    await waitFor(
-      () => h.temporal.workflow.getHandle(purgeId).describe(),
-      (d) => d.runId !== firstRun!.runId,
-      { what: 'the purge to continue as new' },
-    );
-    await save('purge-lock-wait-continued', purgeId, firstRun!.runId);
+    const firstRun = await firstRunOf(purgeId);
+    await continuedFrom(purgeId, firstRun);
+    await save('purge-lock-wait-continued', purgeId, firstRun);
     await h.catalog.releaseLocks(holder);
     await purging;
     await save('purge-after-lock-wait', purgeId);
+
+    // (since v8) a trash that waits for a busy table: continues as new, then trashes and answers its caller
+    const busy = await h.client.create({ table: 'rec.busy', shards: 2 });
+    await h.catalog.acquireLock(`table:${busy.id}`, holder, Date.now(), () => Promise.resolve(false));
+    const trashing = h.client.trash({ table: 'rec.busy', retentionSeconds: 3600 });
+    const busyTrashId = workflowIdFor.trash(busy.id, h.catalog.id);
+    const firstTrashRun = await firstRunOf(busyTrashId);
+    await continuedFrom(busyTrashId, firstTrashRun);
+    await save('trash-lock-wait-continued', busyTrashId, firstTrashRun);
+    await h.catalog.releaseLocks(holder);
+    await trashing;
+    await h.client.purge({ tableId: busy.id });
+    await save('trash-after-lock-wait', busyTrashId);
 
     // an expiry whose purge fails once: the trash tries again (after 10 s) and purges
     const retried = await h.client.create({ table: 'rec.retried', shards: 2 });
@@ -172,7 +189,17 @@ async function main(): Promise<void> {
     await h.temporal.workflow.getHandle(workflowIdFor.trash(resumed2.id, h.catalog.id)).terminate('recording: a worker lost mid-trash');
     await lostTrash;
     await h.startWorker();
-    await h.reconcile();
+    // (since v8, this pass recorded) with an orphan set past its grace beside it: the pass releases the lost run's
+    // lock, resumes its trash and collects the orphan
+    await writeSet(path.join(h.home, 'storage'), { tableId: resumed2.id + 500, shard: 0, node: 'node-0' }, 'live');
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const repairsId = `reconcile@${h.catalog.id}-recording-repairs`;
+    await h.temporal.workflow.execute('reconcileTables', {
+      workflowId: repairsId,
+      taskQueue: h.taskQueue,
+      args: [{ catalogId: h.catalog.id, mode: 'repair' }],
+    });
+    await save('reconcile-repairs', repairsId);
     await waitFor(() => h.catalog.getTable(resumed2.id), (t) => t?.state === 'PURGED', { what: 'the resumed trash to expire' });
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
 
@@ -218,6 +245,22 @@ async function main(): Promise<void> {
       await save('trash-storage-stopped-here', workflowIdFor.trash(broken.id, fatal.catalog.id));
     } finally {
       await fatal.close();
+    }
+
+    // (since v8) an expiry whose purge keeps failing: past its tries for one run the trash continues as new,
+    // re-armed on the same drop time, and a later run purges
+    const paced = await Harness.start({ address: server.address, expiryRetry: { firstMs: 100, maxMs: 200, attemptsPerRun: 2 } });
+    try {
+      const stubborn = await paced.client.create({ table: 'rec.stubborn', shards: 2 });
+      paced.storage.faults.inject({ op: 'markGarbage', tableId: stubborn.id, shard: 0, kind: 'permanent', times: 3 });
+      await paced.client.trash({ table: 'rec.stubborn', retentionSeconds: 1 });
+      const stubbornId = workflowIdFor.trash(stubborn.id, paced.catalog.id);
+      const armed = await paced.temporal.workflow.getHandle(stubbornId).describe();
+      await waitFor(() => paced.catalog.getTable(stubborn.id), (t) => t?.state === 'PURGED', { what: 'the stubborn expiry' });
+      await save('trash-expiry-continued', stubbornId, armed.runId);
+      await save('trash-rearmed-expiry-retried', stubbornId);
+    } finally {
+      await paced.close();
     }
   } finally {
     await h.close();
