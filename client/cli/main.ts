@@ -1,13 +1,22 @@
 import { parseArgs } from 'node:util';
 import { loadClientConfig } from '../config';
 import { loadConfig } from '../../worker/config';
-import { devCommand, storageNodeCommand, workerCommand } from '../../worker/main';
 import { quarantineCommand } from './quarantine';
 import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../../domain/errors';
 import type { TableInfo } from '../../domain/table';
 import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client';
 import { applicationFailureOf } from '../errors';
 import { formatHealth, formatTable, formatTableList } from './format';
+
+/**
+ * The commands that run a worker (`dev`, `worker`, `storage-node`), loaded only when one of them runs: the SDK's
+ * worker and its native core would cost every table command some 0.3 to 0.6 s more to start.
+ */
+function workerCommands(): typeof import('../../worker/main') {
+  // A require, not import(): the command line runs through tsx's CommonJS hook, which import() bypasses.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../../worker/main') as typeof import('../../worker/main');
+}
 
 const USAGE = `usage: tablefate <command> [options]
 
@@ -163,7 +172,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
             const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
             // The worker's configuration only for the worker's commands: a variable only workers read never
             // stops a table command.
-            exitCode = await devCommand(loadConfig(), { headless: v.headless === true, port, uiPort }, io.out);
+            exitCode = await workerCommands().devCommand(loadConfig(), { headless: v.headless === true, port, uiPort }, io.out);
           },
         );
         return exitCode;
@@ -173,7 +182,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         await run({ storage: { type: 'string' } }, { min: 0, max: 0 }, async (v) => {
           const mode = v.storage ?? 'local';
           if (mode !== 'local' && mode !== 'remote') throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
-          exitCode = await workerCommand(loadConfig(), mode);
+          exitCode = await workerCommands().workerCommand(loadConfig(), mode);
         });
         return exitCode;
       }
@@ -181,7 +190,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         let exitCode = 0;
         await run({ dir: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
           if (typeof v.dir !== 'string' || v.dir === '') throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
-          exitCode = await storageNodeCommand(loadConfig(), node!, v.dir);
+          exitCode = await workerCommands().storageNodeCommand(loadConfig(), node!, v.dir);
         });
         return exitCode;
       }
