@@ -25,9 +25,10 @@ test('off one host: 50 operations by the command line while a worker and a stora
     storage: 'remote',
     killNodes: 1,
     caller: 'cli',
-    // Bounded so that a stalled product fails this test in about 3 minutes instead of hanging it.
+    // Bounded so that a stalled product fails this test in about 4 minutes instead of hanging it. (50 operations
+    // take about a minute here; a machine busy with other work once needed more than 90 s for them.)
     callTimeoutMs: 20_000,
-    opsTimeLimitMs: 90_000,
+    opsTimeLimitMs: 150_000,
     convergenceTimeoutMs: 60_000,
     log: (line) => progress.push(line),
   });
@@ -42,4 +43,4 @@ test('off one host: 50 operations by the command line while a worker and a stora
   expect(Object.keys(report.stats.killsOf).sort()).toEqual(['node-0', 'worker']);
   expect(report.convergence?.converged).toBe(true);
   expect(report.problems).toEqual([]);
-}, 240_000);
+}, 300_000);
