@@ -7,13 +7,17 @@
  *   npm run bench:timers -- --worker-heap-mb 300        (the worker's V8 old space capped, as NODE_OPTIONS does it)
  *
  * Reports the time to create and trash them, the worker's resident memory (VmRSS), the dev server's CPU while
- * they all wait, and how long after the shared expiry every one of the crowd was purged (no error, no lock left).
+ * they all wait, and how long after the shared expiry every one of the crowd was purged (no error, no lock left),
+ * with the CPU the worker and the server spent on it; then the floor for a crowd: as many bare one-activity
+ * workflows started at once on the same server.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { TableFateClient } from '../client/client';
 import { catalogPath } from '../domain/deployment';
@@ -53,6 +57,34 @@ async function inParallel(count: number, what: string, work: (i: number) => Prom
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Starts `count` floor workflows at once and waits for every one: ms from the first start to the last result. */
+async function floorCrowd(address: string, count: number): Promise<number> {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const connection = await NativeConnection.connect({ address });
+  const taskQueue = `bench-floor-${randomUUID()}`;
+  const worker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowsPath: require.resolve('./floor-workflow'),
+    activities: { noop: () => Promise.resolve() },
+  });
+  const running = worker.run();
+  const client = new Client({ connection: await Connection.connect({ address }) });
+  try {
+    const started = Date.now();
+    const handles = await Promise.all(
+      Array.from({ length: count }, () => client.workflow.start('floorWorkflow', { taskQueue, workflowId: `floor-${randomUUID()}` })),
+    );
+    await Promise.all(handles.map((h) => h.result()));
+    return Date.now() - started;
+  } finally {
+    worker.shutdown();
+    await running;
+    await client.connection.close();
+    await connection.close();
+  }
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -130,6 +162,7 @@ async function main(): Promise<void> {
 
     const first = Math.min(...expiries);
     await sleep(Math.max(0, first - Date.now()));
+    const cpuAtExpiry = { worker: cpuSeconds(worker.pid!), server: cpuSeconds(server.pid) };
     let purged = 0;
     let lastPurgedAt = 0;
     for (;;) {
@@ -151,7 +184,17 @@ async function main(): Promise<void> {
             `(${((lastPurgedAt - first) / 1000).toFixed(1)} s after the first); locks left on them: ${crowdLocks.length}`
         : `ONLY ${purged} of ${expiring} purged within 300 s; locks left on them: ${crowdLocks.length}`,
     );
+    const busy = (pid: number, before: number) => `${(cpuSeconds(pid) - before).toFixed(1)} CPU-s`;
+    console.log(`  while the crowd was purged: worker ${busy(worker.pid!, cpuAtExpiry.worker)}, dev server ${busy(server.pid, cpuAtExpiry.server)}`);
     console.log(`worker RSS at the end: ${rssMb(worker.pid!).toFixed(0)} MB`);
+
+    // The floor for a crowd: as many bare one-activity workflows, all started at once on the same server, each
+    // finished by the worker of this process. Nothing built on Temporal finishes a crowd faster here.
+    const floorMs = await floorCrowd(server.address, expiring);
+    console.log(
+      `floor: ${expiring} bare workflows started together all finished ${(floorMs / 1000).toFixed(1)} s after the first start ` +
+        `(the crowd's purge took ${(((lastPurgedAt || Date.now()) - first) / floorMs).toFixed(2)}x that)`,
+    );
   } finally {
     if (worker && !worker.exitStatus) await worker.stop('SIGINT');
     await catalog?.close();
