@@ -6,8 +6,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY . .
 ENV TABLEFATE_HOME=/data
-# A bounded V8 heap: Node's default lets a worker's heap grow lazily to hundreds of MB it does not need (with
-# 2,000 trashes waiting: 481 MB of RSS by default, 370 MB with this; docs/performance.md). Override to taste.
+# A bounded V8 heap: Node's default lets a worker's heap grow lazily to memory it does not need (with 10,000
+# trashes waiting a worker holds about 330 MB of RSS even without this; docs/performance.md). Override to taste.
 ENV NODE_OPTIONS=--max-old-space-size=300
 VOLUME /data
 ENTRYPOINT ["node", "bin/tablefate.js"]
