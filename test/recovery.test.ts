@@ -95,11 +95,16 @@ describe('a trash whose purge at expiry keeps failing', () => {
     expect(paced.storage.faults.pending()).toBe(0);
     expect(purged!.droppedAt).toBe(Date.parse(trashed.droppedAt!));
     expect(await paced.shardAreas(table)).toEqual([null, null]);
-    const runs = await runsOf(paced.temporal, workflowId);
+    // The run closes just after its last change: wait for it, then for visibility to list it closed.
+    expect(await paced.temporal.workflow.getHandle(workflowId).result()).toMatchObject({ ended: 'expired' });
+    const runs = await waitFor(
+      () => runsOf(paced.temporal, workflowId),
+      (found) => found.length >= 4 && found.every((r) => r.status !== 'RUNNING'),
+      { what: 'every run of the trash to be listed closed' },
+    );
     // Ten failed tries and the one that purged, three a run: four runs, the first three continued as new.
     expect(runs.map((r) => r.status)).toEqual(['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'COMPLETED']);
     for (const run of runs) expect(run.events).toBeLessThan(80);
-    expect(await paced.temporal.workflow.getHandle(workflowId).result()).toMatchObject({ ended: 'expired' });
     expect(await paced.catalog.listLocks()).toEqual([]);
   });
 });
