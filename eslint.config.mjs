@@ -25,7 +25,10 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: nodeBuiltins.map((name) => ({ name, message: 'Node built-ins are not deterministic; keep them out of workflows/ and domain/.' })),
+          paths: nodeBuiltins.map((name) => ({
+            name,
+            message: 'Node built-ins are not deterministic; keep them out of workflows/ and domain/.',
+          })),
           patterns: [
             {
               allowTypeImports: true,
@@ -43,7 +46,8 @@ export default tseslint.config(
                 '@temporalio/client',
                 '@temporalio/worker',
                 '@temporalio/activity',
-              ], message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
+              ],
+              message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
             },
           ],
         },

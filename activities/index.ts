@@ -64,7 +64,10 @@ export function createActivities(deps: ActivityDeps) {
   };
 
   /** A state change in the calling run's name; with `releaseLocks`, the run's locks go once it is recorded. */
-  const change = async (input: CallScope & { releaseLocks?: boolean }, request: Omit<TransitionRequest, 'owner' | 'step'>): Promise<TableRecord> => {
+  const change = async (
+    input: CallScope & { releaseLocks?: boolean },
+    request: Omit<TransitionRequest, 'owner' | 'step'>,
+  ): Promise<TableRecord> => {
     const owner = inScope(input);
     const table = await catalog.transition({ ...request, owner, step: stepOf(owner, input) });
     if (input.releaseLocks) await catalog.releaseLocks(owner);
@@ -158,7 +161,9 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for. */
-    commitTrash: (input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord> =>
+    commitTrash: (
+      input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean },
+    ): Promise<TableRecord> =>
       change(input, {
         tableId: input.tableId,
         from: ['TRASHING'],

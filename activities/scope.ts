@@ -70,7 +70,9 @@ export function callChecks(catalog: Catalog) {
     const tableId = shards[0]!.tableId;
     if (!(await catalog.holdsLock(lockFor.table(tableId), owner))) {
       const which = shards.map((s) => `${s.shard} on ${s.node}`).join(', ');
-      throw new LockLostError(`${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`);
+      throw new LockLostError(
+        `${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`,
+      );
     }
     await change({ signal: context.cancellationSignal, beat });
   };

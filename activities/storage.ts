@@ -146,7 +146,12 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
           if (classifyStorageError(err) === 'fatal') {
             // This worker stops (as a node's worker would); the change is not over, so nothing is journaled.
             deps.onFatal(err as FatalStorageError);
-            throw ApplicationFailure.create({ message: messageOf(err), type: STORAGE_STOPPED_HERE, nonRetryable: true, cause: err as Error });
+            throw ApplicationFailure.create({
+              message: messageOf(err),
+              type: STORAGE_STOPPED_HERE,
+              nonRetryable: true,
+              cause: err as Error,
+            });
           }
           // A failure for good is journaled like an answer: the step made again fails the same, and the
           // operation compensates as it did the first time instead of finding its lock gone.

@@ -35,7 +35,14 @@ async function fillCatalog(catalog: SqliteCatalog, from: number, target: number)
     const name = { namespace: 'fill', name: `t${i}` };
     await catalog.acquireLock(lockFor.name(name), owner, Date.now(), never);
     const prepared = await catalog.prepareCreate(
-      { ...name, params: { shards: 4 }, owner, nameLock: lockFor.name(name), place: (id, p) => placeShards(id, p.shards, ['node-0', 'node-1', 'node-2']), now: Date.now() },
+      {
+        ...name,
+        params: { shards: 4 },
+        owner,
+        nameLock: lockFor.name(name),
+        place: (id, p) => placeShards(id, p.shards, ['node-0', 'node-1', 'node-2']),
+        now: Date.now(),
+      },
       never,
     );
     if (prepared.outcome !== 'prepared') throw new Error(`fill: ${prepared.outcome}`);

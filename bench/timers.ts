@@ -49,7 +49,8 @@ async function inParallel(count: number, what: string, work: (i: number) => Prom
     while (next < count) {
       const i = next++;
       await work(i);
-      if (++done % Math.max(1, Math.floor(count / 10)) === 0) console.log(`  ${what}: ${done}/${count} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+      if (++done % Math.max(1, Math.floor(count / 10)) === 0)
+        console.log(`  ${what}: ${done}/${count} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, lane));
@@ -88,12 +89,18 @@ async function floorCrowd(address: string, count: number): Promise<number> {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { waiting: { type: 'string' }, expiring: { type: 'string' }, 'idle-seconds': { type: 'string' }, 'worker-heap-mb': { type: 'string' } },
+    options: {
+      waiting: { type: 'string' },
+      expiring: { type: 'string' },
+      'idle-seconds': { type: 'string' },
+      'worker-heap-mb': { type: 'string' },
+    },
     strict: true,
   });
   // The worker's V8 old space, as an operator sets it (NODE_OPTIONS=--max-old-space-size=N); unset: Node's default.
   const heapMb = values['worker-heap-mb'];
-  const workerNodeOptions = heapMb === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${Number(heapMb)}`.trim() };
+  const workerNodeOptions =
+    heapMb === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${Number(heapMb)}`.trim() };
   const waiting = Number(values.waiting ?? 10_000);
   const expiring = Number(values.expiring ?? 1_000);
   const idleSeconds = Number(values['idle-seconds'] ?? 60);
@@ -122,7 +129,9 @@ async function main(): Promise<void> {
       await client.create({ table: `wait.t${i}`, shards: 1 });
       await client.trash({ table: `wait.t${i}`, retentionSeconds: LONG_RETENTION_S });
     });
-    console.log(`created and trashed ${waiting} tables in ${(createMs / 1000).toFixed(0)} s (${((waiting * 1000) / createMs).toFixed(1)}/s)`);
+    console.log(
+      `created and trashed ${waiting} tables in ${(createMs / 1000).toFixed(0)} s (${((waiting * 1000) / createMs).toFixed(1)}/s)`,
+    );
 
     // Idle: every one waits on its timer. The worker's memory, the server's CPU, per 5 s slice: right after the
     // last trash the server is still settling the runs' histories, so the slices show when it falls to idle.
@@ -155,10 +164,13 @@ async function main(): Promise<void> {
     const trashMs = await inParallel(expiring, 'crowd trashed', async (i) => {
       await client.trash({ table: names[i]!, retentionSeconds: Math.round((expireAt - Date.now()) / 1000) });
     });
-    if (trashMs > (lead - 10) * 1000) throw new Error(`trashing the crowd took ${trashMs} ms, past the shared expiry; use a smaller --expiring`);
+    if (trashMs > (lead - 10) * 1000)
+      throw new Error(`trashing the crowd took ${trashMs} ms, past the shared expiry; use a smaller --expiring`);
     const expiries = (await Promise.all(ids.map((id) => catalog!.getTable(id)))).map((t) => t!.expireAt!);
     const spread = Math.max(...expiries) - Math.min(...expiries);
-    console.log(`crowd of ${expiring} trashed in ${(trashMs / 1000).toFixed(0)} s; expiries within ${(spread / 1000).toFixed(1)} s of each other`);
+    console.log(
+      `crowd of ${expiring} trashed in ${(trashMs / 1000).toFixed(0)} s; expiries within ${(spread / 1000).toFixed(1)} s of each other`,
+    );
 
     const first = Math.min(...expiries);
     await sleep(Math.max(0, first - Date.now()));
@@ -185,7 +197,9 @@ async function main(): Promise<void> {
         : `ONLY ${purged} of ${expiring} purged within 300 s; locks left on them: ${crowdLocks.length}`,
     );
     const busy = (pid: number, before: number) => `${(cpuSeconds(pid) - before).toFixed(1)} CPU-s`;
-    console.log(`  while the crowd was purged: worker ${busy(worker.pid!, cpuAtExpiry.worker)}, dev server ${busy(server.pid, cpuAtExpiry.server)}`);
+    console.log(
+      `  while the crowd was purged: worker ${busy(worker.pid!, cpuAtExpiry.worker)}, dev server ${busy(server.pid, cpuAtExpiry.server)}`,
+    );
     console.log(`worker RSS at the end: ${rssMb(worker.pid!).toFixed(0)} MB`);
 
     // The floor for a crowd: as many bare one-activity workflows, all started at once on the same server, each

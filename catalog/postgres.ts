@@ -38,12 +38,7 @@ import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
 import { NAME_HOLDING_STATES } from '../domain/states';
 import type { TableRecord } from '../domain/table';
-import {
-  CatalogNotFoundError,
-  NameTakenError,
-  TableFateError,
-  TableNotFoundError,
-} from '../domain/errors';
+import { CatalogNotFoundError, NameTakenError, TableFateError, TableNotFoundError } from '../domain/errors';
 import { lockFor } from '../domain/operations';
 import type {
   AcquireResult,
@@ -58,7 +53,19 @@ import type {
   TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
-import { busyHolder, planPrepare, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
+import {
+  busyHolder,
+  planPrepare,
+  planTransition,
+  sameOwner,
+  sqlList,
+  toHolder,
+  toRecord,
+  unwrap,
+  type LockRow,
+  type Outcome,
+  type TableRow,
+} from './rows';
 import { MIGRATIONS, SCHEMA_VERSION } from './postgres-schema';
 
 /** Inlined (constants, not input) so that the planner can use the partial unique index. */
@@ -80,7 +87,6 @@ const TYPE_PARSERS = {
       : (types.getTypeParser as TypeParserOf)(oid, format)) as CustomTypesConfig['getTypeParser'],
 } satisfies CustomTypesConfig;
 
-
 const pgCode = (err: unknown): unknown => (typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined);
 const isUniqueViolation = (err: unknown) => pgCode(err) === '23505';
 
@@ -89,8 +95,7 @@ class RetryTransaction extends Error {
   override readonly name = 'RetryTransaction';
 }
 
-const isRetryable = (err: unknown) =>
-  err instanceof RetryTransaction || pgCode(err) === '40001' || pgCode(err) === '40P01';
+const isRetryable = (err: unknown) => err instanceof RetryTransaction || pgCode(err) === '40001' || pgCode(err) === '40P01';
 
 /** `url` without its password (and as it was if it is no url), for messages and errors. */
 export function redactUrl(url: string): string {
@@ -218,17 +223,7 @@ export class PostgresCatalog implements Catalog {
           const result = await c.query(
             `UPDATE tables SET state = $1, namespace = $2, name = $3, dropped_at = $4, expire_at = $5, purged_at = $6,
                updated_at = $7 WHERE id = $8 AND state = $9`,
-            [
-              req.to,
-              wanted.namespace,
-              wanted.name,
-              set.droppedAt,
-              set.expireAt,
-              set.purgedAt,
-              req.now,
-              req.tableId,
-              current.state,
-            ],
+            [req.to, wanted.namespace, wanted.name, set.droppedAt, set.expireAt, set.purgedAt, req.now, req.tableId, current.state],
           );
           updated = result.rowCount ?? 0;
           await c.query('RELEASE SAVEPOINT set_state');
@@ -273,17 +268,16 @@ export class PostgresCatalog implements Catalog {
     return rows.map(toRecord);
   }
 
-  acquireLock(
-    resource: string,
-    owner: LockOwner,
-    now: number,
-    isOwnerClosed: IsOwnerClosed,
-    step?: StepKey,
-  ): Promise<AcquireResult> {
+  acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {
     // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
     // are journaled too): re-taking it would let a run that already finished hold a table again.
     return this.withTakeOver(isOwnerClosed, (c) =>
-      this.journaled(c, step, () => this.tryLock(c, resource, owner, now), (r) => r.acquired),
+      this.journaled(
+        c,
+        step,
+        () => this.tryLock(c, resource, owner, now),
+        (r) => r.acquired,
+      ),
     ).then(({ result, tookOverFrom }) => {
       const acquired = unwrap(result);
       return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
@@ -312,9 +306,7 @@ export class PostgresCatalog implements Catalog {
   }
 
   async releaseLocks(owner: LockOwner): Promise<void> {
-    await this.tx((c) =>
-      c.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]),
-    );
+    await this.tx((c) => c.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]));
   }
 
   async listLocks(): Promise<LockHolder[]> {
@@ -390,11 +382,7 @@ export class PostgresCatalog implements Catalog {
     if ('value' in outcome && !keep(outcome.value)) {
       await c.query(`DELETE FROM journal WHERE run_id = $1 AND step = $2`, [step.runId, step.step]);
     } else {
-      await c.query(`UPDATE journal SET outcome = $3 WHERE run_id = $1 AND step = $2`, [
-        step.runId,
-        step.step,
-        JSON.stringify(outcome),
-      ]);
+      await c.query(`UPDATE journal SET outcome = $3 WHERE run_id = $1 AND step = $2`, [step.runId, step.step, JSON.stringify(outcome)]);
     }
     return outcome;
   }
@@ -414,10 +402,11 @@ export class PostgresCatalog implements Catalog {
       const holder = busyHolder(result);
       if (!holder || !(await isOwnerClosed(holder))) return { result, tookOverFrom };
       // Unless it changed hands meanwhile: then the next attempt sees the new holder.
-      const freed = await this.#pool.query(
-        `DELETE FROM locks WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`,
-        [holder.resource, holder.workflowId, holder.runId],
-      );
+      const freed = await this.#pool.query(`DELETE FROM locks WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`, [
+        holder.resource,
+        holder.workflowId,
+        holder.runId,
+      ]);
       if (freed.rowCount === 1) tookOverFrom = holder;
     }
   }
@@ -455,10 +444,7 @@ export class PostgresCatalog implements Catalog {
   }
 
   private async lockRow(db: Queryable, resource: string, opts: { forUpdate?: boolean } = {}): Promise<LockRow | undefined> {
-    const { rows } = await db.query<LockRow>(
-      `SELECT * FROM locks WHERE resource = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`,
-      [resource],
-    );
+    const { rows } = await db.query<LockRow>(`SELECT * FROM locks WHERE resource = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [resource]);
     return rows[0];
   }
 
@@ -480,9 +466,7 @@ export class PostgresCatalog implements Catalog {
   }
 
   private async getRow(db: Queryable, tableId: number, opts: { forUpdate?: boolean } = {}): Promise<TableRecord | undefined> {
-    const { rows } = await db.query<TableRow>(`SELECT * FROM tables WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [
-      tableId,
-    ]);
+    const { rows } = await db.query<TableRow>(`SELECT * FROM tables WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [tableId]);
     return rows[0] && toRecord(rows[0]);
   }
 
@@ -564,9 +548,7 @@ async function checkSchema(pool: Pool, where: string): Promise<void> {
   if (newer) throw newer;
   const missing = MIGRATIONS.filter((m) => !applied.includes(m.version)).map((m) => m.version);
   if (missing.length > 0) {
-    throw new Error(
-      `its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`,
-    );
+    throw new Error(`its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`);
   }
 }
 

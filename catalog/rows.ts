@@ -77,8 +77,7 @@ export function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
 
 /** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
 export type TransitionPlan =
-  | { made: true; table: TableRecord }
-  | { made: false; name: { namespace: string; name: string }; columns: Required<StateColumns> };
+  { made: true; table: TableRecord } | { made: false; name: { namespace: string; name: string }; columns: Required<StateColumns> };
 
 /**
  * The checks every store makes before a state change, on the row as it is under the lock (the caller has checked
@@ -97,7 +96,9 @@ export function planTransition(current: TableRecord, req: TransitionRequest): Tr
   // same move, under the same name.
   if (current.state === req.to) {
     if (wanted.namespace === current.namespace && wanted.name === current.name) return { made: true, table: current };
-    throw new WrongStateError(`table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`);
+    throw new WrongStateError(
+      `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
+    );
   }
   if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
     throw new WrongStateError(`table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`);

@@ -6,12 +6,7 @@ import type { TableName } from '../domain/names';
 import { formatTableName } from '../domain/names';
 import { NAME_HOLDING_STATES } from '../domain/states';
 import type { TableRecord } from '../domain/table';
-import {
-  CatalogNotFoundError,
-  NameTakenError,
-  TableFateError,
-  TableNotFoundError,
-} from '../domain/errors';
+import { CatalogNotFoundError, NameTakenError, TableFateError, TableNotFoundError } from '../domain/errors';
 import { lockFor } from '../domain/operations';
 import type {
   AcquireResult,
@@ -26,8 +21,19 @@ import type {
   TransitionRequest,
 } from './catalog';
 import { LockLostError } from './lock-lost';
-import { busyHolder, planPrepare, planTransition, sameOwner, sqlList, toHolder, toRecord, unwrap, type LockRow, type Outcome, type TableRow } from './rows';
-
+import {
+  busyHolder,
+  planPrepare,
+  planTransition,
+  sameOwner,
+  sqlList,
+  toHolder,
+  toRecord,
+  unwrap,
+  type LockRow,
+  type Outcome,
+  type TableRow,
+} from './rows';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS tables (
@@ -68,7 +74,6 @@ CREATE INDEX IF NOT EXISTS journal_age ON journal (at);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
 
-
 // By its code, not its class: the driver's error class may come from another realm (jest's module sandboxes).
 const isUniqueViolation = (err: unknown) =>
   typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE';
@@ -100,28 +105,32 @@ export class SqliteCatalog implements Catalog {
 
   prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult> {
     return this.withTakeOver(isOwnerClosed, () =>
-      this.journaled(req.step, (): PrepareResult => {
-        this.assertHolds(req.nameLock, req.owner);
-        const holder = this.nameHolder(req);
-        if (!holder) {
-          const id = this.nextId();
-          const placement = req.place(id, req.params);
-          this.db
-            .prepare(
-              `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
+      this.journaled(
+        req.step,
+        (): PrepareResult => {
+          this.assertHolds(req.nameLock, req.owner);
+          const holder = this.nameHolder(req);
+          if (!holder) {
+            const id = this.nextId();
+            const placement = req.place(id, req.params);
+            this.db
+              .prepare(
+                `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
                VALUES (?, ?, ?, 'CREATING', ?, ?, ?, ?)`,
-            )
-            .run(id, req.namespace, req.name, JSON.stringify(req.params), JSON.stringify(placement), req.now, req.now);
-          // A new id: nobody can hold its lock yet.
-          this.tryLock(lockFor.table(id), req.owner, req.now);
-          return { outcome: 'prepared', table: this.mustGet(id), resumed: false };
-        }
-        if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
-        const lock = this.tryLock(lockFor.table(holder.id), req.owner, req.now);
-        if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
-        this.db.prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`).run(req.now, holder.id);
-        return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
-      }, (result) => result.outcome !== 'busy'),
+              )
+              .run(id, req.namespace, req.name, JSON.stringify(req.params), JSON.stringify(placement), req.now, req.now);
+            // A new id: nobody can hold its lock yet.
+            this.tryLock(lockFor.table(id), req.owner, req.now);
+            return { outcome: 'prepared', table: this.mustGet(id), resumed: false };
+          }
+          if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
+          const lock = this.tryLock(lockFor.table(holder.id), req.owner, req.now);
+          if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+          this.db.prepare(`UPDATE tables SET state = 'CREATING', updated_at = ? WHERE id = ?`).run(req.now, holder.id);
+          return { outcome: 'prepared', table: this.mustGet(holder.id), resumed: true };
+        },
+        (result) => result.outcome !== 'busy',
+      ),
     ).then(({ result }) => unwrap(result));
   }
 
@@ -140,23 +149,11 @@ export class SqliteCatalog implements Catalog {
               `UPDATE tables SET state = ?, namespace = ?, name = ?, dropped_at = ?, expire_at = ?, purged_at = ?,
                  updated_at = ? WHERE id = ? AND state = ?`,
             )
-            .run(
-              req.to,
-              wanted.namespace,
-              wanted.name,
-              set.droppedAt,
-              set.expireAt,
-              set.purgedAt,
-              req.now,
-              req.tableId,
-              current.state,
-            );
+            .run(req.to, wanted.namespace, wanted.name, set.droppedAt, set.expireAt, set.purgedAt, req.now, req.tableId, current.state);
         } catch (err) {
           if (isUniqueViolation(err)) {
             const other = this.nameHolder(wanted);
-            throw new NameTakenError(
-              `the name ${formatTableName(wanted)} is taken by table ${other?.id ?? '?'}; give a new name`,
-            );
+            throw new NameTakenError(`the name ${formatTableName(wanted)} is taken by table ${other?.id ?? '?'}; give a new name`);
           }
           throw err;
         }
@@ -192,17 +189,15 @@ export class SqliteCatalog implements Catalog {
     return Promise.resolve(rows.map(toRecord));
   }
 
-  acquireLock(
-    resource: string,
-    owner: LockOwner,
-    now: number,
-    isOwnerClosed: IsOwnerClosed,
-    step?: StepKey,
-  ): Promise<AcquireResult> {
+  acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {
     // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
     // are journaled too): re-taking it would let a run that already finished hold a table again.
     return this.withTakeOver(isOwnerClosed, () =>
-      this.journaled(step, (): AcquireResult => this.tryLock(resource, owner, now), (r) => r.acquired),
+      this.journaled(
+        step,
+        (): AcquireResult => this.tryLock(resource, owner, now),
+        (r) => r.acquired,
+      ),
     ).then(({ result, tookOverFrom }) => {
       const acquired = unwrap(result);
       return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
@@ -226,9 +221,7 @@ export class SqliteCatalog implements Catalog {
   }
 
   releaseLocks(owner: LockOwner): Promise<void> {
-    this.db
-      .prepare(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`)
-      .run(owner.runId, owner.workflowId);
+    this.db.prepare(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`).run(owner.runId, owner.workflowId);
     return Promise.resolve();
   }
 
@@ -280,8 +273,7 @@ export class SqliteCatalog implements Catalog {
 
   private journalEntry(step: StepKey): Outcome<unknown> | undefined {
     const seen = this.db.prepare(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`).get(step.runId, step.step) as
-      | { outcome: string }
-      | undefined;
+      { outcome: string } | undefined;
     return seen && (JSON.parse(seen.outcome) as Outcome<unknown>);
   }
 

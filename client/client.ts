@@ -10,12 +10,7 @@ import {
 import type { Catalog } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { TASK_QUEUE } from '../domain/deployment';
-import {
-  TableExistsError,
-  TableInTrashError,
-  TableNotFoundError,
-  WrongStateError,
-} from '../domain/errors';
+import { TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import { searchAttributesFor, workflowIdFor, type Backoff, type LockWaitPolicy, type TableOp } from '../domain/operations';
 import {
@@ -119,7 +114,10 @@ export class TableFateClient {
       catalog,
       defaultTimeoutMs: opts.defaultTimeoutMs,
     });
-    client.owned.push(() => catalog.close(), () => connection.close());
+    client.owned.push(
+      () => catalog.close(),
+      () => connection.close(),
+    );
     return client;
   }
 

@@ -37,9 +37,13 @@ export function temporalSecurity(e: TemporalSecurityEnv): TemporalSecurity {
   if (e.TEMPORAL_API_KEY !== undefined && e.TEMPORAL_API_KEY_PATH !== undefined) {
     throw new InvalidInputError('invalid configuration: give TEMPORAL_API_KEY or TEMPORAL_API_KEY_PATH, not both');
   }
-  const apiKey = e.TEMPORAL_API_KEY ?? (e.TEMPORAL_API_KEY_PATH ? read('TEMPORAL_API_KEY_PATH', e.TEMPORAL_API_KEY_PATH).toString('utf8').trim() : undefined);
+  const apiKey =
+    e.TEMPORAL_API_KEY ??
+    (e.TEMPORAL_API_KEY_PATH ? read('TEMPORAL_API_KEY_PATH', e.TEMPORAL_API_KEY_PATH).toString('utf8').trim() : undefined);
   const anyTls =
-    e.TEMPORAL_TLS_CLIENT_CERT_PATH !== undefined || e.TEMPORAL_TLS_SERVER_CA_CERT_PATH !== undefined || e.TEMPORAL_TLS_SERVER_NAME !== undefined;
+    e.TEMPORAL_TLS_CLIENT_CERT_PATH !== undefined ||
+    e.TEMPORAL_TLS_SERVER_CA_CERT_PATH !== undefined ||
+    e.TEMPORAL_TLS_SERVER_NAME !== undefined;
   // An API key travels over TLS only (Temporal Cloud's rule): it implies TLS unless switched off explicitly.
   const useTls = e.TEMPORAL_TLS === 'true' || (e.TEMPORAL_TLS !== 'false' && (anyTls || apiKey !== undefined));
   if (!useTls) {
@@ -48,7 +52,8 @@ export function temporalSecurity(e: TemporalSecurityEnv): TemporalSecurity {
   }
   const tls: TLSConfig = {};
   if (e.TEMPORAL_TLS_SERVER_NAME) tls.serverNameOverride = e.TEMPORAL_TLS_SERVER_NAME;
-  if (e.TEMPORAL_TLS_SERVER_CA_CERT_PATH) tls.serverRootCACertificate = read('TEMPORAL_TLS_SERVER_CA_CERT_PATH', e.TEMPORAL_TLS_SERVER_CA_CERT_PATH);
+  if (e.TEMPORAL_TLS_SERVER_CA_CERT_PATH)
+    tls.serverRootCACertificate = read('TEMPORAL_TLS_SERVER_CA_CERT_PATH', e.TEMPORAL_TLS_SERVER_CA_CERT_PATH);
   if (e.TEMPORAL_TLS_CLIENT_CERT_PATH && e.TEMPORAL_TLS_CLIENT_KEY_PATH) {
     tls.clientCertPair = {
       crt: read('TEMPORAL_TLS_CLIENT_CERT_PATH', e.TEMPORAL_TLS_CLIENT_CERT_PATH),
@@ -63,6 +68,8 @@ function read(variable: string, file: string): Buffer {
   try {
     return fs.readFileSync(file);
   } catch (err) {
-    throw new InvalidInputError(`invalid configuration: ${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new InvalidInputError(
+      `invalid configuration: ${variable}: cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
 }

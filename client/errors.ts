@@ -75,9 +75,14 @@ export function toTableFateError(err: unknown, ctx: { workflowId: string; addres
   if (failure instanceof TimeoutFailure) return ended('WorkflowTimedOut', 'timed out by Temporal');
   if (failure || err instanceof WorkflowFailedError || err instanceof WorkflowUpdateFailedError) {
     const message = failure?.message || (err as Error).message;
-    return new OperationFailedError('OperationFailed', `workflow ${workflowId} failed: ${message}; check the table with ${check}`, workflowId, {
-      cause: err,
-    });
+    return new OperationFailedError(
+      'OperationFailed',
+      `workflow ${workflowId} failed: ${message}; check the table with ${check}`,
+      workflowId,
+      {
+        cause: err,
+      },
+    );
   }
   if (isUnreachable(err)) return unreachable(err, ctx.address);
   return err;
@@ -86,7 +91,8 @@ export function toTableFateError(err: unknown, ctx: { workflowId: string; addres
 /** The error a call to a server that does not answer ends with (refused, unreachable, not a Temporal frontend). */
 export function isUnreachable(err: unknown): boolean {
   return causeChain(err).some(
-    (e) => (isGrpcServiceError(e) && NOT_THERE.includes(e.code)) || /failed to connect|ECONNREFUSED|No connection established/i.test(e.message),
+    (e) =>
+      (isGrpcServiceError(e) && NOT_THERE.includes(e.code)) || /failed to connect|ECONNREFUSED|No connection established/i.test(e.message),
   );
 }
 

@@ -155,9 +155,7 @@ export class WriteRunner {
 
   /** A call with its own deadline and no caller's abort signal: shared by several calls, or made after one gave up. */
   private detached<T>(deadlineMs: number, call: () => Promise<T>): Promise<T> {
-    return this.connection.withAbortSignal(new AbortController().signal, () =>
-      this.connection.withDeadline(Date.now() + deadlineMs, call),
-    );
+    return this.connection.withAbortSignal(new AbortController().signal, () => this.connection.withDeadline(Date.now() + deadlineMs, call));
   }
 }
 

@@ -6,14 +6,7 @@
  * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError.
  * The command line's exit code follows the type (client/cli/main.ts, README).
  */
-export const DOMAIN_ERROR_TYPES = [
-  'InvalidInput',
-  'TableNotFound',
-  'TableInTrash',
-  'TableExists',
-  'NameTaken',
-  'WrongState',
-] as const;
+export const DOMAIN_ERROR_TYPES = ['InvalidInput', 'TableNotFound', 'TableInTrash', 'TableExists', 'NameTaken', 'WrongState'] as const;
 
 export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
 
@@ -50,12 +43,7 @@ export function isOperationFailureType(type: unknown): type is OperationFailureT
 
 /** Every `type` a TableFateError can have: the domain's, an operation's failure, or the client's own. */
 export type TableFateErrorType =
-  | DomainErrorType
-  | OperationFailureType
-  | 'OperationTimeout'
-  | 'NoWorker'
-  | 'CatalogNotFound'
-  | 'ServerUnreachable';
+  DomainErrorType | OperationFailureType | 'OperationTimeout' | 'NoWorker' | 'CatalogNotFound' | 'ServerUnreachable';
 
 /** Everything the SDK throws on purpose is one of these: `type` says which, `name` is the class's name. */
 export abstract class TableFateError extends Error {

@@ -109,10 +109,7 @@ export const lockFor = {
 };
 
 /** The search attributes of one operation's run, so the UI answers "what happened to table 42" in one query. */
-export function searchAttributesFor(
-  op: TableOp,
-  table: { tableId?: number; namespace?: string; name?: string },
-): SearchAttributePair[] {
+export function searchAttributesFor(op: TableOp, table: { tableId?: number; namespace?: string; name?: string }): SearchAttributePair[] {
   const pairs: SearchAttributePair[] = [{ key: SEARCH_ATTRIBUTES.tableOp, value: op }];
   if (table.tableId !== undefined) pairs.push({ key: SEARCH_ATTRIBUTES.tableId, value: table.tableId });
   if (table.namespace !== undefined) pairs.push({ key: SEARCH_ATTRIBUTES.tableNamespace, value: table.namespace });

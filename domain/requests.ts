@@ -6,26 +6,27 @@ import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
 
 /** `<ns>.<name>` or `<name>` (namespace `default`), parsed into its parts. */
-export const tableNameSchema = z
-  .string()
-  .transform((text, ctx): TableName => {
-    const parts = text.split('.');
-    if (parts.length > 2) {
-      ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
+export const tableNameSchema = z.string().transform((text, ctx): TableName => {
+  const parts = text.split('.');
+  if (parts.length > 2) {
+    ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
+    return z.NEVER;
+  }
+  const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
+  for (const [label, value] of [
+    ['namespace', namespace],
+    ['name', name],
+  ] as const) {
+    if (!IDENTIFIER.test(value)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
+      });
       return z.NEVER;
     }
-    const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
-    for (const [label, value] of [['namespace', namespace], ['name', name]] as const) {
-      if (!IDENTIFIER.test(value)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
-        });
-        return z.NEVER;
-      }
-    }
-    return { namespace, name };
-  });
+  }
+  return { namespace, name };
+});
 
 const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 

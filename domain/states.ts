@@ -1,14 +1,5 @@
 /** The life of a table. Only READY tables are usable by name. */
-export const TABLE_STATES = [
-  'CREATING',
-  'READY',
-  'TRASHING',
-  'TRASHED',
-  'RESTORING',
-  'PURGING',
-  'PURGED',
-  'CREATE_FAILED',
-] as const;
+export const TABLE_STATES = ['CREATING', 'READY', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED'] as const;
 
 export type TableState = (typeof TABLE_STATES)[number];
 
@@ -48,12 +39,7 @@ export interface StateColumns {
  * table going back to the trash from a failed recall or purge keeps both); a table back from the trash has
  * neither any more; a purge leaves its time on the tombstone.
  */
-export function columnsOnEntering(
-  from: TableState,
-  to: TableState,
-  at: number,
-  opts: { retentionSeconds?: number } = {},
-): StateColumns {
+export function columnsOnEntering(from: TableState, to: TableState, at: number, opts: { retentionSeconds?: number } = {}): StateColumns {
   switch (to) {
     case 'TRASHED': {
       if (from !== 'TRASHING') return {};

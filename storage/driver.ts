@@ -58,7 +58,8 @@ export interface Watch {
 /** Throws why the watcher stopped the change, if it has; reports progress otherwise. */
 export function checkWatch(watch: Watch | undefined): void {
   if (!watch) return;
-  if (watch.signal?.aborted) throw watch.signal.reason instanceof Error ? watch.signal.reason : new Error('storage change stopped by its caller');
+  if (watch.signal?.aborted)
+    throw watch.signal.reason instanceof Error ? watch.signal.reason : new Error('storage change stopped by its caller');
   watch.beat?.();
 }
 

@@ -44,10 +44,7 @@ export class FaultInjector {
   /** Throws if an armed fault matches; the first matching fault, in injection order, is the one used up. */
   check(op: StorageOp, ref: { tableId: number; shard: number }): void {
     const fault = this.armed.find(
-      (f) =>
-        f.op === op &&
-        (f.tableId === undefined || f.tableId === ref.tableId) &&
-        (f.shard === undefined || f.shard === ref.shard),
+      (f) => f.op === op && (f.tableId === undefined || f.tableId === ref.tableId) && (f.shard === undefined || f.shard === ref.shard),
     );
     if (!fault) return;
     fault.remaining -= 1;

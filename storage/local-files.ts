@@ -99,7 +99,11 @@ export class LocalFileStorage implements StorageDriver {
       const temps = await this.writeFreshSet(ref);
       const live = shardPaths(this.root, ref, 'live');
       try {
-        await renameSet(temps.map((temp, i): RenamePair => [temp, live[i]!]), this.renameOps, watch);
+        await renameSet(
+          temps.map((temp, i): RenamePair => [temp, live[i]!]),
+          this.renameOps,
+          watch,
+        );
       } catch (error) {
         // After a roll-back the temps are back under their names; they are ours alone, so clear them.
         // Not after a fatal one: nothing may touch the files until someone has looked.
@@ -231,12 +235,7 @@ export class LocalFileStorage implements StorageDriver {
    * whatever goes wrong leaves as one of errors.ts's classes, naming the shard. A fatal error quarantines the
    * node first, so that no worker (this one restarted, or another on the same storage) touches it again.
    */
-  private async guarded<T>(
-    op: GuardedOp,
-    ref: ShardRef,
-    watch: Watch | undefined,
-    body: () => Promise<T>,
-  ): Promise<T> {
+  private async guarded<T>(op: GuardedOp, ref: ShardRef, watch: Watch | undefined, body: () => Promise<T>): Promise<T> {
     this.assertValid(ref);
     try {
       const marker = await readQuarantine(this.root, ref.node);
@@ -297,14 +296,18 @@ export class LocalFileStorage implements StorageDriver {
     const toPaths = shardPaths(this.root, ref, to);
 
     const both = names.filter((_, i) => presence[from][i] && presence[to][i]);
-    if (both.length > 0) throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
+    if (both.length > 0)
+      throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
     const missing = names.filter((_, i) => !presence[from][i] && !presence[to][i]);
     if (missing.length === names.length) {
       const elsewhere = AREAS.filter((a) => a !== from && a !== to && presence[a].some(Boolean));
       const hint = elsewhere.length > 0 ? ` (found in ${elsewhere.join(', ')})` : '';
       throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: it is in neither${hint}`);
     }
-    if (missing.length > 0) throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`);
+    if (missing.length > 0)
+      throw new StorageInvariantError(
+        `cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`,
+      );
 
     const pending = fromPaths.flatMap((file, i): RenamePair[] => (presence[from][i] ? [[file, toPaths[i]!]] : []));
     if (pending.length === 0) return;
@@ -435,12 +438,7 @@ async function changedAtOf(file: string): Promise<number | undefined> {
 
 /** listSets' order: node number, then area in AREAS order, then tableId and shard. */
 function bySetOrder(a: StoredSet, b: StoredSet): number {
-  return (
-    byNodeNumber(a.node, b.node) ||
-    AREAS.indexOf(a.area) - AREAS.indexOf(b.area) ||
-    a.tableId - b.tableId ||
-    a.shard - b.shard
-  );
+  return byNodeNumber(a.node, b.node) || AREAS.indexOf(a.area) - AREAS.indexOf(b.area) || a.tableId - b.tableId || a.shard - b.shard;
 }
 
 /**

@@ -41,11 +41,7 @@ export async function renameSet(pairs: ReadonlyArray<RenamePair>, ops: RenameOps
   }
 }
 
-async function rollBack(
-  done: readonly RenamePair[],
-  failed: { from: string; to: string; error: unknown },
-  ops: RenameOps,
-): Promise<void> {
+async function rollBack(done: readonly RenamePair[], failed: { from: string; to: string; error: unknown }, ops: RenameOps): Promise<void> {
   for (let i = done.length - 1; i >= 0; i--) {
     const [from, to] = done[i]!;
     try {

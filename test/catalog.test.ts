@@ -53,8 +53,7 @@ const postgres: Backend = {
   name: 'PostgreSQL',
   newStore: () => pg.freshDatabase('catalog'),
   open: (url, opts) => PostgresCatalog.open(url, opts),
-  isUntouched: (url) =>
-    withClient(url, async (c) => (await c.query(`SELECT 1 FROM pg_tables WHERE schemaname = 'public'`)).rowCount === 0),
+  isUntouched: (url) => withClient(url, async (c) => (await c.query(`SELECT 1 FROM pg_tables WHERE schemaname = 'public'`)).rowCount === 0),
   cleanUp: () => Promise.resolve(),
 };
 
@@ -73,7 +72,16 @@ async function locked(resource: string, who: LockOwner, on: Catalog = catalog): 
 
 function prepare(name: string, who: LockOwner, step?: StepKey, on: Catalog = catalog, now = 1) {
   return on.prepareCreate(
-    { namespace: 'ns', name, params: { shards: 2 }, owner: who, nameLock: `name:ns.${name}`, place: (id, p) => placeShards(id, p.shards, NODES), now, step },
+    {
+      namespace: 'ns',
+      name,
+      params: { shards: 2 },
+      owner: who,
+      nameLock: `name:ns.${name}`,
+      place: (id, p) => placeShards(id, p.shards, NODES),
+      now,
+      step,
+    },
     never,
   );
 }
@@ -138,7 +146,11 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect(await prepare('t', retry)).toMatchObject({ outcome: 'busy', holder: { workflowId: 'trash:x' } });
     expect((await catalog.getTable(first.table.id))?.state).toBe('CREATE_FAILED');
     await catalog.releaseLocks(owner('trash:x'));
-    expect(await prepare('t', retry)).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id, state: 'CREATING' } });
+    expect(await prepare('t', retry)).toMatchObject({
+      outcome: 'prepared',
+      resumed: true,
+      table: { id: first.table.id, state: 'CREATING' },
+    });
   });
 
   test('a prepare without the name lock is LockLost; one with other parameters is TableExists', async () => {
@@ -157,9 +169,9 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
   test('a state change needs the expected state and the table lock; repeating one already made is a success', async () => {
     const table = await readyTable('t');
     const trash = await locked(`table:${table.id}`, owner('trash:1'));
-    await expect(
-      catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: trash, now: 3 }),
-    ).rejects.toThrow(/is READY/);
+    await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: trash, now: 3 })).rejects.toThrow(
+      /is READY/,
+    );
     await expect(
       catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: owner('purge:1'), now: 3 }),
     ).rejects.toThrow(/does not hold the lock/);
@@ -175,7 +187,14 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     const table = await readyTable('t');
     const trash = await locked(`table:${table.id}`, owner('trash:1'));
     await expect(
-      catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 3, expectName: { namespace: 'ns', name: 'other' } }),
+      catalog.transition({
+        tableId: table.id,
+        from: ['READY'],
+        to: 'TRASHING',
+        owner: trash,
+        now: 3,
+        expectName: { namespace: 'ns', name: 'other' },
+      }),
     ).rejects.toThrow(/named ns\.t, not ns\.other/);
     expect((await catalog.getTable(table.id))?.state).toBe('READY');
   });
@@ -184,7 +203,14 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     const table = await readyTable('t');
     const op = await locked(`table:${table.id}`, owner('trash:1'));
     await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
-    const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 10_000, retentionSeconds: 60 });
+    const trashed = await catalog.transition({
+      tableId: table.id,
+      from: ['TRASHING'],
+      to: 'TRASHED',
+      owner: op,
+      now: 10_000,
+      retentionSeconds: 60,
+    });
     expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
     await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 20_000 });
     const back = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', owner: op, now: 30_000 });
@@ -199,7 +225,14 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect(await catalog.findByName({ namespace: 'ns', name: 't' })).toBeUndefined();
     const newer = await readyTable('t');
     await expect(
-      catalog.transition({ tableId: old.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 5, rename: { namespace: 'ns', name: 't' } }),
+      catalog.transition({
+        tableId: old.id,
+        from: ['TRASHED'],
+        to: 'RESTORING',
+        owner: op,
+        now: 5,
+        rename: { namespace: 'ns', name: 't' },
+      }),
     ).rejects.toMatchObject({ type: 'NameTaken' });
     expect((await catalog.getTable(old.id))?.state).toBe('TRASHED');
     expect((await catalog.findByName({ namespace: 'ns', name: 't' }))?.id).toBe(newer.id);
@@ -260,8 +293,23 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     const op = owner('trash:1', 'run-t');
     const key = (step: string): StepKey => ({ runId: op.runId, step });
     await catalog.acquireLock(`table:${table.id}`, op, 1, never, key('1:acquireLock'));
-    const trashing = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3, step: key('2:transition') });
-    const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60, step: key('3:commitTrash') });
+    const trashing = await catalog.transition({
+      tableId: table.id,
+      from: ['READY'],
+      to: 'TRASHING',
+      owner: op,
+      now: 3,
+      step: key('2:transition'),
+    });
+    const trashed = await catalog.transition({
+      tableId: table.id,
+      from: ['TRASHING'],
+      to: 'TRASHED',
+      owner: op,
+      now: 4,
+      retentionSeconds: 60,
+      step: key('3:commitTrash'),
+    });
     await catalog.releaseLocks(op);
 
     // The workflow task that made these calls was lost; meanwhile another operation took the table.
@@ -270,8 +318,20 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
 
     // The replayed calls answer as before and change nothing; a new call is refused for want of the lock.
     expect(await catalog.acquireLock(`table:${table.id}`, op, 6, never, key('1:acquireLock'))).toMatchObject({ acquired: true });
-    expect(await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 7, step: key('2:transition') })).toEqual(trashing);
-    expect(await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 8, retentionSeconds: 60, step: key('3:commitTrash') })).toEqual(trashed);
+    expect(
+      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 7, step: key('2:transition') }),
+    ).toEqual(trashing);
+    expect(
+      await catalog.transition({
+        tableId: table.id,
+        from: ['TRASHING'],
+        to: 'TRASHED',
+        owner: op,
+        now: 8,
+        retentionSeconds: 60,
+        step: key('3:commitTrash'),
+      }),
+    ).toEqual(trashed);
     expect((await catalog.getTable(table.id))?.state).toBe('RESTORING');
     await expect(
       catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 9, step: key('4:transition') }),
@@ -292,12 +352,16 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     const table = await readyTable('t');
     const op = await locked(`table:${table.id}`, owner('purge:1', 'run-p'));
     const step = { runId: op.runId, step: '2:transition' };
-    await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 3, step })).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 3, step }),
+    ).rejects.toMatchObject({ type: 'WrongState' });
     await catalog.releaseLocks(op);
     const trash = await locked(`table:${table.id}`, owner('trash:1'));
     await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: trash, now: 4 });
     await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: trash, now: 5, retentionSeconds: 60 });
-    await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 6, step })).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(
+      catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 6, step }),
+    ).rejects.toMatchObject({ type: 'WrongState' });
     expect((await catalog.getTable(table.id))?.state).toBe('TRASHED');
   });
 
@@ -309,7 +373,15 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     await readyTable('t');
     const step = { runId: 'run-u', step: '5:restore' };
     const restore = () =>
-      catalog.transition({ tableId: old.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 5, rename: { namespace: 'ns', name: 't' }, step });
+      catalog.transition({
+        tableId: old.id,
+        from: ['TRASHED'],
+        to: 'RESTORING',
+        owner: op,
+        now: 5,
+        rename: { namespace: 'ns', name: 't' },
+        step,
+      });
     await expect(restore()).rejects.toMatchObject({ type: 'NameTaken' });
     await expect(restore()).rejects.toMatchObject({ type: 'NameTaken' });
     expect((await catalog.getTable(old.id))?.state).toBe('TRASHED');
@@ -380,8 +452,20 @@ describe('PostgreSQL catalog shared by several workers', () => {
     for (let round = 0; round < 50; round++) {
       const resource = `table:${round}`;
       const results = await Promise.all([
-        a.acquireLock(resource, owner(`trash:${round}`, 'run-a'), round, never, round % 2 ? { runId: 'run-a', step: `${round}` } : undefined),
-        b.acquireLock(resource, owner(`purge:${round}`, 'run-b'), round, never, round % 2 ? { runId: 'run-b', step: `${round}` } : undefined),
+        a.acquireLock(
+          resource,
+          owner(`trash:${round}`, 'run-a'),
+          round,
+          never,
+          round % 2 ? { runId: 'run-a', step: `${round}` } : undefined,
+        ),
+        b.acquireLock(
+          resource,
+          owner(`purge:${round}`, 'run-b'),
+          round,
+          never,
+          round % 2 ? { runId: 'run-b', step: `${round}` } : undefined,
+        ),
       ]);
       expect(results.filter((r) => r.acquired)).toHaveLength(1);
       const winner = results[0].acquired ? 'trash' : 'purge';
@@ -451,7 +535,10 @@ describe('PostgreSQL catalog shared by several workers', () => {
     const opened = await Promise.all(Array.from({ length: 4 }, () => PostgresCatalog.open(fresh, { poolSize: 2 })));
     try {
       expect(new Set(opened.map((c) => c.id)).size).toBe(1);
-      const versions = await withClient(fresh, async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations`)).rows);
+      const versions = await withClient(
+        fresh,
+        async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations`)).rows,
+      );
       expect(versions).toEqual([{ version: SCHEMA_VERSION }]);
     } finally {
       await Promise.all(opened.map((c) => c.close()));

@@ -36,7 +36,13 @@ const cliAll = (...argsList: string[][]) => runCliAll(argsList, { env }, 4);
 beforeAll(async () => {
   home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-cli-'));
   // No reconcile schedule: it would repair things under these tests, and outlive them on the shared server.
-  env = { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_LOG_LEVEL: 'warn', TABLEFATE_RECONCILE_SECONDS: '0' };
+  env = {
+    ...process.env,
+    TABLEFATE_HOME: home,
+    TEMPORAL_ADDRESS: testServerAddress(),
+    TABLEFATE_LOG_LEVEL: 'warn',
+    TABLEFATE_RECONCILE_SECONDS: '0',
+  };
   connection = await Connection.connect({ address: testServerAddress() });
   temporal = new Client({ connection, namespace: testNamespace() });
 
@@ -413,11 +419,13 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
     ['recall', String(second.id)],
     ['purge', String(second.id)],
   );
-  expect({ code: takenJson!.code, stdout: takenJson!.stdout, stderr: takenJson!.stderrLines.map((l) => JSON.parse(l) as unknown) }).toEqual({
-    code: 4,
-    stdout: '',
-    stderr: [{ error: 'NameTaken', message: containing('cli.taken') }],
-  });
+  expect({ code: takenJson!.code, stdout: takenJson!.stdout, stderr: takenJson!.stderrLines.map((l) => JSON.parse(l) as unknown) }).toEqual(
+    {
+      code: 4,
+      stdout: '',
+      stderr: [{ error: 'NameTaken', message: containing('cli.taken') }],
+    },
+  );
   expectFailure(recallLive!, 4, 'WrongState', /READY/);
   expectFailure(purgeLive!, 4, 'WrongState', /READY/);
 
@@ -481,7 +489,15 @@ test('with no catalog in TABLEFATE_HOME, ls, describe and the writes exit 6 with
   const missing = path.join(empty, 'not-there');
   try {
     for (const dir of [empty, missing]) {
-      const commands = [['ls'], ['ls', '-a', '--json'], ['describe', 'cli.x'], ['describe', '1'], ['create', 'cli.x'], ['drop', 'cli.x'], ['purge', '1']];
+      const commands = [
+        ['ls'],
+        ['ls', '-a', '--json'],
+        ['describe', 'cli.x'],
+        ['describe', '1'],
+        ['create', 'cli.x'],
+        ['drop', 'cli.x'],
+        ['purge', '1'],
+      ];
       const results = await runCliAll(commands, { env: { ...env, TABLEFATE_HOME: dir } }, 4);
       const message =
         `no tablefate catalog at ${catalogPath(dir)} (TABLEFATE_HOME=${dir}); a worker makes it on its first start: ` +
@@ -491,7 +507,9 @@ test('with no catalog in TABLEFATE_HOME, ls, describe and the writes exit 6 with
           args,
           code: 6,
           stdout: '',
-          stderr: [args.includes('--json') ? JSON.stringify({ error: 'CatalogNotFound', message }) : `tablefate: CatalogNotFound: ${message}`],
+          stderr: [
+            args.includes('--json') ? JSON.stringify({ error: 'CatalogNotFound', message }) : `tablefate: CatalogNotFound: ${message}`,
+          ],
         })),
       );
     }
@@ -505,7 +523,10 @@ test('with no catalog in TABLEFATE_HOME, ls, describe and the writes exit 6 with
 test('--timeout on a write that answers in time changes nothing about the answer', async () => {
   const created = tableOf(await cli('create', 'cli.timely', '--shards', '2', '--timeout', '30', '--json'));
   expect(created).toMatchObject({ name: 'timely', state: 'READY', shards: 2 });
-  expect(tableOf(await cli('drop', 'cli.timely', '-r', '3600', '--timeout', '30', '--json'))).toMatchObject({ id: created.id, state: 'TRASHED' });
+  expect(tableOf(await cli('drop', 'cli.timely', '-r', '3600', '--timeout', '30', '--json'))).toMatchObject({
+    id: created.id,
+    state: 'TRASHED',
+  });
   expect(tableOf(await cli('recall', String(created.id), '--timeout', '29.5', '--json'))).toMatchObject({ id: created.id, state: 'READY' });
   const [listed, described] = await cliAll(['ls', '--timeout', '5', '--json'], ['describe', 'cli.timely', '--timeout', '5', '--json']);
   expect(tablesOf(listed!).map((t) => t.id)).toContain(created.id);

@@ -31,7 +31,6 @@ beforeAll(() => {
   slow = harnesses.slow();
 });
 
-
 test('a storage fault the trash cannot get past reaches the caller as OperationFailedError StorageFault naming the workflow', async () => {
   const table = await h.client.create({ table: 'errs.faulty', shards: 2 });
   // Shard 1's move to the trash fails for good, once: the trash compensates (its undo succeeds) and fails.
@@ -110,7 +109,10 @@ test('a create whose workflow is cancelled while the caller waits is OperationFa
   expect((err as Error).message).toContain('tablefate describe errs.cancelled');
   const table = await slow.catalog.findByName({ namespace: 'errs', name: 'cancelled' });
   expect(table?.state).toBe('CREATE_FAILED');
-  expect(await slow.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([null, null]);
+  expect(await slow.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([
+    null,
+    null,
+  ]);
   // Its own locks are released (the trash terminated above may still hold its table's lock: nobody ended that run).
   expect((await slow.catalog.listLocks()).filter((lock) => lock.workflowId === workflowId)).toEqual([]);
 }, 40_000);
@@ -137,7 +139,9 @@ describe('every way a workflow can fail becomes a typed error', () => {
     );
     // Nor does a failure with no type at all, or one that is not an application failure, stay raw.
     expect(toTableFateError(failed(ApplicationFailure.create({ message: 'untyped' })), ctx)).toMatchObject({ type: 'OperationFailed' });
-    expect(toTableFateError(new WorkflowFailedError('Workflow execution failed', undefined, RetryState.NON_RETRYABLE_FAILURE), ctx)).toMatchObject({
+    expect(
+      toTableFateError(new WorkflowFailedError('Workflow execution failed', undefined, RetryState.NON_RETRYABLE_FAILURE), ctx),
+    ).toMatchObject({
       type: 'OperationFailed',
     });
   });
@@ -151,7 +155,10 @@ describe('every way a workflow can fail becomes a typed error', () => {
     for (const [cause, type, message] of cases) {
       const err = toTableFateError(failed(cause), ctx);
       expect(err).toBeInstanceOf(OperationFailedError);
-      expect({ type: (err as OperationFailedError).type, message: (err as Error).message }).toEqual({ type, message: expect.stringMatching(message) as unknown });
+      expect({ type: (err as OperationFailedError).type, message: (err as Error).message }).toEqual({
+        type,
+        message: expect.stringMatching(message) as unknown,
+      });
     }
   });
 

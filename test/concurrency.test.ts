@@ -42,7 +42,11 @@ test('a second operation waits for the lock instead of failing, then runs', asyn
   // The trash holds the lock for a few seconds while its shard moves fail and are retried.
   h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 4 });
   const trashing = h.client.trash({ table: 'racing.waits', retentionSeconds: 3600 });
-  await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'TRASHING', { what: 'the trash to begin' });
+  await waitFor(
+    () => h.catalog.getTable(table.id),
+    (t) => t?.state === 'TRASHING',
+    { what: 'the trash to begin' },
+  );
   const purging = h.client.purge({ tableId: table.id });
   const [trashed, purged] = await Promise.all([trashing, purging]);
   expect(trashed.state).toBe('TRASHED');
@@ -60,7 +64,11 @@ test('a create terminated while holding its lock is resumed by the next run of t
     { what: 'the create to prepare' },
   );
   // The name's lock and the table's, both the create's.
-  await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 2, { what: 'the create to hold its locks' });
+  await waitFor(
+    () => h.catalog.listLocks(),
+    (locks) => locks.length === 2,
+    { what: 'the create to hold its locks' },
+  );
   await h.temporal.workflow.getHandle(workflowId).terminate('test: a crash that runs no compensation');
   await first;
   expect((await h.catalog.listLocks()).map((l) => l.workflowId)).toEqual([workflowId, workflowId]);

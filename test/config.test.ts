@@ -48,20 +48,22 @@ describe('loadConfig', () => {
       }),
     ).toMatchObject({ defaultRetentionSeconds: 600, storageNodes: 64, storageRetryAttempts: 1, workflowCache: 400 });
     // Fewer than the 40 workflow tasks a worker runs at once is refused.
-    expect(configError({ TABLEFATE_WORKFLOW_CACHE: '39' })).toMatch(/TABLEFATE_WORKFLOW_CACHE: must be a whole number of workflow runs from 40 to 100000, got "39"/);
+    expect(configError({ TABLEFATE_WORKFLOW_CACHE: '39' })).toMatch(
+      /TABLEFATE_WORKFLOW_CACHE: must be a whole number of workflow runs from 40 to 100000, got "39"/,
+    );
   });
 
-  const numeric = ['TABLEFATE_DEFAULT_RETENTION_SECONDS', 'TABLEFATE_STORAGE_NODES', 'TABLEFATE_STORAGE_RETRY_ATTEMPTS', 'TABLEFATE_WORKFLOW_CACHE'];
+  const numeric = [
+    'TABLEFATE_DEFAULT_RETENTION_SECONDS',
+    'TABLEFATE_STORAGE_NODES',
+    'TABLEFATE_STORAGE_RETRY_ATTEMPTS',
+    'TABLEFATE_WORKFLOW_CACHE',
+  ];
   const malformed = ['', ' ', '0', '-5', '+5', '1.5', '1e3', '0x10', ' 7', 'abc', '99999999999999999999'];
 
   test.each(numeric)('%s empty or malformed is an error naming the variable and the value, never 0', (variable) => {
     const messages = malformed.map((value) => [value, configError({ [variable]: value })]);
-    expect(messages).toEqual(
-      malformed.map((value) => [
-        value,
-        expect.stringContaining(`${variable}: must be a whole number`) as unknown,
-      ]),
-    );
+    expect(messages).toEqual(malformed.map((value) => [value, expect.stringContaining(`${variable}: must be a whole number`) as unknown]));
     for (const [value, message] of messages) expect(message).toContain(`got ${JSON.stringify(value)}`);
   });
 
@@ -72,7 +74,9 @@ describe('loadConfig', () => {
   });
 
   test('out of range values are refused: nodes 1 to 64, retry attempts at least 1', () => {
-    expect(configError({ TABLEFATE_STORAGE_NODES: '65' })).toMatch(/TABLEFATE_STORAGE_NODES: must be a whole number from 1 to 64, got "65"/);
+    expect(configError({ TABLEFATE_STORAGE_NODES: '65' })).toMatch(
+      /TABLEFATE_STORAGE_NODES: must be a whole number from 1 to 64, got "65"/,
+    );
     expect(configError({ TABLEFATE_STORAGE_RETRY_ATTEMPTS: '0' })).toMatch(/TABLEFATE_STORAGE_RETRY_ATTEMPTS: .* got "0"/);
   });
 
@@ -159,7 +163,13 @@ describe('storage nodes beyond the configured count', () => {
     }
     const result = await runCli(['worker'], {
       // No server at that address: had the worker not refused first, it would fail there instead.
-      env: { ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: '127.0.0.1:9', TABLEFATE_STORAGE_NODES: '2', TABLEFATE_LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        TABLEFATE_HOME: home,
+        TEMPORAL_ADDRESS: '127.0.0.1:9',
+        TABLEFATE_STORAGE_NODES: '2',
+        TABLEFATE_LOG_LEVEL: 'warn',
+      },
       timeoutMs: 30_000,
     });
     expect({ code: result.code, stdout: result.stdout, stderr: result.stderrLines }).toEqual({
@@ -179,7 +189,9 @@ describe('storage nodes beyond the configured count', () => {
     });
     expect(result.code).not.toBe(0);
     expect(result.stderrLines).toEqual([
-      expect.stringContaining('TABLEFATE_DEFAULT_RETENTION_SECONDS: must be a whole number of seconds from 1 to 315360000, got ""') as unknown,
+      expect.stringContaining(
+        'TABLEFATE_DEFAULT_RETENTION_SECONDS: must be a whole number of seconds from 1 to 315360000, got ""',
+      ) as unknown,
     ]);
   });
 });

@@ -59,9 +59,7 @@ test('a transient storage fault is retried and the create succeeds', async () =>
 });
 
 test('20 concurrent creates of one name give one table, and every caller gets its id', async () => {
-  const results = await Promise.all(
-    Array.from({ length: 20 }, () => h.client.create({ table: 'race.one', shards: 4 })),
-  );
+  const results = await Promise.all(Array.from({ length: 20 }, () => h.client.create({ table: 'race.one', shards: 4 })));
   const ids = new Set(results.map((t) => t.id));
   expect(ids.size).toBe(1);
   const tables = (await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.name === 'one');

@@ -35,7 +35,6 @@ beforeAll(() => {
   slow = harnesses.slow();
 });
 
-
 async function timed<T>(promise: Promise<T>): Promise<{ value: T; ms: number }> {
   const started = Date.now();
   const value = await promise;
@@ -61,7 +60,9 @@ describe('the SDK', () => {
     let err: unknown;
     let ms: number;
     try {
-      ({ value: err, ms } = await timed(failureOf(slow.client.trash({ table: 'late.trash', retentionSeconds: 3600 }, { timeoutMs: 1000 }))));
+      ({ value: err, ms } = await timed(
+        failureOf(slow.client.trash({ table: 'late.trash', retentionSeconds: 3600 }, { timeoutMs: 1000 })),
+      ));
       // Still half way when the call gave up: the deadline, not the operation, ended the call.
       expect(gate.waiting).toBeGreaterThan(0);
     } finally {
@@ -86,7 +87,12 @@ describe('the SDK', () => {
   test("the client's defaultTimeoutMs bounds every write that names no timeout (an undelete here)", async () => {
     const table = await slow.client.create({ table: 'late.recall', shards: 2 });
     await slow.client.trash({ table: 'late.recall', retentionSeconds: 3600 });
-    const impatient = new TableFateClient({ client: slow.temporal, catalog: slow.catalog, taskQueue: slow.taskQueue, defaultTimeoutMs: 800 });
+    const impatient = new TableFateClient({
+      client: slow.temporal,
+      catalog: slow.catalog,
+      taskQueue: slow.taskQueue,
+      defaultTimeoutMs: 800,
+    });
     const progress: unknown[] = [];
     gate.hold();
     let err: unknown;
@@ -162,7 +168,11 @@ describe('the SDK', () => {
       ],
     });
     try {
-      const client = new TableFateClient({ client: new Client({ connection, namespace: testNamespace() }), catalog: h.catalog, taskQueue: h.taskQueue });
+      const client = new TableFateClient({
+        client: new Client({ connection, namespace: testNamespace() }),
+        catalog: h.catalog,
+        taskQueue: h.taskQueue,
+      });
       const burst = await Promise.all([1, 2, 3, 4, 5].map((n) => client.create({ table: `burst.t${n}`, shards: 1 })));
       expect(burst.map((t) => t.state)).toEqual(['READY', 'READY', 'READY', 'READY', 'READY']);
       for (const n of [1, 2, 3]) await client.trash({ table: `burst.t${n}`, retentionSeconds: 3600 });
@@ -177,7 +187,9 @@ describe('the SDK', () => {
       }
       costs.sort((a, b) => a - b);
       const median = costs[Math.floor(costs.length / 2)]!;
-      console.log(`DescribeTaskQueue: median ${median.toFixed(2)} ms, max ${costs[costs.length - 1]!.toFixed(2)} ms over ${costs.length} calls`);
+      console.log(
+        `DescribeTaskQueue: median ${median.toFixed(2)} ms, max ${costs[costs.length - 1]!.toFixed(2)} ms over ${costs.length} calls`,
+      );
       expect(median).toBeLessThan(50);
     } finally {
       await connection.close();
@@ -188,11 +200,17 @@ describe('the SDK', () => {
     const address = `127.0.0.1:${await closedPort()}`;
     const connection = Connection.lazy({ address, connectTimeout: '5s' });
     try {
-      const client = new TableFateClient({ client: new Client({ connection, namespace: 'default' }), catalog: h.catalog, taskQueue: h.taskQueue });
+      const client = new TableFateClient({
+        client: new Client({ connection, namespace: 'default' }),
+        catalog: h.catalog,
+        taskQueue: h.taskQueue,
+      });
       const { value: err, ms } = await timed(failureOf(client.create({ table: 'gone.t' })));
       expect(err).toBeInstanceOf(ServerUnreachableError);
       expect(err).toMatchObject({ type: 'ServerUnreachable', address });
-      expect((err as Error).message).toMatch(new RegExp(`^cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`));
+      expect((err as Error).message).toMatch(
+        new RegExp(`^cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`),
+      );
       // About 5 s of asking, more on a busy machine (9.6 s seen in CI): the point is that it does not wait for
       // the 60 s deadline.
       expect(ms).toBeLessThan(20_000);
@@ -217,7 +235,11 @@ describe('the SDK', () => {
     try {
       const hung = connection.withDeadline(Date.now() + 60_000, () =>
         connection.withAbortSignal(abort.signal, () =>
-          connection.workflowService.pollWorkflowTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, identity: 'hung-worker' }),
+          connection.workflowService.pollWorkflowTaskQueue({
+            namespace: 'default',
+            taskQueue: { name: taskQueue },
+            identity: 'hung-worker',
+          }),
         ),
       );
       hung.catch(() => undefined);
@@ -232,7 +254,9 @@ describe('the SDK', () => {
       expect(err).toBeInstanceOf(ServerUnreachableError);
       expect(err).toMatchObject({ type: 'ServerUnreachable', mayHaveStarted: true, workflowId });
       expect((err as Error).message).toMatch(
-        new RegExp(`^lost the Temporal server at 127\\.0\\.0\\.1:\\d+ during the create of lost\\.t \\(.+\\); it may go on as workflow ${workflowId}`),
+        new RegExp(
+          `^lost the Temporal server at 127\\.0\\.0\\.1:\\d+ during the create of lost\\.t \\(.+\\); it may go on as workflow ${workflowId}`,
+        ),
       );
       expect((err as Error).message).toContain('check with `tablefate describe lost.t` once the server is back');
       // The unavailable server, not the 120 s deadline, ended the wait.
@@ -260,7 +284,11 @@ describe('the command line', () => {
     namespace = `tablefate-deadlines-${randomUUID().slice(0, 8)}`;
     await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
     await waitFor(
-      () => connection.workflowService.describeNamespace({ namespace }).then(() => true, () => false),
+      () =>
+        connection.workflowService.describeNamespace({ namespace }).then(
+          () => true,
+          () => false,
+        ),
       (ready) => ready,
       { what: `namespace ${namespace}` },
     );
@@ -280,7 +308,14 @@ describe('the command line', () => {
   const oneLine = (r: CliResult) => ({ code: r.code, stdout: r.stdout, stderr: r.stderrLines });
 
   test('with no worker polling, a write exits 6 at once with one NoWorker line naming the task queue, namespace and address', async () => {
-    const [text, json] = await runCliAll([['create', 'dl.nobody'], ['create', 'dl.nobody', '--json']], { env }, 2);
+    const [text, json] = await runCliAll(
+      [
+        ['create', 'dl.nobody'],
+        ['create', 'dl.nobody', '--json'],
+      ],
+      { env },
+      2,
+    );
     const message =
       `no tablefate worker is polling task queue ${TASK_QUEUE} in namespace ${namespace} at ${testServerAddress()}; ` +
       'start one with `tablefate worker` (or `tablefate dev`)';
@@ -305,7 +340,8 @@ describe('the command line', () => {
     const workflowId = workflowIdFor.create({ namespace: 'dl', name: 'hung' }, catalogId);
     try {
       await waitFor(
-        () => connection.workflowService.describeTaskQueue({ namespace, taskQueue: { name: TASK_QUEUE } }).then((q) => q.pollers?.length ?? 0),
+        () =>
+          connection.workflowService.describeTaskQueue({ namespace, taskQueue: { name: TASK_QUEUE } }).then((q) => q.pollers?.length ?? 0),
         (pollers) => pollers > 0,
         { what: 'the hung worker to poll' },
       );
@@ -332,11 +368,24 @@ describe('the command line', () => {
 
   test('a Temporal server that is not there: a write exits 6 within about 5 s with one ServerUnreachable line; ls still answers', async () => {
     const address = `127.0.0.1:${await closedPort()}`;
-    const [write, ls] = await runCliAll([['create', 'dl.gone'], ['ls', '--json']], { env: { ...env, TEMPORAL_ADDRESS: address } }, 2);
+    const [write, ls] = await runCliAll(
+      [
+        ['create', 'dl.gone'],
+        ['ls', '--json'],
+      ],
+      { env: { ...env, TEMPORAL_ADDRESS: address } },
+      2,
+    );
     expect(oneLine(write!)).toEqual({
       code: 6,
       stdout: '',
-      stderr: [expect.stringMatching(new RegExp(`^tablefate: ServerUnreachable: cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`)) as unknown],
+      stderr: [
+        expect.stringMatching(
+          new RegExp(
+            `^tablefate: ServerUnreachable: cannot reach the Temporal server at ${address} \\(.+\\); is \`tablefate dev\` running\\?$`,
+          ),
+        ) as unknown,
+      ],
     });
     // About 5 s of asking plus two CLI processes starting on a busy machine (up to 10 s seen in CI): the point is
     // that it does not wait for the 60 s deadline.

@@ -50,9 +50,15 @@ describe('runs started on release v2 finish on today’s code', () => {
     const table = await h.client.create({ table: 'deploy.expiring', shards: 2 });
     const trashed = await h.client.trash({ table: 'deploy.expiring', retentionSeconds: 4 });
     await deploy();
-    const purged = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge at expiry' });
+    const purged = await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the purge at expiry' },
+    );
     expect(purged!.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
-    const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+    const timer: TrashTimerState = await h.temporal.workflow
+      .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+      .result();
     expect(timer.ended).toBe('expired');
     expect(await h.shardAreas(table)).toEqual([null, null]);
   });
@@ -62,7 +68,9 @@ describe('runs started on release v2 finish on today’s code', () => {
     await h.client.trash({ table: 'deploy.recalled', retentionSeconds: 3600 });
     await deploy();
     expect((await h.client.undelete({ table: table.id })).state).toBe('READY');
-    const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+    const timer: TrashTimerState = await h.temporal.workflow
+      .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+      .result();
     expect(timer.ended).toBe('restored');
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);
   });
@@ -86,7 +94,12 @@ describe('runs started on release v2 finish on today’s code', () => {
     // Waiting long enough that the old code's wait is in the history (a workflow task completed while it retried).
     await waitFor(
       async () =>
-        (await h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).fetchHistory().catch(() => undefined))?.events ?? [],
+        (
+          await h.temporal.workflow
+            .getHandle(workflowIdFor.purge(table.id, h.catalog.id))
+            .fetchHistory()
+            .catch(() => undefined)
+        )?.events ?? [],
       (events) => events.filter((e) => e.workflowTaskCompletedEventAttributes).length >= 1,
       { what: 'the old purge to wait across a workflow task', timeoutMs: 30_000 },
     );
@@ -144,9 +157,7 @@ describe('runs started on release v3 finish on today’s code, with the storage 
     });
     // Two calls per shard (mark as garbage, delete), each on the queue of the shard's node.
     expect(calls.sort()).toEqual(
-      table.placement
-        .flatMap((p) => ['deleteGarbage', 'markGarbage'].map((name) => `${name} on ${h.taskQueue}-storage-${p.node}`))
-        .sort(),
+      table.placement.flatMap((p) => ['deleteGarbage', 'markGarbage'].map((name) => `${name} on ${h.taskQueue}-storage-${p.node}`)).sort(),
     );
   });
 });
@@ -162,12 +173,18 @@ describe('runs started on release v6 finish on today’s code', () => {
     const table = await h.client.create({ table: 'deploy.v6expiring', shards: 2 });
     const trashed = await h.client.trash({ table: 'deploy.v6expiring', retentionSeconds: 4 });
     await release.deploy();
-    const purged = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge at expiry' });
+    const purged = await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the purge at expiry' },
+    );
     expect(purged!.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
     const trashId = workflowIdFor.trash(table.id, h.catalog.id);
     const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(trashId).result();
     expect(timer.ended).toBe('expired');
-    await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(WorkflowNotFoundError);
+    await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(
+      WorkflowNotFoundError,
+    );
     expect(await h.shardAreas(table)).toEqual([null, null]);
     await replayedCleanly(h, trashId);
   });
@@ -189,7 +206,11 @@ describe('runs started on release v7 finish on today’s code', () => {
       { what: 'the first purge at expiry to fail and be compensated' },
     );
     await release.deploy();
-    await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
+    await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the retried purge', timeoutMs: 40_000 },
+    );
     expect(await h.shardAreas(table)).toEqual([null, null]);
     await replayedCleanly(h, workflowIdFor.trash(table.id, h.catalog.id));
   });

@@ -78,13 +78,20 @@ test('with no worker polling, `tablefate doctor` exits 6 (NoWorker) within secon
   expect(seen(r)).toEqual({
     code: 6,
     stdout: '',
-    stderr: [expect.stringMatching(new RegExp(`^tablefate: NoWorker: no tablefate worker is polling task queue ${TASK_QUEUE} in namespace ${NAMESPACE}`)) as unknown],
+    stderr: [
+      expect.stringMatching(
+        new RegExp(`^tablefate: NoWorker: no tablefate worker is polling task queue ${TASK_QUEUE} in namespace ${NAMESPACE}`),
+      ) as unknown,
+    ],
   });
   // The worker check gives up after 2 s: not the doctor's 60 s deadline.
   expect(r.ms).toBeLessThan(15_000);
   const json = await cli('doctor', '--json');
   expect(json.code).toBe(6);
-  expect(JSON.parse(json.stderr)).toEqual({ error: 'NoWorker', message: expect.stringContaining('no tablefate worker is polling') as unknown });
+  expect(JSON.parse(json.stderr)).toEqual({
+    error: 'NoWorker',
+    message: expect.stringContaining('no tablefate worker is polling') as unknown,
+  });
   // Nothing was started: no report is waiting for a worker to come.
   const started = await temporal.workflow.count(`WorkflowType = 'reconcileTables'`);
   expect(started.count).toBe(0);
@@ -117,9 +124,7 @@ describe('with a `tablefate worker` polling', () => {
 
     const r = await cli('doctor');
     expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 1, stderr: '' });
-    expect(r.stdout).toBe(
-      `missing-timer ${`table ${table.id} is TRASHED with no trash timer: re-arm it (expires ${trashed.expireAt})`}\n`,
-    );
+    expect(r.stdout).toBe(`missing-timer ${`table ${table.id} is TRASHED with no trash timer: re-arm it (expires ${trashed.expireAt})`}\n`);
 
     const json = await cli('doctor', '--json');
     expect({ code: json.code, stderr: json.stderr }).toEqual({ code: 1, stderr: '' });
@@ -148,9 +153,17 @@ describe('with a `tablefate worker` polling', () => {
 
   test('`tablefate doctor` refuses arguments and a bad --timeout with exit 2', async () => {
     const extra = await cli('doctor', 'now');
-    expect(seen(extra)).toEqual({ code: 2, stdout: '', stderr: [expect.stringMatching(/^tablefate: Usage: doctor: expected 0 argument/) as unknown] });
+    expect(seen(extra)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: [expect.stringMatching(/^tablefate: Usage: doctor: expected 0 argument/) as unknown],
+    });
     const timeout = await cli('doctor', '--timeout', '0');
-    expect(seen(timeout)).toEqual({ code: 2, stdout: '', stderr: [expect.stringMatching(/^tablefate: InvalidInput: --timeout must be/) as unknown] });
+    expect(seen(timeout)).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: [expect.stringMatching(/^tablefate: InvalidInput: --timeout must be/) as unknown],
+    });
   });
 
   test('a quarantined node is named as not checked, and its orphans are reported once it is cleared', async () => {
@@ -164,7 +177,9 @@ describe('with a `tablefate worker` polling', () => {
       // A node not looked at is not known healthy: exit 1, and no "healthy" line.
       expect(r.code).toBe(1);
       expect(r.stdout).not.toContain('healthy');
-      expect(r.stdout.split('\n')).toContain('not checked   node-2: its files were not looked at (quarantined, or its storage worker did not answer)');
+      expect(r.stdout.split('\n')).toContain(
+        'not checked   node-2: its files were not looked at (quarantined, or its storage worker did not answer)',
+      );
       expect(r.stdout).not.toContain('999999');
       const json = await cli('doctor', '--json');
       expect(json.stderr).toBe('');
@@ -181,7 +196,10 @@ describe('with a `tablefate worker` polling', () => {
     const report = JSON.parse(json.stdout) as ReconcileReport & { healthy: boolean };
     expect(report.skippedNodes).toEqual([]);
     expect(report.findings.filter((f) => f.kind === 'orphan')).toEqual([
-      expect.objectContaining({ set: expect.objectContaining({ tableId: 999_999, node: 'node-2', area: 'live' }) as unknown, collectable: false }),
+      expect.objectContaining({
+        set: expect.objectContaining({ tableId: 999_999, node: 'node-2', area: 'live' }) as unknown,
+        collectable: false,
+      }),
     ]);
     for (const file of ghost) await fs.promises.rm(file);
   });
@@ -201,7 +219,11 @@ test('with the schedule on, `tablefate worker` creates the reconcile schedule, a
     expect(schedule.spec.intervals?.[0]?.every).toBe(1000);
     expect(schedule.action).toMatchObject({ type: 'startWorkflow', workflowType: 'reconcileTables', taskQueue: TASK_QUEUE });
     // A pass of the schedule re-arms the timer; the table is purged at its expiry.
-    const purged = await waitFor(() => catalog.getTable(created.id), (t) => t?.state === 'PURGED', { what: 'the re-armed expiry', timeoutMs: 60_000 });
+    const purged = await waitFor(
+      () => catalog.getTable(created.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the re-armed expiry', timeoutMs: 60_000 },
+    );
     expect(purged?.purgedAt).toBeGreaterThan(0);
     const passes = await temporal.workflow.count(`WorkflowType = 'reconcileTables' AND WorkflowId STARTS_WITH 'reconcile@${catalog.id}'`);
     expect(passes.count).toBeGreaterThan(0);

@@ -5,11 +5,14 @@ import { waitFor } from './support/wait';
 import { shardPaths, type ShardRef, type StorageArea } from '../storage';
 import { applicationFailureOf } from '../client/errors';
 
-
 /** Which files of a shard's set are in each area, read straight from the disk (the driver keeps off a quarantined node). */
 async function areasOnDisk(h: Harness, shard: ShardRef): Promise<Record<StorageArea, boolean[]>> {
   const areas: StorageArea[] = ['live', 'trash', 'garbage'];
-  const present = (file: string) => fs.promises.stat(file).then(() => true, () => false);
+  const present = (file: string) =>
+    fs.promises.stat(file).then(
+      () => true,
+      () => false,
+    );
   const entries = await Promise.all(areas.map(async (a) => [a, await Promise.all(shardPaths(h.storage.root, shard, a).map(present))]));
   return Object.fromEntries(entries) as Record<StorageArea, boolean[]>;
 }
@@ -41,7 +44,11 @@ test('a set that can be neither renamed nor rolled back stops the worker and qua
     expect(trashed.state).toBe('TRASHED');
     const report = await h.storage.inspect(shard);
     expect(report.area).toBe('trash');
-    await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 0, { what: 'the lock to be released' });
+    await waitFor(
+      () => h.catalog.listLocks(),
+      (locks) => locks.length === 0,
+      { what: 'the lock to be released' },
+    );
   } finally {
     await h.close();
   }
@@ -67,14 +74,20 @@ test('a worker started while the node is quarantined keeps off it: the operation
     const failure = applicationFailureOf(await trashing);
     expect(failure?.type).toBe('StorageFault');
     expect(failure?.message).toMatch(
-      new RegExp(`^${shard.node} is quarantined since \\S+ \\(FatalStorageError .*\\); inspect it, then run \`tablefate quarantine clear ${shard.node}\`$`),
+      new RegExp(
+        `^${shard.node} is quarantined since \\S+ \\(FatalStorageError .*\\); inspect it, then run \`tablefate quarantine clear ${shard.node}\`$`,
+      ),
     );
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(h.fatalErrors.map((e) => e.name)).toEqual(['FatalStorageError']);
     // Its undo (moving the set back) is refused too, so the table stays TRASHING and the files as they were.
     expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHING');
     expect(await areasOnDisk(h, shard)).toEqual(split);
-    await waitFor(() => h.catalog.listLocks(), (locks) => locks.length === 0, { what: 'the lock to be released' });
+    await waitFor(
+      () => h.catalog.listLocks(),
+      (locks) => locks.length === 0,
+      { what: 'the lock to be released' },
+    );
 
     // Cleared: the same trash, run again, resumes and finishes the half-moved set.
     await h.storage.clearQuarantine(shard.node);

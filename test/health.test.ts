@@ -1,4 +1,13 @@
-import { describeFinding, diagnose, judgeSet, RESUMED_BY, type Finding, type HealthFacts, type LockFact, type SetOnDisk } from '../domain/health';
+import {
+  describeFinding,
+  diagnose,
+  judgeSet,
+  RESUMED_BY,
+  type Finding,
+  type HealthFacts,
+  type LockFact,
+  type SetOnDisk,
+} from '../domain/health';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 
@@ -187,7 +196,10 @@ describe('diagnose', () => {
     });
 
     const alone = [spareOfReady, spareOfTrashed];
-    expect(judgeSet(spareOfReady, ready, alone)).toEqual({ kind: 'misplaced', why: 'table 1 is READY but this shard is in trash, not live' });
+    expect(judgeSet(spareOfReady, ready, alone)).toEqual({
+      kind: 'misplaced',
+      why: 'table 1 is READY but this shard is in trash, not live',
+    });
     expect(judgeSet(spareOfTrashed, trashed, alone)).toEqual({
       kind: 'misplaced',
       why: 'table 2 is TRASHED but this shard is in live, not trash',
@@ -246,7 +258,11 @@ describe('diagnose', () => {
     const findings = diagnose(facts({ tables, sets, locks: [lock(50, true), lock(40, true)] }));
     expect(
       findings.map((f) =>
-        f.kind === 'stale-lock' ? f.resource : f.kind === 'orphan' || f.kind === 'misplaced' ? `${f.kind} ${f.set.area}` : `${f.kind} ${f.table.id}`,
+        f.kind === 'stale-lock'
+          ? f.resource
+          : f.kind === 'orphan' || f.kind === 'misplaced'
+            ? `${f.kind} ${f.set.area}`
+            : `${f.kind} ${f.table.id}`,
       ),
     ).toEqual(['table:50', 'table:40', 'missing-timer 3', 'stuck 5', 'stuck 9', 'orphan trash', 'orphan live']);
   });

@@ -31,7 +31,11 @@ describe('an operation waiting for a busy table', () => {
     await hold(table.id);
     const purging = h.client.purge({ tableId: table.id });
     const workflowId = workflowIdFor.purge(table.id, h.catalog.id);
-    await waitFor(() => runsOf(h.temporal, workflowId), (runs) => runs.length >= 4, { what: 'the purge to continue as new three times' });
+    await waitFor(
+      () => runsOf(h.temporal, workflowId),
+      (runs) => runs.length >= 4,
+      { what: 'the purge to continue as new three times' },
+    );
     expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
 
     await h.catalog.releaseLocks(holder);
@@ -49,7 +53,11 @@ describe('an operation waiting for a busy table', () => {
     await hold(table.id);
     const trashing = h.client.trash({ table: 'wait.trashed', retentionSeconds: 3600 });
     const workflowId = workflowIdFor.trash(table.id, h.catalog.id);
-    await waitFor(() => runsOf(h.temporal, workflowId), (runs) => runs.length >= 3, { what: 'the trash to continue as new twice' });
+    await waitFor(
+      () => runsOf(h.temporal, workflowId),
+      (runs) => runs.length >= 3,
+      { what: 'the trash to continue as new twice' },
+    );
     expect((await h.catalog.getTable(table.id))?.state).toBe('READY');
 
     await h.catalog.releaseLocks(holder);

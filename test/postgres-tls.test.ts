@@ -26,7 +26,8 @@ afterAll(async () => {
 });
 
 /** The database's URL with a password (trust ignores it: it is there to be kept out of messages) and `params`. */
-const urlWith = (database: string, params: string) => `${database.replace('postgres://postgres@', 'postgres://postgres:s3cret-pw@')}?${params}`;
+const urlWith = (database: string, params: string) =>
+  `${database.replace('postgres://postgres@', 'postgres://postgres:s3cret-pw@')}?${params}`;
 
 test('with sslmode=verify-full and the CA that signed the server, the catalog connects over TLS', async () => {
   const url = urlWith(await pg.freshDatabase('tls'), `sslmode=verify-full&sslrootcert=${pki.ca}`);
@@ -36,7 +37,10 @@ test('with sslmode=verify-full and the CA that signed the server, the catalog co
   } finally {
     await catalog.close();
   }
-  const ssl = await withClient(url, async (client) => (await client.query<{ ssl: boolean }>('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()')).rows[0]?.ssl);
+  const ssl = await withClient(
+    url,
+    async (client) => (await client.query<{ ssl: boolean }>('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()')).rows[0]?.ssl,
+  );
   expect(ssl).toBe(true);
 });
 

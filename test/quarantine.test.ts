@@ -41,7 +41,6 @@ function appendOnlyDirectoriesWork(): boolean {
   }
 }
 
-
 let home: string;
 let env: NodeJS.ProcessEnv;
 let connection: Connection;
@@ -92,7 +91,10 @@ async function startWorker(): Promise<CliProcess> {
 async function exitOf(child: CliProcess, timeoutMs: number): Promise<CliExit> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`process ${child.pid} still running after ${timeoutMs} ms; stderr: ${child.stderr}`)), timeoutMs);
+    timer = setTimeout(
+      () => reject(new Error(`process ${child.pid} still running after ${timeoutMs} ms; stderr: ${child.stderr}`)),
+      timeoutMs,
+    );
   });
   try {
     return await Promise.race([child.exited, timeout]);
@@ -130,93 +132,97 @@ test('`tablefate quarantine` lists none on healthy storage; `clear` exits 2 on a
   });
 });
 
-test(
-  'a fatal error ends `tablefate worker` with exit 70 and quarantines the node; other workers keep off it until `tablefate quarantine clear`',
-  async () => {
-    // A real kernel fault needs chattr (Linux, root, an ext4-like temp dir): where it is missing, say so by failing.
-    expect(appendOnlyDirectoriesWork()).toBe(true);
-    await ensureNamespace(connection, NAMESPACE);
-    const first = await startWorker();
+test('a fatal error ends `tablefate worker` with exit 70 and quarantines the node; other workers keep off it until `tablefate quarantine clear`', async () => {
+  // A real kernel fault needs chattr (Linux, root, an ext4-like temp dir): where it is missing, say so by failing.
+  expect(appendOnlyDirectoriesWork()).toBe(true);
+  await ensureNamespace(connection, NAMESPACE);
+  const first = await startWorker();
 
-    // Which node the next table's only shard lands on: ids come from one counter, shards go to node (id % 2).
-    const probe = jsonOf<TableInfo>(await cli('create', 'quarantine.probe', '--shards', '1', '--json'));
-    const id = probe.id + 1;
-    const node = `node-${id % 2}`;
-    const other = `node-${(id + 1) % 2}`;
-    const storage = path.join(home, 'storage');
-    const live = path.join(storage, node, 'live');
+  // Which node the next table's only shard lands on: ids come from one counter, shards go to node (id % 2).
+  const probe = jsonOf<TableInfo>(await cli('create', 'quarantine.probe', '--shards', '1', '--json'));
+  const id = probe.id + 1;
+  const node = `node-${id % 2}`;
+  const other = `node-${(id + 1) % 2}`;
+  const storage = path.join(home, 'storage');
+  const live = path.join(storage, node, 'live');
 
-    // The disk turns against the node: one file of the coming shard is already there (as a crashed create
-    // leaves it), and the directory becomes append-only.
-    await fs.promises.mkdir(live, { recursive: true });
-    await fs.promises.writeFile(path.join(live, `t${id}-s0.idx`), '');
-    execFileSync('chattr', ['+a', live]);
-    appendOnly.push(live);
+  // The disk turns against the node: one file of the coming shard is already there (as a crashed create
+  // leaves it), and the directory becomes append-only.
+  await fs.promises.mkdir(live, { recursive: true });
+  await fs.promises.writeFile(path.join(live, `t${id}-s0.idx`), '');
+  execFileSync('chattr', ['+a', live]);
+  appendOnly.push(live);
 
-    const create = start('create', 'quarantine.victim', '--shards', '1', '--json');
-    expect(await exitOf(first, 60_000)).toEqual({ code: 70, signal: null });
-    expect(first.stderr).toContain('FatalStorageError');
-    expect(first.stderr).toContain(`tablefate quarantine clear ${node}`);
+  const create = start('create', 'quarantine.victim', '--shards', '1', '--json');
+  expect(await exitOf(first, 60_000)).toEqual({ code: 70, signal: null });
+  expect(first.stderr).toContain('FatalStorageError');
+  expect(first.stderr).toContain(`tablefate quarantine clear ${node}`);
 
-    // The marker: on disk, in the node's directory, naming the error, the time, the process and the host.
-    const marker = JSON.parse(await fs.promises.readFile(path.join(storage, node, 'QUARANTINED'), 'utf8')) as Record<string, unknown>;
-    expect(marker).toEqual({
-      node,
-      reason: expect.stringMatching(new RegExp(`^FatalStorageError in createShard of shard t${id}-s0 on ${node}: rename set left half renamed`)) as unknown,
-      since: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/) as unknown,
-      pid: first.pid,
-      host: os.hostname(),
-    });
-    // The set is as the fault left it: the first file renamed in, the rest not.
-    expect(fs.readdirSync(live).sort()).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`]);
+  // The marker: on disk, in the node's directory, naming the error, the time, the process and the host.
+  const marker = JSON.parse(await fs.promises.readFile(path.join(storage, node, 'QUARANTINED'), 'utf8')) as Record<string, unknown>;
+  expect(marker).toEqual({
+    node,
+    reason: expect.stringMatching(
+      new RegExp(`^FatalStorageError in createShard of shard t${id}-s0 on ${node}: rename set left half renamed`),
+    ) as unknown,
+    since: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/) as unknown,
+    pid: first.pid,
+    host: os.hostname(),
+  });
+  // The set is as the fault left it: the first file renamed in, the rest not.
+  expect(fs.readdirSync(live).sort()).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`]);
 
-    // The disk is repaired, but nobody has cleared the node: a new worker still keeps off it, so the create
-    // (its activity retried there) ends with a StorageFault instead of touching the node.
-    execFileSync('chattr', ['-a', live]);
-    appendOnly.pop();
-    const second = await startWorker();
-    const refused = await exitOf(create, 60_000);
-    expect(refused.code).not.toBe(0);
-    expect(create.stderr).toContain('StorageFault');
-    expect(create.stderr).toContain(`${node} is quarantined since ${String(marker.since)}`);
-    expect(create.stderr).toContain(`then run \`tablefate quarantine clear ${node}\``);
-    expect(second.stderr).toContain(`${node} is quarantined`);
-    expect(fs.readdirSync(live).sort()).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`]);
+  // The disk is repaired, but nobody has cleared the node: a new worker still keeps off it, so the create
+  // (its activity retried there) ends with a StorageFault instead of touching the node.
+  execFileSync('chattr', ['-a', live]);
+  appendOnly.pop();
+  const second = await startWorker();
+  const refused = await exitOf(create, 60_000);
+  expect(refused.code).not.toBe(0);
+  expect(create.stderr).toContain('StorageFault');
+  expect(create.stderr).toContain(`${node} is quarantined since ${String(marker.since)}`);
+  expect(create.stderr).toContain(`then run \`tablefate quarantine clear ${node}\``);
+  expect(second.stderr).toContain(`${node} is quarantined`);
+  expect(fs.readdirSync(live).sort()).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`]);
 
-    // The other node works as before (the next id lands there); a new operation with a shard on the
-    // quarantined node is refused as well.
-    const elsewhere = jsonOf<TableInfo>(await cli('create', 'quarantine.elsewhere', '--shards', '1', '--json'));
-    expect({ state: elsewhere.state, node: elsewhere.placement[0]!.node }).toEqual({ state: 'READY', node: other });
-    const spread = await cli('create', 'quarantine.spread', '--shards', '2');
-    expect(spread.code).not.toBe(0);
-    expect(spread.stderr).toContain(`${node} is quarantined since`);
+  // The other node works as before (the next id lands there); a new operation with a shard on the
+  // quarantined node is refused as well.
+  const elsewhere = jsonOf<TableInfo>(await cli('create', 'quarantine.elsewhere', '--shards', '1', '--json'));
+  expect({ state: elsewhere.state, node: elsewhere.placement[0]!.node }).toEqual({ state: 'READY', node: other });
+  const spread = await cli('create', 'quarantine.spread', '--shards', '2');
+  expect(spread.code).not.toBe(0);
+  expect(spread.stderr).toContain(`${node} is quarantined since`);
 
-    // What the operator sees.
-    const listed = await cli('quarantine');
-    expectOk(listed);
-    const [header, row, ...more] = listed.stdout.trimEnd().split('\n');
-    expect(header).toMatch(/^NODE +SINCE +PID +HOST +REASON$/);
-    expect(row).toMatch(
-      new RegExp(`^${node} +${String(marker.since)} +${first.pid} +${os.hostname()} +FatalStorageError in createShard of shard t${id}-s0`),
-    );
-    expect(more).toEqual([]);
-    expect(jsonOf<unknown[]>(await cli('quarantine', '--json'))).toEqual([marker]);
-    const notThisOne = await cli('quarantine', 'clear', other);
-    expect(notThisOne.code).toBe(3);
+  // What the operator sees.
+  const listed = await cli('quarantine');
+  expectOk(listed);
+  const [header, row, ...more] = listed.stdout.trimEnd().split('\n');
+  expect(header).toMatch(/^NODE +SINCE +PID +HOST +REASON$/);
+  expect(row).toMatch(
+    new RegExp(`^${node} +${String(marker.since)} +${first.pid} +${os.hostname()} +FatalStorageError in createShard of shard t${id}-s0`),
+  );
+  expect(more).toEqual([]);
+  expect(jsonOf<unknown[]>(await cli('quarantine', '--json'))).toEqual([marker]);
+  const notThisOne = await cli('quarantine', 'clear', other);
+  expect(notThisOne.code).toBe(3);
 
-    // Cleared: the node is used again, and the operations refused on it run to the end.
-    const cleared = await cli('quarantine', 'clear', node);
-    expectOk(cleared);
-    expect(cleared.stdout).toBe(`${node}: quarantine cleared (quarantined since ${String(marker.since)}: ${String(marker.reason)})\n`);
-    expect(fs.existsSync(path.join(storage, node, 'QUARANTINED'))).toBe(false);
-    expect(jsonOf<unknown[]>(await cli('quarantine', '--json'))).toEqual([]);
+  // Cleared: the node is used again, and the operations refused on it run to the end.
+  const cleared = await cli('quarantine', 'clear', node);
+  expectOk(cleared);
+  expect(cleared.stdout).toBe(`${node}: quarantine cleared (quarantined since ${String(marker.since)}: ${String(marker.reason)})\n`);
+  expect(fs.existsSync(path.join(storage, node, 'QUARANTINED'))).toBe(false);
+  expect(jsonOf<unknown[]>(await cli('quarantine', '--json'))).toEqual([]);
 
-    const victim = jsonOf<TableInfo>(await cli('create', 'quarantine.victim', '--shards', '1', '--json'));
-    expect({ id: victim.id, state: victim.state, node: victim.placement[0]!.node }).toEqual({ id, state: 'READY', node });
-    const spreadAgain = jsonOf<TableInfo>(await cli('create', 'quarantine.spread', '--shards', '2', '--json'));
-    expect(spreadAgain.state).toBe('READY');
-    expect(fs.readdirSync(live).filter((f) => f.startsWith(`t${id}-`)).sort()).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`, `t${id}-s0.meta`]);
+  const victim = jsonOf<TableInfo>(await cli('create', 'quarantine.victim', '--shards', '1', '--json'));
+  expect({ id: victim.id, state: victim.state, node: victim.placement[0]!.node }).toEqual({ id, state: 'READY', node });
+  const spreadAgain = jsonOf<TableInfo>(await cli('create', 'quarantine.spread', '--shards', '2', '--json'));
+  expect(spreadAgain.state).toBe('READY');
+  expect(
+    fs
+      .readdirSync(live)
+      .filter((f) => f.startsWith(`t${id}-`))
+      .sort(),
+  ).toEqual([`t${id}-s0.dat`, `t${id}-s0.idx`, `t${id}-s0.meta`]);
 
-    expect(await second.stop('SIGINT')).toEqual({ code: 0, signal: null });
-  },
-);
+  expect(await second.stop('SIGINT')).toEqual({ code: 0, signal: null });
+});

@@ -75,7 +75,11 @@ describe('the reconciler', () => {
 
     const repaired = await h.reconcile();
     expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started trash of table ${table.id}` }));
-    const purged = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge at expiry' });
+    const purged = await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the purge at expiry' },
+    );
     expect(purged!.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
     expect(await h.shardAreas(trashed)).toEqual([null, null]);
     expect((await h.reconcile('report')).findings).toEqual([]);
@@ -95,7 +99,9 @@ describe('the reconciler', () => {
 
     const repaired = await h.reconcile();
     expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started trash of table ${table.id}` }));
-    const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+    const timer: TrashTimerState = await h.temporal.workflow
+      .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+      .result();
     expect(timer).toMatchObject({ ended: 'expired', droppedAt: Date.parse(trashed.droppedAt!) });
     expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
     expect(await h.shardAreas(trashed)).toEqual([null, null]);
@@ -158,7 +164,10 @@ describe('the reconciler', () => {
       const repaired = await h.reconcile();
       expect(repaired.actions).toEqual([
         { finding: `lock table:${tableId} is held by ${holderWorkflowId}, which has closed: release it`, outcome: 'released' },
-        { finding: `table ${tableId} is ${state} and no operation holds it: run ${op} again`, outcome: `started ${op} of table ${tableId}` },
+        {
+          finding: `table ${tableId} is ${state} and no operation holds it: run ${op} again`,
+          outcome: `started ${op} of table ${tableId}`,
+        },
       ]);
     }
 
@@ -175,7 +184,11 @@ describe('the reconciler', () => {
     test('a create killed right after its prepare (CREATING, no shard yet) is finished on the id and placement it chose', async () => {
       const name = { namespace: 'rec', name: 'killedcreate' };
       const createId = workflowIdFor.create(name, h.catalog.id);
-      const { runId } = await killedAfterTransition(createId, () => h.client.create({ table: 'rec.killedcreate', shards: 2 }), 'prepareCreate');
+      const { runId } = await killedAfterTransition(
+        createId,
+        () => h.client.create({ table: 'rec.killedcreate', shards: 2 }),
+        'prepareCreate',
+      );
       const prepared = await h.catalog.findByName(name);
       expect(prepared?.state).toBe('CREATING');
       expect(await h.shardAreas(toTableInfo(prepared!))).toEqual([null, null]);
@@ -192,7 +205,11 @@ describe('the reconciler', () => {
 
       const repaired = await h.reconcile();
       expect(repaired.actions.map((a) => a.outcome)).toEqual(['released', 'released', `started create of table ${prepared!.id}`]);
-      const ready = await waitFor(() => h.catalog.getTable(prepared!.id), (t) => t?.state === 'READY', { what: 'the resumed create' });
+      const ready = await waitFor(
+        () => h.catalog.getTable(prepared!.id),
+        (t) => t?.state === 'READY',
+        { what: 'the resumed create' },
+      );
       expect(ready!.placement).toEqual(prepared!.placement);
       expect(await h.shardAreas(toTableInfo(ready!))).toEqual(['live', 'live']);
       await expectHealthy();
@@ -209,7 +226,11 @@ describe('the reconciler', () => {
       await expectReportedStuck(key, 'TRASHING', 'trash', { workflowId: trashId, runId });
       await expectRepairResumes(table.id, 'TRASHING', 'trash', trashId);
 
-      const stored = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'TRASHED', { what: 'the resumed trash' });
+      const stored = await waitFor(
+        () => h.catalog.getTable(table.id),
+        (t) => t?.state === 'TRASHED',
+        { what: 'the resumed trash' },
+      );
       expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
       // The retention of the terminated run's request, not the worker's default (7 days in the harness).
       expect(stored!.expireAt! - stored!.droppedAt!).toBe(retentionSeconds * 1000);
@@ -234,11 +255,17 @@ describe('the reconciler', () => {
       await expectReportedStuck(key, 'PURGING', 'purge', { workflowId: purgeId, runId });
       await expectRepairResumes(table.id, 'PURGING', 'purge', purgeId);
 
-      const purged = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the resumed purge' });
+      const purged = await waitFor(
+        () => h.catalog.getTable(table.id),
+        (t) => t?.state === 'PURGED',
+        { what: 'the resumed purge' },
+      );
       expect(purged!.droppedAt).toBe(Date.parse(trashed.droppedAt!));
       expect(await h.shardAreas(table)).toEqual([null, null]);
       for (const p of table.placement) expect(existing(setFiles(storageRoot, { tableId: table.id, ...p }, 'garbage'))).toEqual([]);
-      const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+      const timer: TrashTimerState = await h.temporal.workflow
+        .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+        .result();
       expect(timer.ended).toBe('purged');
       await expectHealthy();
     });
@@ -255,10 +282,16 @@ describe('the reconciler', () => {
       await expectReportedStuck(key, 'RESTORING', 'undelete', { workflowId: undeleteId, runId });
       await expectRepairResumes(table.id, 'RESTORING', 'undelete', undeleteId);
 
-      const ready = await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'READY', { what: 'the resumed undelete' });
+      const ready = await waitFor(
+        () => h.catalog.getTable(table.id),
+        (t) => t?.state === 'READY',
+        { what: 'the resumed undelete' },
+      );
       expect(ready).toMatchObject({ namespace: 'rec', name: 'back', droppedAt: null, expireAt: null });
       expect(await h.shardAreas(table)).toEqual(['live', 'live']);
-      const timer: TrashTimerState = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+      const timer: TrashTimerState = await h.temporal.workflow
+        .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+        .result();
       expect(timer.ended).toBe('restored');
       await expectHealthy();
     });
@@ -293,7 +326,11 @@ describe('the reconciler', () => {
     const orphanFiles = [...spare, ...offPlacement, ...ghostFiles, ...goneFiles];
     const orphanSummary = (report: ReconcileReport) =>
       report.findings.map((f) =>
-        f.kind === 'orphan' ? [f.kind, f.set.tableId, f.set.node, f.set.area, f.collectable] : f.kind === 'misplaced' ? [f.kind, f.set.tableId, f.set.area] : [f.kind],
+        f.kind === 'orphan'
+          ? [f.kind, f.set.tableId, f.set.node, f.set.area, f.collectable]
+          : f.kind === 'misplaced'
+            ? [f.kind, f.set.tableId, f.set.area]
+            : [f.kind],
       );
 
     // Right away: all reported, none collectable yet; a repair leaves every file where it is.
@@ -307,9 +344,7 @@ describe('the reconciler', () => {
         ['misplaced', moved.id, 'trash'],
       ].sort(),
     );
-    expect(findingsOf(first, ghost.tableId)).toEqual([
-      expect.objectContaining({ why: `no table ${ghost.tableId} in the catalog` }),
-    ]);
+    expect(findingsOf(first, ghost.tableId)).toEqual([expect.objectContaining({ why: `no table ${ghost.tableId} in the catalog` })]);
     expect(findingsOf(first, gone.id)).toEqual([expect.objectContaining({ why: `table ${gone.id} is PURGED and keeps no files` })]);
     const early = await h.reconcile();
     expect(early.actions).toEqual([
@@ -321,7 +356,13 @@ describe('the reconciler', () => {
     const collectableAt = Math.max(...first.findings.map((f) => (f.kind === 'orphan' ? f.collectableAt : 0)));
     await sleep(collectableAt - Date.now() + 100);
     const repaired = await h.reconcile();
-    expect(repaired.actions.map((a) => a.outcome).sort()).toEqual(['collected', 'collected', 'collected', 'collected', 'left for an operator']);
+    expect(repaired.actions.map((a) => a.outcome).sort()).toEqual([
+      'collected',
+      'collected',
+      'collected',
+      'collected',
+      'left for an operator',
+    ]);
     expect(existing(orphanFiles)).toEqual([]);
     for (const area of ['garbage', 'live', 'trash'] as const) {
       expect(existing(setFiles(storageRoot, ghost, area))).toEqual([]);
@@ -346,13 +387,17 @@ describe('the reconciler', () => {
       args: [{ catalogId: h.catalog.id, mode: 'report' }],
     });
     const owner = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
-    expect(await h.catalog.acquireLock(`table:${table.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({ acquired: true });
+    expect(await h.catalog.acquireLock(`table:${table.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({
+      acquired: true,
+    });
     await holder.terminate('test: gone without releasing');
 
     const report = await h.reconcile('report');
     expect(report.findings).toEqual([{ kind: 'stale-lock', resource: `table:${table.id}`, ...owner, since: anyNumber() }]);
     const repaired = await h.reconcile();
-    expect(repaired.actions).toEqual([{ finding: expect.stringContaining(`lock table:${table.id} is held by ${owner.workflowId}`) as unknown, outcome: 'released' }]);
+    expect(repaired.actions).toEqual([
+      { finding: expect.stringContaining(`lock table:${table.id} is held by ${owner.workflowId}`) as unknown, outcome: 'released' },
+    ]);
     expect(await h.catalog.listLocks()).toEqual([]);
     expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
     expect(await h.shardAreas(table)).toEqual(['live']);
@@ -373,7 +418,9 @@ describe('the reconciler', () => {
     await sleep(3_100);
     const before = await h.shardReports(held);
     // ... that the running run holds.
-    expect(await h.catalog.acquireLock(`table:${held.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({ acquired: true });
+    expect(await h.catalog.acquireLock(`table:${held.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({
+      acquired: true,
+    });
 
     // Its holder runs: the lock is not stale, the table is skipped, its sets are not judged.
     const report = await h.reconcile('report');

@@ -34,7 +34,11 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: 1 });
   await h.client.trash({ table: 'recover.expiry', retentionSeconds: 1 });
   // The trash run's first purge fails and is compensated back to TRASHED; it tries again 10 s later.
-  await waitFor(() => Promise.resolve(h.storage.faults.pending()), (n) => n === 0, { what: 'the first expiry purge to fail' });
+  await waitFor(
+    () => Promise.resolve(h.storage.faults.pending()),
+    (n) => n === 0,
+    { what: 'the first expiry purge to fail' },
+  );
   await waitFor(
     async () => ({ state: (await h.catalog.getTable(table.id))?.state, locks: await h.catalog.listLocks() }),
     (now) => now.state === 'TRASHED' && now.locks.length === 0,
@@ -42,12 +46,18 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   );
   expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
 
-  await waitFor(() => h.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the retried purge', timeoutMs: 40_000 });
+  await waitFor(
+    () => h.catalog.getTable(table.id),
+    (t) => t?.state === 'PURGED',
+    { what: 'the retried purge', timeoutMs: 40_000 },
+  );
   expect(await h.shardAreas(table)).toEqual([null, null]);
   const trashRun = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as { ended: string };
   expect(trashRun.ended).toBe('expired');
   // The trash run purged the table itself, both times: no purge run was started.
-  await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(WorkflowNotFoundError);
+  await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(
+    WorkflowNotFoundError,
+  );
 });
 
 test('a purge that resumes a table left PURGING only goes forward: a failure never brings shards back from garbage', async () => {
@@ -87,11 +97,19 @@ describe('a trash whose purge at expiry keeps failing', () => {
     paced.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: failures });
     const trashed = await paced.client.trash({ table: 'recover.stubborn', retentionSeconds: 1 });
     const workflowId = workflowIdFor.trash(table.id, paced.catalog.id);
-    await waitFor(() => runsOf(paced.temporal, workflowId), (runs) => runs.length >= 3, { what: 'the trash to continue as new twice' });
+    await waitFor(
+      () => runsOf(paced.temporal, workflowId),
+      (runs) => runs.length >= 3,
+      { what: 'the trash to continue as new twice' },
+    );
     // Between tries the failed purge is compensated: still in the same trash, nothing lost.
     expect(await paced.catalog.getTable(table.id)).toMatchObject({ droppedAt: Date.parse(trashed.droppedAt!) });
 
-    const purged = await waitFor(() => paced.catalog.getTable(table.id), (t) => t?.state === 'PURGED', { what: 'the purge once the faults run out' });
+    const purged = await waitFor(
+      () => paced.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the purge once the faults run out' },
+    );
     expect(paced.storage.faults.pending()).toBe(0);
     expect(purged!.droppedAt).toBe(Date.parse(trashed.droppedAt!));
     expect(await paced.shardAreas(table)).toEqual([null, null]);

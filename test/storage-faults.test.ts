@@ -47,7 +47,6 @@ async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-
 describe('classifying real file-system errors', () => {
   test('a path below a plain file fails with ENOTDIR, which is permanent', async () => {
     const file = path.join(root, 'plain');
@@ -89,9 +88,9 @@ describe('classifying real file-system errors', () => {
   test("the driver's own errors classify by class; errors that are not storage's are not classified", () => {
     expect(classifyStorageError(new PermanentStorageError('injected'))).toBe('permanent');
     expect(classifyStorageError(new InvalidShardRefError('unknown storage node "node-9"'))).toBe('permanent');
-    expect(
-      classifyStorageError(new QuarantinedNodeError({ node: 'node-1', reason: 'r', since: 's', pid: 1, host: 'h' })),
-    ).toBe('permanent');
+    expect(classifyStorageError(new QuarantinedNodeError({ node: 'node-1', reason: 'r', since: 's', pid: 1, host: 'h' }))).toBe(
+      'permanent',
+    );
     expect(classifyStorageError(new StorageInvariantError('cannot move: it is in neither'))).toBe('transient');
     expect(classifyStorageError(new StorageIoError('moveShard', 'shard t1-s0 on node-0', 'node-0', new Error('odd')))).toBe('transient');
     expect(classifyStorageError(new FatalStorageError('half renamed'))).toBe('fatal');
@@ -105,7 +104,7 @@ describe('classifying real file-system errors', () => {
 describe('the driver under real faults', () => {
   const onNode1: ShardRef = { tableId: 5, shard: 0, node: 'node-1' };
 
-  test("a node whose live directory is a plain file fails createShard with an error naming shard, node and errno, leaving no file", async () => {
+  test('a node whose live directory is a plain file fails createShard with an error naming shard, node and errno, leaving no file', async () => {
     const storage = new LocalFileStorage({ root });
     await fs.mkdir(path.join(root, 'node-1'), { recursive: true });
     await fs.writeFile(path.join(root, 'node-1', 'live'), 'not a directory');
@@ -252,7 +251,10 @@ describe('the activity boundary', () => {
     fail: () => Promise<void>,
     opts: { storageRetryAttempts?: number; onFatal?: (err: Error) => void } = {},
   ): Promise<unknown> {
-    const activities = withFailureMapping({ act: fail }, { onFatal: opts.onFatal ?? (() => undefined), storageRetryAttempts: opts.storageRetryAttempts });
+    const activities = withFailureMapping(
+      { act: fail },
+      { onFatal: opts.onFatal ?? (() => undefined), storageRetryAttempts: opts.storageRetryAttempts },
+    );
     return rejectionOf(at(attempt).run(activities.act));
   }
 
@@ -275,7 +277,9 @@ describe('the activity boundary', () => {
     }
     const last = await thrownAt(10, inNeither);
     expect(last).toMatchObject({ type: 'StorageFault', nonRetryable: true });
-    expect((last as Error).message).toMatch(/^gave up after 10 attempts: cannot move shard t3-s2 on node-0 from live to trash: it is in neither/);
+    expect((last as Error).message).toMatch(
+      /^gave up after 10 attempts: cannot move shard t3-s2 on node-0 from live to trash: it is in neither/,
+    );
   });
 
   test('the budget is the one configured', async () => {
@@ -335,7 +339,7 @@ describe('end to end, on a real worker and dev server', () => {
     await h?.close();
   });
 
-  test("a create with a shard on a node whose live directory is a plain file ends at once with StorageFault and is compensated", async () => {
+  test('a create with a shard on a node whose live directory is a plain file ends at once with StorageFault and is compensated', async () => {
     const live = path.join(h.storage.root, 'node-1', 'live');
     await fs.mkdir(path.dirname(live), { recursive: true });
     await fs.rm(live, { recursive: true, force: true });

@@ -66,12 +66,18 @@ describe('storage nodes as their own workers', () => {
       expect(row?.state).toBe('CREATING');
       table = row as unknown as TableInfo;
       // The nodes whose workers run have their shards; node-1's call waits in its queue, untouched.
-      const files = await waitFor(() => filesOf(row!.id), (f) => f.length === 6, { timeoutMs: 10_000, what: 'node-0 and node-2 to create their shards' });
+      const files = await waitFor(
+        () => filesOf(row!.id),
+        (f) => f.length === 6,
+        { timeoutMs: 10_000, what: 'node-0 and node-2 to create their shards' },
+      );
       expect(new Set(files.map((f) => f.split('/')[0]))).toEqual(new Set(['node-0', 'node-2']));
     } finally {
       await h.startNode('node-1');
     }
-    const done: TableInfo = await h.temporal.workflow.getHandle<typeof createTable>(workflowIdFor.create({ namespace: 'remote', name: 'waits' }, h.catalog.id)).result();
+    const done: TableInfo = await h.temporal.workflow
+      .getHandle<typeof createTable>(workflowIdFor.create({ namespace: 'remote', name: 'waits' }, h.catalog.id))
+      .result();
     expect(done).toMatchObject({ id: table.id, state: 'READY' });
     expect(await h.shardAreas(done)).toEqual(['live', 'live', 'live']);
   });
@@ -92,7 +98,13 @@ describe('storage nodes as their own workers', () => {
     const onNode2 = (await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.placement.some((p) => p.node === 'node-2'));
     expect(onNode2.length).toBeGreaterThan(0);
     const result = await runCli(['worker', '--storage', 'remote'], {
-      env: { ...process.env, TABLEFATE_HOME: h.home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_STORAGE_NODES: '2', TABLEFATE_LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        TABLEFATE_HOME: h.home,
+        TEMPORAL_ADDRESS: testServerAddress(),
+        TABLEFATE_STORAGE_NODES: '2',
+        TABLEFATE_LOG_LEVEL: 'warn',
+      },
       timeoutMs: 30_000,
     });
     expect(result.code).toBe(1);
@@ -106,12 +118,13 @@ describe('storage nodes as their own workers', () => {
     const files = await writeSet(h.storage.root, stray, 'live');
     const report = await h.reconcile();
     expect(report.skippedNodes).toEqual([]);
-    expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'orphan', set: expect.objectContaining({ tableId: stray.tableId, node: 'node-2' }) as unknown }));
+    expect(report.findings).toContainEqual(
+      expect.objectContaining({ kind: 'orphan', set: expect.objectContaining({ tableId: stray.tableId, node: 'node-2' }) as unknown }),
+    );
     expect(report.actions).toContainEqual({ finding: expect.stringContaining(`t${stray.tableId}-s0`) as unknown, outcome: 'collected' });
     for (const file of [...files, ...setFiles(h.storage.root, stray, 'garbage')]) expect(fs.existsSync(file)).toBe(false);
   });
 });
-
 
 test("a fatal fault on a storage node stops that node's worker alone and quarantines it; `quarantine --dir` clears it and the operation finishes", async () => {
   const renames = new BreakingRenames();
@@ -179,7 +192,9 @@ describe('tablefate storage-node refuses what it cannot serve', () => {
   test('a node beyond TABLEFATE_STORAGE_NODES, or no --dir, is a usage error (exit 2) that starts nothing', async () => {
     const beyond = await runCli(['storage-node', 'node-3', '--dir', home], { env: env() });
     expect(beyond.code).toBe(2);
-    expect(beyond.stderr).toContain('storage node "node-3" is not one of the 3 configured (TABLEFATE_STORAGE_NODES=3: node-0, node-1, node-2)');
+    expect(beyond.stderr).toContain(
+      'storage node "node-3" is not one of the 3 configured (TABLEFATE_STORAGE_NODES=3: node-0, node-1, node-2)',
+    );
     const noDir = await runCli(['storage-node', 'node-0'], { env: env() });
     expect(noDir.code).toBe(2);
     expect(noDir.stderr).toContain('--dir <path> is required');

@@ -26,9 +26,7 @@ tempRootPerTest('tablefate-sets-', (dir) => (root = dir));
 
 const ref: ShardRef = { tableId: 42, shard: 1, node: 'node-2' };
 
-
 const presentIn = (r: ShardRef, area: StorageArea) => filesIn(root, r, area);
-
 
 /** Writes a set's files (or the chosen ones, by position) in an area, each holding its own name and a tag. */
 async function writeSet(r: ShardRef, area: StorageArea, tag: string = area, which: readonly number[] = [0, 1, 2]): Promise<void> {
@@ -350,7 +348,9 @@ describe('discardSet', () => {
     expect((error as Error).message).toContain('node-2 is quarantined');
 
     const storage = new LocalFileStorage({ root });
-    expect(await storage.quarantineOf('node-2')).toMatchObject({ reason: expect.stringContaining('discardSet of shard t42-s1') as unknown });
+    expect(await storage.quarantineOf('node-2')).toMatchObject({
+      reason: expect.stringContaining('discardSet of shard t42-s1') as unknown,
+    });
     // Left exactly as the failures left it: nothing may touch it until someone has looked.
     expect(await presentIn(ref, 'live')).toEqual([false, true, true]);
     expect(await presentIn(ref, 'garbage')).toEqual([true, false, false]);
@@ -370,7 +370,10 @@ describe('discardSet', () => {
     const stop = (after: number): { signal: AbortSignal; beat: () => void } => {
       const controller = new AbortController();
       let beats = 0;
-      return { signal: controller.signal, beat: () => (++beats === after ? controller.abort(new Error(`stopped after ${after}`)) : undefined) };
+      return {
+        signal: controller.signal,
+        beat: () => (++beats === after ? controller.abort(new Error(`stopped after ${after}`)) : undefined),
+      };
     };
 
     // Stopped before the third rename: the two done are put back.

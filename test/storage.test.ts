@@ -19,7 +19,6 @@ tempRootPerTest('tablefate-storage-', (dir) => (root = dir));
 
 const ref: ShardRef = { tableId: 42, shard: 1, node: 'node-2' };
 
-
 const presentIn = (r: ShardRef, area: StorageArea) => filesIn(root, r, area);
 
 async function writeRandomData(r: ShardRef, area: StorageArea = 'live'): Promise<Buffer> {
@@ -149,7 +148,11 @@ describe('LocalFileStorage', () => {
     expect((await listFiles(root)).sort()).toEqual(['node-1/live/t7-s2.dat', 'node-1/live/t7-s2.idx', 'node-1/live/t7-s2.meta']);
     await storage.moveShard(r, 'live', 'trash');
     await storage.markGarbage(r);
-    expect((await listFiles(root)).sort()).toEqual(['node-1/trash/t7-s2.dat.gar', 'node-1/trash/t7-s2.idx.gar', 'node-1/trash/t7-s2.meta.gar']);
+    expect((await listFiles(root)).sort()).toEqual([
+      'node-1/trash/t7-s2.dat.gar',
+      'node-1/trash/t7-s2.idx.gar',
+      'node-1/trash/t7-s2.meta.gar',
+    ]);
   });
 
   it('rejects a node it does not have', async () => {
@@ -398,7 +401,10 @@ describe('a watched change', () => {
     const controller = new AbortController();
     let beats = 0;
     await expect(
-      storage.deleteGarbage(ref, { signal: controller.signal, beat: () => (++beats === 1 ? controller.abort(new Error('stop')) : undefined) }),
+      storage.deleteGarbage(ref, {
+        signal: controller.signal,
+        beat: () => (++beats === 1 ? controller.abort(new Error('stop')) : undefined),
+      }),
     ).rejects.toThrow('stop');
     expect(await presentIn(ref, 'garbage')).toEqual([false, true, true]);
     await storage.deleteGarbage(ref);

@@ -60,10 +60,16 @@ test('an API key (from the environment or a file) implies TLS with the system ro
 
 test('half a client pair, two API keys, TLS settings with TEMPORAL_TLS=false or an unreadable file are refused, naming the variable', () => {
   const cases: Array<[Record<string, string>, RegExp]> = [
-    [{ TEMPORAL_TLS_CLIENT_CERT_PATH: file('only.pem', 'CERT') }, /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH go together/],
+    [
+      { TEMPORAL_TLS_CLIENT_CERT_PATH: file('only.pem', 'CERT') },
+      /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH go together/,
+    ],
     [{ TEMPORAL_API_KEY: 'a', TEMPORAL_API_KEY_PATH: file('b.key', 'b') }, /TEMPORAL_API_KEY or TEMPORAL_API_KEY_PATH, not both/],
     [{ TEMPORAL_TLS: 'false', TEMPORAL_TLS_SERVER_CA_CERT_PATH: file('ca2.pem', 'CA') }, /TEMPORAL_TLS=false, but TLS settings are given/],
-    [{ TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(dir, 'missing.pem') }, /TEMPORAL_TLS_SERVER_CA_CERT_PATH: cannot read .*missing\.pem \(ENOENT\)/],
+    [
+      { TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(dir, 'missing.pem') },
+      /TEMPORAL_TLS_SERVER_CA_CERT_PATH: cannot read .*missing\.pem \(ENOENT\)/,
+    ],
     [{ TEMPORAL_TLS: 'yes' }, /TEMPORAL_TLS/],
   ];
   for (const [env, message] of cases) {

@@ -93,7 +93,9 @@ describe('on the shared server', () => {
     const ended = (await trashRun.result()) as { ended: string };
     // The timer fired first and its purge (in the trash run) waited for the lock, then found the table restored.
     expect(ended.ended).toBe('expired');
-    await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(WorkflowNotFoundError);
+    await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(
+      WorkflowNotFoundError,
+    );
     expect((await h.client.describe({ table: table.id })).state).toBe('READY');
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);
     expect(await h.catalog.listLocks()).toEqual([]);

@@ -40,7 +40,10 @@ describe('table names', () => {
 
 describe('bad input through the SDK gives InvalidInput, starts no workflow and changes nothing', () => {
   const cases: Array<[string, () => Promise<unknown>]> = [
-    ...BAD_NAMES.map((name): [string, () => Promise<unknown>] => [`create ${JSON.stringify(name)}`, () => h.client.create({ table: name })]),
+    ...BAD_NAMES.map((name): [string, () => Promise<unknown>] => [
+      `create ${JSON.stringify(name)}`,
+      () => h.client.create({ table: name }),
+    ]),
     ['create with 0 shards', () => h.client.create({ table: 'bad.zero', shards: 0 })],
     ['create with 257 shards', () => h.client.create({ table: 'bad.many', shards: 257 })],
     ['create with 2.5 shards', () => h.client.create({ table: 'bad.half', shards: 2.5 })],
@@ -104,7 +107,9 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
   test('the error names the field and the rule', async () => {
     await expect(h.client.create({ table: 'ok.name', shards: 300 })).rejects.toThrow(/shards/);
     await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/1 to 63 characters/);
-    await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(/timeoutMs must be a number of milliseconds above 0/);
+    await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(
+      /timeoutMs must be a number of milliseconds above 0/,
+    );
   });
 });
 

@@ -226,7 +226,10 @@ export class DevServer {
     }
 
     // Remember where this run's output begins, so errors show this run's lines only.
-    const logStart = await fs.promises.stat(logFile).then((s) => s.size, () => 0);
+    const logStart = await fs.promises.stat(logFile).then(
+      (s) => s.size,
+      () => 0,
+    );
     await fs.promises.appendFile(logFile, `--- ${new Date().toISOString()} ${cli} ${args.join(' ')}\n`);
     const fd = fs.openSync(logFile, 'a');
     let child: ChildProcess;
@@ -257,9 +260,7 @@ export class DevServer {
         await exited;
       }
       const tail = await logTail(logFile, logStart);
-      const message =
-        `Temporal dev server (${cli}, ${address}, db ${dbFile}) ${reason}.\n` +
-        `Last lines of its log ${logFile}:\n${tail}`;
+      const message = `Temporal dev server (${cli}, ${address}, db ${dbFile}) ${reason}.\n` + `Last lines of its log ${logFile}:\n${tail}`;
       throw /address already in use/i.test(tail) && exit ? new PortInUseError(message) : new Error(message);
     };
 

@@ -16,7 +16,6 @@ import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
 import { storageQueue } from '../domain/operations';
 
-
 const SDK_LEVELS: Record<string, LogLevel> = {
   trace: 'TRACE',
   debug: 'DEBUG',
@@ -80,7 +79,12 @@ async function checkPlacements(catalog: Catalog, config: Config): Promise<void> 
   }
   if (stranded.size === 0) return;
   const nodes = [...stranded.keys()].sort(byNodeNumber);
-  const list = nodes.map((node) => `${node} holds shards of table${stranded.get(node)!.length === 1 ? '' : 's'} ${stranded.get(node)!.slice(0, 5).join(', ')}${stranded.get(node)!.length > 5 ? ', ...' : ''}`).join('; ');
+  const list = nodes
+    .map(
+      (node) =>
+        `${node} holds shards of table${stranded.get(node)!.length === 1 ? '' : 's'} ${stranded.get(node)!.slice(0, 5).join(', ')}${stranded.get(node)!.length > 5 ? ', ...' : ''}`,
+    )
+    .join('; ');
   throw new Error(
     `TABLEFATE_STORAGE_NODES=${config.storageNodes} leaves shards behind: ${list}; ` +
       `set TABLEFATE_STORAGE_NODES to at least ${nodeNumber(nodes[nodes.length - 1]!) + 1}, or move those tables away first`,
@@ -157,7 +161,15 @@ export async function runWorker(
     );
     await scheduleReconciler(config, server, catalog.id, logger);
     logger.info(
-      { address: server.address, tls: server.tls !== undefined, apiKey: server.apiKey !== undefined, namespace: config.temporalNamespace, home: config.home, storage: mode, nodes: storage.nodes },
+      {
+        address: server.address,
+        tls: server.tls !== undefined,
+        apiKey: server.apiKey !== undefined,
+        namespace: config.temporalNamespace,
+        home: config.home,
+        storage: mode,
+        nodes: storage.nodes,
+      },
       'worker polling',
     );
     return worker;
@@ -253,7 +265,13 @@ export async function storageNodeCommand(config: Config, node: string, root: str
       onFatal,
     });
     logger.info(
-      { address: server.address, namespace: config.temporalNamespace, dir: path.join(storage.root, node), queue: storageQueue(TASK_QUEUE, node), catalog: describeLocation(location) },
+      {
+        address: server.address,
+        namespace: config.temporalNamespace,
+        dir: path.join(storage.root, node),
+        queue: storageQueue(TASK_QUEUE, node),
+        catalog: describeLocation(location),
+      },
       'storage node polling',
     );
     return worker;

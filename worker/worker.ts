@@ -124,7 +124,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   ];
   if (local) {
     const storageOnly = pick(activities, STORAGE_ACTIVITY_NAMES, true);
-    for (const node of local.nodes) workers.push(await Worker.create({ ...common, taskQueue: storageQueue(taskQueue, node), activities: storageOnly }));
+    for (const node of local.nodes)
+      workers.push(await Worker.create({ ...common, taskQueue: storageQueue(taskQueue, node), activities: storageOnly }));
   }
   const group = new TableFateWorker(workers);
   stop = () => group.shutdown();

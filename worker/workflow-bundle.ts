@@ -19,7 +19,9 @@ export async function withWorkflowBundle<T>(use: (codePath: string) => Promise<T
       let stderr = '';
       child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       child.on('error', reject);
-      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`bundling the workflow code failed (exit ${code}): ${stderr.trim()}`))));
+      child.on('exit', (code) =>
+        code === 0 ? resolve() : reject(new Error(`bundling the workflow code failed (exit ${code}): ${stderr.trim()}`)),
+      );
     });
     return await use(codePath);
   } finally {

@@ -37,7 +37,10 @@ const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>
  * after the heartbeat timeout, not the whole start-to-close timeout.
  */
 const STORAGE_OPTIONS = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY } as const;
-type StorageCalls = Pick<Activities, 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' | 'collectOrphan'>;
+type StorageCalls = Pick<
+  Activities,
+  'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' | 'collectOrphan'
+>;
 
 /**
  * An operation's change on the shards of the nodes this worker serves itself (every node, with `--storage local`):
@@ -113,7 +116,8 @@ export function operationCalls(catalogId: string | undefined) {
     /** TRASHING -> TRASHED, the trash's last change under its lock: the locks go with it. */
     commitTrash: (args: Args<Activities['commitTrash']>) =>
       lastChange((releaseLocks) => catalog.commitTrash({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') })),
-    endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) => catalog.endTrashTimer({ tableId, reason, droppedAt, ...scope }),
+    endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) =>
+      catalog.endTrashTimer({ tableId, reason, droppedAt, ...scope }),
     /**
      * One step's change on every shard of `table`, settling when every shard has (an undo must never race a change
      * still running). `onShard` hears each shard done.
@@ -135,7 +139,10 @@ export function operationCalls(catalogId: string | undefined) {
         }
         noneHere = elsewhere.length === new Set(shards.map((s) => s.node)).size;
         for (const shard of shards) if (!elsewhere.includes(shard.node)) onShard();
-        return settleAll(shards.filter((s) => elsewhere.includes(s.node)), onQueue);
+        return settleAll(
+          shards.filter((s) => elsewhere.includes(s.node)),
+          onQueue,
+        );
       }
       return settleAll(shards, onQueue);
     },

@@ -33,14 +33,20 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
             });
           // The table's lock may be held by an operation on the record an earlier attempt left (a trash of it).
           const result = waitsInWorkflow
-            ? await untilFree(`the lock of ${formatTableName(input)}'s table`, prepare, (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined), waiting)
+            ? await untilFree(
+                `the lock of ${formatTableName(input)}'s table`,
+                prepare,
+                (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),
+                waiting,
+              )
             : await prepare();
           if (result.outcome === 'busy') throw new Error('unreachable: a busy prepare is waited on above');
           upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: result.table.id }]);
           return result.outcome === 'exists' ? finished(result.table) : result.table;
         },
         // The record stays, marked failed, so that a retry resumes it.
-        undo: (table) => calls.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', now: Date.now() }).then(() => undefined),
+        undo: (table) =>
+          calls.transition({ tableId: table.id, from: ['CREATING'], to: 'CREATE_FAILED', now: Date.now() }).then(() => undefined),
       },
       {
         name: 'create shards',

@@ -25,7 +25,12 @@ export interface Waiting {
 export async function withLock<T>(calls: OperationCalls, lock: string, waiting: Waiting, body: () => Promise<T>): Promise<T> {
   try {
     if (patched(LOCK_WAITS_IN_WORKFLOW)) {
-      await untilFree(`lock ${lock}`, () => calls.tryLock(lock), (attempt) => (attempt.acquired ? undefined : attempt.holder), waiting);
+      await untilFree(
+        `lock ${lock}`,
+        () => calls.tryLock(lock),
+        (attempt) => (attempt.acquired ? undefined : attempt.holder),
+        waiting,
+      );
     } else {
       await calls.acquireLockBeforeWaits(lock);
     }

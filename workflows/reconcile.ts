@@ -143,12 +143,18 @@ async function repair(
             startChild(trashTable, {
               ...common,
               workflowId: workflowIdFor.trash(table.id, catalogId),
-              args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, retentionSeconds: retentionOf[table.id] }],
+              args: [
+                { tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, retentionSeconds: retentionOf[table.id] },
+              ],
             }),
           );
         case 'undelete':
           return start('undelete', table, () =>
-            startChild(undeleteTable, { ...common, workflowId: workflowIdFor.undelete(table.id, catalogId), args: [{ tableId: table.id, catalogId }] }),
+            startChild(undeleteTable, {
+              ...common,
+              workflowId: workflowIdFor.undelete(table.id, catalogId),
+              args: [{ tableId: table.id, catalogId }],
+            }),
           );
         case 'purge':
           return start('purge', table, () =>

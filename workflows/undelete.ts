@@ -56,7 +56,13 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
           return { ...restore, table };
         },
         undo: async (restore) => {
-          await calls.transition({ tableId: input.tableId, from: ['RESTORING'], to: 'TRASHED', now: Date.now(), rename: restore.trashedAs });
+          await calls.transition({
+            tableId: input.tableId,
+            from: ['RESTORING'],
+            to: 'TRASHED',
+            now: Date.now(),
+            rename: restore.trashedAs,
+          });
         },
       },
       {

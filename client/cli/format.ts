@@ -16,7 +16,14 @@ const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
 export function formatTableList(tables: readonly TableInfo[]): string {
   const rows = [COLUMNS.map(([header]) => header), ...tables.map((t) => COLUMNS.map(([, value]) => value(t)))];
   const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** One table, a field per line. */
@@ -39,7 +46,8 @@ export function formatTable(table: TableInfo): string {
 export function formatHealth(report: ReconcileReport): string {
   const lines = report.findings.map((f) => `${f.kind.padEnd(13)} ${describeFinding(f)}`);
   if (report.omitted > 0) lines.push(`... and ${report.omitted} more (a survey lists ${report.findings.length})`);
-  for (const node of report.skippedNodes) lines.push(`${'not checked'.padEnd(13)} ${node}: its files were not looked at (quarantined, or its storage worker did not answer)`);
+  for (const node of report.skippedNodes)
+    lines.push(`${'not checked'.padEnd(13)} ${node}: its files were not looked at (quarantined, or its storage worker did not answer)`);
   if (report.findings.length === 0 && report.skippedNodes.length === 0) lines.unshift('healthy: nothing for the reconciler to do');
   return lines.join('\n');
 }

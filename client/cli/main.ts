@@ -111,7 +111,9 @@ function numberArg(value: string | undefined): number | string | undefined {
 
 function positionals(args: string[], count: { min: number; max: number }, command: string): string[] {
   if (args.length < count.min || args.length > count.max) {
-    throw new UsageError(`${command}: expected ${count.min === count.max ? count.min : `${count.min} to ${count.max}`} argument(s), got ${args.length}`);
+    throw new UsageError(
+      `${command}: expected ${count.min === count.max ? count.min : `${count.min} to ${count.max}`} argument(s), got ${args.length}`,
+    );
   }
   return args;
 }
@@ -181,7 +183,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         let exitCode = 0;
         await run({ storage: { type: 'string' } }, { min: 0, max: 0 }, async (v) => {
           const mode = v.storage ?? 'local';
-          if (mode !== 'local' && mode !== 'remote') throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
+          if (mode !== 'local' && mode !== 'remote')
+            throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
           exitCode = await workerCommands().workerCommand(loadConfig(), mode);
         });
         return exitCode;
@@ -189,7 +192,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       case 'storage-node': {
         let exitCode = 0;
         await run({ dir: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
-          if (typeof v.dir !== 'string' || v.dir === '') throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
+          if (typeof v.dir !== 'string' || v.dir === '')
+            throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
           exitCode = await workerCommands().storageNodeCommand(loadConfig(), node!, v.dir);
         });
         return exitCode;
@@ -253,7 +257,8 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
             const limit = numberArg(v.limit as string | undefined) as number | undefined;
             const page = await withClient((c) => c.list({ includeTrashed: v.all === true, after: v.after as string | undefined, limit }));
             // A full page may have more behind it: tell a person how to ask for it (on stderr: the listing stays clean).
-            if (!json && limit !== undefined && page.length === limit) io.err(`more may follow: tablefate ls${v.all ? ' -a' : ''} --limit ${limit} --after ${page.at(-1)!.id}`);
+            if (!json && limit !== undefined && page.length === limit)
+              io.err(`more may follow: tablefate ls${v.all ? ' -a' : ''} --limit ${limit} --after ${page.at(-1)!.id}`);
             return page;
           },
         );

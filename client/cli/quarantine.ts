@@ -76,7 +76,11 @@ export async function quarantineCommand(args: string[], config: Config, io: Io):
       return 0;
     }
     if (action !== 'clear' || node === undefined || extra.length > 0) {
-      throw new QuarantineCommandError('Usage', 2, `quarantine: expected nothing, \`list\` or \`clear <node>\`, got "${parsed.positionals.join(' ')}"`);
+      throw new QuarantineCommandError(
+        'Usage',
+        2,
+        `quarantine: expected nothing, \`list\` or \`clear <node>\`, got "${parsed.positionals.join(' ')}"`,
+      );
     }
 
     const configured = Array.from({ length: config.storageNodes }, (_, k) => nodeName(k));

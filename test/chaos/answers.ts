@@ -144,7 +144,10 @@ export function checkAnswers(ops: readonly OpRecord[], tables: ReadonlyMap<numbe
         if (answer.state !== 'TRASHED' || nameOf(answer) !== request.table || kept !== request.retentionSeconds) {
           problem(op, `answered ${label} ${nameOf(answer)} ${answer.state}, kept ${String(kept)} s`);
         }
-        if (['READY', 'TRASHING', 'RESTORING'].includes(now.state) && explainers(ops, 'undelete', answer.id, names, op.startedAt).length === 0) {
+        if (
+          ['READY', 'TRASHING', 'RESTORING'].includes(now.state) &&
+          explainers(ops, 'undelete', answer.id, names, op.startedAt).length === 0
+        ) {
           problem(op, `${label} was answered TRASHED and is ${now.state} now, but no undelete of it was called after`);
         }
         break;

@@ -74,7 +74,11 @@ export class ShardFingerprints {
     try {
       const reports = await Promise.all(table.placement.map((p) => inspect(this.storage, { tableId: table.id, ...p })));
       // Only whole sets: a set in the garbage area may be half deleted already.
-      if (reports.every((r) => r.area === 'live' || r.area === 'trash')) this.byTable.set(table.id, reports.map((r) => r.checksum));
+      if (reports.every((r) => r.area === 'live' || r.area === 'trash'))
+        this.byTable.set(
+          table.id,
+          reports.map((r) => r.checksum),
+        );
     } catch {
       // Moving too fast to read: no fingerprint for this one.
     }
@@ -96,7 +100,11 @@ export interface FileFindings {
   fingerprintsChecked: number;
 }
 
-export async function checkFiles(storage: LocalFileStorage, tables: readonly TableRecord[], fingerprints: ShardFingerprints): Promise<FileFindings> {
+export async function checkFiles(
+  storage: LocalFileStorage,
+  tables: readonly TableRecord[],
+  fingerprints: ShardFingerprints,
+): Promise<FileFindings> {
   const problems: Problem[] = [];
   const files = await scanStorage(storage.root);
   const present = new Set(files.map((f) => `${f.node}/${f.area}/${f.name}`));
@@ -123,7 +131,10 @@ export async function checkFiles(storage: LocalFileStorage, tables: readonly Tab
       if (expected === null) {
         if (report.area !== null || ofShard.length > 0) {
           const list = ofShard.map((f) => f.relative).join(', ');
-          problems.push({ invariant: 'files', detail: `${label}: ${where} still has files in ${String(report.area)}${list ? `: ${list}` : ''}` });
+          problems.push({
+            invariant: 'files',
+            detail: `${label}: ${where} still has files in ${String(report.area)}${list ? `: ${list}` : ''}`,
+          });
         }
         for (const f of ofShard) accounted.add(f.relative);
         continue;
@@ -135,7 +146,10 @@ export async function checkFiles(storage: LocalFileStorage, tables: readonly Tab
           detail: `${label}: ${where} is incomplete in ${expected}, missing ${missing.join(', ')} (inspect finds it in ${String(report.area)})`,
         });
       } else if (report.area !== expected) {
-        problems.push({ invariant: 'files', detail: `${label}: ${where} is found in ${String(report.area)} by inspect, expected ${expected}` });
+        problems.push({
+          invariant: 'files',
+          detail: `${label}: ${where} is found in ${String(report.area)} by inspect, expected ${expected}`,
+        });
       }
       for (const f of ofShard) if (f.area === expected) accounted.add(f.relative);
     }

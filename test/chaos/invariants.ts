@@ -71,7 +71,10 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   const byId = new Map(snapshot.tables.map((t) => [t.id, t]));
 
   for (const lock of snapshot.locks) {
-    problems.push({ invariant: 'locks', detail: `lock ${lock.resource} held by ${lock.workflowId} (run ${lock.runId}) since ${iso(lock.since)}` });
+    problems.push({
+      invariant: 'locks',
+      detail: `lock ${lock.resource} held by ${lock.workflowId} (run ${lock.runId}) since ${iso(lock.since)}`,
+    });
   }
   for (const t of snapshot.tables) {
     const label = `table ${t.id} (${t.namespace}.${t.name})`;
@@ -85,7 +88,10 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   // Every table in the trash has its timer running, exactly one (the list can lag: doubtful ones are asked again).
   const trashed = snapshot.tables.filter((t) => t.state === 'TRASHED');
   const doubtful = trashed.filter((t) => snapshot.running.filter((wf) => wf.op === 'trash' && wf.tableId === t.id).length !== 1);
-  const wrongTimers = await tablesWithoutOneTimer(world.temporal, doubtful.map((t) => t.id));
+  const wrongTimers = await tablesWithoutOneTimer(
+    world.temporal,
+    doubtful.map((t) => t.id),
+  );
   for (const t of trashed) {
     const timers = wrongTimers.get(t.id);
     if (timers === undefined) continue;
@@ -116,7 +122,10 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
 
   for (const exit of evidence.workerExits) {
     if (exit.code === EX_SOFTWARE) {
-      problems.push({ invariant: 'worker', detail: `a worker stopped on a fatal storage error (exit ${EX_SOFTWARE}): files in an unknown state` });
+      problems.push({
+        invariant: 'worker',
+        detail: `a worker stopped on a fatal storage error (exit ${EX_SOFTWARE}): files in an unknown state`,
+      });
     } else if (!exit.serverTrouble) {
       notes.push(`a worker exited on its own (code ${String(exit.code)}, signal ${String(exit.signal)}) while the server was fine`);
     }

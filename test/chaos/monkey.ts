@@ -94,7 +94,9 @@ class Wakeup {
   wait(ms: number, alsoOn: Promise<unknown>): Promise<void> {
     const abort = new AbortController();
     const woken = new Promise<void>((resolve) => (this.waiter = resolve));
-    const timer = Number.isFinite(ms) ? sleep(ms, undefined, { signal: abort.signal }).catch(() => undefined) : new Promise<void>(() => undefined);
+    const timer = Number.isFinite(ms)
+      ? sleep(ms, undefined, { signal: abort.signal }).catch(() => undefined)
+      : new Promise<void>(() => undefined);
     return Promise.race([woken, timer, alsoOn.then(() => undefined)]).finally(() => {
       abort.abort();
       this.waiter = undefined;

@@ -92,7 +92,13 @@ export async function takeSnapshot(catalog: Catalog, temporal: Client, knownIds:
 }
 
 /** temporal.api.enums.v1.PendingActivityState, by number (@temporalio/proto is not a direct dependency). */
-const PENDING_ACTIVITY_STATES: Record<number, string> = { 1: 'SCHEDULED', 2: 'STARTED', 3: 'CANCEL_REQUESTED', 4: 'PAUSED', 5: 'PAUSE_REQUESTED' };
+const PENDING_ACTIVITY_STATES: Record<number, string> = {
+  1: 'SCHEDULED',
+  2: 'STARTED',
+  3: 'CANCEL_REQUESTED',
+  4: 'PAUSED',
+  5: 'PAUSE_REQUESTED',
+};
 
 /** The attributes key of a history event names its type (`activityTaskFailedEventAttributes`, ...). */
 function eventTypeOf(event: object): string {
@@ -131,7 +137,9 @@ export async function describeWorkflow(
       const started = activity.lastStartedTime?.seconds ? new Date(Number(activity.lastStartedTime.seconds) * 1000).toISOString() : null;
       parts.push(
         `pending activity ${activity.activityType?.name ?? '?'} ${state} attempt ${activity.attempt ?? '?'}` +
-          (started ? ` since ${started} on worker ${activity.lastWorkerIdentity ?? '?'}${workerFate(activity.lastWorkerIdentity ?? '')}` : '') +
+          (started
+            ? ` since ${started} on worker ${activity.lastWorkerIdentity ?? '?'}${workerFate(activity.lastWorkerIdentity ?? '')}`
+            : '') +
           (activity.lastFailure?.message ? `, last failure: ${activity.lastFailure.message}` : ''),
       );
     }

@@ -15,7 +15,6 @@ import { BIN, PROJECT_ROOT } from '../support/cli';
  * operator would, and a Temporal dev server that can be crashed and brought back on the same port and db.
  */
 
-
 export interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;

@@ -105,7 +105,11 @@ export function formatReport(report: ChaosReport): string {
   const slow = slowest.map((op) => `#${op.seq} ${op.request.kind} ${seconds(op.endedAt - op.startedAt)} (${outcomeLabel(op)})`);
   lines.push(`  slowest: ${slow.join(', ') || '-'}`);
   lines.push(
-    `  processes: ${stats.workerKills} SIGKILLs (${Object.entries(stats.killsOf).map(([name, n]) => `${name} ${n}`).join(', ') || 'none'}; ` +
+    `  processes: ${stats.workerKills} SIGKILLs (${
+      Object.entries(stats.killsOf)
+        .map(([name, n]) => `${name} ${n}`)
+        .join(', ') || 'none'
+    }; ` +
       `${stats.killsOnOpStart} right after an operation started), ${stats.workerStarts} starts, ` +
       `${stats.workerExits.length} exits on its own (${stats.workerExits.filter((e) => e.serverTrouble).length} with the server in trouble), ` +
       `${stats.workersNeverReady} never polled`,
@@ -133,7 +137,10 @@ export function formatReport(report: ChaosReport): string {
     lines.push('', 'worker log, warnings and errors by message:');
     lines.push(...workerLog.map((l) => `  ${l}`));
   }
-  lines.push('', report.kept ? `state, catalog and logs kept in ${report.dir} (worker.log, temporal.log, home/)` : 'state directory removed');
+  lines.push(
+    '',
+    report.kept ? `state, catalog and logs kept in ${report.dir} (worker.log, temporal.log, home/)` : 'state directory removed',
+  );
   lines.push(
     `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
       `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +

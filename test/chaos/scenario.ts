@@ -265,7 +265,11 @@ class CommandLineCaller implements Caller {
 
   answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
     // The command's own --timeout first; a command still there 15 s later is killed, its outcome unknown.
-    const child = spawn(process.execPath, [BIN, ...commandOf(request, timeoutMs)], { cwd: this.cwd, env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...commandOf(request, timeoutMs)], {
+      cwd: this.cwd,
+      env: this.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.running.add(child);
     let stdout = '';
     let stderr = '';

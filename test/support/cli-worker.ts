@@ -12,7 +12,11 @@ export async function ensureNamespace(connection: Connection, namespace: string)
     if (!/already exists/i.test((err as Error).message)) throw err;
   }
   await waitFor(
-    () => connection.workflowService.describeNamespace({ namespace }).then(() => true, () => false),
+    () =>
+      connection.workflowService.describeNamespace({ namespace }).then(
+        () => true,
+        () => false,
+      ),
     (ok) => ok,
     { timeoutMs: 30_000, what: `namespace ${namespace} to exist` },
   );

@@ -22,7 +22,6 @@ import { writeSet } from './sets-on-disk';
 
 const OUT = path.resolve(__dirname, '../histories');
 
-
 async function main(): Promise<void> {
   const tag = process.argv[2];
   if (!tag || !/^[a-z0-9-]+$/.test(tag)) throw new Error('usage: record-histories <tag>, e.g. v2 (lower-case letters, digits, -)');
@@ -31,25 +30,51 @@ async function main(): Promise<void> {
   const server = await DevServer.start({ stateDir: dir, headless: true, cliPath: cli });
   // Short lock waits, so that a wait continues as new within seconds (the paths are the same as the defaults'), and
   // a short grace, so that a reconcile pass collects an orphan set.
-  const h = await Harness.start({ address: server.address, lockWait: { firstMs: 50, maxMs: 200, attemptsPerRun: 3 }, orphanGraceSeconds: 1 });
+  const h = await Harness.start({
+    address: server.address,
+    lockWait: { firstMs: 50, maxMs: 200, attemptsPerRun: 3 },
+    orphanGraceSeconds: 1,
+  });
   /** The id of the run of `workflowId` running now, once there is one. */
   const firstRunOf = async (workflowId: string) =>
     (await waitFor(
-      () => h.temporal.workflow.getHandle(workflowId).describe().catch(() => undefined),
+      () =>
+        h.temporal.workflow
+          .getHandle(workflowId)
+          .describe()
+          .catch(() => undefined),
       (d) => d !== undefined,
       { what: `a run of ${workflowId}` },
     ))!.runId;
   /** Resolves once `workflowId` has continued as new from run `runId`. */
   const continuedFrom = (workflowId: string, runId: string) =>
-    waitFor(() => h.temporal.workflow.getHandle(workflowId).describe(), (d) => d.runId !== runId, { what: `${workflowId} to continue as new` });
+    waitFor(
+      () => h.temporal.workflow.getHandle(workflowId).describe(),
+      (d) => d.runId !== runId,
+      { what: `${workflowId} to continue as new` },
+    );
   /** Saves the history of a workflow's latest run, once it has closed, or of the run `runId`. */
   const save = async (file: string, workflowId: string, runId?: string) => {
     // (A run named by id has closed already: its workflow goes on in a later run, whose end is not awaited.)
-    if (!runId) await h.temporal.workflow.getHandle(workflowId).result().catch(() => undefined);
+    if (!runId)
+      await h.temporal.workflow
+        .getHandle(workflowId)
+        .result()
+        .catch(() => undefined);
     // The CLI writes the history in the proto3 JSON form that historyFromJSON reads back.
     const { stdout } = await promisify(execFile)(
       cli,
-      ['workflow', 'show', '--workflow-id', workflowId, ...(runId ? ['--run-id', runId] : []), '--address', server.address, '--output', 'json'],
+      [
+        'workflow',
+        'show',
+        '--workflow-id',
+        workflowId,
+        ...(runId ? ['--run-id', runId] : []),
+        '--address',
+        server.address,
+        '--output',
+        'json',
+      ],
       { maxBuffer: 64 * 1024 * 1024 },
     );
     // An existing history stands for runs in the field and is never rewritten ('wx' makes sure of it).
@@ -87,14 +112,22 @@ async function main(): Promise<void> {
     // its child, recorded as purge-expiry)
     const expiring = await h.client.create({ table: 'rec.expiring', shards: 2 });
     await h.client.trash({ table: 'rec.expiring', retentionSeconds: 1 });
-    await waitFor(() => h.catalog.getTable(expiring.id), (t) => t?.state === 'PURGED', { what: 'expiry' });
+    await waitFor(
+      () => h.catalog.getTable(expiring.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'expiry' },
+    );
     await save('trash-expired', workflowIdFor.trash(expiring.id, h.catalog.id));
 
     // a cancel request while the trash waits: ignored, the timer fires and purges
     const cancelled = await h.client.create({ table: 'rec.cancelled', shards: 1 });
     await h.client.trash({ table: 'rec.cancelled', retentionSeconds: 2 });
     await h.temporal.workflow.getHandle(workflowIdFor.trash(cancelled.id, h.catalog.id)).cancel();
-    await waitFor(() => h.catalog.getTable(cancelled.id), (t) => t?.state === 'PURGED', { what: 'expiry after a cancel request' });
+    await waitFor(
+      () => h.catalog.getTable(cancelled.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'expiry after a cancel request' },
+    );
     await save('trash-cancel-ignored', workflowIdFor.trash(cancelled.id, h.catalog.id));
 
     // a purge that fails past its point of no return stays PURGING; the next purge goes forward only
@@ -113,7 +146,13 @@ async function main(): Promise<void> {
     const bundleFile = path.join(dir, 'bundle.js');
     await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
     // (Since v5 the commit's transition releases the locks too: the kill right after it is after the release.)
-    const crashing = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'transition' });
+    const crashing = await startCrashingWorker({
+      home: h.home,
+      address: server.address,
+      taskQueue: h.taskQueue,
+      bundleFile,
+      activity: 'transition',
+    });
     const lost = h.client.create({ table: 'rec.lost', shards: 2 });
     await crashing.exited;
     await h.startWorker();
@@ -161,7 +200,11 @@ async function main(): Promise<void> {
     const retried = await h.client.create({ table: 'rec.retried', shards: 2 });
     h.storage.faults.inject({ op: 'markGarbage', tableId: retried.id, shard: 1, kind: 'permanent', times: 1 });
     await h.client.trash({ table: 'rec.retried', retentionSeconds: 1 });
-    await waitFor(() => h.catalog.getTable(retried.id), (t) => t?.state === 'PURGED', { what: 'the retried expiry', timeoutMs: 60_000 });
+    await waitFor(
+      () => h.catalog.getTable(retried.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the retried expiry', timeoutMs: 60_000 },
+    );
     await save('trash-expiry-retried', workflowIdFor.trash(retried.id, h.catalog.id));
     h.storage.faults.clear();
 
@@ -176,14 +219,24 @@ async function main(): Promise<void> {
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
     });
     await save('reconcile', reconcileId);
-    await waitFor(() => h.catalog.getTable(rearmed.id), (t) => t?.state === 'PURGED', { what: 'the re-armed expiry' });
+    await waitFor(
+      () => h.catalog.getTable(rearmed.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the re-armed expiry' },
+    );
     await save('trash-rearmed', workflowIdFor.trash(rearmed.id, h.catalog.id));
 
     // a trash whose worker died right after it marked the table TRASHING, and whose run was then terminated:
     // the reconciler runs the trash again, which resumes from TRASHING (with the retention the lost run asked for)
     const resumed2 = await h.client.create({ table: 'rec.resumed', shards: 2 });
     await h.stopWorker();
-    const dying = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'transition' });
+    const dying = await startCrashingWorker({
+      home: h.home,
+      address: server.address,
+      taskQueue: h.taskQueue,
+      bundleFile,
+      activity: 'transition',
+    });
     const lostTrash = h.client.trash({ table: 'rec.resumed', retentionSeconds: 2 }).catch(() => undefined);
     await dying.exited;
     await h.temporal.workflow.getHandle(workflowIdFor.trash(resumed2.id, h.catalog.id)).terminate('recording: a worker lost mid-trash');
@@ -200,14 +253,24 @@ async function main(): Promise<void> {
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
     });
     await save('reconcile-repairs', repairsId);
-    await waitFor(() => h.catalog.getTable(resumed2.id), (t) => t?.state === 'PURGED', { what: 'the resumed trash to expire' });
+    await waitFor(
+      () => h.catalog.getTable(resumed2.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the resumed trash to expire' },
+    );
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
 
     // (since v7) a trash whose committing task was lost while a purge ended it: the end is heard before the run
     // knows its drop time, and ends the timer once it does
     const ended = await h.client.create({ table: 'rec.ended', shards: 2 });
     await h.stopWorker();
-    const committing = await startCrashingWorker({ home: h.home, address: server.address, taskQueue: h.taskQueue, bundleFile, activity: 'commitTrash' });
+    const committing = await startCrashingWorker({
+      home: h.home,
+      address: server.address,
+      taskQueue: h.taskQueue,
+      bundleFile,
+      activity: 'commitTrash',
+    });
     const endedTrash = h.client.trash({ table: 'rec.ended', retentionSeconds: 3600 });
     await committing.exited;
     await h.startWorker();
@@ -256,7 +319,11 @@ async function main(): Promise<void> {
       await paced.client.trash({ table: 'rec.stubborn', retentionSeconds: 1 });
       const stubbornId = workflowIdFor.trash(stubborn.id, paced.catalog.id);
       const armed = await paced.temporal.workflow.getHandle(stubbornId).describe();
-      await waitFor(() => paced.catalog.getTable(stubborn.id), (t) => t?.state === 'PURGED', { what: 'the stubborn expiry' });
+      await waitFor(
+        () => paced.catalog.getTable(stubborn.id),
+        (t) => t?.state === 'PURGED',
+        { what: 'the stubborn expiry' },
+      );
       await save('trash-expiry-continued', stubbornId, armed.runId);
       await save('trash-rearmed-expiry-retried', stubbornId);
     } finally {

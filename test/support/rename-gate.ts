@@ -29,7 +29,11 @@ export class RenameGate implements RenameOps {
 
   /** Resolves once an operation is stuck at the gate (so its workflow has started and is half way). */
   async someoneWaiting(): Promise<void> {
-    await waitFor(() => Promise.resolve(this.waiting), (n) => n > 0, { what: 'a rename to wait at the gate', intervalMs: 20 });
+    await waitFor(
+      () => Promise.resolve(this.waiting),
+      (n) => n > 0,
+      { what: 'a rename to wait at the gate', intervalMs: 20 },
+    );
   }
 
   async rename(from: string, to: string): Promise<void> {

@@ -16,16 +16,63 @@ export interface Pki {
 export function makePki(dir: string): Pki {
   const at = (name: string) => path.join(dir, name);
   const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'ignore' });
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=tablefate test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=tablefate test CA',
+    '-keyout',
+    at('ca.key'),
+    '-out',
+    at('ca.pem'),
+  );
   for (const [who, extra] of [
     ['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
     ['client', 'extendedKeyUsage=clientAuth'],
   ] as const) {
-    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=tablefate test ${who}`, '-keyout', at(`${who}.key`), '-out', at(`${who}.csr`));
+    openssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      `/CN=tablefate test ${who}`,
+      '-keyout',
+      at(`${who}.key`),
+      '-out',
+      at(`${who}.csr`),
+    );
     fs.writeFileSync(at(`${who}.ext`), `${extra}\n`);
-    openssl('x509', '-req', '-in', at(`${who}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '1', '-extfile', at(`${who}.ext`), '-out', at(`${who}.pem`));
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      at(`${who}.csr`),
+      '-CA',
+      at('ca.pem'),
+      '-CAkey',
+      at('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-extfile',
+      at(`${who}.ext`),
+      '-out',
+      at(`${who}.pem`),
+    );
   }
-  return { ca: at('ca.pem'), serverCert: at('server.pem'), serverKey: at('server.key'), clientCert: at('client.pem'), clientKey: at('client.key') };
+  return {
+    ca: at('ca.pem'),
+    serverCert: at('server.pem'),
+    serverKey: at('server.key'),
+    clientCert: at('client.pem'),
+    clientKey: at('client.key'),
+  };
 }
 
 /**
