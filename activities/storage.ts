@@ -65,6 +65,16 @@ export function createStorageActivities(deps: StorageActivityDeps) {
       await fenced(input, [input.shard], (watch) => storage.deleteGarbage(input.shard, watch));
     },
 
+    /**
+     * One step's change on every shard of a table that this node holds, all at once, fenced like every change. It
+     * heartbeats file by file; once cancelled it stops before its next file, the set it was renaming put back, and
+     * answers cancelled only then (the workflow waits for that before it undoes anything). Made again (a retry, or
+     * a worker lost mid-way), it finishes what is left: each shard's change is idempotent.
+     */
+    async changeShardsOnNode(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<void> {
+      await fenced(input, input.shards, (watch) => settleAll(input.shards, (shard) => applyChange(storage, input.change, shard, watch)));
+    },
+
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
     async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
       inScope(input);
@@ -174,6 +184,7 @@ function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRe
 
 /** The names of the storage activities: what a node's task queue serves. */
 export const STORAGE_ACTIVITY_NAMES = [
+  'changeShardsOnNode',
   'createShard',
   'dropShard',
   'moveShard',

@@ -237,6 +237,13 @@ export class LocalFileStorage implements StorageDriver {
    */
   private async guarded<T>(op: GuardedOp, ref: ShardRef, watch: Watch | undefined, body: () => Promise<T>): Promise<T> {
     this.assertValid(ref);
+    // A look changes nothing; a change waits for the shard's turn (see inTurn).
+    return op === 'inspect'
+      ? this.unguardedTurn(op, ref, watch, body)
+      : inTurn(`${this.root}:${ref.node}:${ref.tableId}:${ref.shard}`, () => this.unguardedTurn(op, ref, watch, body));
+  }
+
+  private async unguardedTurn<T>(op: GuardedOp, ref: ShardRef, watch: Watch | undefined, body: () => Promise<T>): Promise<T> {
     try {
       const marker = await readQuarantine(this.root, ref.node);
       if (marker) throw new QuarantinedNodeError(marker);
@@ -483,5 +490,28 @@ async function hashFile(file: string, hash: ReturnType<typeof createHash>): Prom
     }
   } finally {
     await handle.close();
+  }
+}
+
+/** The change of each shard that runs now in this process, by the shard's place on disk, or the last one queued. */
+const shardTurns = new Map<string, Promise<void>>();
+
+/**
+ * Runs `change` once every earlier change of the same shard in this process has settled. Two changes of one shard
+ * must never interleave their renames: an attempt that its caller has given up on (cancelled, timed out, superseded
+ * by a retry) may still be renaming when the next change, an undo say, begins; each set move is whole only if they
+ * take turns. (Two processes serving one node's directory are not covered: a node has one worker.)
+ */
+async function inTurn<T>(shard: string, change: () => Promise<T>): Promise<T> {
+  const before = shardTurns.get(shard) ?? Promise.resolve();
+  let settle!: () => void;
+  const mine = before.then(() => new Promise<void>((resolve) => (settle = resolve)));
+  shardTurns.set(shard, mine);
+  await before;
+  try {
+    return await change();
+  } finally {
+    settle();
+    if (shardTurns.get(shard) === mine) shardTurns.delete(shard);
   }
 }

@@ -68,6 +68,13 @@ export class TableFateWorker {
  */
 const JOURNAL_KEEP_MS = 30 * 24 * 3600 * 1000;
 
+/**
+ * What a storage node's worker sets beside its queue: heartbeats go out at least every second, so that a cancel
+ * request (which comes back with a heartbeat) stops a long shard change within about a second, not within 80 % of
+ * its heartbeat timeout; the change's compensation waits for that.
+ */
+const STORAGE_WORKER_OPTIONS = { maxHeartbeatThrottleInterval: '1 second' } as const;
+
 const isLocal = (storage: TableFateWorkerOptions['storage']): storage is StorageDriver => 'createShard' in storage;
 
 function pick<T extends object>(from: T, names: readonly string[], keep: boolean): Partial<T> {
@@ -124,8 +131,11 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   ];
   if (local) {
     const storageOnly = pick(activities, STORAGE_ACTIVITY_NAMES, true);
-    for (const node of local.nodes)
-      workers.push(await Worker.create({ ...common, taskQueue: storageQueue(taskQueue, node), activities: storageOnly }));
+    for (const node of local.nodes) {
+      workers.push(
+        await Worker.create({ ...common, ...STORAGE_WORKER_OPTIONS, taskQueue: storageQueue(taskQueue, node), activities: storageOnly }),
+      );
+    }
   }
   const group = new TableFateWorker(workers);
   stop = () => group.shutdown();
@@ -165,6 +175,7 @@ export async function createStorageNodeWorker(opts: StorageNodeWorkerOptions): P
   const worker = await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
+    ...STORAGE_WORKER_OPTIONS,
     taskQueue: storageQueue(opts.taskQueue ?? TASK_QUEUE, opts.node),
     activities: pick(wrapped, STORAGE_ACTIVITY_NAMES, true),
   });

@@ -1,4 +1,12 @@
-import { ActivityFailure, ApplicationFailure, patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  patched,
+  proxyActivities,
+  proxyLocalActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import type { Activities, CallScope } from '../activities';
@@ -43,8 +51,24 @@ type StorageCalls = Pick<
 >;
 
 /**
- * An operation's change on the shards of the nodes this worker serves itself (every node, with `--storage local`):
- * one local activity, in the workflow task, for all of them. Journaled and fenced (activities/storage.ts), so a
+ * One step's change on every shard a node holds: one ordinary activity per node, on the node's queue. It may take
+ * long (256 shards, big files, a node whose disk is slow), so it heartbeats shard file by shard file, and a cancel
+ * request reaches it through its heartbeats; a dead worker's attempt is retried after the heartbeat timeout. The
+ * workflow waits until a cancelled change has really stopped (and put back the set it was renaming) before it runs
+ * anything else, an undo above all: two changes of one shard must never run at once.
+ */
+const shardsOnNode = (node: string) =>
+  proxyActivities<Pick<Activities, 'changeShardsOnNode'>>({
+    startToCloseTimeout: '1 hour',
+    heartbeatTimeout: '20s',
+    retry: RETRY,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    taskQueue: storageQueue(workflowInfo().taskQueue, node),
+  }).changeShardsOnNode;
+
+/**
+ * Runs started from v6 to v8 replay this: an operation's change on the shards of the nodes this worker serves itself
+ * (every node, with `--storage local`), one local activity, in the workflow task, for all of them. Journaled and fenced (activities/storage.ts), so a
  * lost workflow task's repeat touches nothing. Its timeout is a storage call's: a local activity has no heartbeat,
  * but it dies with its worker, and the workflow task is then retried.
  */
@@ -64,6 +88,14 @@ export const STORAGE_ON_NODE_QUEUES = 'storage-on-node-queues';
  * their nodes' queues (before: one activity per shard, always on a node's queue).
  */
 export const SHARD_CHANGES_IN_WORKFLOW_TASK = 'shard-changes-in-workflow-task';
+
+/**
+ * Patch: an operation's shard changes run as one ordinary activity per node, on the node's queue, heartbeating,
+ * and a cancelled one is waited for until it has stopped (before: a local activity in the workflow task, which a
+ * cancel request abandoned while it still ran, so that the undo raced it; and which held the workflow task for as
+ * long as it took).
+ */
+export const SHARD_CHANGES_ON_NODE_ACTIVITIES = 'shard-changes-on-node-activities';
 
 /** The storage calls of one node, on its worker's queue; runs started before the patch use their own queue. */
 export function storageOn(node: string): StorageCalls {
@@ -124,6 +156,12 @@ export function operationCalls(catalogId: string | undefined) {
      */
     changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
       const shards = shardsOf(table);
+      if (patched(SHARD_CHANGES_ON_NODE_ACTIVITIES)) {
+        return settleAll(nodesOf(shards), async ([node, held]) => {
+          await shardsOnNode(node)({ change, shards: held, ...scope });
+          held.forEach(() => onShard());
+        });
+      }
       const onQueue = (shard: ShardRef) => changeOnQueue(shard, change, scope).then(onShard);
       if (!patched(SHARD_CHANGES_IN_WORKFLOW_TASK)) return settleAll(shards, onQueue);
       // A worker found to serve none of the nodes (`--storage remote`) is not asked again in this run.
@@ -161,6 +199,13 @@ function changeOnQueue(shard: ShardRef, change: ShardChange, scope: CallScope): 
 function stoppedHere(err: unknown): boolean {
   const failure = err instanceof ActivityFailure ? err.cause : err;
   return failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE;
+}
+
+/** The shards grouped by the node that holds them, in placement order. */
+function nodesOf(shards: readonly ShardRef[]): Array<[node: string, shards: ShardRef[]]> {
+  const byNode = new Map<string, ShardRef[]>();
+  for (const shard of shards) byNode.set(shard.node, [...(byNode.get(shard.node) ?? []), shard]);
+  return [...byNode];
 }
 
 const shardsOf = (table: TableRecord): ShardRef[] => table.placement.map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));

@@ -2,11 +2,13 @@ import { HandlerUnfinishedPolicy, WorkflowExecutionAlreadyStartedError } from '@
 import {
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
   ContinueAsNew,
   allHandlersFinished,
   condition,
   continueAsNew,
   executeChild,
+  isCancellation,
   log,
   patched,
   setCurrentDetails,
@@ -45,8 +47,15 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   setHandler(
     trashedUpdate,
     async () => {
-      await condition(() => outcome !== undefined);
-      if ('error' in outcome!) throw outcome.error;
+      // A cancel request must not answer the caller while the trash is still being taken back: the answer waits for
+      // the compensation (runs started before the patch answered at once, and compensated after).
+      const answered = () => condition(() => outcome !== undefined);
+      await (patched(ANSWER_AFTER_COMPENSATION) ? CancellationScope.nonCancellable(answered) : answered());
+      if ('error' in outcome!) {
+        // Cancelled, and taken back: the caller hears the cancellation itself, not the activity it interrupted.
+        if (isCancellation(outcome.error)) throw new CancelledFailure('the trash was cancelled, and what it had done was taken back');
+        throw outcome.error;
+      }
       return outcome!.table;
     },
     {
@@ -124,6 +133,12 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     return timer;
   });
 }
+
+/**
+ * Patch: the `trashed` update answers a trash that failed or was cancelled only once its compensation is over
+ * (before: a cancel request failed the update at once, while the shards were still being moved back).
+ */
+export const ANSWER_AFTER_COMPENSATION = 'answer-after-compensation';
 
 /**
  * Patch: an end of this trash heard before the run knew its drop time ends the timer once it does (before: it was
