@@ -13,6 +13,9 @@ import { SerialQueue } from './serial-queue';
 import { checkSchema, migrate } from './sqlite-schema';
 import type { CatalogTx } from './tx';
 
+/** Inlined (constants, not input), as the partial unique index has them. */
+const NAME_HOLDING = sqlList(NAME_HOLDING_STATES);
+
 // By its code, not its class: the driver's error class may come from another realm (jest's module sandboxes).
 const isUniqueViolation = (err: unknown) =>
   typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE';
@@ -33,8 +36,9 @@ const queues = new Map<string, { queue: SerialQueue; users: number }>();
  * on its write lock with the event loop blocked (on another connection to the same file). A queue per file in
  * the process runs every call, read or write, one at a time. Each primitive here is synchronous, so a transaction
  * holds the queue and the file's write lock for a few microtasks, never across I/O; other processes wait for it
- * (busy_timeout) as they did when transactions were synchronous. The simpler alternative, rules made generic
- * over synchronous and asynchronous stores, would have been written in a style (generators) no other code here uses.
+ * (busy_timeout) as they did when transactions were synchronous. The queue costs nothing SQLite did not already
+ * impose (one writer at a time); the other way, rules generic over synchronous and asynchronous stores, would
+ * need them written as generators, a style nothing else here uses.
  */
 export class SqliteCatalog extends TransactionalCatalog {
   readonly id: string;
@@ -107,7 +111,11 @@ export class SqliteCatalog extends TransactionalCatalog {
   }
 }
 
-/** CatalogTx on one better-sqlite3 connection: each primitive one synchronous statement or two. */
+/**
+ * CatalogTx on one better-sqlite3 connection: each primitive one synchronous statement or two. They are async
+ * only so that their result, or their error, comes back as a promise, as CatalogTx has it.
+ */
+/* eslint-disable @typescript-eslint/require-await */
 class SqliteTx implements CatalogTx {
   private readonly statements = new Map<string, Database.Statement>();
 
@@ -116,42 +124,40 @@ class SqliteTx implements CatalogTx {
     private readonly firstTableId: number,
   ) {}
 
-  tableById(id: number): Promise<TableRecord | undefined> {
-    return this.one<TableRow>(`SELECT * FROM tables WHERE id = ?`, id).then((row) => row && toRecord(row));
+  async tableById(id: number): Promise<TableRecord | undefined> {
+    return this.table(`SELECT * FROM tables WHERE id = ?`, id);
   }
 
-  nameHolder(name: TableName): Promise<TableRecord | undefined> {
-    return this.one<TableRow>(
-      `SELECT * FROM tables WHERE namespace = ? AND name = ? AND state IN (${sqlList(NAME_HOLDING_STATES)})`,
-      name.namespace,
-      name.name,
-    ).then((row) => row && toRecord(row));
+  async nameHolder(name: TableName): Promise<TableRecord | undefined> {
+    return this.table(`SELECT * FROM tables WHERE namespace = ? AND name = ? AND state IN (${NAME_HOLDING})`, name.namespace, name.name);
   }
 
-  newestTrashed(name: TableName): Promise<TableRecord | undefined> {
-    return this.one<TableRow>(
+  async newestTrashed(name: TableName): Promise<TableRecord | undefined> {
+    return this.table(
       `SELECT * FROM tables WHERE namespace = ? AND name = ? AND state = 'TRASHED' ORDER BY dropped_at DESC, id DESC LIMIT 1`,
       name.namespace,
       name.name,
-    ).then((row) => row && toRecord(row));
+    );
   }
 
-  listTables(opts: ListOptions): Promise<TableRecord[]> {
-    const rows = this.statement(
-      `SELECT * FROM tables WHERE state NOT IN (${sqlList(hiddenStates(opts.includeTrashed))}) AND id > ? ORDER BY id LIMIT ?`,
-    ).all(opts.afterId ?? 0, opts.limit ?? -1) as TableRow[];
-    return Promise.resolve(rows.map(toRecord));
+  async listTables(opts: ListOptions): Promise<TableRecord[]> {
+    const hidden = sqlList(hiddenStates(opts.includeTrashed));
+    const rows = this.statement(`SELECT * FROM tables WHERE state NOT IN (${hidden}) AND id > ? ORDER BY id LIMIT ?`).all(
+      opts.afterId ?? 0,
+      opts.limit ?? -1,
+    ) as TableRow[];
+    return rows.map(toRecord);
   }
 
-  nextTableId(): Promise<number> {
-    return this.one<{ value: number }>(
+  async nextTableId(): Promise<number> {
+    const row = this.statement(
       `INSERT INTO counters (name, value) VALUES ('table_id', ?) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value`,
-      this.firstTableId,
-    ).then((row) => row!.value);
+    ).get(this.firstTableId) as { value: number };
+    return row.value;
   }
 
-  insertTable(t: TableRecord): Promise<boolean> {
-    return this.unlessNameTaken(
+  async insertTable(t: TableRecord): Promise<boolean> {
+    const inserted = this.unlessNameTaken(
       `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
@@ -167,96 +173,90 @@ class SqliteTx implements CatalogTx {
         t.purgedAt,
         t.updatedAt,
       ],
-    ).then((changes) => changes !== undefined);
+    );
+    return inserted !== undefined;
   }
 
-  updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
-    return this.unlessNameTaken(
+  async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
+    const updated = this.unlessNameTaken(
       `UPDATE tables SET state = ?, namespace = ?, name = ?, dropped_at = ?, expire_at = ?, purged_at = ?, updated_at = ?
        WHERE id = ? AND state = ?`,
       [t.state, t.namespace, t.name, t.droppedAt, t.expireAt, t.purgedAt, t.updatedAt, t.id, expected],
-    ).then((changes) => (changes === undefined ? 'nameTaken' : changes === 1 ? 'updated' : 'missed'));
+    );
+    return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }
 
-  lockHolder(resource: string): Promise<LockHolder | undefined> {
-    return this.one<LockRow>(`SELECT * FROM locks WHERE resource = ?`, resource).then((row) => row && toHolder(row));
+  async lockHolder(resource: string): Promise<LockHolder | undefined> {
+    const row = this.statement(`SELECT * FROM locks WHERE resource = ?`).get(resource) as LockRow | undefined;
+    return row && toHolder(row);
   }
 
-  insertLock(resource: string, owner: LockOwner, since: number): Promise<boolean> {
-    return this.changes(
-      `INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES (?, ?, ?, ?) ON CONFLICT (resource) DO NOTHING`,
-      resource,
-      owner.workflowId,
-      owner.runId,
-      since,
-    ).then((n) => n === 1);
-  }
-
-  deleteLock(holder: LockHolder): Promise<boolean> {
-    return this.changes(
-      `DELETE FROM locks WHERE resource = ? AND owner_workflow_id = ? AND owner_run_id = ?`,
-      holder.resource,
-      holder.workflowId,
-      holder.runId,
-    ).then((n) => n === 1);
-  }
-
-  deleteLocksOf(owner: LockOwner): Promise<void> {
-    return this.changes(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`, owner.runId, owner.workflowId).then(
-      () => undefined,
+  async insertLock(resource: string, owner: LockOwner, since: number): Promise<boolean> {
+    return (
+      this.run(
+        `INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES (?, ?, ?, ?) ON CONFLICT (resource) DO NOTHING`,
+        resource,
+        owner.workflowId,
+        owner.runId,
+        since,
+      ) === 1
     );
   }
 
-  listLocks(): Promise<LockHolder[]> {
-    return Promise.resolve((this.statement(`SELECT * FROM locks ORDER BY resource`).all() as LockRow[]).map(toHolder));
+  async deleteLock(holder: LockHolder): Promise<boolean> {
+    const sql = `DELETE FROM locks WHERE resource = ? AND owner_workflow_id = ? AND owner_run_id = ?`;
+    return this.run(sql, holder.resource, holder.workflowId, holder.runId) === 1;
+  }
+
+  async deleteLocksOf(owner: LockOwner): Promise<void> {
+    this.run(`DELETE FROM locks WHERE owner_run_id = ? AND owner_workflow_id = ?`, owner.runId, owner.workflowId);
+  }
+
+  async listLocks(): Promise<LockHolder[]> {
+    return (this.statement(`SELECT * FROM locks ORDER BY resource`).all() as LockRow[]).map(toHolder);
   }
 
   /** Writers run one at a time (BEGIN IMMEDIATE): reading the journal is claim enough. */
-  claimStep(step: StepKey): Promise<Outcome<unknown> | undefined> {
+  async claimStep(step: StepKey): Promise<Outcome<unknown> | undefined> {
     return this.stepOutcome(step);
   }
 
-  settleStep(step: StepKey, outcome: Outcome<unknown> | undefined): Promise<void> {
-    if (!outcome) return Promise.resolve();
-    return this.changes(
-      `INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?)`,
-      step.runId,
-      step.step,
-      JSON.stringify(outcome),
-      Date.now(),
-    ).then(() => undefined);
+  async settleStep(step: StepKey, outcome: Outcome<unknown> | undefined): Promise<void> {
+    if (outcome)
+      this.run(
+        `INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?)`,
+        step.runId,
+        step.step,
+        JSON.stringify(outcome),
+        Date.now(),
+      );
   }
 
-  stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
-    return this.one<{ outcome: string }>(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`, step.runId, step.step).then(
-      (seen) => seen && (JSON.parse(seen.outcome) as Outcome<unknown>),
-    );
+  async stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
+    const seen = this.statement(`SELECT outcome FROM journal WHERE run_id = ? AND step = ?`).get(step.runId, step.step) as
+      { outcome: string } | undefined;
+    return seen && (JSON.parse(seen.outcome) as Outcome<unknown>);
   }
 
-  recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
-    return this.changes(
-      `INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`,
-      step.runId,
-      step.step,
-      JSON.stringify(outcome),
-      Date.now(),
-    ).then(() => undefined);
+  async recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
+    const sql = `INSERT INTO journal (run_id, step, outcome, at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, step) DO NOTHING`;
+    this.run(sql, step.runId, step.step, JSON.stringify(outcome), Date.now());
   }
 
-  pruneJournal(before: number): Promise<number> {
-    return this.changes(`DELETE FROM journal WHERE at < ?`, before);
+  async pruneJournal(before: number): Promise<number> {
+    return this.run(`DELETE FROM journal WHERE at < ?`, before);
   }
 
-  savepoint(name: string): Promise<void> {
-    return this.exec(`SAVEPOINT ${name}`);
+  async savepoint(name: string): Promise<void> {
+    this.db.exec(`SAVEPOINT ${name}`);
   }
 
-  releaseSavepoint(name: string): Promise<void> {
-    return this.exec(`RELEASE SAVEPOINT ${name}`);
+  async releaseSavepoint(name: string): Promise<void> {
+    this.db.exec(`RELEASE SAVEPOINT ${name}`);
   }
 
-  rollbackToSavepoint(name: string): Promise<void> {
-    return this.exec(`ROLLBACK TO SAVEPOINT ${name}`);
+  async rollbackToSavepoint(name: string): Promise<void> {
+    this.db.exec(`ROLLBACK TO SAVEPOINT ${name}`);
   }
 
   /** A statement, prepared once per connection. */
@@ -269,40 +269,27 @@ class SqliteTx implements CatalogTx {
     return prepared;
   }
 
-  // Each helper runs its statement at once, synchronously, and wraps the result (or the error) in a promise.
-
-  private one<R>(sql: string, ...params: unknown[]): Promise<R | undefined> {
-    return settle(() => this.statement(sql).get(...params) as R | undefined);
+  private table(sql: string, ...params: unknown[]): TableRecord | undefined {
+    const row = this.statement(sql).get(...params) as TableRow | undefined;
+    return row && toRecord(row);
   }
 
-  private changes(sql: string, ...params: unknown[]): Promise<number> {
-    return settle(() => this.statement(sql).run(...params).changes);
+  /** How many rows the statement changed. */
+  private run(sql: string, ...params: unknown[]): number {
+    return this.statement(sql).run(...params).changes;
   }
 
-  private exec(sql: string): Promise<void> {
-    return settle(() => void this.db.exec(sql));
-  }
-
-  /** The rows the statement changed, or undefined if it would have given a name to two tables (SQLite undoes just the statement). */
-  private unlessNameTaken(sql: string, params: unknown[]): Promise<number | undefined> {
-    return settle(() => {
-      try {
-        return this.statement(sql).run(...params).changes;
-      } catch (err) {
-        if (isUniqueViolation(err)) return undefined;
-        throw err;
-      }
-    });
+  /** How many rows the statement changed, or undefined if it would have given a name to two tables (SQLite undoes just the statement). */
+  private unlessNameTaken(sql: string, params: unknown[]): number | undefined {
+    try {
+      return this.run(sql, ...params);
+    } catch (err) {
+      if (isUniqueViolation(err)) return undefined;
+      throw err;
+    }
   }
 }
-
-function settle<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-  }
-}
+/* eslint-enable @typescript-eslint/require-await */
 
 /**
  * The catalog's identity: made once, with the catalog, and kept; undefined if a reader finds none. Read first,
