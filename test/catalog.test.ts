@@ -797,3 +797,41 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     expect(SQLITE_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
   });
 });
+
+// The rules are asynchronous; SQLite's transactions are BEGIN IMMEDIATE ... COMMIT around them, one call at a time
+// per file in the process. Without that, a call would join another's open transaction, or wait for its write lock
+// with the event loop blocked (and fail after busy_timeout).
+describe('SQLite catalog called concurrently in one process', () => {
+  afterAll(() => sqlite.cleanUp());
+
+  test('many calls at once, on one catalog and on two of the same file, each apply once and see each other', async () => {
+    const file = await sqlite.newStore();
+    const a = new SqliteCatalog(file);
+    const b = new SqliteCatalog(file);
+    try {
+      const names = Array.from({ length: 30 }, (_, i) => `n${i}`);
+      await Promise.all(names.map((name, i) => locked(`name:ns.${name}`, owner(`create:ns.${name}`), i % 2 ? a : b)));
+      const results = await Promise.all(names.map((name, i) => prepare(name, owner(`create:ns.${name}`), undefined, i % 3 ? a : b)));
+      const ids = results.map((r) => (r.outcome === 'prepared' ? r.table.id : -1)).sort((x, y) => x - y);
+      expect(ids).toEqual(names.map((_, i) => i + 1));
+      // A failing call rolls back only its own transaction, while the others go on.
+      const moves = await Promise.allSettled(
+        results.map((r, i) =>
+          (i % 2 ? a : b).transition({
+            tableId: r.outcome === 'prepared' ? r.table.id : -1,
+            from: ['CREATING'],
+            to: 'READY',
+            owner: owner(i % 5 ? `create:ns.${names[i]}` : 'not-the-owner'),
+            now: 2,
+          }),
+        ),
+      );
+      expect(moves.filter((m) => m.status === 'rejected')).toHaveLength(6);
+      expect((await b.listTables({ includeTrashed: false })).filter((t) => t.state === 'READY')).toHaveLength(24);
+      expect(await a.listLocks()).toHaveLength(60);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
