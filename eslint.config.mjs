@@ -19,6 +19,22 @@ export default tseslint.config(
     },
   },
   {
+    // The catalog's contract and rules are written once for every store: no driver in them (catalog/rules.ts).
+    files: ['catalog/catalog.ts', 'catalog/tx.ts', 'catalog/rules.ts', 'catalog/migrations.ts', 'catalog/rows.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['pg', 'better-sqlite3'].map((name) => ({
+            name,
+            message: 'Driver code belongs in a store (catalog/sqlite*.ts, catalog/postgres*.ts).',
+          })),
+          patterns: [{ group: ['./sqlite*', './postgres*'], message: 'The rules import no store.' }],
+        },
+      ],
+    },
+  },
+  {
     // Workflow code is replayed: it may not touch the outside world.
     files: ['workflows/**/*.ts', 'domain/**/*.ts', 'bench/floor-workflow.ts'],
     rules: {

@@ -1,7 +1,11 @@
 import type { TableName } from '../domain/names';
-import type { Outcome } from './rows';
 import type { TableState } from '../domain/states';
 import type { CreateParams, ShardPlacement, TableRecord } from '../domain/table';
+
+/**
+ * The catalog's contract: what a catalog answers and what its callers pass it. Types only, importing nothing of
+ * the catalog's own modules, so that every one of them (the rules, both stores) can import it.
+ */
 
 /** Who holds a lock: the workflow (and its run) that took it. */
 export interface LockOwner {
@@ -27,6 +31,9 @@ export interface StepKey {
   runId: string;
   step: string;
 }
+
+/** A journaled outcome: what the call returned, or the error it failed with for good (a domain error, a storage fault). */
+export type Outcome<T> = { value: T } | { error: { type: string; message: string } };
 
 export type AcquireResult = { acquired: true; tookOverFrom: LockHolder | null } | { acquired: false; holder: LockHolder };
 
@@ -74,14 +81,32 @@ export interface TransitionRequest {
 }
 
 /**
+ * What the SDK and the command line read of the catalog: tables, by id and by name, and nothing that changes
+ * it. A client holds its catalog as this type, so that every change goes through a workflow.
+ */
+export interface CatalogReader {
+  /** This catalog's identity, made once when it is created; operations carry it and workers check it. */
+  readonly id: string;
+  getTable(tableId: number): Promise<TableRecord | undefined>;
+  /** The table that holds this name now (any name-holding state), if any. */
+  findByName(name: TableName): Promise<TableRecord | undefined>;
+  /** The most recently trashed table of this name still in the trash, if any. */
+  findTrashed(name: TableName): Promise<TableRecord | undefined>;
+  /**
+   * Live tables; with `includeTrashed`, trashed ones too. Purged tombstones are never listed. By id; a page of
+   * them with `afterId` (ids above it) and `limit` (at most that many).
+   */
+  listTables(opts: ListOptions): Promise<TableRecord[]>;
+  close(): Promise<void>;
+}
+
+/**
  * The source of truth for tables, states, trash entries (TRASHED rows with their drop and expiry times),
  * locks, the id counter and the journal of calls made by workflow runs. Every change is a transaction; every
  * state change is a compare-and-set on (id, expected state, lock owner). Asynchronous so that a networked
  * store (PostgreSQL) fits the same shape.
  */
-export interface Catalog {
-  /** This catalog's identity, made once when it is created; operations carry it and workers check it. */
-  readonly id: string;
+export interface Catalog extends CatalogReader {
   /**
    * Allocates the id and placement of a new table once and records them with the create's parameters
    * (the prepare record), or finds the record of an earlier attempt of the same create, and takes the table's
@@ -96,16 +121,8 @@ export interface Catalog {
    */
   transition(req: TransitionRequest): Promise<TableRecord>;
 
+  /** With `step`, the read is journaled: the same step asked again answers what it answered the first time. */
   getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined>;
-  /** The table that holds this name now (any name-holding state), if any. */
-  findByName(name: TableName): Promise<TableRecord | undefined>;
-  /** The most recently trashed table of this name still in the trash, if any. */
-  findTrashed(name: TableName): Promise<TableRecord | undefined>;
-  /**
-   * Live tables; with `includeTrashed`, trashed ones too. Purged tombstones are never listed. By id; a page of
-   * them with `afterId` (ids above it) and `limit` (at most that many).
-   */
-  listTables(opts: ListOptions): Promise<TableRecord[]>;
 
   /** Takes `resource` for `owner`; re-entrant for the same owner. A lock whose holder has closed is taken over. */
   acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult>;
@@ -124,6 +141,4 @@ export interface Catalog {
   listLocks(): Promise<LockHolder[]>;
   /** Forgets journal entries older than `before` (their runs have long closed); returns how many. */
   pruneJournal(before: number): Promise<number>;
-
-  close(): Promise<void>;
 }

@@ -1,18 +1,14 @@
+import { latestVersion, type Migration } from './migrations';
+
 /**
- * The PostgreSQL catalog's schema, as versioned migrations. A migration, once released, is never edited:
- * a change is a new one at the end. Each is applied once per database, in order, in a transaction of its own,
- * and recorded in `schema_migrations` (see migrate() in postgres.ts).
+ * The PostgreSQL catalog's schema, as versioned migrations (see migrations.ts). A migration, once released, is
+ * never edited: a change is a new one at the end. Each is applied once per database, in order, in a transaction
+ * of its own, and recorded in `schema_migrations` (see migrate() in postgres.ts).
  *
  * The state lists below are written out, not built from domain/states.ts, for that reason: migration 1 must
  * stay what it was when it ran. test/catalog.test.ts checks they match the domain's constants; a change of
  * NAME_HOLDING_STATES or TABLE_STATES needs a migration that rebuilds the index or the check.
  */
-
-export interface Migration {
-  version: number;
-  description: string;
-  sql: string;
-}
 
 /** The states migration 1 lets a table be in, and those in which it holds its name (TABLE_STATES, NAME_HOLDING_STATES then). */
 export const MIGRATION_1_STATES = ['CREATING', 'READY', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED'];
@@ -70,4 +66,4 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ];
 
 /** The schema version this code needs: the last migration's. */
-export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -28,53 +28,31 @@
  *   same key, from another worker at the same moment, waits on that insert and then reads the outcome the
  *   first one journaled, so a step never applies twice.
  * Nothing waits for the outside world inside a transaction: whether a lock's holder has closed is asked of
- * Temporal between two transactions (withTakeOver), as in SqliteCatalog.
+ * Temporal between two transactions (withTakeOver in rules.ts, for both stores).
+ *
+ * The rules themselves (rules.ts) are shared with SqliteCatalog; this module holds the SQL of each primitive
+ * (PgTx), the row locks each takes, the transactions and their retries, and the connection handling.
  *
  * The url's password is never logged nor put in an error: errors name the url without it.
  */
 import { randomBytes } from 'node:crypto';
 import { Pool, types, type CustomTypesConfig, type PoolClient, type QueryResultRow } from 'pg';
+import { CatalogNotFoundError, TableFateError } from '../domain/errors';
 import type { TableName } from '../domain/names';
-import { formatTableName } from '../domain/names';
-import { NAME_HOLDING_STATES } from '../domain/states';
+import { NAME_HOLDING_STATES, type TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
-import { CatalogNotFoundError, NameTakenError, TableFateError, TableNotFoundError } from '../domain/errors';
-import { lockFor } from '../domain/operations';
-import type {
-  AcquireResult,
-  Catalog,
-  IsOwnerClosed,
-  ListOptions,
-  LockHolder,
-  LockOwner,
-  PrepareCreateRequest,
-  PrepareResult,
-  StepKey,
-  TransitionRequest,
-} from './catalog';
-import { LockLostError } from './lock-lost';
-import {
-  busyHolder,
-  planPrepare,
-  planTransition,
-  sameOwner,
-  sqlList,
-  toHolder,
-  toRecord,
-  unwrap,
-  type LockRow,
-  type Outcome,
-  type TableRow,
-} from './rows';
-import { MIGRATIONS, SCHEMA_VERSION } from './postgres-schema';
+import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
+import { assertCurrent, mustApply } from './migrations';
+import { MIGRATIONS } from './postgres-schema';
+import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow } from './rows';
+import { TransactionalCatalog } from './rules';
+import { RetryTransaction, type CatalogTx, type RowLock } from './tx';
 
 /** Inlined (constants, not input) so that the planner can use the partial unique index. */
 const NAME_HOLDING = sqlList(NAME_HOLDING_STATES);
 
 /** Serializes schema migrations across every process that opens the catalog ('tablefat' in ASCII). */
 const MIGRATION_LOCK_KEY = '8386092198837772660';
-/** How many times a transaction is tried when PostgreSQL aborts it for a deadlock or a serialization failure. */
-const MAX_ATTEMPTS = 5;
 
 // BIGINT (ids, epoch milliseconds, counts) as JS numbers, for this pool only: all of them are far below 2^53.
 const INT8_OID = 20;
@@ -89,13 +67,8 @@ const TYPE_PARSERS = {
 
 const pgCode = (err: unknown): unknown => (typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined);
 const isUniqueViolation = (err: unknown) => pgCode(err) === '23505';
-
-/** A transaction met a race it cannot settle itself (a row vanished between two statements): run it again. */
-class RetryTransaction extends Error {
-  override readonly name = 'RetryTransaction';
-}
-
-const isRetryable = (err: unknown) => err instanceof RetryTransaction || pgCode(err) === '40001' || pgCode(err) === '40P01';
+/** A deadlock or a serialization failure: PostgreSQL aborted the transaction, which may simply run again. */
+const isTransient = (err: unknown) => pgCode(err) === '40001' || pgCode(err) === '40P01';
 
 /** `url` without its password (and as it was if it is no url), for messages and errors. */
 export function redactUrl(url: string): string {
@@ -122,7 +95,7 @@ export interface PostgresCatalogOptions {
 }
 
 /** The catalog on a PostgreSQL database, shared by every worker, SDK and command line that names its url. */
-export class PostgresCatalog implements Catalog {
+export class PostgresCatalog extends TransactionalCatalog {
   readonly id: string;
   /** The url without its password: what messages name. */
   readonly where: string;
@@ -131,6 +104,7 @@ export class PostgresCatalog implements Catalog {
   readonly #firstTableId: number;
 
   private constructor(pool: Pool, id: string, where: string, firstTableId: number) {
+    super();
     this.#pool = pool;
     this.id = id;
     this.where = where;
@@ -169,89 +143,48 @@ export class PostgresCatalog implements Catalog {
     }
   }
 
-  prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult> {
-    return this.withTakeOver(isOwnerClosed, (c) =>
-      this.journaled(
-        c,
-        req.step,
-        async (): Promise<PrepareResult> => {
-          await this.assertHolds(c, req.nameLock, req.owner);
-          const holder = await this.nameHolder(c, req, { forUpdate: true });
-          if (!holder) {
-            const id = await this.nextId(c);
-            const placement = req.place(id, req.params);
-            try {
-              await c.query(
-                `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
-                 VALUES ($1, $2, $3, 'CREATING', $4, $5, $6, $7)`,
-                [id, req.namespace, req.name, JSON.stringify(req.params), JSON.stringify(placement), req.now, req.now],
-              );
-            } catch (err) {
-              // Another table took the name after our read (we hold the name lock, so only a caller that does
-              // not honour it could): read again, from the start.
-              if (isUniqueViolation(err)) throw new RetryTransaction('the name was taken meanwhile');
-              throw err;
-            }
-            // A new id: nobody can hold its lock yet.
-            await this.tryLock(c, lockFor.table(id), req.owner, req.now);
-            return { outcome: 'prepared', table: await this.mustGet(c, id), resumed: false };
-          }
-          if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
-          const lock = await this.tryLock(c, lockFor.table(holder.id), req.owner, req.now);
-          if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
-          await c.query(`UPDATE tables SET state = 'CREATING', updated_at = $1 WHERE id = $2`, [req.now, holder.id]);
-          return { outcome: 'prepared', table: await this.mustGet(c, holder.id), resumed: true };
-        },
-        (result) => result.outcome !== 'busy',
-      ),
-    ).then(({ result }) => unwrap(result));
+  /** Ends the pool: waits for the connections in use to be given back, then closes them all. */
+  async close(): Promise<void> {
+    if (!this.#pool.ended) await this.#pool.end();
   }
 
-  transition(req: TransitionRequest): Promise<TableRecord> {
-    return this.tx((c) =>
-      this.journaled(c, req.step, async (): Promise<TableRecord> => {
-        const current = await this.getRow(c, req.tableId, { forUpdate: true });
-        if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
-        await this.assertHolds(c, lockFor.table(req.tableId), req.owner);
-        const plan = planTransition(current, req);
-        if (plan.made) return plan.table;
-        const { name: wanted, columns: set } = plan;
-        // A failed statement spoils the whole transaction: the savepoint keeps it usable to name the holder.
-        await c.query('SAVEPOINT set_state');
-        let updated: number;
-        try {
-          const result = await c.query(
-            `UPDATE tables SET state = $1, namespace = $2, name = $3, dropped_at = $4, expire_at = $5, purged_at = $6,
-               updated_at = $7 WHERE id = $8 AND state = $9`,
-            [req.to, wanted.namespace, wanted.name, set.droppedAt, set.expireAt, set.purgedAt, req.now, req.tableId, current.state],
-          );
-          updated = result.rowCount ?? 0;
-          await c.query('RELEASE SAVEPOINT set_state');
-        } catch (err) {
-          if (!isUniqueViolation(err)) throw err;
-          await c.query('ROLLBACK TO SAVEPOINT set_state');
-          const other = await this.nameHolder(c, wanted);
-          throw new NameTakenError(`the name ${formatTableName(wanted)} is taken by table ${other?.id ?? '?'}; give a new name`);
-        }
-        // The row is locked since it was read: the compare-and-set cannot miss. Were it to, start over.
-        if (updated !== 1) throw new RetryTransaction(`table ${req.tableId} changed under its row lock`);
-        return this.mustGet(c, req.tableId);
-      }),
-    ).then(unwrap);
+  /** A READ COMMITTED transaction on one connection of the pool (rows are locked as the rules read them). */
+  protected runTransaction<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
+    return inTransaction(this.#pool, (c) => fn(new PgTx(c, this.#firstTableId)));
   }
 
-  async getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined> {
-    if (!step) return this.getRow(this.#pool, tableId);
-    const outcome = await this.tx((c) => this.journaled(c, step, async () => (await this.getRow(c, tableId)) ?? null));
-    return unwrap(outcome) ?? undefined;
+  /** Statements on the pool, each on whichever connection is free, each its own transaction. */
+  protected runOutside<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
+    return fn(new PgTx(this.#pool, this.#firstTableId));
   }
 
-  findByName(name: TableName): Promise<TableRecord | undefined> {
-    return this.nameHolder(this.#pool, name);
+  protected override isTransient(err: unknown): boolean {
+    return isTransient(err);
+  }
+}
+
+/** CatalogTx on a connection in a transaction (or on the pool, outside any): the SQL and row locks of each primitive. */
+class PgTx implements CatalogTx {
+  constructor(
+    private readonly db: Queryable,
+    private readonly firstTableId: number,
+  ) {}
+
+  async tableById(id: number, opts: RowLock = {}): Promise<TableRecord | undefined> {
+    const { rows } = await this.db.query<TableRow>(`SELECT * FROM tables WHERE id = $1${forUpdate(opts)}`, [id]);
+    return rows[0] && toRecord(rows[0]);
   }
 
-  async findTrashed(name: TableName): Promise<TableRecord | undefined> {
-    const { rows } = await this.#pool.query<TableRow>(
+  async nameHolder(name: TableName, opts: RowLock = {}): Promise<TableRecord | undefined> {
+    const { rows } = await this.db.query<TableRow>(
+      `SELECT * FROM tables WHERE namespace = $1 AND name = $2 AND state IN (${NAME_HOLDING})${forUpdate(opts)}`,
+      [name.namespace, name.name],
+    );
+    return rows[0] && toRecord(rows[0]);
+  }
+
+  async newestTrashed(name: TableName): Promise<TableRecord | undefined> {
+    const { rows } = await this.db.query<TableRow>(
       `SELECT * FROM tables WHERE namespace = $1 AND name = $2 AND state = 'TRASHED'
        ORDER BY dropped_at DESC, id DESC LIMIT 1`,
       [name.namespace, name.name],
@@ -260,37 +193,116 @@ export class PostgresCatalog implements Catalog {
   }
 
   async listTables(opts: ListOptions): Promise<TableRecord[]> {
-    const hidden = opts.includeTrashed ? ['PURGED'] : ['TRASHED', 'PURGING', 'PURGED'];
-    const { rows } = await this.#pool.query<TableRow>(
-      `SELECT * FROM tables WHERE state NOT IN (${sqlList(hidden)}) AND id > $1 ORDER BY id LIMIT $2`,
+    const { rows } = await this.db.query<TableRow>(
+      `SELECT * FROM tables WHERE state NOT IN (${sqlList(hiddenStates(opts.includeTrashed))}) AND id > $1 ORDER BY id LIMIT $2`,
       [opts.afterId ?? 0, opts.limit ?? null],
     );
     return rows.map(toRecord);
   }
 
-  acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {
-    // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
-    // are journaled too): re-taking it would let a run that already finished hold a table again.
-    return this.withTakeOver(isOwnerClosed, (c) =>
-      this.journaled(
-        c,
-        step,
-        () => this.tryLock(c, resource, owner, now),
-        (r) => r.acquired,
-      ),
-    ).then(({ result, tookOverFrom }) => {
-      const acquired = unwrap(result);
-      return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
-    });
+  async nextTableId(): Promise<number> {
+    const { rows } = await this.db.query<{ value: number }>(
+      `INSERT INTO counters (name, value) VALUES ('table_id', $1)
+       ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value`,
+      [this.firstTableId],
+    );
+    return rows[0]!.value;
   }
 
-  async holdsLock(resource: string, owner: LockOwner): Promise<boolean> {
-    const row = await this.lockRow(this.#pool, resource);
-    return row !== undefined && sameOwner(toHolder(row), owner);
+  async insertTable(t: TableRecord): Promise<boolean> {
+    const inserted = await this.unlessNameTaken(
+      `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      [
+        t.id,
+        t.namespace,
+        t.name,
+        t.state,
+        JSON.stringify(t.params),
+        JSON.stringify(t.placement),
+        t.createdAt,
+        t.droppedAt,
+        t.expireAt,
+        t.purgedAt,
+        t.updatedAt,
+      ],
+    );
+    return inserted !== undefined;
+  }
+
+  async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
+    const updated = await this.unlessNameTaken(
+      `UPDATE tables SET state = $1, namespace = $2, name = $3, dropped_at = $4, expire_at = $5, purged_at = $6, updated_at = $7
+       WHERE id = $8 AND state = $9`,
+      [t.state, t.namespace, t.name, t.droppedAt, t.expireAt, t.purgedAt, t.updatedAt, t.id, expected],
+    );
+    return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
+  }
+
+  async lockHolder(resource: string, opts: RowLock = {}): Promise<LockHolder | undefined> {
+    const { rows } = await this.db.query<LockRow>(`SELECT * FROM locks WHERE resource = $1${forUpdate(opts)}`, [resource]);
+    return rows[0] && toHolder(rows[0]);
+  }
+
+  /** Of two inserters of one resource, the second waits for the first to commit, then does nothing. */
+  async insertLock(resource: string, owner: LockOwner, since: number): Promise<boolean> {
+    const inserted = await this.db.query(
+      `INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (resource) DO NOTHING`,
+      [resource, owner.workflowId, owner.runId, since],
+    );
+    return inserted.rowCount === 1;
+  }
+
+  async deleteLock(holder: LockHolder): Promise<boolean> {
+    const freed = await this.db.query(`DELETE FROM locks WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`, [
+      holder.resource,
+      holder.workflowId,
+      holder.runId,
+    ]);
+    return freed.rowCount === 1;
+  }
+
+  async deleteLocksOf(owner: LockOwner): Promise<void> {
+    await this.db.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]);
+  }
+
+  async listLocks(): Promise<LockHolder[]> {
+    const { rows } = await this.db.query<LockRow>(`SELECT * FROM locks ORDER BY resource`);
+    return rows.map(toHolder);
+  }
+
+  /**
+   * Claims the step first thing in the transaction (its journal row is inserted, with no outcome yet): a second
+   * call under the same key, from another worker at the same moment, waits on that insert and then reads the
+   * outcome the first one journaled, so a step never applies twice.
+   */
+  async claimStep(step: StepKey): Promise<Outcome<unknown> | undefined> {
+    const claim = await this.db.query(
+      `INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, NULL, $3) ON CONFLICT (run_id, step) DO NOTHING`,
+      [step.runId, step.step, Date.now()],
+    );
+    if (claim.rowCount === 1) return undefined;
+    const seen = await this.stepOutcome(step);
+    // Pruned between the two statements (or withdrawn by a busy call): claim it again.
+    if (!seen) throw new RetryTransaction(`journal entry ${step.runId} ${step.step} vanished`);
+    return seen;
+  }
+
+  async settleStep(step: StepKey, outcome: Outcome<unknown> | undefined): Promise<void> {
+    if (outcome) {
+      await this.db.query(`UPDATE journal SET outcome = $3 WHERE run_id = $1 AND step = $2`, [
+        step.runId,
+        step.step,
+        JSON.stringify(outcome),
+      ]);
+    } else {
+      await this.db.query(`DELETE FROM journal WHERE run_id = $1 AND step = $2`, [step.runId, step.step]);
+    }
   }
 
   async stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
-    const { rows } = await this.#pool.query<{ outcome: string | null }>(`SELECT outcome FROM journal WHERE run_id = $1 AND step = $2`, [
+    const { rows } = await this.db.query<{ outcome: string | null }>(`SELECT outcome FROM journal WHERE run_id = $1 AND step = $2`, [
       step.runId,
       step.step,
     ]);
@@ -299,183 +311,50 @@ export class PostgresCatalog implements Catalog {
   }
 
   async recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
-    await this.#pool.query(
-      `INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step) DO NOTHING`,
-      [step.runId, step.step, JSON.stringify(outcome), Date.now()],
-    );
-  }
-
-  async releaseLocks(owner: LockOwner): Promise<void> {
-    await this.tx((c) => c.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]));
-  }
-
-  async listLocks(): Promise<LockHolder[]> {
-    const { rows } = await this.#pool.query<LockRow>(`SELECT * FROM locks ORDER BY resource`);
-    return rows.map(toHolder);
+    await this.db.query(`INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step) DO NOTHING`, [
+      step.runId,
+      step.step,
+      JSON.stringify(outcome),
+      Date.now(),
+    ]);
   }
 
   async pruneJournal(before: number): Promise<number> {
-    const result = await this.#pool.query(`DELETE FROM journal WHERE at < $1`, [before]);
+    const result = await this.db.query(`DELETE FROM journal WHERE at < $1`, [before]);
     return result.rowCount ?? 0;
   }
 
-  /** Ends the pool: waits for the connections in use to be given back, then closes them all. */
-  async close(): Promise<void> {
-    if (!this.#pool.ended) await this.#pool.end();
+  async savepoint(name: string): Promise<void> {
+    await this.db.query(`SAVEPOINT ${name}`);
+  }
+
+  async releaseSavepoint(name: string): Promise<void> {
+    await this.db.query(`RELEASE SAVEPOINT ${name}`);
+  }
+
+  async rollbackToSavepoint(name: string): Promise<void> {
+    await this.db.query(`ROLLBACK TO SAVEPOINT ${name}`);
   }
 
   /**
-   * Runs `fn` in a READ COMMITTED transaction on one connection of the pool, and again (a few times, after a
-   * short random pause) when PostgreSQL aborted it for a deadlock or a serialization failure, or it met a
-   * race it could not settle. Any other error rolls it back and is thrown.
+   * The rows the statement changed, or undefined if it would have given a name to two tables. A failed statement
+   * spoils the whole transaction: a savepoint keeps it usable (to name the holder, say).
    */
-  private async tx<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await inTransaction(this.#pool, fn);
-      } catch (err) {
-        if (attempt >= MAX_ATTEMPTS || !isRetryable(err)) throw err;
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
-    }
-  }
-
-  /**
-   * Runs `fn` once per step key, inside the caller's transaction. The key is claimed first (its journal row is
-   * inserted): a key seen before returns its journaled outcome (the value, or the same domain error) without
-   * running `fn`, and a call under the same key running at the same moment waits for this one's transaction,
-   * then does the same. Otherwise `fn` runs and its outcome is journaled with its changes, atomically; a domain
-   * error undoes what `fn` did (a savepoint) and is journaled like a value. `keep` says which values are final
-   * (a busy lock is not: its claim is withdrawn). The caller unwraps the outcome once the transaction committed.
-   */
-  private async journaled<T>(
-    c: PoolClient,
-    step: StepKey | undefined,
-    fn: () => Promise<T>,
-    keep: (value: T) => boolean = () => true,
-  ): Promise<Outcome<T>> {
-    if (!step) return { value: await fn() };
-    const claim = await c.query(
-      `INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, NULL, $3) ON CONFLICT (run_id, step) DO NOTHING`,
-      [step.runId, step.step, Date.now()],
-    );
-    if (claim.rowCount === 0) {
-      const { rows } = await c.query<{ outcome: string | null }>(`SELECT outcome FROM journal WHERE run_id = $1 AND step = $2`, [
-        step.runId,
-        step.step,
-      ]);
-      // Pruned between the two statements (or withdrawn by a busy call): claim it again.
-      const seen = rows[0]?.outcome;
-      if (seen === undefined || seen === null) throw new RetryTransaction(`journal entry ${step.runId} ${step.step} vanished`);
-      return JSON.parse(seen) as Outcome<T>;
-    }
-    let outcome: Outcome<T>;
-    await c.query('SAVEPOINT step_body');
+  private async unlessNameTaken(sql: string, values: unknown[]): Promise<number | undefined> {
+    await this.savepoint('name_write');
     try {
-      outcome = { value: await fn() };
-      await c.query('RELEASE SAVEPOINT step_body');
+      const result = await this.db.query(sql, values);
+      await this.releaseSavepoint('name_write');
+      return result.rowCount ?? 0;
     } catch (err) {
-      if (!(err instanceof TableFateError)) throw err;
-      await c.query('ROLLBACK TO SAVEPOINT step_body');
-      outcome = { error: { type: err.type, message: err.message } };
+      if (!isUniqueViolation(err)) throw err;
+      await this.rollbackToSavepoint('name_write');
+      return undefined;
     }
-    if ('value' in outcome && !keep(outcome.value)) {
-      await c.query(`DELETE FROM journal WHERE run_id = $1 AND step = $2`, [step.runId, step.step]);
-    } else {
-      await c.query(`UPDATE journal SET outcome = $3 WHERE run_id = $1 AND step = $2`, [step.runId, step.step, JSON.stringify(outcome)]);
-    }
-    return outcome;
-  }
-
-  /**
-   * Runs `attempt` (a transaction that may find a lock busy) and, while the holder it reports has closed
-   * without releasing (a terminated workflow, say), takes that lock over and tries again. The holder's status
-   * is asked outside any transaction: it is a call to the Temporal server.
-   */
-  private async withTakeOver<T extends object>(
-    isOwnerClosed: IsOwnerClosed,
-    attempt: (c: PoolClient) => Promise<Outcome<T>>,
-  ): Promise<{ result: Outcome<T>; tookOverFrom: LockHolder | null }> {
-    let tookOverFrom: LockHolder | null = null;
-    for (;;) {
-      const result = await this.tx(attempt);
-      const holder = busyHolder(result);
-      if (!holder || !(await isOwnerClosed(holder))) return { result, tookOverFrom };
-      // Unless it changed hands meanwhile: then the next attempt sees the new holder.
-      const freed = await this.#pool.query(`DELETE FROM locks WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`, [
-        holder.resource,
-        holder.workflowId,
-        holder.runId,
-      ]);
-      if (freed.rowCount === 1) tookOverFrom = holder;
-    }
-  }
-
-  /**
-   * Takes `resource` for `owner` if it is free or already theirs, inside the caller's transaction, and keeps
-   * its row locked until that commits. Of two callers racing for a free resource, the second's insert waits for
-   * the first's transaction and then does nothing: it finds the first as the holder.
-   */
-  private async tryLock(c: PoolClient, resource: string, owner: LockOwner, now: number): Promise<AcquireResult> {
-    for (let i = 0; i < 3; i++) {
-      const inserted = await c.query(
-        `INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (resource) DO NOTHING`,
-        [resource, owner.workflowId, owner.runId, now],
-      );
-      if (inserted.rowCount === 1) return { acquired: true, tookOverFrom: null };
-      const row = await this.lockRow(c, resource, { forUpdate: true });
-      // Released between the two statements: try to insert again.
-      if (!row) continue;
-      const holder = toHolder(row);
-      return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { acquired: false, holder };
-    }
-    throw new RetryTransaction(`the lock on ${resource} kept changing hands`);
-  }
-
-  /** Throws LockLost unless `owner` holds `resource`; keeps the lock row locked (a take-over waits for this transaction). */
-  private async assertHolds(c: PoolClient, resource: string, owner: LockOwner): Promise<void> {
-    const row = await this.lockRow(c, resource, { forUpdate: true });
-    if (!row || !sameOwner(toHolder(row), owner)) {
-      throw new LockLostError(
-        `${owner.workflowId} does not hold the lock on ${resource}` + (row ? ` (held by ${row.owner_workflow_id})` : ''),
-      );
-    }
-  }
-
-  private async lockRow(db: Queryable, resource: string, opts: { forUpdate?: boolean } = {}): Promise<LockRow | undefined> {
-    const { rows } = await db.query<LockRow>(`SELECT * FROM locks WHERE resource = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [resource]);
-    return rows[0];
-  }
-
-  private async nextId(c: PoolClient): Promise<number> {
-    const { rows } = await c.query<{ value: number }>(
-      `INSERT INTO counters (name, value) VALUES ('table_id', $1)
-       ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value`,
-      [this.#firstTableId],
-    );
-    return rows[0]!.value;
-  }
-
-  private async nameHolder(db: Queryable, name: TableName, opts: { forUpdate?: boolean } = {}): Promise<TableRecord | undefined> {
-    const { rows } = await db.query<TableRow>(
-      `SELECT * FROM tables WHERE namespace = $1 AND name = $2 AND state IN (${NAME_HOLDING})${opts.forUpdate ? ' FOR UPDATE' : ''}`,
-      [name.namespace, name.name],
-    );
-    return rows[0] && toRecord(rows[0]);
-  }
-
-  private async getRow(db: Queryable, tableId: number, opts: { forUpdate?: boolean } = {}): Promise<TableRecord | undefined> {
-    const { rows } = await db.query<TableRow>(`SELECT * FROM tables WHERE id = $1${opts.forUpdate ? ' FOR UPDATE' : ''}`, [tableId]);
-    return rows[0] && toRecord(rows[0]);
-  }
-
-  private async mustGet(c: PoolClient, tableId: number): Promise<TableRecord> {
-    const table = await this.getRow(c, tableId);
-    if (!table) throw new Error(`table ${tableId} vanished inside its own transaction`);
-    return table;
   }
 }
+
+const forUpdate = (opts: RowLock) => (opts.forUpdate ? ' FOR UPDATE' : '');
 
 /** A pool or one of its connections. */
 interface Queryable {
@@ -504,16 +383,10 @@ async function inTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>): 
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`;
 
-async function appliedVersions(c: Queryable): Promise<number[]> {
-  const { rows } = await c.query<{ version: number }>(`SELECT version FROM schema_migrations ORDER BY version`);
-  return rows.map((r) => r.version);
-}
-
-function tooNew(versions: number[]): Error | undefined {
-  const newest = Math.max(0, ...versions);
-  return newest > SCHEMA_VERSION
-    ? new Error(`the catalog's schema is at version ${newest}, newer than this tablefate knows (${SCHEMA_VERSION}): upgrade tablefate`)
-    : undefined;
+/** The last migration applied (0: none). */
+async function schemaVersion(c: Queryable): Promise<number> {
+  const { rows } = await c.query<{ version: number | null }>(`SELECT max(version) AS version FROM schema_migrations`);
+  return rows[0]?.version ?? 0;
 }
 
 /**
@@ -526,10 +399,7 @@ async function migrate(pool: Pool): Promise<void> {
     await inTransaction(pool, async (c) => {
       await c.query(`SELECT pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]);
       await c.query(CREATE_MIGRATIONS_TABLE);
-      const applied = await appliedVersions(c);
-      const newer = tooNew(applied);
-      if (newer) throw newer;
-      if (applied.includes(migration.version)) return;
+      if (!mustApply(migration, await schemaVersion(c), MIGRATIONS)) return;
       await c.query(migration.sql);
       await c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, [migration.version, Date.now()]);
     });
@@ -542,14 +412,9 @@ async function checkSchema(pool: Pool, where: string): Promise<void> {
     `SELECT to_regclass('schema_migrations') IS NOT NULL AND to_regclass('meta') IS NOT NULL AS found`,
   );
   if (!rows[0]?.found) throw notFound(where);
-  const applied = await appliedVersions(pool);
-  if (applied.length === 0) throw notFound(where);
-  const newer = tooNew(applied);
-  if (newer) throw newer;
-  const missing = MIGRATIONS.filter((m) => !applied.includes(m.version)).map((m) => m.version);
-  if (missing.length > 0) {
-    throw new Error(`its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`);
-  }
+  const version = await schemaVersion(pool);
+  if (version === 0) throw notFound(where);
+  assertCurrent(version, MIGRATIONS);
 }
 
 /** The catalog's identity: made once, with the catalog, and kept (8 hex digits, as SqliteCatalog's). */

@@ -7,7 +7,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import type { Catalog } from '../catalog/catalog';
+import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { TASK_QUEUE } from '../domain/deployment';
 import { TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
@@ -42,7 +42,7 @@ export { DEFAULT_TIMEOUT_MS };
 export interface TableFateClientOptions {
   client: Client;
   /** Reads (list, describe, name resolution) go to the catalog directly; writes go through workflows. */
-  catalog: Catalog;
+  catalog: CatalogReader;
   taskQueue?: string;
   /** How long a write waits for its answer when the call does not say; DEFAULT_TIMEOUT_MS (60 s) by default. */
   defaultTimeoutMs?: number;
@@ -75,7 +75,7 @@ export interface UndeleteOptions extends WriteOptions {
  */
 export class TableFateClient {
   private readonly client: Client;
-  private readonly catalog: Catalog;
+  private readonly catalog: CatalogReader;
   private readonly taskQueue: string;
   private readonly defaultTimeoutMs: number;
   private readonly lockWait: LockWaitPolicy | undefined;
@@ -101,7 +101,7 @@ export class TableFateClient {
    */
   static async connect(config: ClientConfig = loadClientConfig(), opts: { defaultTimeoutMs?: number } = {}): Promise<TableFateClient> {
     const location = catalogLocation(config.catalogUrl, config.home);
-    let catalog: Catalog;
+    let catalog: CatalogReader;
     try {
       catalog = await openCatalog(location, { mustExist: true });
     } catch (err) {

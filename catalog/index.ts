@@ -1,3 +1,0 @@
-export type * from './catalog';
-export { SqliteCatalog } from './sqlite';
-export { LockLostError } from './lock-lost';

@@ -1,0 +1,42 @@
+/**
+ * What both stores' schemas share: a schema is an ordered list of migrations, each applied once per catalog, in
+ * order, in a transaction of its own that also records its version (PostgreSQL: the `schema_migrations` table;
+ * SQLite: `PRAGMA user_version`). A migration, once released, is never edited: a change is a new one at the
+ * end, and no statement relies on `IF NOT EXISTS` to pass over an object that already exists (it could be an
+ * older version of it). Each store runs the list its own way (SQLite synchronously, as its catalog opens in a
+ * constructor); the decisions are made here.
+ */
+
+export interface Migration {
+  version: number;
+  description: string;
+  sql: string;
+}
+
+/** The schema version this code needs: the last migration's. */
+export const latestVersion = (migrations: readonly Migration[]) => migrations[migrations.length - 1]!.version;
+
+/**
+ * Whether a writer applies `migration` to a catalog at version `current` (read in the migration's own
+ * transaction, after any other writer's migration committed). A catalog newer than this code is refused.
+ */
+export function mustApply(migration: Migration, current: number, migrations: readonly Migration[]): boolean {
+  refuseNewer(current, migrations);
+  return current < migration.version;
+}
+
+/** For readers, who never migrate: the catalog must be at this code's version. */
+export function assertCurrent(current: number, migrations: readonly Migration[]): void {
+  refuseNewer(current, migrations);
+  const missing = migrations.filter((m) => m.version > current).map((m) => m.version);
+  if (missing.length > 0) {
+    throw new Error(`its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`);
+  }
+}
+
+function refuseNewer(current: number, migrations: readonly Migration[]): void {
+  const latest = latestVersion(migrations);
+  if (current > latest) {
+    throw new Error(`the catalog's schema is at version ${current}, newer than this tablefate knows (${latest}): upgrade tablefate`);
+  }
+}

@@ -1,0 +1,359 @@
+import {
+  NameTakenError,
+  TableExistsError,
+  TableFateError,
+  TableNotFoundError,
+  WrongStateError,
+  domainError,
+  isDomainErrorType,
+} from '../domain/errors';
+import { formatTableName, type TableName } from '../domain/names';
+import { lockFor } from '../domain/operations';
+import { canTransition, columnsOnEntering } from '../domain/states';
+import { sameCreateParams, type TableRecord } from '../domain/table';
+import type {
+  AcquireResult,
+  Catalog,
+  IsOwnerClosed,
+  ListOptions,
+  LockHolder,
+  LockOwner,
+  Outcome,
+  PrepareCreateRequest,
+  PrepareResult,
+  StepKey,
+  TransitionRequest,
+} from './catalog';
+import { LockLostError } from './lock-lost';
+import { RetryTransaction, type CatalogTx } from './tx';
+
+/**
+ * The catalog's rules, written once for every store: the prepare of a create, the compare-and-set of a state
+ * change, locks with their take-over, the journal of step keys. A store (sqlite.ts, postgres.ts) extends
+ * TransactionalCatalog with its transactions and the row-level primitives of CatalogTx, and nothing else; no
+ * driver is imported here.
+ */
+
+/** How many times a transaction is run when it meets a race it cannot settle, or its store aborts it (a deadlock). */
+const MAX_ATTEMPTS = 5;
+
+export abstract class TransactionalCatalog implements Catalog {
+  abstract readonly id: string;
+  abstract close(): Promise<void>;
+
+  /** Runs `fn` once in a write transaction of its own: committed if `fn` resolves, rolled back if it throws. */
+  protected abstract runTransaction<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T>;
+  /** Runs `fn` outside any transaction: reads see what has committed, each write commits on its own. */
+  protected abstract runOutside<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T>;
+  /** Whether the store aborted a transaction that may simply run again (a deadlock, a serialization failure). */
+  protected isTransient(_err: unknown): boolean {
+    return false;
+  }
+
+  prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult> {
+    return this.withTakeOver(isOwnerClosed, (tx) =>
+      journaled(
+        tx,
+        req.step,
+        () => prepare(tx, req),
+        (result) => result.outcome !== 'busy',
+      ),
+    ).then(({ result }) => unwrap(result));
+  }
+
+  transition(req: TransitionRequest): Promise<TableRecord> {
+    return this.transaction((tx) => journaled(tx, req.step, () => transition(tx, req))).then(unwrap);
+  }
+
+  async getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined> {
+    if (!step) return this.runOutside((tx) => tx.tableById(tableId));
+    const outcome = await this.transaction((tx) => journaled(tx, step, async () => (await tx.tableById(tableId)) ?? null));
+    return unwrap(outcome) ?? undefined;
+  }
+
+  findByName(name: TableName): Promise<TableRecord | undefined> {
+    return this.runOutside((tx) => tx.nameHolder(name));
+  }
+
+  findTrashed(name: TableName): Promise<TableRecord | undefined> {
+    return this.runOutside((tx) => tx.newestTrashed(name));
+  }
+
+  listTables(opts: ListOptions): Promise<TableRecord[]> {
+    return this.runOutside((tx) => tx.listTables(opts));
+  }
+
+  acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {
+    // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
+    // are journaled too): re-taking it would let a run that already finished hold a table again.
+    return this.withTakeOver(isOwnerClosed, (tx) =>
+      journaled(
+        tx,
+        step,
+        () => tryLock(tx, resource, owner, now),
+        (r) => r.acquired,
+      ),
+    ).then(({ result, tookOverFrom }) => {
+      const acquired = unwrap(result);
+      return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
+    });
+  }
+
+  async holdsLock(resource: string, owner: LockOwner): Promise<boolean> {
+    const holder = await this.runOutside((tx) => tx.lockHolder(resource));
+    return holder !== undefined && sameOwner(holder, owner);
+  }
+
+  stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
+    return this.runOutside((tx) => tx.stepOutcome(step));
+  }
+
+  recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
+    return this.runOutside((tx) => tx.recordStep(step, outcome));
+  }
+
+  releaseLocks(owner: LockOwner): Promise<void> {
+    // In a transaction: deleting several lock rows at once may meet a prepare in a deadlock, and is then run again.
+    return this.transaction((tx) => tx.deleteLocksOf(owner));
+  }
+
+  listLocks(): Promise<LockHolder[]> {
+    return this.runOutside((tx) => tx.listLocks());
+  }
+
+  pruneJournal(before: number): Promise<number> {
+    return this.runOutside((tx) => tx.pruneJournal(before));
+  }
+
+  /**
+   * Runs `fn` in a transaction, and again (a few times, after a short random pause) when it met a race it could
+   * not settle or the store aborted it for one. Any other error is thrown.
+   */
+  private async transaction<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.runTransaction(fn);
+      } catch (err) {
+        if (attempt >= MAX_ATTEMPTS || !(err instanceof RetryTransaction || this.isTransient(err))) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * 20 * attempt));
+    }
+  }
+
+  /**
+   * Runs `attempt` (a transaction that may find a lock busy) and, while the holder it reports has closed
+   * without releasing (a terminated workflow, say), takes that lock over and tries again. The holder's status
+   * is asked outside any transaction: it is a call to the Temporal server.
+   */
+  private async withTakeOver<T extends object>(
+    isOwnerClosed: IsOwnerClosed,
+    attempt: (tx: CatalogTx) => Promise<Outcome<T>>,
+  ): Promise<{ result: Outcome<T>; tookOverFrom: LockHolder | null }> {
+    let tookOverFrom: LockHolder | null = null;
+    for (;;) {
+      const result = await this.transaction(attempt);
+      const holder = busyHolder(result);
+      if (!holder || !(await isOwnerClosed(holder))) return { result, tookOverFrom };
+      // Unless it changed hands meanwhile: then the next attempt sees the new holder.
+      if (await this.runOutside((tx) => tx.deleteLock(holder))) tookOverFrom = holder;
+    }
+  }
+}
+
+/** A create's prepare, under its name lock: the table's record made or found, and the table's lock taken. */
+async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<PrepareResult> {
+  await assertHolds(tx, req.nameLock, req.owner);
+  const holder = await tx.nameHolder(req, { forUpdate: true });
+  if (!holder) {
+    const id = await tx.nextTableId();
+    const table: TableRecord = {
+      id,
+      namespace: req.namespace,
+      name: req.name,
+      state: 'CREATING',
+      params: req.params,
+      placement: req.place(id, req.params),
+      createdAt: req.now,
+      droppedAt: null,
+      expireAt: null,
+      purgedAt: null,
+      updatedAt: req.now,
+    };
+    // Another table took the name after our read (we hold the name lock, so only a caller that does not honour
+    // it could): read again, from the start.
+    if (!(await tx.insertTable(table))) throw new RetryTransaction('the name was taken meanwhile');
+    // A new id: nobody can hold its lock yet.
+    await tryLock(tx, lockFor.table(id), req.owner, req.now);
+    return { outcome: 'prepared', table: await mustGet(tx, id), resumed: false };
+  }
+  if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
+  const lock = await tryLock(tx, lockFor.table(holder.id), req.owner, req.now);
+  if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+  await write(tx, holder, { ...holder, state: 'CREATING', updatedAt: req.now });
+  return { outcome: 'prepared', table: await mustGet(tx, holder.id), resumed: true };
+}
+
+/** A state change: a compare-and-set on (id, expected state, lock owner), with the columns the new state stamps. */
+async function transition(tx: CatalogTx, req: TransitionRequest): Promise<TableRecord> {
+  const current = await tx.tableById(req.tableId, { forUpdate: true });
+  if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
+  await assertHolds(tx, lockFor.table(req.tableId), req.owner);
+  const plan = planTransition(current, req);
+  if (plan.made) return plan.table;
+  await write(tx, current, { ...current, ...plan.name, ...plan.columns, state: req.to, updatedAt: req.now });
+  return mustGet(tx, req.tableId);
+}
+
+/** Writes `next` over `current`, under the name uniqueness the database keeps: a name held by another is NameTaken. */
+async function write(tx: CatalogTx, current: TableRecord, next: TableRecord): Promise<void> {
+  const written = await tx.updateTable(current.state, next);
+  if (written === 'nameTaken') {
+    const other = await tx.nameHolder(next);
+    throw new NameTakenError(`the name ${formatTableName(next)} is taken by table ${other?.id ?? '?'}; give a new name`);
+  }
+  // The row is locked since it was read (or the store runs one writer at a time): the compare-and-set cannot
+  // miss. Were it to, start over.
+  if (written === 'missed') throw new RetryTransaction(`table ${current.id} changed under its row lock`);
+}
+
+/**
+ * Takes `resource` for `owner` if it is free or already theirs, inside the caller's transaction, and keeps its
+ * row locked until that commits. Of two callers racing for a free resource, the second's insert finds the first
+ * as the holder.
+ */
+async function tryLock(tx: CatalogTx, resource: string, owner: LockOwner, now: number): Promise<AcquireResult> {
+  for (let i = 0; i < 3; i++) {
+    if (await tx.insertLock(resource, owner, now)) return { acquired: true, tookOverFrom: null };
+    const holder = await tx.lockHolder(resource, { forUpdate: true });
+    // Released between the two statements: try to insert again.
+    if (!holder) continue;
+    return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { acquired: false, holder };
+  }
+  throw new RetryTransaction(`the lock on ${resource} kept changing hands`);
+}
+
+/** Throws LockLost unless `owner` holds `resource`; keeps the lock row locked (a take-over waits for this transaction). */
+async function assertHolds(tx: CatalogTx, resource: string, owner: LockOwner): Promise<void> {
+  const holder = await tx.lockHolder(resource, { forUpdate: true });
+  if (!holder || !sameOwner(holder, owner)) {
+    throw new LockLostError(
+      `${owner.workflowId} does not hold the lock on ${resource}` + (holder ? ` (held by ${holder.workflowId})` : ''),
+    );
+  }
+}
+
+async function mustGet(tx: CatalogTx, tableId: number): Promise<TableRecord> {
+  const table = await tx.tableById(tableId);
+  if (!table) throw new Error(`table ${tableId} vanished inside its own transaction`);
+  return table;
+}
+
+/**
+ * Runs `fn` once per step key, inside the caller's transaction. The key is claimed first: a key seen before
+ * returns its journaled outcome (the value, or the same domain error) without running `fn`. Otherwise `fn` runs
+ * and its outcome is journaled with its changes, atomically; a domain error undoes what `fn` did (a savepoint)
+ * and is journaled like a value, returned rather than thrown so that the transaction keeps its journal entry.
+ * `keep` says which values are final (a busy lock is not: its claim is withdrawn). The caller unwraps the
+ * outcome once the transaction has committed.
+ */
+async function journaled<T>(
+  tx: CatalogTx,
+  step: StepKey | undefined,
+  fn: () => Promise<T>,
+  keep: (value: T) => boolean = () => true,
+): Promise<Outcome<T>> {
+  if (!step) return { value: await fn() };
+  const seen = await tx.claimStep(step);
+  if (seen) return seen as Outcome<T>;
+  let outcome: Outcome<T>;
+  await tx.savepoint('step_body');
+  try {
+    outcome = { value: await fn() };
+    await tx.releaseSavepoint('step_body');
+  } catch (err) {
+    if (!(err instanceof TableFateError)) throw err;
+    await tx.rollbackToSavepoint('step_body');
+    outcome = { error: { type: err.type, message: err.message } };
+  }
+  await tx.settleStep(step, 'value' in outcome && !keep(outcome.value) ? undefined : outcome);
+  return outcome;
+}
+
+const sameOwner = (a: LockOwner, b: LockOwner) => a.workflowId === b.workflowId && a.runId === b.runId;
+
+/** The journaled value, or the journaled domain error thrown again. */
+function unwrap<T>(outcome: Outcome<T>): T {
+  if ('value' in outcome) return outcome.value;
+  if (isDomainErrorType(outcome.error.type)) throw domainError(outcome.error.type, outcome.error.message);
+  throw new Error(outcome.error.message);
+}
+
+/** The holder of a lock an attempt found busy, if it did. */
+function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
+  if (!('value' in outcome)) return undefined;
+  const result = outcome.value;
+  if ('outcome' in result && result.outcome === 'busy' && 'holder' in result) return result.holder as LockHolder;
+  if ('acquired' in result && result.acquired === false && 'holder' in result) return result.holder as LockHolder;
+  return undefined;
+}
+
+/** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
+type TransitionPlan =
+  { made: true; table: TableRecord } | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'expireAt' | 'purgedAt'> };
+
+/**
+ * The checks made before a state change, on the row as it is under the lock (the caller has checked the lock):
+ * the name the caller expects, a move an earlier attempt already made (a success, if it is the same move under
+ * the same name), and the transition table. Throws WrongState; returns what to write otherwise.
+ */
+function planTransition(current: TableRecord, req: TransitionRequest): TransitionPlan {
+  if (req.expectName && (req.expectName.namespace !== current.namespace || req.expectName.name !== current.name)) {
+    throw new WrongStateError(
+      `table ${req.tableId} is named ${formatTableName(current)}, not ${formatTableName(req.expectName)}: ` +
+        `the name was resolved from a catalog that has changed since; nothing was done`,
+    );
+  }
+  const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
+  // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must be the
+  // same move, under the same name.
+  const sameName = wanted.namespace === current.namespace && wanted.name === current.name;
+  if (current.state === req.to && sameName) return { made: true, table: current };
+  if (!req.from.includes(current.state) || !canTransition(current.state, req.to)) {
+    if (current.state === req.to) {
+      throw new WrongStateError(
+        `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
+      );
+    }
+    throw new WrongStateError(`table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`);
+  }
+  const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds });
+  const columns = {
+    droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
+    expireAt: set.expireAt !== undefined ? set.expireAt : current.expireAt,
+    purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
+  };
+  return { made: false, name: wanted, columns };
+}
+
+/**
+ * What a create's prepare does when its name is held by `holder`: the same create already committed (`exists`),
+ * or its own prepare record, to resume under the table's lock (`resume`). Anything else is TableExists.
+ */
+function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' | 'resume' {
+  const label = formatTableName(req);
+  const sameParams = sameCreateParams(holder.params, req.params);
+  switch (holder.state) {
+    case 'READY':
+      if (sameParams) return 'exists';
+      throw new TableExistsError(`table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`);
+    case 'CREATING':
+    case 'CREATE_FAILED':
+      if (sameParams) return 'resume';
+      throw new TableExistsError(
+        `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
+          `repeat that create to finish it`,
+      );
+    default:
+      throw new TableExistsError(`the name ${label} is held by table ${holder.id}, which is ${holder.state}`);
+  }
+}
