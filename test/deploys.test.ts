@@ -155,10 +155,9 @@ describe('runs started on release v3 finish on today’s code, with the storage 
       const scheduled = e.activityTaskScheduledEventAttributes;
       return scheduled ? [`${scheduled.activityType?.name ?? '?'} on ${scheduled.taskQueue?.name ?? '?'}`] : [];
     });
-    // Two calls per shard (mark as garbage, delete), each on the queue of the shard's node.
-    expect(calls.sort()).toEqual(
-      table.placement.flatMap((p) => ['deleteGarbage', 'markGarbage'].map((name) => `${name} on ${h.taskQueue}-storage-${p.node}`)).sort(),
-    );
+    // Two calls per node (mark as garbage, delete), each on the queue of the node (one call per shard until v8).
+    const nodes = [...new Set(table.placement.map((p) => p.node))];
+    expect(calls.sort()).toEqual(nodes.flatMap((node) => [1, 2].map(() => `changeShardsOnNode on ${h.taskQueue}-storage-${node}`)).sort());
   });
 });
 
@@ -213,5 +212,35 @@ describe('runs started on release v7 finish on today’s code', () => {
     );
     expect(await h.shardAreas(table)).toEqual([null, null]);
     await replayedCleanly(h, workflowIdFor.trash(table.id, h.catalog.id));
+  });
+});
+
+// Release v8 changed a table's shards in a local activity, in the workflow task; today each node's share is an
+// activity on the node's queue (patch shard-changes-on-node-activities). A v8 trash whose timer fires after the
+// deploy purges through those activities.
+describe('runs started on release v8 finish on today’s code', () => {
+  const release = onRelease('v8');
+
+  test('a trash waiting on its timer purges at expiry with one activity per node and step, not in its workflow task', async () => {
+    const h = release.h();
+    const table = await h.client.create({ table: 'deploy.v8expiring', shards: 3 });
+    await h.client.trash({ table: 'deploy.v8expiring', retentionSeconds: 3 });
+    const trashId = workflowIdFor.trash(table.id, h.catalog.id);
+    const before = (await h.temporal.workflow.getHandle(trashId).fetchHistory()).events ?? [];
+    // The v8 move to the trash: a local activity (a marker), no activity task.
+    expect(before.some((e) => e.activityTaskScheduledEventAttributes)).toBe(false);
+    await release.deploy();
+    await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the purge at expiry' },
+    );
+    expect(await h.shardAreas(table)).toEqual([null, null, null]);
+    await h.temporal.workflow.getHandle(trashId).result();
+    const events = (await h.temporal.workflow.getHandle(trashId).fetchHistory()).events ?? [];
+    const scheduled = events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+    const nodes = new Set(table.placement.map((p) => p.node)).size;
+    expect(scheduled).toEqual(Array.from({ length: 2 * nodes }, () => 'changeShardsOnNode'));
+    await replayedCleanly(h, trashId);
   });
 });

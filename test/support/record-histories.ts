@@ -15,7 +15,8 @@ import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
 import { workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
-import { BreakingRenames } from './rename-gate';
+import { BreakingRenames, RenameGate } from './rename-gate';
+import { cancelHeard } from './runs';
 import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
 import { writeSet } from './sets-on-disk';
@@ -328,6 +329,26 @@ async function main(): Promise<void> {
       await save('trash-rearmed-expiry-retried', stubbornId);
     } finally {
       await paced.close();
+    }
+
+    // (since v9) a trash cancelled while it moves its shards: the move (an activity per node) hears the cancel, stops
+    // and answers cancelled; then the undo moves back what it had moved, and the run ends cancelled
+    const gate = new RenameGate();
+    const slow = await Harness.start({ address: server.address, renameOps: gate });
+    try {
+      const moving = await slow.client.create({ table: 'rec.moving', shards: 2 });
+      const movingRun = slow.temporal.workflow.getHandle(workflowIdFor.trash(moving.id, slow.catalog.id));
+      gate.hold();
+      const trashing = slow.client.trash({ table: 'rec.moving', retentionSeconds: 3600 }).catch(() => undefined);
+      await gate.someoneWaiting();
+      await movingRun.cancel();
+      await cancelHeard(movingRun);
+      gate.open();
+      await trashing;
+      await save('trash-cancelled-while-moving', movingRun.workflowId);
+    } finally {
+      gate.open();
+      await slow.close();
     }
   } finally {
     await h.close();
