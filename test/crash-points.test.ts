@@ -47,8 +47,8 @@ test('a create whose worker dies after it committed and released its locks in on
   await h.stopWorker();
 });
 
-// Shard changes run in the workflow task too (changeShardsHere): the lost task's repeat must find them journaled,
-// even once another operation has taken the table on, rather than touch its files again or fail for a lock it let go.
+// The lost task's repeat must find its catalog calls journaled (and, from v6 to v8, its shard changes, which ran in
+// the workflow task), even once another operation has taken the table on, rather than fail for a lock it let go.
 test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {
   const worker = await crashingWorker('transition');
   const created = h.client.create({ table: 'crash.overtaken', shards: 2 });
@@ -109,6 +109,28 @@ test('a trash whose lost task is repeated after a purge ended it hears that end 
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
 });
+
+// Since v9 a node's share of a step is an activity (changeShardsOnNode): killed after it moved its shards, before the
+// server heard, it is tried again once its heartbeat times out, finds its work done, and the trash goes on.
+test('a trash whose worker dies after a node moved its shards, before the server heard, ends TRASHED with every shard moved once', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.moved', shards: 3 });
+  const before = await h.shardReports(table);
+  await h.stopWorker();
+  const worker = await crashingWorker('changeShardsOnNode');
+  const trashing = h.client.trash({ table: 'crash.moved', retentionSeconds: 3600 }, { timeoutMs: 90_000 });
+  expect(await worker.exited).toBe('SIGKILL');
+  await h.startWorker();
+
+  expect(await trashing).toMatchObject({ id: table.id, state: 'TRASHED' });
+  const after = await h.shardReports(table);
+  expect(after.map((report) => report.area)).toEqual(['trash', 'trash', 'trash']);
+  expect(after.map(({ bytes, checksum }) => ({ bytes, checksum }))).toEqual(before.map(({ bytes, checksum }) => ({ bytes, checksum })));
+  expect(await h.catalog.listLocks()).toEqual([]);
+  const events = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).fetchHistory()).events ?? [];
+  expect(events.some((e) => e.activityTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes)).toBe(false);
+  await h.stopWorker();
+}, 90_000);
 
 test('a compensation whose worker dies after it released the lock in one lost task still ends compensated', async () => {
   const worker = await crashingWorker('releaseLock', { CRASH_FAULT: 'createShard:1:permanent' });
