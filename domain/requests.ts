@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
+import type { TableOp } from './operations';
 import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
@@ -85,6 +86,17 @@ export const undeleteRequestSchema = z.strictObject({
 });
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
+
+/**
+ * Each table operation's request schema, linked to its record (OPERATIONS in domain/operations.ts) by the operation's
+ * name. Kept apart from the records because workflow code imports those, and must not load the validation library.
+ */
+export const OPERATION_REQUESTS = {
+  create: createRequestSchema,
+  trash: trashRequestSchema,
+  undelete: undeleteRequestSchema,
+  purge: purgeRequestSchema,
+} as const satisfies Record<TableOp, z.ZodType>;
 
 /** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
 export const listRequestSchema = z.strictObject({

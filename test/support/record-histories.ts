@@ -13,7 +13,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import { workflowIdFor } from '../../domain/operations';
+import { OPERATIONS, workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
 import { BreakingRenames } from './rename-gate';
 import { startCrashingWorker } from './crashing-worker';
@@ -213,7 +213,7 @@ async function main(): Promise<void> {
     await h.client.trash({ table: 'rec.rearmed', retentionSeconds: 2 });
     await h.temporal.workflow.getHandle(workflowIdFor.trash(rearmed.id, h.catalog.id)).terminate('recording: a lost trash run');
     const reconcileId = `reconcile@${h.catalog.id}-recording`;
-    await h.temporal.workflow.execute('reconcileTables', {
+    await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
       workflowId: reconcileId,
       taskQueue: h.taskQueue,
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
@@ -247,7 +247,7 @@ async function main(): Promise<void> {
     await writeSet(path.join(h.home, 'storage'), { tableId: resumed2.id + 500, shard: 0, node: 'node-0' }, 'live');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const repairsId = `reconcile@${h.catalog.id}-recording-repairs`;
-    await h.temporal.workflow.execute('reconcileTables', {
+    await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
       workflowId: repairsId,
       taskQueue: h.taskQueue,
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
