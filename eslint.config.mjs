@@ -5,6 +5,19 @@ import { builtinModules } from 'node:module';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
 
+/** Relative imports of these top-level folders, from a folder one level down (`../worker`, `../worker/main`...). */
+const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}/**`]);
+
+/**
+ * The layers, bottom up: domain/ (pure, shared by all) and workflows/; config/ (how every process reads its
+ * environment), catalog/ and storage/; activities/; worker/ (runs workflows and activities) beside client/ (the
+ * SDK); cli/ on top of both. Each folder imports only from below; these rules keep the directions.
+ */
+const layer = (files, forbidden, message) => ({
+  files,
+  rules: { 'no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },
+});
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.tablefate/**', 'coverage/**', 'bin/**', 'eslint.config.mjs', 'jest.config.js'] },
   js.configs.recommended,
@@ -43,6 +56,10 @@ export default tseslint.config(
                 '../worker/**',
                 '../client',
                 '../client/**',
+                '../cli',
+                '../cli/**',
+                '../config',
+                '../config/**',
                 '@temporalio/client',
                 '@temporalio/worker',
                 '@temporalio/activity',
@@ -54,4 +71,25 @@ export default tseslint.config(
       ],
     },
   },
+  layer(
+    ['client/**/*.ts'],
+    [...folders('worker', 'activities', 'storage', 'cli'), '@temporalio/worker', '@temporalio/activity'],
+    'the SDK (client/) stays thin: it imports the domain, the config and the catalog, never worker/, activities/, storage/ or cli/.',
+  ),
+  layer(
+    ['worker/**/*.ts'],
+    folders('client', 'cli'),
+    'worker/ imports nothing from client/ or cli/: what both need lives in domain/ or config/.',
+  ),
+  layer(
+    ['activities/**/*.ts'],
+    folders('client', 'cli', 'worker'),
+    'activities/ sits below the worker, the SDK and the command line: it imports none of them.',
+  ),
+  // (One entry per folder: a later entry's no-restricted-imports replaces an earlier one's for the same file.)
+  layer(
+    ['catalog/**/*.ts', 'storage/**/*.ts', 'config/**/*.ts'],
+    folders('client', 'cli', 'worker', 'activities', 'workflows'),
+    'catalog/, storage/ and config/ know nothing of the SDK, the worker or workflows: shared contracts live in domain/contracts.ts.',
+  ),
 );

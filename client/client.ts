@@ -27,10 +27,10 @@ import {
   type UndeleteRequest,
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../workflows/definitions';
+import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
 import type { createTable, purgeTable, reconcileTables, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
-import { loadClientConfig, type ClientConfig } from './config';
+import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
 

@@ -1,21 +1,21 @@
 import { parseArgs } from 'node:util';
-import { loadClientConfig } from '../config';
-import { loadConfig } from '../../worker/config';
+import { loadClientConfig } from '../config/client';
+import { loadConfig } from '../worker/config';
 import { quarantineCommand } from './quarantine';
-import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../../domain/errors';
-import type { TableInfo } from '../../domain/table';
-import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client';
-import { applicationFailureOf } from '../errors';
+import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../domain/errors';
+import type { TableInfo } from '../domain/table';
+import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client/client';
+import { applicationFailureOf } from '../client/errors';
 import { formatHealth, formatTable, formatTableList } from './format';
 
 /**
  * The commands that run a worker (`dev`, `worker`, `storage-node`), loaded only when one of them runs: the SDK's
  * worker and its native core would cost every table command some 0.3 to 0.6 s more to start.
  */
-function workerCommands(): typeof import('../../worker/main') {
+function workerCommands(): typeof import('../worker/main') {
   // A require, not import(): the command line runs through tsx's CommonJS hook, which import() bypasses.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('../../worker/main') as typeof import('../../worker/main');
+  return require('../worker/main') as typeof import('../worker/main');
 }
 
 const USAGE = `usage: tablefate <command> [options]
