@@ -94,8 +94,11 @@ export function planTransition(current: TableRecord, req: TransitionRequest): Tr
   const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
   // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must be the
   // same move, under the same name.
-  if (current.state === req.to) {
-    if (wanted.namespace === current.namespace && wanted.name === current.name) return { made: true, table: current };
+  const sameName = wanted.namespace === current.namespace && wanted.name === current.name;
+  // A move within a state (READY to READY: a rename) is made unless the table already bears the name.
+  const withinState = current.state === req.to && req.from.includes(current.state) && canTransition(current.state, req.to);
+  if (current.state === req.to && (sameName || !withinState)) {
+    if (sameName) return { made: true, table: current };
     throw new WrongStateError(
       `table ${req.tableId} is already ${current.state} as ${formatTableName(current)}, not ${formatTableName(wanted)}`,
     );

@@ -31,6 +31,7 @@ const USAGE = `usage: tablefate <command> [options]
                                               move a table to the trash (default retention 7 days)
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
   purge <id>                                  delete a trashed table now
+  rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)
   ls [-a|--all] [--limit N] [--after ID]      live tables by id; -a adds trashed ones; a page of N after ID
   describe <id|ns.name>                       one table (by id: any, tombstones included)
   quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
@@ -253,6 +254,12 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         await run(TIMEOUT, { min: 1, max: 1 }, (v, [id]) => {
           const opts = timeoutOption(v);
           return withClient((c) => c.purge({ tableId: id! }, opts));
+        });
+        return 0;
+      case 'rename':
+        await run(TIMEOUT, { min: 2, max: 2 }, (v, [table, newName]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.rename({ table: table!, newName: newName! }, opts));
         });
         return 0;
       case 'ls':

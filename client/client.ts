@@ -23,12 +23,13 @@ import {
   type DescribeRequest,
   type ListRequest,
   type PurgeRequest,
+  type RenameRequest,
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
-import type { createTable, purgeTable, reconcileTables, trashTable, undeleteTable } from '../workflows';
+import type { createTable, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
@@ -274,6 +275,47 @@ export class TableFateClient {
       throw new WrongStateError(`table ${tableId} is ${purged.state}; only a trashed table can be purged`);
     }
     return purged;
+  }
+
+  /**
+   * Gives a READY table, named by id or by name, a new name or namespace; nothing else changes (not its id, not a
+   * shard), and the old name is free at once. A table that already bears `newName` is answered as it is: nothing
+   * is started (as a create of a table that exists returns it). NameTaken if another table holds the name.
+   */
+  async rename(request: RenameRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
+    const timeoutMs = this.timeoutOf(opts);
+    const table = ref.kind === 'id' ? await this.catalog.getTable(ref.id) : await this.liveTable(ref);
+    if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
+    // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
+    if (table.state !== 'READY') throw new WrongStateError(`table ${table.id} is ${table.state}; only a READY table can be renamed`);
+    if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
+    const tableId = table.id;
+    const record = OPERATIONS.rename;
+    const workflowId = record.workflowId(tableId, this.catalog.id);
+    const to = formatTableName(newName);
+    const op = { workflowId, what: `rename of table ${tableId} to ${to}`, check: `\`tablefate describe ${tableId}\`` };
+    return this.writes.run(op, timeoutMs, async (started) => {
+      let handle: WorkflowHandle<typeof renameTable>;
+      try {
+        handle = await this.client.workflow.start<typeof renameTable>(
+          record.workflowType,
+          this.startOptions(
+            record,
+            workflowId,
+            { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+            { tableId, ...newName },
+            `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
+          ),
+        );
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError)
+          throw new WrongStateError(`a rename of table ${tableId} is already running`);
+        throw err;
+      }
+      started();
+      return handle.result();
+    });
   }
 
   /**

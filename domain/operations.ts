@@ -4,8 +4,8 @@ import { SEARCH_ATTRIBUTES } from './search-attributes';
 import type { ReconcileInput, TableKey } from './health';
 import type { TableState } from './states';
 
-/** The four operations; also the value of the `TableOp` search attribute. */
-export type TableOp = 'create' | 'trash' | 'undelete' | 'purge';
+/** The operations on a table; also the value of the `TableOp` search attribute. */
+export type TableOp = 'create' | 'trash' | 'undelete' | 'purge' | 'rename';
 
 /**
  * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
@@ -86,6 +86,13 @@ export interface PurgeInput extends OperationScope {
    */
   trigger: 'manual' | 'expiry';
   droppedAt?: number;
+}
+
+export interface RenameInput extends OperationScope {
+  tableId: number;
+  /** The name the client resolved to `tableId`, when it was given a name: a table renamed since is refused. */
+  expectedName?: TableName;
+  newName: TableName;
 }
 
 /**
@@ -211,6 +218,18 @@ const purge: OperationRecord<'purge', number, PurgeInput> = {
   searchAttributes: tableAttributes('purge'),
 };
 
+const rename: OperationRecord<'rename', number, RenameInput> = {
+  name: 'rename',
+  workflowType: 'renameTable',
+  workflowId: (tableId, catalogId) => scoped(`rename:${tableId}`, catalogId),
+  // The new name's lock too: a create of that name waits for the rename instead of racing it.
+  locks: (input) => [lockFor.table(input.tableId), lockFor.name(input.newName)],
+  // One compare-and-set (READY to READY under the new name): no table is ever left half renamed.
+  // FAIL: a second rename of the table while one runs must not be handed the first one's answer.
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('rename'),
+};
+
 /** Which reconcile run: the schedule's pass (repairs), or a doctor's (reports only, one per request). */
 export type ReconcileRun = { mode: 'repair' } | { mode: 'report'; requestId: string };
 
@@ -228,7 +247,7 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The operations on a table, by name (their TableOp); each name is its record's `name`. */
-export const TABLE_OPERATIONS = { create, trash, undelete, purge } as const satisfies {
+export const TABLE_OPERATIONS = { create, trash, undelete, purge, rename } as const satisfies {
   [Op in TableOp]: { name: Op };
 };
 
@@ -241,6 +260,7 @@ export const workflowIdFor = {
   trash: (tableId: number, catalogId?: string) => trash.workflowId(tableId, catalogId),
   undelete: (tableId: number, catalogId?: string) => undelete.workflowId(tableId, catalogId),
   purge: (tableId: number, catalogId?: string) => purge.workflowId(tableId, catalogId),
+  rename: (tableId: number, catalogId?: string) => rename.workflowId(tableId, catalogId),
 };
 
 /** The search attributes of one operation's run, so the UI answers "what happened to table 42" in one query. */

@@ -87,6 +87,12 @@ export const undeleteRequestSchema = z.strictObject({
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
 
+export const renameRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: a live table. */
+  table: tableRefSchema,
+  newName: tableNameSchema,
+});
+
 /**
  * Each table operation's request schema, linked to its record (OPERATIONS in domain/operations.ts) by the operation's
  * name. Kept apart from the records because workflow code imports those, and must not load the validation library.
@@ -96,6 +102,7 @@ export const OPERATION_REQUESTS = {
   trash: trashRequestSchema,
   undelete: undeleteRequestSchema,
   purge: purgeRequestSchema,
+  rename: renameRequestSchema,
 } as const satisfies Record<TableOp, z.ZodType>;
 
 /** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
@@ -120,6 +127,7 @@ export type CreateRequest = z.input<typeof createRequestSchema>;
 export type TrashRequest = z.input<typeof trashRequestSchema>;
 export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
 export type PurgeRequest = z.input<typeof purgeRequestSchema>;
+export type RenameRequest = z.input<typeof renameRequestSchema>;
 export type ListRequest = z.input<typeof listRequestSchema>;
 export type DescribeRequest = z.input<typeof describeRequestSchema>;
 

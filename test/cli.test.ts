@@ -289,6 +289,10 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['ls', '--limit', 'ten'], 'InvalidInput', /limit/],
     [['ls', '--after', 'cli.keep'], 'InvalidInput', /after/],
     [['describe', 'cli.keep', '--timeout'], 'Usage', /--timeout/],
+    [['rename', 'cli.keep'], 'Usage', /rename: expected 2 argument\(s\), got 1/],
+    [['rename', 'cli.keep', 'cli.a;drop'], 'InvalidInput', /newName: .*"a;drop"/],
+    [['rename', 'cli.tàble', 'cli.x'], 'InvalidInput', /table: .*"tàble"/],
+    [['rename', 'cli.keep', 'cli.x', '--timeout', '0'], 'InvalidInput', /--timeout/],
   ];
   const results = await inProcessAll(...cases.map(([args]) => args));
   expect(results.map(failure)).toEqual(
@@ -442,6 +446,38 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
     name: 'taken_old',
     state: 'READY',
   });
+});
+
+test('rename: by name and by id, --json or text; the old name is free, and each refusal has its exit code', async () => {
+  const table = tableOf(await cli('create', 'cli.before', '--shards', '2', '--json'));
+  const renamed = tableOf(await cli('rename', 'cli.before', 'cli.after', '--timeout', '30', '--json'));
+  expect(renamed).toEqual({ ...table, name: 'after' });
+  const text = await cli('rename', String(table.id), 'cli.renamed');
+  expect({ code: text.code, stderr: text.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(text.stdout).toMatch(/^name +cli\.renamed$/m);
+
+  const [binned] = (await cliAll(['create', 'cli.rbinned', '--json'], ['create', 'cli.rtaken', '--json'])).map(tableOf);
+  tableOf(await cli('drop', 'cli.rbinned', '-r', '3600', '--json'));
+  const [oldName, missing, taken, inTrash, trashedById] = await cliAll(
+    ['describe', 'cli.before'],
+    ['rename', 'cli.nowhere', 'cli.x'],
+    ['rename', 'cli.renamed', 'cli.rtaken'],
+    ['rename', 'cli.rbinned', 'cli.x'],
+    ['rename', String(binned!.id), 'cli.x'],
+  );
+  // (After the other rename of this table: one rename of a table runs at a time, and a second is refused meanwhile.)
+  const takenJson = await cli('rename', String(table.id), 'cli.rtaken', '--json');
+  expectFailure(oldName!, 3, 'TableNotFound', /cli\.before does not exist/);
+  expectFailure(missing!, 3, 'TableNotFound', /cli\.nowhere/);
+  expectFailure(taken!, 4, 'NameTaken', /cli\.rtaken/);
+  expectFailure(inTrash!, 3, 'TableInTrash', new RegExp(`id ${binned!.id}$`));
+  expectFailure(trashedById!, 4, 'WrongState', /TRASHED; only a READY table can be renamed/);
+  expect({ code: takenJson.code, stdout: takenJson.stdout, stderr: JSON.parse(takenJson.stderr) as unknown }).toEqual({
+    code: 4,
+    stdout: '',
+    stderr: { error: 'NameTaken', message: containing('cli.rtaken') },
+  });
+  expect(tableOf(await cli('describe', String(table.id), '--json'))).toEqual({ ...table, name: 'renamed' });
 });
 
 test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombstone that describe shows and ls -a does not', async () => {

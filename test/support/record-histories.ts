@@ -20,7 +20,8 @@ import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
 import { writeSet } from './sets-on-disk';
 
-const OUT = path.resolve(__dirname, '../histories');
+// (TABLEFATE_HISTORIES_DIR: record into another directory, to try a new scenario without touching test/histories.)
+const OUT = process.env.TABLEFATE_HISTORIES_DIR ?? path.resolve(__dirname, '../histories');
 
 async function main(): Promise<void> {
   const tag = process.argv[2];
@@ -277,6 +278,25 @@ async function main(): Promise<void> {
     await h.client.purge({ tableId: ended.id });
     await endedTrash;
     await save('trash-ended-before-armed', workflowIdFor.trash(ended.id, h.catalog.id));
+
+    // (since v9) a rename: one compare-and-set under the table's lock and the new name's; then one refused, the name
+    // taken; then one that waits for a busy table, continues as new, and renames
+    const named = await h.client.create({ table: 'rec.named', shards: 2 });
+    await h.client.rename({ table: 'rec.named', newName: 'rec.renamed' });
+    await save('rename', workflowIdFor.rename(named.id, h.catalog.id));
+    await h.client.create({ table: 'rec.taken', shards: 1 });
+    await h.client.rename({ table: named.id, newName: 'rec.taken' }).catch(() => undefined);
+    await save('rename-name-taken', workflowIdFor.rename(named.id, h.catalog.id));
+    const waited = await h.client.create({ table: 'rec.waited', shards: 1 });
+    await h.catalog.acquireLock(`table:${waited.id}`, holder, Date.now(), () => Promise.resolve(false));
+    const renaming = h.client.rename({ table: 'rec.waited', newName: 'rec.waited_renamed' });
+    const renameId = workflowIdFor.rename(waited.id, h.catalog.id);
+    const firstRenameRun = await firstRunOf(renameId);
+    await continuedFrom(renameId, firstRenameRun);
+    await save('rename-lock-wait-continued', renameId, firstRenameRun);
+    await h.catalog.releaseLocks(holder);
+    await renaming;
+    await save('rename-after-lock-wait', renameId);
 
     // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
     // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once
