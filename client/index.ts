@@ -24,4 +24,12 @@ export {
 } from '../domain/errors';
 export type { TableInfo } from '../domain/table';
 export type { RecallProgress } from '../domain/contracts';
-export type { CreateRequest, DescribeRequest, ListRequest, PurgeRequest, RenameRequest, TrashRequest, UndeleteRequest } from '../domain/requests';
+export type {
+  CreateRequest,
+  DescribeRequest,
+  ListRequest,
+  PurgeRequest,
+  RenameRequest,
+  TrashRequest,
+  UndeleteRequest,
+} from '../domain/requests';
