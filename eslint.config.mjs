@@ -5,6 +5,22 @@ import { builtinModules } from 'node:module';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
 
+/** Relative imports of these top-level folders, from a folder one level down (`../worker`, `../worker/main`...). */
+const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}/**`]);
+
+/**
+ * The layers, bottom up: domain/ (pure, shared by all) and workflows/; config/ (how every process reads its
+ * environment), catalog/ and storage/; activities/; worker/ (runs workflows and activities) beside client/ (the
+ * SDK); cli/ on top of both. Each folder imports only from below; these rules keep the directions.
+ */
+const CATALOG_LAYER =
+  'catalog/, storage/ and config/ know nothing of the SDK, the worker or workflows: shared contracts live in domain/contracts.ts.';
+
+const layer = (files, forbidden, message) => ({
+  files,
+  rules: { 'no-restricted-imports': ['error', { patterns: [{ group: forbidden, message }] }] },
+});
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.tablefate/**', 'coverage/**', 'bin/**', 'eslint.config.mjs', 'jest.config.js'] },
   js.configs.recommended,
@@ -16,22 +32,6 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
-    },
-  },
-  {
-    // The catalog's contract and rules are written once for every store: no driver in them (catalog/rules.ts).
-    files: ['catalog/catalog.ts', 'catalog/tx.ts', 'catalog/rules.ts', 'catalog/migrations.ts', 'catalog/rows.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: ['pg', 'better-sqlite3'].map((name) => ({
-            name,
-            message: 'Driver code belongs in a store (catalog/sqlite*.ts, catalog/postgres*.ts).',
-          })),
-          patterns: [{ group: ['./sqlite*', './postgres*'], message: 'The rules import no store.' }],
-        },
-      ],
     },
   },
   {
@@ -59,12 +59,57 @@ export default tseslint.config(
                 '../worker/**',
                 '../client',
                 '../client/**',
+                '../cli',
+                '../cli/**',
+                '../config',
+                '../config/**',
                 '@temporalio/client',
                 '@temporalio/worker',
                 '@temporalio/activity',
               ],
               message: 'workflows/ and domain/ import only @temporalio/workflow and pure code.',
             },
+          ],
+        },
+      ],
+    },
+  },
+  layer(
+    ['client/**/*.ts'],
+    [...folders('worker', 'activities', 'storage', 'cli'), '@temporalio/worker', '@temporalio/activity'],
+    'the SDK (client/) stays thin: it imports the domain, the config and the catalog, never worker/, activities/, storage/ or cli/.',
+  ),
+  layer(
+    ['worker/**/*.ts'],
+    folders('client', 'cli'),
+    'worker/ imports nothing from client/ or cli/: what both need lives in domain/ or config/.',
+  ),
+  layer(
+    ['activities/**/*.ts'],
+    folders('client', 'cli', 'worker'),
+    'activities/ sits below the worker, the SDK and the command line: it imports none of them.',
+  ),
+  // (One entry per folder: a later entry's no-restricted-imports replaces an earlier one's for the same file.)
+  layer(
+    ['catalog/**/*.ts', 'storage/**/*.ts', 'config/**/*.ts'],
+    folders('client', 'cli', 'worker', 'activities', 'workflows'),
+    CATALOG_LAYER,
+  ),
+  {
+    // The catalog's contract and rules are written once for every store: no driver in them (catalog/rules.ts). This
+    // entry comes after catalog/'s layer, which it repeats, since it replaces that entry's rule for these files.
+    files: ['catalog/catalog.ts', 'catalog/tx.ts', 'catalog/rules.ts', 'catalog/migrations.ts', 'catalog/rows.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['pg', 'better-sqlite3'].map((name) => ({
+            name,
+            message: 'Driver code belongs in a store (catalog/sqlite*.ts, catalog/postgres*.ts).',
+          })),
+          patterns: [
+            { group: ['./sqlite*', './postgres*'], message: 'The rules import no store.' },
+            { group: folders('client', 'cli', 'worker', 'activities', 'workflows'), message: CATALOG_LAYER },
           ],
         },
       ],

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseSets, diagnoseTables, type Finding, type LockFact, type SetOnDisk } from '../domain/health';
-import { workflowIdFor, type TrashInput } from '../domain/operations';
+import { OPERATIONS, type TrashInput } from '../domain/operations';
 import type { TableRecord } from '../domain/table';
 import type { SetListing, StorageDriver } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
@@ -108,7 +108,7 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       const retentionOf: Record<number, number> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
-        const asked = await askedRetention(workflowIdFor.trash(f.table.id, catalog.id));
+        const asked = await askedRetention(OPERATIONS.trash.workflowId(f.table.id, catalog.id));
         if (asked !== undefined) retentionOf[f.table.id] = asked;
       }
       return { findings, omitted, skippedNodes, retentionOf, nodes: [...deps.nodes] };
@@ -131,7 +131,7 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
  */
 async function runningTrashTimers(taskQueue: string, catalogId: string): Promise<Set<number>> {
   const running = new Set<number>();
-  const query = `WorkflowType = 'trashTable' AND ExecutionStatus = 'Running' AND TaskQueue = '${taskQueue}'`;
+  const query = `WorkflowType = '${OPERATIONS.trash.workflowType}' AND ExecutionStatus = 'Running' AND TaskQueue = '${taskQueue}'`;
   for await (const run of Context.current().client.workflow.list({ query })) {
     const match = /^trash:([0-9]+)(?:@(.+))?$/.exec(run.workflowId);
     if (match && (match[2] === undefined || match[2] === catalogId)) running.add(Number(match[1]));

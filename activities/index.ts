@@ -6,7 +6,7 @@ import { placeShards, type CreateParams, type TableRecord } from '../domain/tabl
 import type { TableName } from '../domain/names';
 import { workflowIdFor } from '../domain/operations';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { endTimerSignal } from '../workflows/definitions';
+import { endTimerSignal } from '../domain/contracts';
 import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';

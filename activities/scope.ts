@@ -4,16 +4,11 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
 import { LockLostError } from '../catalog/lock-lost';
 import { lockFor } from '../domain/operations';
-import type { ShardRef, Watch } from '../storage/driver';
+import type { CallScope, ShardRef } from '../domain/contracts';
+import type { Watch } from '../storage/driver';
 
-/**
- * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
- * the call's place in the run (`step`), under which the catalog journals its outcome.
- */
-export interface CallScope {
-  catalogId?: string;
-  step?: string;
-}
+// What the workflow adds to every call it makes (domain/contracts.ts).
+export type { CallScope } from '../domain/contracts';
 
 /** The calling workflow: every lock and compare-and-set is done in its name. */
 function callingWorkflow(): LockOwner {

@@ -2,7 +2,7 @@
 'use strict';
 // The command line runs the TypeScript sources directly (through tsx), so there is no build step to forget.
 require('tsx/cjs');
-const { main } = require('../client/cli/main.ts');
+const { main } = require('../cli/main.ts');
 
 main(process.argv.slice(2)).then(
   (code) => {

@@ -12,28 +12,26 @@ import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { TASK_QUEUE } from '../domain/deployment';
 import { TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
-import { searchAttributesFor, workflowIdFor, type Backoff, type LockWaitPolicy, type TableOp } from '../domain/operations';
+import { OPERATIONS, type AnyOperation, type Backoff, type LockWaitPolicy, type OperationTarget } from '../domain/operations';
 import {
-  createRequestSchema,
   describeRequestSchema,
+  OPERATION_REQUESTS,
   listRequestSchema,
   backoffSchema,
   parseRequest,
-  purgeRequestSchema,
-  trashRequestSchema,
-  undeleteRequestSchema,
   type CreateRequest,
   type DescribeRequest,
   type ListRequest,
   type PurgeRequest,
+  type RenameRequest,
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
 import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../workflows/definitions';
-import type { createTable, purgeTable, reconcileTables, trashTable, undeleteTable } from '../workflows';
+import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
+import type { createTable, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
-import { loadClientConfig, type ClientConfig } from './config';
+import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
 
@@ -123,16 +121,17 @@ export class TableFateClient {
 
   /** Creates a table, or returns it if the same create already happened; joins a create of it that is running. */
   async create(request: CreateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { table, shards } = parseRequest(createRequestSchema, request);
+    const { table, shards } = parseRequest(OPERATION_REQUESTS.create, request);
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(table);
-    const workflowId = workflowIdFor.create(table, this.catalog.id);
+    const record = OPERATIONS.create;
+    const workflowId = record.workflowId(table, this.catalog.id);
     const op = { workflowId, what: `create of ${label}`, check: `\`tablefate describe ${label}\`` };
     const created = await this.writes.run(op, timeoutMs, async (started) => {
-      const handle = await this.client.workflow.start<typeof createTable>('createTable', {
-        ...this.startOptions('create', workflowId, { ...table, shards }, table, `create ${label} with ${shards} shards`),
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      });
+      const handle = await this.client.workflow.start<typeof createTable>(
+        record.workflowType,
+        this.startOptions(record, workflowId, { ...table, shards }, table, `create ${label} with ${shards} shards`),
+      );
       started();
       try {
         return await handle.result();
@@ -153,12 +152,13 @@ export class TableFateClient {
 
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */
   async trash(request: TrashRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { table: name, retentionSeconds } = parseRequest(trashRequestSchema, request);
+    const { table: name, retentionSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(name);
     const requestId = randomUUID();
     let table = await this.liveTable(name);
-    const workflowId = () => workflowIdFor.trash(table.id, this.catalog.id);
+    const record = OPERATIONS.trash;
+    const workflowId = () => record.workflowId(table.id, this.catalog.id);
     const op = { workflowId: workflowId(), what: `trash of ${label} (id ${table.id})`, check: `\`tablefate describe ${table.id}\`` };
     const trashed = await this.writes.run(op, timeoutMs, async (started, signal) => {
       for (let first = true; ; first = false) {
@@ -167,16 +167,16 @@ export class TableFateClient {
         if (table.state !== 'READY' && table.state !== 'TRASHING') {
           throw new WrongStateError(`table ${label} (id ${table.id}) is ${table.state}`);
         }
-        const start = new WithStartWorkflowOperation<typeof trashTable>('trashTable', {
-          ...this.startOptions(
-            'trash',
+        const start = new WithStartWorkflowOperation<typeof trashTable>(
+          record.workflowType,
+          this.startOptions(
+            record,
             workflowId(),
             { tableId: table.id, retentionSeconds, requestId, expectedName: name, expiryRetry: this.expiryRetry },
             { tableId: table.id, ...name },
             `trash ${label} (id ${table.id})`,
           ),
-          workflowIdConflictPolicy: 'USE_EXISTING',
-        });
+        );
         start.workflowHandle().then(started, () => undefined);
         try {
           return await this.client.workflow.executeUpdateWithStart(trashedUpdate, { args: [requestId], startWorkflowOperation: start });
@@ -213,26 +213,27 @@ export class TableFateClient {
    * `onProgress` hears how many shards are back, each time that changes (Pegasus's recall progress).
    */
   async undelete(request: UndeleteRequest, opts: UndeleteOptions = {}): Promise<TableInfo> {
-    const { table: ref, newName } = parseRequest(undeleteRequestSchema, request);
+    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
     const timeoutMs = this.timeoutOf(opts);
     const trashed = await this.trashedTable(ref);
     const tableId = trashed.id;
     const target = newName ?? trashed;
-    const workflowId = workflowIdFor.undelete(tableId, this.catalog.id);
+    const record = OPERATIONS.undelete;
+    const workflowId = record.workflowId(tableId, this.catalog.id);
     const op = { workflowId, what: `undelete of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
     return this.writes.run(op, timeoutMs, async (started, signal) => {
       let handle: WorkflowHandle<typeof undeleteTable>;
       try {
-        handle = await this.client.workflow.start<typeof undeleteTable>('undeleteTable', {
-          ...this.startOptions(
-            'undelete',
+        handle = await this.client.workflow.start<typeof undeleteTable>(
+          record.workflowType,
+          this.startOptions(
+            record,
             workflowId,
             { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
             { tableId, namespace: target.namespace, name: target.name },
             `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
           ),
-          workflowIdConflictPolicy: 'FAIL',
-        });
+        );
       } catch (err) {
         if (err instanceof WorkflowExecutionAlreadyStartedError) {
           throw new WrongStateError(`an undelete of table ${tableId} is already running`);
@@ -248,23 +249,24 @@ export class TableFateClient {
 
   /** Purges a trashed table now. Purging a table already purged returns its tombstone. */
   async purge(request: PurgeRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { tableId } = parseRequest(purgeRequestSchema, request);
+    const { tableId } = parseRequest(OPERATION_REQUESTS.purge, request);
     const timeoutMs = this.timeoutOf(opts);
     const table = await this.catalog.getTable(tableId);
     if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
-    const workflowId = workflowIdFor.purge(tableId, this.catalog.id);
+    const record = OPERATIONS.purge;
+    const workflowId = record.workflowId(tableId, this.catalog.id);
     const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
     const purged = await this.writes.run(op, timeoutMs, async (started) => {
-      const handle = await this.client.workflow.start<typeof purgeTable>('purgeTable', {
-        ...this.startOptions(
-          'purge',
+      const handle = await this.client.workflow.start<typeof purgeTable>(
+        record.workflowType,
+        this.startOptions(
+          record,
           workflowId,
           { tableId, trigger: 'manual' as const },
           { tableId, namespace: table.namespace, name: table.name },
           `purge table ${tableId}`,
         ),
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      });
+      );
       started();
       return handle.result();
     });
@@ -276,18 +278,61 @@ export class TableFateClient {
   }
 
   /**
+   * Gives a READY table, named by id or by name, a new name or namespace; nothing else changes (not its id, not a
+   * shard), and the old name is free at once. A table that already bears `newName` is answered as it is: nothing
+   * is started (as a create of a table that exists returns it). NameTaken if another table holds the name.
+   */
+  async rename(request: RenameRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
+    const timeoutMs = this.timeoutOf(opts);
+    const table = ref.kind === 'id' ? await this.catalog.getTable(ref.id) : await this.liveTable(ref);
+    if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
+    // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
+    if (table.state !== 'READY') throw new WrongStateError(`table ${table.id} is ${table.state}; only a READY table can be renamed`);
+    if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
+    const tableId = table.id;
+    const record = OPERATIONS.rename;
+    const workflowId = record.workflowId(tableId, this.catalog.id);
+    const to = formatTableName(newName);
+    const op = { workflowId, what: `rename of table ${tableId} to ${to}`, check: `\`tablefate describe ${tableId}\`` };
+    return this.writes.run(op, timeoutMs, async (started) => {
+      let handle: WorkflowHandle<typeof renameTable>;
+      try {
+        handle = await this.client.workflow.start<typeof renameTable>(
+          record.workflowType,
+          this.startOptions(
+            record,
+            workflowId,
+            { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+            { tableId, ...newName },
+            `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
+          ),
+        );
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError)
+          throw new WrongStateError(`a rename of table ${tableId} is already running`);
+        throw err;
+      }
+      started();
+      return handle.result();
+    });
+  }
+
+  /**
    * What the reconciler would do now (stuck tables, trash timers to re-arm, stale locks, orphan files), asked of a
    * worker: it reads the catalog and every storage node. Changes nothing. Empty findings: healthy.
    */
   async health(opts: WriteOptions = {}): Promise<ReconcileReport> {
     const timeoutMs = this.timeoutOf(opts);
-    const workflowId = `doctor@${this.catalog.id}-${randomUUID()}`;
+    const record = OPERATIONS.reconcile;
+    const workflowId = record.workflowId({ mode: 'report', requestId: randomUUID() }, this.catalog.id);
     const op = { workflowId, what: 'health report', check: `the workflow ${workflowId} in the web UI` };
     return this.writes.run(op, timeoutMs, async (started) => {
-      const handle = await this.client.workflow.start<typeof reconcileTables>('reconcileTables', {
+      const handle = await this.client.workflow.start<typeof reconcileTables>(record.workflowType, {
         workflowId,
         taskQueue: this.taskQueue,
         args: [{ catalogId: this.catalog.id, mode: 'report' }],
+        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
         staticSummary: 'doctor: what the reconciler would do now (changes nothing)',
       });
       started();
@@ -324,20 +369,18 @@ export class TableFateClient {
     return timeoutOf(opts.timeoutMs, this.defaultTimeoutMs, 'timeoutMs');
   }
 
-  /** What every operation's start shares: its id, the task queue, the catalog it belongs to, what the UI shows. */
-  private startOptions<I extends object>(
-    op: TableOp,
-    workflowId: string,
-    input: I,
-    table: { tableId?: number; namespace?: string; name?: string },
-    summary: string,
-  ) {
+  /**
+   * What every operation's start shares, as its record says: its id, the task queue, the catalog it belongs to, its
+   * search attributes and what the UI shows, and what a second request for the same id does.
+   */
+  private startOptions<I extends object>(op: AnyOperation, workflowId: string, input: I, table: OperationTarget, summary: string) {
     return {
       workflowId,
       taskQueue: this.taskQueue,
       args: [{ ...input, catalogId: this.catalog.id, lockWait: this.lockWait }] as [I & { catalogId: string }],
-      typedSearchAttributes: searchAttributesFor(op, table),
+      typedSearchAttributes: op.searchAttributes(table),
       staticSummary: summary,
+      ...op.start,
     };
   }
 

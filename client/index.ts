@@ -3,7 +3,7 @@
  * TableFateErrors, each with a `type`). Imports no worker code.
  */
 export { DEFAULT_TIMEOUT_MS, TableFateClient, type TableFateClientOptions, type UndeleteOptions, type WriteOptions } from './client';
-export { loadClientConfig, type ClientConfig } from './config';
+export { loadClientConfig, type ClientConfig } from '../config/client';
 export {
   CatalogNotFoundError,
   InvalidInputError,
@@ -23,5 +23,13 @@ export {
   type TableFateErrorType,
 } from '../domain/errors';
 export type { TableInfo } from '../domain/table';
-export type { RecallProgress } from '../workflows/definitions';
-export type { CreateRequest, DescribeRequest, ListRequest, PurgeRequest, TrashRequest, UndeleteRequest } from '../domain/requests';
+export type { RecallProgress } from '../domain/contracts';
+export type {
+  CreateRequest,
+  DescribeRequest,
+  ListRequest,
+  PurgeRequest,
+  RenameRequest,
+  TrashRequest,
+  UndeleteRequest,
+} from '../domain/requests';

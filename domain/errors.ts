@@ -4,7 +4,7 @@
  *   unchanged (as the `type` of a non-retryable ApplicationFailure), so the client rebuilds the same class;
  * - OperationFailedError: the operation ran and failed otherwise (OPERATION_FAILURE_TYPES);
  * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError.
- * The command line's exit code follows the type (client/cli/main.ts, README).
+ * The command line's exit code follows the type (cli/main.ts, README).
  */
 export const DOMAIN_ERROR_TYPES = ['InvalidInput', 'TableNotFound', 'TableInTrash', 'TableExists', 'NameTaken', 'WrongState'] as const;
 

@@ -1,4 +1,4 @@
-import type { TableOp } from './operations';
+import { TABLE_OPERATIONS, type TableOp } from './operations';
 import type { TableState } from './states';
 import type { TableName } from './names';
 import type { TableRecord } from './table';
@@ -83,13 +83,10 @@ export interface ReconcileReport {
   deferred: number;
 }
 
-/** The operation that finishes a table left in each transitional state (it resumes from that state). */
-export const RESUMED_BY: Partial<Record<TableState, TableOp>> = {
-  CREATING: 'create',
-  TRASHING: 'trash',
-  RESTORING: 'undelete',
-  PURGING: 'purge',
-};
+/** The operation that finishes a table left in each transitional state (it resumes from that state), from the records. */
+export const RESUMED_BY: Partial<Record<TableState, TableOp>> = Object.fromEntries(
+  Object.values(TABLE_OPERATIONS).flatMap((op) => (op.resume ? [[op.resume.from, op.name]] : [])),
+);
 
 /** Where a table's sets belong in a settled state; null: nowhere (no set should exist). */
 const HOME_AREA: Partial<Record<TableState, SetOnDisk['area'] | null>> = {

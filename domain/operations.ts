@@ -1,9 +1,11 @@
 import { formatTableName, type TableName } from './names';
 import type { SearchAttributePair } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
+import type { ReconcileInput, TableKey } from './health';
+import type { TableState } from './states';
 
-/** The four operations; also the value of the `TableOp` search attribute. */
-export type TableOp = 'create' | 'trash' | 'undelete' | 'purge';
+/** The operations on a table; also the value of the `TableOp` search attribute. */
+export type TableOp = 'create' | 'trash' | 'undelete' | 'purge' | 'rename';
 
 /**
  * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
@@ -86,18 +88,18 @@ export interface PurgeInput extends OperationScope {
   droppedAt?: number;
 }
 
+export interface RenameInput extends OperationScope {
+  tableId: number;
+  /** The name the client resolved to `tableId`, when it was given a name: a table renamed since is refused. */
+  expectedName?: TableName;
+  newName: TableName;
+}
+
 /**
  * Workflow ids a person can read in the Temporal UI; one operation per table at a time. The catalog's identity
  * ends each one (`trash:42@1f0c9a2e`), so that two catalogs sharing a Temporal namespace never address each
  * other's workflows; runs started before catalogs had identities keep the bare form.
  */
-export const workflowIdFor = {
-  create: (table: TableName, catalogId?: string) => scoped(`create:${formatTableName(table)}`, catalogId),
-  trash: (tableId: number, catalogId?: string) => scoped(`trash:${tableId}`, catalogId),
-  undelete: (tableId: number, catalogId?: string) => scoped(`undelete:${tableId}`, catalogId),
-  purge: (tableId: number, catalogId?: string) => scoped(`purge:${tableId}`, catalogId),
-};
-
 function scoped(id: string, catalogId: string | undefined): string {
   return catalogId === undefined ? id : `${id}@${catalogId}`;
 }
@@ -108,8 +110,161 @@ export const lockFor = {
   table: (tableId: number) => `table:${tableId}`,
 };
 
+/** The table an operation's run is about, as far as the caller knows it: what its search attributes say. */
+export interface OperationTarget {
+  tableId?: number;
+  namespace?: string;
+  name?: string;
+}
+
+/** What the reconciler knows when it runs an operation again to finish a table left in a transitional state. */
+export interface ResumeContext {
+  catalogId?: string;
+  /** Names the reconcile pass, for the inputs that carry a request id (a trash's). */
+  requestId: string;
+  /** The retention the lost run asked for, if it asked one (a trash's). */
+  retentionSeconds?: number;
+}
+
+/**
+ * Everything one operation is, said once: the client, the command line, the reconciler, the doctor and the tests
+ * read it instead of restating it. `Name` is its name, `Subject` what its workflow id is made of (a name for a create, a table id
+ * for the others), `Input` its workflow's input.
+ */
+export interface OperationRecord<Name extends string, Subject, Input> {
+  /** The operation's name; for a table operation also the value of the `TableOp` search attribute. */
+  name: Name;
+  /** The workflow that runs it (the function's name in workflows/). */
+  workflowType: string;
+  /** Its workflow id: one run per subject at a time. */
+  workflowId(subject: Subject, catalogId?: string): string;
+  /** The locks its workflow takes, in the order it takes them (lockFor's resources). */
+  locks(input: Input): string[];
+  /**
+   * The transitional state a run of it leaves a table in if it stops half way, and how the reconciler runs it again
+   * from there (the same operation a user would run, resuming). Absent: it leaves no table half way.
+   */
+  resume?: {
+    from: TableState;
+    subject: (table: TableKey) => Subject;
+    input: (table: TableKey, context: ResumeContext) => Input;
+  };
+  /** How the client starts it on the task queue (the deployment's, TASK_QUEUE by default). */
+  start: {
+    /** USE_EXISTING: a second request joins the run going on; FAIL: it is refused while one runs. */
+    workflowIdConflictPolicy: 'USE_EXISTING' | 'FAIL';
+  };
+  /** The search attributes of its runs, so the UI answers "what happened to table 42" in one query. */
+  searchAttributes: (table: OperationTarget) => SearchAttributePair[];
+}
+
+/** A table operation's search attributes: the operation (`TableOp`) and what is known of its table. */
+function tableAttributes(op: TableOp): (table: OperationTarget) => SearchAttributePair[] {
+  return (table) => searchAttributesFor(op, table);
+}
+
+const byTableId = (table: TableKey) => table.id;
+
+const create: OperationRecord<'create', TableName, CreateInput> = {
+  name: 'create',
+  workflowType: 'createTable',
+  workflowId: (table, catalogId) => scoped(`create:${formatTableName(table)}`, catalogId),
+  // (Its first step, the prepare record, also takes the table's own lock: see the catalog's prepareCreate.)
+  locks: (input) => [lockFor.name(input)],
+  resume: {
+    from: 'CREATING',
+    subject: (table) => table,
+    input: (table, { catalogId }) => ({ namespace: table.namespace, name: table.name, shards: table.shards, catalogId }),
+  },
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('create'),
+};
+
+const trash: OperationRecord<'trash', number, TrashInput> = {
+  name: 'trash',
+  workflowType: 'trashTable',
+  workflowId: (tableId, catalogId) => scoped(`trash:${tableId}`, catalogId),
+  locks: (input) => [lockFor.table(input.tableId)],
+  resume: {
+    from: 'TRASHING',
+    subject: byTableId,
+    input: (table, { catalogId, requestId, retentionSeconds }) => ({ tableId: table.id, catalogId, requestId, retentionSeconds }),
+  },
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('trash'),
+};
+
+const undelete: OperationRecord<'undelete', number, UndeleteInput> = {
+  name: 'undelete',
+  workflowType: 'undeleteTable',
+  workflowId: (tableId, catalogId) => scoped(`undelete:${tableId}`, catalogId),
+  locks: (input) => [lockFor.table(input.tableId)],
+  resume: { from: 'RESTORING', subject: byTableId, input: (table, { catalogId }) => ({ tableId: table.id, catalogId }) },
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('undelete'),
+};
+
+const purge: OperationRecord<'purge', number, PurgeInput> = {
+  name: 'purge',
+  workflowType: 'purgeTable',
+  workflowId: (tableId, catalogId) => scoped(`purge:${tableId}`, catalogId),
+  locks: (input) => [lockFor.table(input.tableId)],
+  resume: {
+    from: 'PURGING',
+    subject: byTableId,
+    input: (table, { catalogId }) => ({ tableId: table.id, catalogId, trigger: 'manual' }),
+  },
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('purge'),
+};
+
+const rename: OperationRecord<'rename', number, RenameInput> = {
+  name: 'rename',
+  workflowType: 'renameTable',
+  workflowId: (tableId, catalogId) => scoped(`rename:${tableId}`, catalogId),
+  // The new name's lock too: a create of that name waits for the rename instead of racing it.
+  locks: (input) => [lockFor.table(input.tableId), lockFor.name(input.newName)],
+  // One compare-and-set (READY to READY under the new name): no table is ever left half renamed.
+  // FAIL: a second rename of the table while one runs must not be handed the first one's answer.
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('rename'),
+};
+
+/** Which reconcile run: the schedule's pass (repairs), or a doctor's (reports only, one per request). */
+export type ReconcileRun = { mode: 'repair' } | { mode: 'report'; requestId: string };
+
+const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
+  name: 'reconcile',
+  workflowType: 'reconcileTables',
+  // The schedule's passes share one id (the schedule skips a pass while one runs); each doctor has its own.
+  workflowId: (run, catalogId) => (run.mode === 'repair' ? scoped('reconcile', catalogId) : `doctor@${catalogId}-${run.requestId}`),
+  // A pass takes a table's lock only to collect an orphan set of it, one at a time.
+  locks: () => [],
+  // (The schedule's action has no conflict policy: it skips a pass while one runs. A doctor's id is its own.)
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  // Not a table operation: its runs carry no table's attributes.
+  searchAttributes: () => [],
+};
+
+/** The operations on a table, by name (their TableOp); each name is its record's `name`. */
+export const TABLE_OPERATIONS = { create, trash, undelete, purge, rename } as const satisfies {
+  [Op in TableOp]: { name: Op };
+};
+
+/** Every operation, the reconciler's pass included. */
+export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile } as const;
+
+/** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
+export const workflowIdFor = {
+  create: (table: TableName, catalogId?: string) => create.workflowId(table, catalogId),
+  trash: (tableId: number, catalogId?: string) => trash.workflowId(tableId, catalogId),
+  undelete: (tableId: number, catalogId?: string) => undelete.workflowId(tableId, catalogId),
+  purge: (tableId: number, catalogId?: string) => purge.workflowId(tableId, catalogId),
+  rename: (tableId: number, catalogId?: string) => rename.workflowId(tableId, catalogId),
+};
+
 /** The search attributes of one operation's run, so the UI answers "what happened to table 42" in one query. */
-export function searchAttributesFor(op: TableOp, table: { tableId?: number; namespace?: string; name?: string }): SearchAttributePair[] {
+export function searchAttributesFor(op: TableOp, table: OperationTarget): SearchAttributePair[] {
   const pairs: SearchAttributePair[] = [{ key: SEARCH_ATTRIBUTES.tableOp, value: op }];
   if (table.tableId !== undefined) pairs.push({ key: SEARCH_ATTRIBUTES.tableId, value: table.tableId });
   if (table.namespace !== undefined) pairs.push({ key: SEARCH_ATTRIBUTES.tableNamespace, value: table.namespace });
@@ -131,3 +286,20 @@ export function storageQueue(taskQueue: string, node: string): string {
  * where it waits for a worker that serves the node again (once an operator has cleared its quarantine).
  */
 export const STORAGE_STOPPED_HERE = 'StorageStoppedHere';
+
+/** Any operation's record, read where only what is common to them all matters (the reconciler, the tests). */
+export type AnyOperation = OperationRecord<string, unknown, unknown>;
+
+/** How the reconciler runs `op` again for `table`, left in `op.resume.from`; undefined if `op` leaves no table half way. */
+export function resumption(
+  op: AnyOperation,
+  table: TableKey,
+  context: ResumeContext,
+): { workflowType: string; workflowId: string; input: unknown } | undefined {
+  if (!op.resume) return undefined;
+  return {
+    workflowType: op.workflowType,
+    workflowId: op.workflowId(op.resume.subject(table), context.catalogId),
+    input: op.resume.input(table, context),
+  };
+}

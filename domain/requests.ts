@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
+import type { TableOp } from './operations';
 import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
@@ -86,6 +87,24 @@ export const undeleteRequestSchema = z.strictObject({
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
 
+export const renameRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: a live table. */
+  table: tableRefSchema,
+  newName: tableNameSchema,
+});
+
+/**
+ * Each table operation's request schema, linked to its record (OPERATIONS in domain/operations.ts) by the operation's
+ * name. Kept apart from the records because workflow code imports those, and must not load the validation library.
+ */
+export const OPERATION_REQUESTS = {
+  create: createRequestSchema,
+  trash: trashRequestSchema,
+  undelete: undeleteRequestSchema,
+  purge: purgeRequestSchema,
+  rename: renameRequestSchema,
+} as const satisfies Record<TableOp, z.ZodType>;
+
 /** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
 export const listRequestSchema = z.strictObject({
   includeTrashed: z.boolean().default(false),
@@ -108,6 +127,7 @@ export type CreateRequest = z.input<typeof createRequestSchema>;
 export type TrashRequest = z.input<typeof trashRequestSchema>;
 export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
 export type PurgeRequest = z.input<typeof purgeRequestSchema>;
+export type RenameRequest = z.input<typeof renameRequestSchema>;
 export type ListRequest = z.input<typeof listRequestSchema>;
 export type DescribeRequest = z.input<typeof describeRequestSchema>;
 

@@ -14,7 +14,8 @@ export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 
 export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = {
   CREATING: ['READY', 'CREATE_FAILED'],
   CREATE_FAILED: ['CREATING'],
-  READY: ['TRASHING'],
+  // READY to READY: a rename, the one move that changes the name and nothing else.
+  READY: ['TRASHING', 'READY'],
   TRASHING: ['TRASHED', 'READY'],
   TRASHED: ['RESTORING', 'PURGING'],
   RESTORING: ['READY', 'TRASHED'],

@@ -1,15 +1,7 @@
-import type { ShardPlacement } from '../domain/table';
+import type { ShardArea, ShardRef, StorageArea } from '../domain/contracts';
 
-/** Where a shard's set of files currently is. */
-export type ShardArea = 'live' | 'trash';
-
-/** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
-export type StorageArea = ShardArea | 'garbage';
-
-/** Identifies one shard of one table on one storage node. Physical names derive from the id only. */
-export interface ShardRef extends ShardPlacement {
-  tableId: number;
-}
+// How a shard is addressed and changed is a contract between workflows, activities and storage (domain/contracts.ts).
+export type { ShardArea, ShardChange, ShardRef, StorageArea } from '../domain/contracts';
 
 export interface ShardReport {
   tableId: number;
@@ -62,11 +54,6 @@ export function checkWatch(watch: Watch | undefined): void {
     throw watch.signal.reason instanceof Error ? watch.signal.reason : new Error('storage change stopped by its caller');
   watch.beat?.();
 }
-
-/** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */
-export type ShardChange =
-  | { method: 'createShard' | 'dropShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' }
-  | { method: 'moveShard'; from: ShardArea; to: ShardArea };
 
 /**
  * Owns the bytes. Every method is idempotent: running it again after it succeeded, or after a crash half

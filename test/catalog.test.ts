@@ -191,6 +191,29 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     );
   });
 
+  test('a rename is a move from READY to READY: the name changes, a taken one is NameTaken, the same one is made', async () => {
+    const table = await readyTable('t');
+    const taken = await readyTable('u');
+    const rename = await locked(`table:${table.id}`, owner('rename:1'));
+    const move = (name: string, now: number) =>
+      catalog.transition({ tableId: table.id, from: ['READY'], to: 'READY', owner: rename, now, rename: { namespace: 'ns2', name } });
+    await expect(
+      catalog.transition({
+        tableId: table.id,
+        from: ['READY'],
+        to: 'READY',
+        owner: rename,
+        now: 3,
+        rename: { namespace: taken.namespace, name: taken.name },
+      }),
+    ).rejects.toMatchObject({ type: 'NameTaken' });
+    const renamed = await move('t2', 4);
+    expect(renamed).toMatchObject({ id: table.id, state: 'READY', namespace: 'ns2', name: 't2', placement: table.placement });
+    expect(await move('t2', 5)).toEqual(renamed);
+    expect(await catalog.findByName({ namespace: table.namespace, name: table.name })).toBeUndefined();
+    expect((await catalog.findByName({ namespace: 'ns2', name: 't2' }))?.id).toBe(table.id);
+  });
+
   test('a state change that expects another name is refused and changes nothing', async () => {
     const table = await readyTable('t');
     const trash = await locked(`table:${table.id}`, owner('trash:1'));

@@ -6,7 +6,7 @@ import { DEFAULT_STORAGE_RETRY_ATTEMPTS, MAX_RETENTION_SECONDS, MIN_RETENTION_SE
 import { parseRequest, trashRequestSchema } from '../domain/requests';
 import { assertNodesHoldAllShards, shardsBeyond } from '../storage/nodes';
 import { loadConfig, statePaths } from '../worker/config';
-import { runCli } from './support/cli';
+import { runCli, runCliInProcess } from './support/cli';
 
 /*
  * The worker's configuration is strict: a number that is empty or malformed is an error naming the variable
@@ -183,9 +183,9 @@ describe('storage nodes beyond the configured count', () => {
   });
 
   test('a malformed number makes `tablefate worker` fail naming the variable, before doing anything', async () => {
-    const result = await runCli(['worker'], {
+    // (In-process: the configuration is refused before any worker code loads.)
+    const result = await runCliInProcess(['worker'], {
       env: { ...process.env, TABLEFATE_HOME: root, TEMPORAL_ADDRESS: '127.0.0.1:9', TABLEFATE_DEFAULT_RETENTION_SECONDS: '' },
-      timeoutMs: 30_000,
     });
     expect(result.code).not.toBe(0);
     expect(result.stderrLines).toEqual([

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Harness, workflowBundle } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
-import { trashTimerQuery } from '../workflows/definitions';
+import { trashTimerQuery } from '../domain/contracts';
 import type { trashTable } from '../workflows';
 
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:

@@ -6,7 +6,7 @@ import { releasedWorkflows } from './support/released-workflows';
 import { waitFor } from './support/wait';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIdFor } from '../domain/operations';
-import type { TrashTimerState } from '../workflows/definitions';
+import type { TrashTimerState } from '../domain/contracts';
 import type { trashTable } from '../workflows';
 
 /** A harness whose worker runs release `tag`'s frozen code until `deploy` swaps it for today's (each test its own). */

@@ -10,7 +10,7 @@ import { lockFor, workflowIdFor } from '../domain/operations';
 import type { Finding, ReconcileReport } from '../domain/health';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { ShardRef } from '../storage/driver';
-import { trashTimerQuery, type TrashTimerState } from '../workflows/definitions';
+import { trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import type { trashTable } from '../workflows';
 import { ensureReconcileSchedule, reconcileScheduleId } from '../worker/reconcile-schedule';
 

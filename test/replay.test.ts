@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { workflowBundle } from './support/harness';
+import { OPERATIONS } from '../domain/operations';
 
 // Histories recorded from earlier versions of the workflows (test/support/record-histories.ts) stand for runs
 // in the field, such as a trash timer that has days to go. Today's workflow code must replay every one of them
@@ -14,9 +15,21 @@ interface HistoryJson {
 }
 const readHistory = (file: string) => JSON.parse(fs.readFileSync(path.join(DIR, file), 'utf8')) as HistoryJson;
 
+/**
+ * Workflows whose first histories the next recording adds (`npm run record-histories -- <tag>`, after the merge that
+ * brings them): empty this list in the same commit as those histories.
+ */
+const AWAITING_FIRST_RECORDING: readonly string[] = ['renameTable'];
+
 test('there are recorded histories of every workflow type', () => {
   const types = new Set(files.map((f) => readHistory(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
-  expect([...types].sort()).toEqual(['createTable', 'purgeTable', 'reconcileTables', 'trashTable', 'undeleteTable']);
+  // Every operation's workflow, as the records list them.
+  expect([...types].sort()).toEqual(
+    Object.values(OPERATIONS)
+      .map((op) => op.workflowType)
+      .filter((type) => !AWAITING_FIRST_RECORDING.includes(type))
+      .sort(),
+  );
 });
 
 test.each(files)('%s replays with the current workflow code', async (file) => {

@@ -9,7 +9,7 @@ import type { RenameOps } from '../storage/rename-set';
 import type { createTable } from '../workflows';
 import { Harness } from './support/harness';
 import { BreakingRenames } from './support/rename-gate';
-import { runCli } from './support/cli';
+import { runCli, runCliInProcess } from './support/cli';
 import { setFiles, writeSet } from './support/sets-on-disk';
 import { testServerAddress } from './support/test-server';
 import { failureOf, sleep, waitFor } from './support/wait';
@@ -190,15 +190,16 @@ describe('tablefate storage-node refuses what it cannot serve', () => {
   const env = () => ({ ...process.env, TABLEFATE_HOME: home, TEMPORAL_ADDRESS: testServerAddress(), TABLEFATE_STORAGE_NODES: '3' });
 
   test('a node beyond TABLEFATE_STORAGE_NODES, or no --dir, is a usage error (exit 2) that starts nothing', async () => {
-    const beyond = await runCli(['storage-node', 'node-3', '--dir', home], { env: env() });
+    // (In-process: each is refused before a worker starts.)
+    const beyond = await runCliInProcess(['storage-node', 'node-3', '--dir', home], { env: env() });
     expect(beyond.code).toBe(2);
     expect(beyond.stderr).toContain(
       'storage node "node-3" is not one of the 3 configured (TABLEFATE_STORAGE_NODES=3: node-0, node-1, node-2)',
     );
-    const noDir = await runCli(['storage-node', 'node-0'], { env: env() });
+    const noDir = await runCliInProcess(['storage-node', 'node-0'], { env: env() });
     expect(noDir.code).toBe(2);
     expect(noDir.stderr).toContain('--dir <path> is required');
-    const badMode = await runCli(['worker', '--storage', 'nfs'], { env: env() });
+    const badMode = await runCliInProcess(['worker', '--storage', 'nfs'], { env: env() });
     expect(badMode.code).toBe(2);
     expect(badMode.stderr).toContain('--storage is local or remote, got "nfs"');
     expect(fs.readdirSync(home)).toEqual([]);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { loadClientConfig } from '../client/config';
+import { loadClientConfig } from '../config/client';
 import { InvalidInputError } from '../domain/errors';
 import { CliProcess, runCli } from './support/cli';
 import { ensureNamespace, startCliWorker } from './support/cli-worker';

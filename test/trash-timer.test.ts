@@ -7,7 +7,7 @@ import { RenameGate } from './support/rename-gate';
 import { cancelHeard } from './support/runs';
 import { DevServer } from '../worker/dev-server';
 import { workflowIdFor } from '../domain/operations';
-import { trashTimerQuery } from '../workflows/definitions';
+import { trashTimerQuery } from '../domain/contracts';
 import { WorkflowNotFoundError } from '@temporalio/client';
 
 const purgedIn = (h: Harness, tableId: number) =>

@@ -164,7 +164,7 @@ describe("the SDK's configuration", () => {
   test('the command line loads the Temporal worker only for the commands that run one', () => {
     const root = path.resolve(__dirname, '..');
     const script =
-      "require('./client/cli/main'); const files = Object.keys(require.cache);" +
+      "require('./cli/main'); const files = Object.keys(require.cache);" +
       "console.log(JSON.stringify({ ours: files.includes(require.resolve('./worker/main')), sdk: files.some((f) => f.includes('/@temporalio/worker/')) }))";
     const loaded = JSON.parse(execFileSync(process.execPath, ['-r', 'tsx/cjs', '-e', script], { cwd: root, encoding: 'utf8' })) as unknown;
     expect(loaded).toEqual({ ours: false, sdk: false });

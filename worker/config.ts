@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
-import type { ClientConfig } from '../client/config';
+import type { ClientConfig } from '../config/client';
 import { catalogPath, parseEnv } from '../domain/deployment';
-import { clientConfigOf, clientEnvSchema } from '../client/config';
+import { clientConfigOf, clientEnvSchema } from '../config/client';
 import {
   DEFAULT_RETENTION_SECONDS,
   DEFAULT_STORAGE_RETRY_ATTEMPTS,

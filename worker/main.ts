@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import type { TemporalSecurity } from '../client/connection';
+import type { TemporalSecurity } from '../config/connection';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } from '../catalog/open';
 import type { Catalog } from '../catalog/catalog';

@@ -6,6 +6,7 @@ import {
   type ScheduleOptionsStartWorkflowAction,
 } from '@temporalio/client';
 import type { ReconcileInput } from '../domain/health';
+import { OPERATIONS } from '../domain/operations';
 import type { reconcileTables } from '../workflows';
 
 /** The reconciler's schedule, one per catalog (like every workflow id): `tablefate-reconcile@<catalog>`. */
@@ -31,8 +32,8 @@ export async function ensureReconcileSchedule(client: Client, opts: ReconcileSch
   const input: ReconcileInput = { catalogId: opts.catalogId, mode: 'repair' };
   const action: ScheduleOptionsStartWorkflowAction<typeof reconcileTables> = {
     type: 'startWorkflow',
-    workflowType: 'reconcileTables',
-    workflowId: `reconcile@${opts.catalogId}`,
+    workflowType: OPERATIONS.reconcile.workflowType,
+    workflowId: OPERATIONS.reconcile.workflowId({ mode: 'repair' }, opts.catalogId),
     taskQueue: opts.taskQueue,
     args: [input],
   };

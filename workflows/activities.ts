@@ -9,9 +9,9 @@ import {
 } from '@temporalio/workflow';
 import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
-import type { Activities, CallScope } from '../activities';
+import type { Activities } from '../activities';
 import type { TableRecord } from '../domain/table';
-import type { ShardChange, ShardRef } from '../storage/driver';
+import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;

@@ -4,3 +4,4 @@ export { trashTable } from './trash';
 export { undeleteTable } from './undelete';
 export { purgeTable } from './purge';
 export { reconcileTables } from './reconcile';
+export { renameTable } from './rename';

@@ -3,7 +3,7 @@ import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { endTimerSignal } from './definitions';
+import { endTimerSignal } from '../domain/contracts';
 import { withLock, type Waiting } from './lock';
 import { asFailure, finished, forwardOnly, runSteps } from './steps';
 

@@ -1,14 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { log, patched, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
 import { describeFinding, type Finding, type ReconcileInput, type ReconcileReport } from '../domain/health';
-import { lockFor, searchAttributesFor, storageQueue, workflowIdFor, type TableOp } from '../domain/operations';
+import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from '../domain/operations';
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
 import { operationCalls, storageOn, STORAGE_ON_NODE_QUEUES, type OperationCalls } from './activities';
-import { createTable } from './create';
-import { purgeTable } from './purge';
-import { trashTable } from './trash';
-import { undeleteTable } from './undelete';
+import type { trashTable } from './trash';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
 
@@ -116,56 +113,34 @@ async function repair(
     }
     case 'missing-timer': {
       const { table } = finding;
-      return start('trash', table, () =>
-        startChild(trashTable, {
-          workflowId: workflowIdFor.trash(table.id, catalogId),
+      const trash = OPERATIONS.trash;
+      return start(trash.name, table, () =>
+        startChild<typeof trashTable>(trash.workflowType, {
+          workflowId: trash.workflowId(table.id, catalogId),
           args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, rearm: { droppedAt: finding.droppedAt } }],
-          typedSearchAttributes: searchAttributesFor('trash', { tableId: table.id, namespace: table.namespace, name: table.name }),
+          typedSearchAttributes: trash.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
           parentClosePolicy: 'ABANDON',
         }),
       );
     }
     case 'stuck': {
+      // The operation that left the table half way, run again as its record says: it resumes from that state.
       const { table } = finding;
-      const attributes = searchAttributesFor(finding.resume, { tableId: table.id, namespace: table.namespace, name: table.name });
-      const common = { typedSearchAttributes: attributes, parentClosePolicy: 'ABANDON' as const };
-      switch (finding.resume) {
-        case 'create':
-          return start('create', table, () =>
-            startChild(createTable, {
-              ...common,
-              workflowId: workflowIdFor.create(table, catalogId),
-              args: [{ namespace: table.namespace, name: table.name, shards: table.shards, catalogId }],
-            }),
-          );
-        case 'trash':
-          return start('trash', table, () =>
-            startChild(trashTable, {
-              ...common,
-              workflowId: workflowIdFor.trash(table.id, catalogId),
-              args: [
-                { tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, retentionSeconds: retentionOf[table.id] },
-              ],
-            }),
-          );
-        case 'undelete':
-          return start('undelete', table, () =>
-            startChild(undeleteTable, {
-              ...common,
-              workflowId: workflowIdFor.undelete(table.id, catalogId),
-              args: [{ tableId: table.id, catalogId }],
-            }),
-          );
-        case 'purge':
-          return start('purge', table, () =>
-            startChild(purgeTable, {
-              ...common,
-              workflowId: workflowIdFor.purge(table.id, catalogId),
-              args: [{ tableId: table.id, catalogId, trigger: 'manual' }],
-            }),
-          );
-      }
-      return undefined;
+      const op = TABLE_OPERATIONS[finding.resume];
+      const again = resumption(op, table, {
+        catalogId,
+        requestId: `reconcile:${workflowInfo().runId}`,
+        retentionSeconds: retentionOf[table.id],
+      });
+      if (!again) return undefined;
+      return start(op.name, table, () =>
+        startChild(again.workflowType, {
+          typedSearchAttributes: op.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
+          parentClosePolicy: 'ABANDON',
+          workflowId: again.workflowId,
+          args: [again.input],
+        }),
+      );
     }
     case 'orphan': {
       if (!finding.collectable) return undefined;
@@ -185,7 +160,7 @@ async function repair(
 }
 
 /** Starts the operation that finishes a table; one already running under that id is finishing it. */
-async function start(op: TableOp, table: { id: number }, startIt: () => Promise<unknown>): Promise<string> {
+async function start(op: string, table: { id: number }, startIt: () => Promise<unknown>): Promise<string> {
   try {
     await startIt();
     return `started ${op} of table ${table.id}`;

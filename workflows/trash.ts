@@ -27,7 +27,7 @@ import {
 } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from './definitions';
+import { endTimerSignal, trashedUpdate, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { withLock } from './lock';
 import { runSteps } from './steps';
 import { purgeSteps, purgeTable } from './purge';

@@ -1,6 +1,6 @@
 import { setHandler } from '@temporalio/workflow';
 import { lockFor, type UndeleteInput } from '../domain/operations';
-import { recallProgressQuery, type RecallProgress } from './definitions';
+import { recallProgressQuery, type RecallProgress } from '../domain/contracts';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls } from './activities';

@@ -1,6 +1,7 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type { Catalog, LockHolder } from '../../catalog/catalog';
+import { RESUMED_BY } from '../../domain/health';
 import type { TableState } from '../../domain/states';
 import type { TableRecord } from '../../domain/table';
 
@@ -9,7 +10,8 @@ import type { TableRecord } from '../../domain/table';
  * the workflows the Temporal server says are running. Read-only.
  */
 
-export const TRANSITIONAL_STATES: readonly TableState[] = ['CREATING', 'TRASHING', 'RESTORING', 'PURGING'];
+/** The states an operation leaves a table in while it runs: those the operations' records resume from. */
+export const TRANSITIONAL_STATES = Object.keys(RESUMED_BY) as readonly TableState[];
 
 // The search attributes every operation carries (README, "In the Temporal web UI"); declared here by name so
 // the run depends on the documented contract, not on how the product defines them.

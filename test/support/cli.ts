@@ -65,6 +65,34 @@ export function runCli(args: readonly string[], opts: CliOptions): Promise<CliRe
   });
 }
 
+/**
+ * Runs one command in this process, through the same entry point as bin/tablefate.js (cli/main.ts's `main`), with
+ * its own environment and output: what a person sees of it, without the cost of a Node process. For input that is
+ * refused before anything starts; the wiring of a real process (exit code, streams) is what runCli tests.
+ */
+export async function runCliInProcess(args: readonly string[], opts: Pick<CliOptions, 'env'>): Promise<CliResult> {
+  const started = Date.now();
+  let stdout = '';
+  let stderr = '';
+  // Loaded on first use: the files that only spawn the command line do not pay for the SDK and the catalog.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { main } = require('../../cli/main') as typeof import('../../cli/main');
+  const code = await main([...args], {
+    env: opts.env,
+    out: (text) => (stdout += `${text}\n`),
+    err: (text) => (stderr += `${text}\n`),
+    errIsTTY: false,
+  });
+  return { args, code, signal: null, stdout, stderr, stderrLines: lines(stderr), ms: Date.now() - started };
+}
+
+/** Runs commands in this process, one after another; results in order. */
+export async function runCliAllInProcess(argsList: ReadonlyArray<readonly string[]>, opts: Pick<CliOptions, 'env'>): Promise<CliResult[]> {
+  const results: CliResult[] = [];
+  for (const args of argsList) results.push(await runCliInProcess(args, opts));
+  return results;
+}
+
 /** Runs commands, at most `concurrency` at a time (each is a Node process: mind the cores); results in order. */
 export async function runCliAll(argsList: ReadonlyArray<readonly string[]>, opts: CliOptions, concurrency = 4): Promise<CliResult[]> {
   const results: CliResult[] = new Array<CliResult>(argsList.length);

@@ -13,7 +13,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import { workflowIdFor } from '../../domain/operations';
+import { OPERATIONS, workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
 import { BreakingRenames, RenameGate } from './rename-gate';
 import { cancelHeard } from './runs';
@@ -21,7 +21,8 @@ import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
 import { writeSet } from './sets-on-disk';
 
-const OUT = path.resolve(__dirname, '../histories');
+// (TABLEFATE_HISTORIES_DIR: record into another directory, to try a new scenario without touching test/histories.)
+const OUT = process.env.TABLEFATE_HISTORIES_DIR ?? path.resolve(__dirname, '../histories');
 
 async function main(): Promise<void> {
   const tag = process.argv[2];
@@ -214,7 +215,7 @@ async function main(): Promise<void> {
     await h.client.trash({ table: 'rec.rearmed', retentionSeconds: 2 });
     await h.temporal.workflow.getHandle(workflowIdFor.trash(rearmed.id, h.catalog.id)).terminate('recording: a lost trash run');
     const reconcileId = `reconcile@${h.catalog.id}-recording`;
-    await h.temporal.workflow.execute('reconcileTables', {
+    await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
       workflowId: reconcileId,
       taskQueue: h.taskQueue,
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
@@ -248,7 +249,7 @@ async function main(): Promise<void> {
     await writeSet(path.join(h.home, 'storage'), { tableId: resumed2.id + 500, shard: 0, node: 'node-0' }, 'live');
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const repairsId = `reconcile@${h.catalog.id}-recording-repairs`;
-    await h.temporal.workflow.execute('reconcileTables', {
+    await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
       workflowId: repairsId,
       taskQueue: h.taskQueue,
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
@@ -278,6 +279,25 @@ async function main(): Promise<void> {
     await h.client.purge({ tableId: ended.id });
     await endedTrash;
     await save('trash-ended-before-armed', workflowIdFor.trash(ended.id, h.catalog.id));
+
+    // (since v9) a rename: one compare-and-set under the table's lock and the new name's; then one refused, the name
+    // taken; then one that waits for a busy table, continues as new, and renames
+    const named = await h.client.create({ table: 'rec.named', shards: 2 });
+    await h.client.rename({ table: 'rec.named', newName: 'rec.renamed' });
+    await save('rename', workflowIdFor.rename(named.id, h.catalog.id));
+    await h.client.create({ table: 'rec.taken', shards: 1 });
+    await h.client.rename({ table: named.id, newName: 'rec.taken' }).catch(() => undefined);
+    await save('rename-name-taken', workflowIdFor.rename(named.id, h.catalog.id));
+    const waited = await h.client.create({ table: 'rec.waited', shards: 1 });
+    await h.catalog.acquireLock(`table:${waited.id}`, holder, Date.now(), () => Promise.resolve(false));
+    const renaming = h.client.rename({ table: 'rec.waited', newName: 'rec.waited_renamed' });
+    const renameId = workflowIdFor.rename(waited.id, h.catalog.id);
+    const firstRenameRun = await firstRunOf(renameId);
+    await continuedFrom(renameId, firstRenameRun);
+    await save('rename-lock-wait-continued', renameId, firstRenameRun);
+    await h.catalog.releaseLocks(holder);
+    await renaming;
+    await save('rename-after-lock-wait', renameId);
 
     // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
     // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once

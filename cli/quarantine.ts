@@ -1,9 +1,9 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { statePaths, type Config } from '../../worker/config';
-import type { QuarantineMarker } from '../../storage/errors';
-import { existingNodes, nodeName } from '../../storage/nodes';
-import { clearQuarantine, listQuarantined, readQuarantine } from '../../storage/quarantine';
+import { statePaths, type Config } from '../worker/config';
+import type { QuarantineMarker } from '../storage/errors';
+import { existingNodes, nodeName } from '../storage/nodes';
+import { clearQuarantine, listQuarantined, readQuarantine } from '../storage/quarantine';
 
 /**
  * `tablefate quarantine [--json]`: the storage nodes a fatal error has quarantined, with why and since when.

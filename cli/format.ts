@@ -1,5 +1,5 @@
-import type { TableInfo } from '../../domain/table';
-import { describeFinding, type ReconcileReport } from '../../domain/health';
+import type { TableInfo } from '../domain/table';
+import { describeFinding, type ReconcileReport } from '../domain/health';
 
 const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
   ['ID', (t) => String(t.id)],

@@ -1,21 +1,21 @@
 import { parseArgs } from 'node:util';
-import { loadClientConfig } from '../config';
-import { loadConfig } from '../../worker/config';
+import { loadClientConfig } from '../config/client';
+import { loadConfig } from '../worker/config';
 import { quarantineCommand } from './quarantine';
-import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../../domain/errors';
-import type { TableInfo } from '../../domain/table';
-import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client';
-import { applicationFailureOf } from '../errors';
+import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../domain/errors';
+import type { TableInfo } from '../domain/table';
+import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client/client';
+import { applicationFailureOf } from '../client/errors';
 import { formatHealth, formatTable, formatTableList } from './format';
 
 /**
  * The commands that run a worker (`dev`, `worker`, `storage-node`), loaded only when one of them runs: the SDK's
  * worker and its native core would cost every table command some 0.3 to 0.6 s more to start.
  */
-function workerCommands(): typeof import('../../worker/main') {
+function workerCommands(): typeof import('../worker/main') {
   // A require, not import(): the command line runs through tsx's CommonJS hook, which import() bypasses.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('../../worker/main') as typeof import('../../worker/main');
+  return require('../worker/main') as typeof import('../worker/main');
 }
 
 const USAGE = `usage: tablefate <command> [options]
@@ -31,6 +31,7 @@ const USAGE = `usage: tablefate <command> [options]
                                               move a table to the trash (default retention 7 days)
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
   purge <id>                                  delete a trashed table now
+  rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)
   ls [-a|--all] [--limit N] [--after ID]      live tables by id; -a adds trashed ones; a page of N after ID
   describe <id|ns.name>                       one table (by id: any, tombstones included)
   quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
@@ -82,9 +83,14 @@ export function exitCodeOf(err: unknown): number {
   return 1;
 }
 
-interface Io {
+/** Where a command reads its environment and writes its output: the process's, unless a caller (a test) gives its own. */
+export interface CliIo {
+  env: NodeJS.ProcessEnv;
+  /** One line (or block) of output; the newline is the writer's. */
   out: (text: string) => void;
   err: (text: string) => void;
+  /** Whether stderr is a terminal a person watches (recall's progress goes there). */
+  errIsTTY: boolean;
 }
 
 const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
@@ -118,8 +124,13 @@ function positionals(args: string[], count: { min: number; max: number }, comman
   return args;
 }
 
-/** Runs one command; returns the process exit code. */
-export async function main(argv: string[], io: Io = defaultIo): Promise<number> {
+/**
+ * Runs one command and returns its exit code: bin/tablefate.js calls it with the process's arguments, environment and
+ * streams; a test can call it in-process with its own (`io`), and sees exactly what a person would.
+ */
+export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<number> {
+  const io: CliIo = { ...processIo(), ...given };
+  const { env } = io;
   const [command, ...rest] = argv;
   let json = rest.includes('--json');
   try {
@@ -154,7 +165,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
       else io.out(Array.isArray(result) ? formatTableList(result) : formatTable(result));
     };
     const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
-      const client = await TableFateClient.connect(loadClientConfig());
+      const client = await TableFateClient.connect(loadClientConfig(env));
       try {
         return await fn(client);
       } finally {
@@ -174,7 +185,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
             const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
             // The worker's configuration only for the worker's commands: a variable only workers read never
             // stops a table command.
-            exitCode = await workerCommands().devCommand(loadConfig(), { headless: v.headless === true, port, uiPort }, io.out);
+            exitCode = await workerCommands().devCommand(loadConfig(env), { headless: v.headless === true, port, uiPort }, io.out);
           },
         );
         return exitCode;
@@ -185,7 +196,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
           const mode = v.storage ?? 'local';
           if (mode !== 'local' && mode !== 'remote')
             throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
-          exitCode = await workerCommands().workerCommand(loadConfig(), mode);
+          exitCode = await workerCommands().workerCommand(loadConfig(env), mode);
         });
         return exitCode;
       }
@@ -194,12 +205,12 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         await run({ dir: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
           if (typeof v.dir !== 'string' || v.dir === '')
             throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
-          exitCode = await workerCommands().storageNodeCommand(loadConfig(), node!, v.dir);
+          exitCode = await workerCommands().storageNodeCommand(loadConfig(env), node!, v.dir);
         });
         return exitCode;
       }
       case 'quarantine':
-        return await quarantineCommand(rest, loadConfig(), io);
+        return await quarantineCommand(rest, loadConfig(env), io);
       case 'doctor': {
         let healthy = true;
         await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {
@@ -234,9 +245,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
             c.undelete(
               { table: table!, newName },
               // Progress for a person watching; scripts (no terminal, or --json) get only the result.
-              process.stderr.isTTY && !json
-                ? { ...opts, onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) }
-                : opts,
+              io.errIsTTY && !json ? { ...opts, onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) } : opts,
             ),
           );
         });
@@ -245,6 +254,12 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
         await run(TIMEOUT, { min: 1, max: 1 }, (v, [id]) => {
           const opts = timeoutOption(v);
           return withClient((c) => c.purge({ tableId: id! }, opts));
+        });
+        return 0;
+      case 'rename':
+        await run(TIMEOUT, { min: 2, max: 2 }, (v, [table, newName]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.rename({ table: table!, newName: newName! }, opts));
         });
         return 0;
       case 'ls':
@@ -283,7 +298,7 @@ export async function main(argv: string[], io: Io = defaultIo): Promise<number> 
     const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message : '';
     // (The SDK's own calls say so themselves, as ServerUnreachable: this is for anything that slipped by.)
     if (!(err instanceof TableFateError) && /failed to connect|UNAVAILABLE|ECONNREFUSED/i.test(`${message} ${cause}`)) {
-      const address = process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+      const address = env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
       message = `cannot reach the Temporal server at ${address} (${message}); is \`tablefate dev\` running?`;
     }
     const kind = err instanceof TableFateError ? err.type : err instanceof UsageError ? 'Usage' : 'Error';
@@ -301,7 +316,9 @@ function portArg(value: string | undefined, fallback: number, flag: string): num
   return port;
 }
 
-const defaultIo: Io = {
+const processIo = (): CliIo => ({
+  env: process.env,
   out: (text) => process.stdout.write(`${text}\n`),
   err: (text) => process.stderr.write(`${text}\n`),
-};
+  errIsTTY: process.stderr.isTTY === true,
+});

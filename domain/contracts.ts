@@ -1,0 +1,62 @@
+/**
+ * The contracts between the parts of tablefate, in one pure module: what a client says to a running workflow
+ * (updates, signals, queries), what a workflow asks of the activities (the call scope, the shard change), and
+ * how a shard is addressed. Workflows, activities, storage and the SDK all import them from here, so that no
+ * part needs another's code to speak to it.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ShardPlacement, TableInfo } from './table';
+
+/**
+ * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
+ * the call's place in the run (`step`), under which the catalog journals its outcome.
+ */
+export interface CallScope {
+  catalogId?: string;
+  step?: string;
+}
+
+/** Where a shard's set of files currently is. */
+export type ShardArea = 'live' | 'trash';
+
+/** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
+export type StorageArea = ShardArea | 'garbage';
+
+/** Identifies one shard of one table on one storage node. Physical names derive from the id only. */
+export interface ShardRef extends ShardPlacement {
+  tableId: number;
+}
+
+/** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */
+export type ShardChange =
+  | { method: 'createShard' | 'dropShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' }
+  | { method: 'moveShard'; from: ShardArea; to: ShardArea };
+
+/**
+ * The trash workflow's early return: answers as soon as the table is TRASHED, while the workflow goes on
+ * to wait for the expiry. The argument is the caller's request id (see TrashInput.requestId).
+ */
+export const trashedUpdate = defineUpdate<TableInfo, [requestId: string]>('trashed');
+
+/**
+ * Ends a trash timer early: the table was restored or purged by hand, so the expiry must not purge it. It
+ * names the trash it ends by its drop time, so that it cannot end a later trash of the same table.
+ */
+export const endTimerSignal = defineSignal<[reason: 'restored' | 'purged', droppedAt: number]>('endTimer');
+
+export interface TrashTimerState {
+  droppedAt: number | null;
+  expireAt: string | null;
+  ended: 'restored' | 'purged' | 'expired' | null;
+}
+
+/** How far a recall is: shards back in the live area, of all (Pegasus's "still waiting... (7/8)"). */
+export interface RecallProgress {
+  shardsBack: number;
+  shards: number;
+}
+
+export const recallProgressQuery = defineQuery<RecallProgress>('recallProgress');
+
+/** When the trashed table expires and whether the timer is still pending. */
+export const trashTimerQuery = defineQuery<TrashTimerState>('trashTimer');
