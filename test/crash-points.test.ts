@@ -1,6 +1,4 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { Harness, workflowBundle } from './support/harness';
+import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../workflows/definitions';
@@ -14,8 +12,7 @@ let h: Harness;
 let bundleFile: string;
 beforeAll(async () => {
   h = await Harness.start({ startWorker: false });
-  bundleFile = path.join(h.home, 'workflow-bundle.js');
-  await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
+  bundleFile = await workflowBundleFile();
 });
 afterAll(async () => {
   await h.close();
