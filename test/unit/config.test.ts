@@ -1,17 +1,17 @@
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { InvalidInputError } from '../domain/errors';
-import { DEFAULT_STORAGE_RETRY_ATTEMPTS, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
-import { parseRequest, trashRequestSchema } from '../domain/requests';
-import { assertNodesHoldAllShards, shardsBeyond } from '../storage/nodes';
-import { loadConfig, statePaths } from '../worker/config';
-import { runCli } from './support/cli';
+import { InvalidInputError } from '../../domain/errors';
+import { DEFAULT_STORAGE_RETRY_ATTEMPTS, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../../domain/limits';
+import { parseRequest, trashRequestSchema } from '../../domain/requests';
+import { assertNodesHoldAllShards, shardsBeyond } from '../../storage/nodes';
+import { loadConfig } from '../../worker/config';
 
 /*
  * The worker's configuration is strict: a number that is empty or malformed is an error naming the variable
  * and the value, never 0; retention has the same bounds in the configuration as in a trash request; and a
- * node count that would strand shards keeps the worker from starting.
+ * node count that would strand shards keeps the worker from starting (the worker's refusals, in a process of its
+ * own, are in test/config.test.ts).
  */
 
 /** The message loadConfig fails with for `env`, or undefined if it accepts it. */
@@ -153,45 +153,5 @@ describe('storage nodes beyond the configured count', () => {
 
   test('a storage directory that does not exist yet holds nothing', async () => {
     await assertNodesHoldAllShards(path.join(root, 'missing'), 1);
-  });
-
-  test('make `tablefate worker` refuse to start, naming the node and how many files it holds', async () => {
-    const home = root;
-    const storage = statePaths(home).storage;
-    for (const file of ['node-2/live/t3-s1.dat', 'node-2/live/t3-s1.idx', 'node-2/live/t3-s1.meta', 'node-2/trash/t4-s0.dat.gar']) {
-      await put(path.relative(root, path.join(storage, file)));
-    }
-    const result = await runCli(['worker'], {
-      // No server at that address: had the worker not refused first, it would fail there instead.
-      env: {
-        ...process.env,
-        TABLEFATE_HOME: home,
-        TEMPORAL_ADDRESS: '127.0.0.1:9',
-        TABLEFATE_STORAGE_NODES: '2',
-        TABLEFATE_LOG_LEVEL: 'warn',
-      },
-      timeoutMs: 30_000,
-    });
-    expect({ code: result.code, stdout: result.stdout, stderr: result.stderrLines }).toEqual({
-      code: 1,
-      stdout: '',
-      stderr: [
-        `tablefate: Error: TABLEFATE_STORAGE_NODES=2 leaves shards behind: node-2 holds 4 shard files (under ${storage}); ` +
-          'set TABLEFATE_STORAGE_NODES to at least 3, or move those tables away first',
-      ],
-    });
-  });
-
-  test('a malformed number makes `tablefate worker` fail naming the variable, before doing anything', async () => {
-    const result = await runCli(['worker'], {
-      env: { ...process.env, TABLEFATE_HOME: root, TEMPORAL_ADDRESS: '127.0.0.1:9', TABLEFATE_DEFAULT_RETENTION_SECONDS: '' },
-      timeoutMs: 30_000,
-    });
-    expect(result.code).not.toBe(0);
-    expect(result.stderrLines).toEqual([
-      expect.stringContaining(
-        'TABLEFATE_DEFAULT_RETENTION_SECONDS: must be a whole number of seconds from 1 to 315360000, got ""',
-      ) as unknown,
-    ]);
   });
 });

@@ -1,0 +1,66 @@
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { statePaths } from '../worker/config';
+import { runCli } from './support/cli';
+
+/*
+ * `tablefate worker` refuses a configuration that is wrong before it does anything (the rules themselves are
+ * tested without a process: test/unit/config.test.ts).
+ */
+
+describe('`tablefate worker` with a bad configuration', () => {
+  let root: string;
+  beforeEach(async () => {
+    root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-nodes-'));
+  });
+  afterEach(async () => {
+    await fs.rm(root, { recursive: true, force: true });
+  });
+
+  async function put(relative: string): Promise<void> {
+    const file = path.join(root, relative);
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    await fs.writeFile(file, '');
+  }
+
+  test('make `tablefate worker` refuse to start, naming the node and how many files it holds', async () => {
+    const home = root;
+    const storage = statePaths(home).storage;
+    for (const file of ['node-2/live/t3-s1.dat', 'node-2/live/t3-s1.idx', 'node-2/live/t3-s1.meta', 'node-2/trash/t4-s0.dat.gar']) {
+      await put(path.relative(root, path.join(storage, file)));
+    }
+    const result = await runCli(['worker'], {
+      // No server at that address: had the worker not refused first, it would fail there instead.
+      env: {
+        ...process.env,
+        TABLEFATE_HOME: home,
+        TEMPORAL_ADDRESS: '127.0.0.1:9',
+        TABLEFATE_STORAGE_NODES: '2',
+        TABLEFATE_LOG_LEVEL: 'warn',
+      },
+      timeoutMs: 30_000,
+    });
+    expect({ code: result.code, stdout: result.stdout, stderr: result.stderrLines }).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: [
+        `tablefate: Error: TABLEFATE_STORAGE_NODES=2 leaves shards behind: node-2 holds 4 shard files (under ${storage}); ` +
+          'set TABLEFATE_STORAGE_NODES to at least 3, or move those tables away first',
+      ],
+    });
+  });
+
+  test('a malformed number makes `tablefate worker` fail naming the variable, before doing anything', async () => {
+    const result = await runCli(['worker'], {
+      env: { ...process.env, TABLEFATE_HOME: root, TEMPORAL_ADDRESS: '127.0.0.1:9', TABLEFATE_DEFAULT_RETENTION_SECONDS: '' },
+      timeoutMs: 30_000,
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.stderrLines).toEqual([
+      expect.stringContaining(
+        'TABLEFATE_DEFAULT_RETENTION_SECONDS: must be a whole number of seconds from 1 to 315360000, got ""',
+      ) as unknown,
+    ]);
+  });
+});
