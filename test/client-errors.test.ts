@@ -1,4 +1,4 @@
-import { failureOf, sleep } from './support/wait';
+import { failureOf, sleep, waitFor } from './support/wait';
 import { Harness } from './support/harness';
 import { cancelHeard } from './support/runs';
 import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
@@ -65,7 +65,7 @@ test('a trash whose workflow is terminated while the caller waits is OperationFa
   gate.hold();
   try {
     const call = failureOf(slow.client.trash({ table: 'errs.terminated', retentionSeconds: 3600 }));
-    await gate.someoneWaiting();
+    await gate.someoneWaiting(table.id);
     await slow.temporal.workflow.getHandle(workflowId).terminate('an operator stopped it');
     const err = await call;
     expect(err).toBeInstanceOf(OperationFailedError);
@@ -78,21 +78,29 @@ test('a trash whose workflow is terminated while the caller waits is OperationFa
 });
 
 // A create's shard changes run in its workflow task (local activities): a cancel request reaches the workflow when
-// that task hands over, which a long change does every 8 s (80 % of the task's timeout). The create then stops
-// its change and compensates.
+// that task hands over, which a long change does at 80 % of the task's timeout (every 8 s with the server's 10 s;
+// 2.4 s with the 3 s this create is given). The create then stops its change and compensates.
 test('a create whose workflow is cancelled while the caller waits is OperationFailedError WorkflowCancelled, and is compensated', async () => {
   const workflowId = workflowIdFor.create({ namespace: 'errs', name: 'cancelled' }, slow.catalog.id);
   const run = slow.temporal.workflow.getHandle(workflowId);
   gate.hold();
+  slow.workflowTaskTimeoutMs = 3_000;
   let call: Promise<unknown>;
   try {
     call = failureOf(slow.client.create({ table: 'errs.cancelled', shards: 2 }));
-    await gate.someoneWaiting();
+    // Half way: its table prepared, and a rename of that table's files at the gate (not one an earlier test left there).
+    const prepared = await waitFor(
+      () => slow.catalog.findByName({ namespace: 'errs', name: 'cancelled' }),
+      (t) => t !== undefined,
+      { what: 'the create to prepare its table' },
+    );
+    await gate.someoneWaiting(prepared!.id);
     await run.cancel();
     await cancelHeard(run);
     await sleep(500);
   } finally {
     gate.open(); // the compensation needs the disk too
+    slow.workflowTaskTimeoutMs = undefined;
   }
   const err = await call;
   expect(err).toBeInstanceOf(OperationFailedError);
