@@ -26,9 +26,10 @@ module.exports = {
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
-  // Two files at a time on the shared servers (each file has its own task queues, namespaces and databases):
-  // most of a file's time is spent waiting on timers, processes and the server, not on a core.
-  maxWorkers: 2,
+  // One file at a time: two cores. Files keep to their own task queues, namespaces and databases on the shared
+  // servers, so `npm test -- --maxWorkers=2` works too (7.5 to 9.5 minutes here instead of 16, but the chaos
+  // test's answers check failed once in two such runs: see the note in git log before making it the default).
+  maxWorkers: 1,
   testTimeout: 120000,
   verbose: true,
 };
