@@ -27,8 +27,8 @@ module.exports = {
     },
   ],
   // One file at a time: two cores. Files keep to their own task queues, namespaces and databases on the shared
-  // servers, so `npm test -- --maxWorkers=2` works too (7.5 to 9.5 minutes here instead of 16, but the chaos
-  // test's answers check failed once in two such runs: see the note in git log before making it the default).
+  // servers, so `npm test -- --maxWorkers=2` works too (7.5 to 9.5 minutes here instead of 16), but one of two
+  // such runs failed chaos.test's answers check, which no run of one file at a time has: not the default yet.
   maxWorkers: 1,
   testTimeout: 120000,
   verbose: true,
