@@ -17,7 +17,7 @@ import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog
 import { CatalogNotFoundError } from '../domain/errors';
 import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { placeShards } from '../domain/table';
-import { startPostgres, withClient, type TestPostgres } from './support/postgres';
+import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
 
 // The catalog alone, on a real SQLite file and on a real PostgreSQL server: the compare-and-set rules every
 // workflow relies on, the same for both.
@@ -35,7 +35,7 @@ interface Backend {
 
 let pg: TestPostgres;
 beforeAll(async () => {
-  pg = await startPostgres();
+  pg = await sharedPostgres();
 });
 afterAll(async () => {
   await pg?.stop();

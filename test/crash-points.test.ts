@@ -1,6 +1,4 @@
-import fs from 'node:fs';
-import path from 'node:path';
-import { Harness, workflowBundle } from './support/harness';
+import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
@@ -9,13 +7,15 @@ import type { trashTable } from '../workflows';
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:
 // the work happened, the history does not know it, and the next worker runs the task again. These tests put
 // the kill at the points where that used to corrupt a table (a commit and the lock release in one lost task).
+// The next worker gets the lost task once it has timed out: a 3 s workflow task timeout instead of the server's
+// 10 s makes each test that much shorter, on the same path.
+const LOST_TASK_TIMEOUT_MS = 3_000;
 
 let h: Harness;
 let bundleFile: string;
 beforeAll(async () => {
-  h = await Harness.start({ startWorker: false });
-  bundleFile = path.join(h.home, 'workflow-bundle.js');
-  await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
+  h = await Harness.start({ startWorker: false, workflowTaskTimeoutMs: LOST_TASK_TIMEOUT_MS });
+  bundleFile = await workflowBundleFile();
 });
 afterAll(async () => {
   await h.close();
@@ -51,10 +51,12 @@ test('a create whose worker dies after it committed and released its locks in on
 // the workflow task), even once another operation has taken the table on, rather than fail for a lock it let go.
 test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {
   const worker = await crashingWorker('transition');
+  // The create's lost task waits for its timeout (the server's 10 s here) before it is repeated: the trash goes first.
+  h.workflowTaskTimeoutMs = undefined;
   const created = h.client.create({ table: 'crash.overtaken', shards: 2 });
-  expect(await worker.exited).toBe('SIGKILL');
+  expect(await worker.exited).toBe('SIGKILL'); // so the create has started
+  h.workflowTaskTimeoutMs = LOST_TASK_TIMEOUT_MS;
   await h.startWorker();
-  // The create's lost task waits for its timeout before it is repeated: the trash goes first.
   const trashed = await h.client.trash({ table: 'crash.overtaken', retentionSeconds: 3600 });
   expect(await h.shardAreas(trashed)).toEqual(['trash', 'trash']);
 

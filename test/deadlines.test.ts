@@ -64,7 +64,7 @@ describe('the SDK', () => {
         failureOf(slow.client.trash({ table: 'late.trash', retentionSeconds: 3600 }, { timeoutMs: 1000 })),
       ));
       // Still half way when the call gave up: the deadline, not the operation, ended the call.
-      expect(gate.waiting).toBeGreaterThan(0);
+      expect(gate.waiting(table.id)).toBeGreaterThan(0);
     } finally {
       gate.open();
     }

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Harness } from './support/harness';
-import { startPostgres, type TestPostgres } from './support/postgres';
+import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { shardPaths } from '../storage/shard-files';
 import { TableInTrashError, TableNotFoundError, NameTakenError, WrongStateError } from '../domain/errors';
 
@@ -10,7 +10,7 @@ describe.each(['sqlite', 'postgres'] as const)('the lifecycle on a %s catalog', 
   let h: Harness;
   let pg: TestPostgres | undefined;
   beforeAll(async () => {
-    if (store === 'postgres') pg = await startPostgres();
+    if (store === 'postgres') pg = await sharedPostgres();
     h = await Harness.start({ catalogUrl: pg ? await pg.freshDatabase('lifecycle') : undefined });
   });
   afterAll(async () => {

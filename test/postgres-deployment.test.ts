@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { CliProcess, jsonOf, runCli } from './support/cli';
 import { ensureNamespace, startCliWorker } from './support/cli-worker';
-import { startPostgres, withClient, type TestPostgres } from './support/postgres';
+import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import type { TableInfo } from '../domain/table';
 
@@ -24,7 +24,7 @@ let clientDir: string;
 let clientEnv: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
-  pg = await startPostgres();
+  pg = await sharedPostgres();
   const url = await pg.freshDatabase('deployment');
   connection = await Connection.connect({ address: testServerAddress() });
   await ensureNamespace(connection, NAMESPACE);

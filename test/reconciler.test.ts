@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
-import { Harness, workflowBundle } from './support/harness';
+import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { copySet, existing, moveSet, setFiles, writeSet } from './support/sets-on-disk';
 import { sleep, waitFor } from './support/wait';
@@ -39,9 +39,8 @@ describe('the reconciler', () => {
   beforeAll(async () => {
     h = await Harness.start({ orphanGraceSeconds: 3 });
     storageRoot = path.join(h.home, 'storage');
-    // The crashing worker is a child process: it loads the bundle from a file instead of building it again.
-    bundleFile = path.join(h.home, 'workflow-bundle.js');
-    await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
+    // The crashing worker is a child process: it loads the run's bundle from its file instead of building it again.
+    bundleFile = await workflowBundleFile();
   });
   afterAll(async () => {
     await h.close();

@@ -121,7 +121,7 @@ describe('a trash still moving its shards', () => {
     let call: Promise<unknown>;
     try {
       call = failureOf(slow.client.trash({ table: 'timer.moving', retentionSeconds: 3600 }));
-      await gate.someoneWaiting();
+      await gate.someoneWaiting(table.id);
       await run.cancel();
       await cancelHeard(run);
     } finally {

@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import { workflowBundle } from './support/harness';
+import { WORKFLOW_BUNDLE_ENV, withWorkflowBundle } from '../worker/workflow-bundle';
 
 // The worker evaluates every module of the workflow bundle again for each run it holds in memory (the SDK's reused
 // V8 context keeps a module cache per run), so what the bundle carries is paid once per cached run, and again
@@ -34,4 +36,33 @@ test('the workflow bundle holds only the SDK’s workflow side and our workflows
 test('no module the workflows import pulls in the request validation (zod, domain/requests, domain/deployment)', async () => {
   const modules = await bundledModules();
   expect(modules.filter((m) => /\/zod\/|domain\/requests|domain\/deployment/.test(m))).toEqual([]);
+});
+
+// The worker's own bundling (`tablefate worker`, `dev`): the tests hand every worker the run's bundle through
+// TABLEFATE_WORKFLOW_BUNDLE, so the path a deployment takes, bundling in a child process, is proved here.
+describe('withWorkflowBundle, which the worker starts from', () => {
+  test('bundles the workflows in a child process into a temp file, and removes it once used', async () => {
+    const prebuilt = process.env[WORKFLOW_BUNDLE_ENV];
+    delete process.env[WORKFLOW_BUNDLE_ENV];
+    let used = '';
+    try {
+      const code = await withWorkflowBundle(async (codePath) => {
+        used = codePath;
+        return fs.promises.readFile(codePath, 'utf8');
+      });
+      expect(used).not.toBe(prebuilt);
+      expect(fs.existsSync(used)).toBe(false);
+      // The very code the run's bundle holds: what the tests' workers run is what a deployment's would.
+      expect(code).toBe((await workflowBundle()).code);
+    } finally {
+      process.env[WORKFLOW_BUNDLE_ENV] = prebuilt;
+    }
+  });
+
+  test('with TABLEFATE_WORKFLOW_BUNDLE, hands over that file and keeps it', async () => {
+    const prebuilt = process.env[WORKFLOW_BUNDLE_ENV];
+    expect(prebuilt).toBeDefined();
+    expect(await withWorkflowBundle((codePath) => Promise.resolve(codePath))).toBe(prebuilt);
+    expect(fs.existsSync(prebuilt!)).toBe(true);
+  });
 });

@@ -5,12 +5,20 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 
 /**
+ * A workflow bundle file built beforehand from this same code (the test suite builds one per run for every worker
+ * it starts): the worker loads it, and neither bundles nor removes it.
+ */
+export const WORKFLOW_BUNDLE_ENV = 'TABLEFATE_WORKFLOW_BUNDLE';
+
+/**
  * The workflow code bundled for the worker's sandbox, built by webpack in a child process and handed over as a file.
  * Bundling in the worker's own process left its heap some 150 MB larger for good (docs/performance.md); the
  * worker reads the finished file instead, and never loads webpack. The file is removed once `use` is done with it
  * (the SDK reads it when the worker is created).
  */
 export async function withWorkflowBundle<T>(use: (codePath: string) => Promise<T>): Promise<T> {
+  const prebuilt = process.env[WORKFLOW_BUNDLE_ENV];
+  if (prebuilt) return use(prebuilt);
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-workflows-'));
   try {
     const codePath = path.join(dir, 'workflows.js');

@@ -6,7 +6,7 @@ import { catalogLocation, openCatalog } from '../../catalog/open';
 import { LocalFileStorage } from '../../storage/local-files';
 import { loadConfig, statePaths, TASK_QUEUE } from '../../worker/config';
 import { waitForConvergence, type Convergence } from './convergence';
-import { startPostgres } from '../support/postgres';
+import { sharedPostgres } from '../support/postgres';
 import { ShardFingerprints } from './files';
 import { checkInvariants } from './invariants';
 import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
@@ -229,7 +229,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   try {
     let catalogUrl: string | undefined;
     if (settings.catalog === 'postgres') {
-      const pg = await startPostgres();
+      const pg = await sharedPostgres();
       cleanups.push(() => pg.stop());
       catalogUrl = await pg.freshDatabase('chaos');
       log(`catalog in PostgreSQL: ${catalogUrl}`);

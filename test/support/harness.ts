@@ -19,28 +19,38 @@ import { TableFateClient } from '../../client/client';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from '../../worker/worker';
 import type { Activities } from '../../activities';
 import { createLogger } from '../../worker/logger';
+import { WORKFLOW_BUNDLE_ENV } from '../../worker/workflow-bundle';
+import { quietBundlerLogger } from './quiet-bundler';
+import { taskTimeoutInterceptor } from './task-timeout';
 import { testNamespace, testServerAddress } from './test-server';
 
 // Expected failures (TableExists, NameTaken, ...) are what these tests provoke; only errors are worth showing.
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
-type WorkflowBundle = Awaited<ReturnType<typeof bundleWorkflowCode>>;
+/** The bundled code (a worker takes it as `workflowBundle`; replays too). */
+type WorkflowBundle = { code: string };
 let bundle: Promise<WorkflowBundle> | undefined;
 
-/** The workflow bundle, built once per test file (webpack is the slow part of starting a worker). */
-export function workflowBundle(): Promise<WorkflowBundle> {
-  bundle ??= bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: quietBundlerLogger });
-  return bundle;
+/**
+ * The file of today's workflow bundle, for a worker in a child process: the one jest's global setup built for the
+ * run (webpack is the slow part of starting a worker), or, outside jest, one bundled now into a temp file.
+ */
+export async function workflowBundleFile(): Promise<string> {
+  const built = process.env[WORKFLOW_BUNDLE_ENV];
+  if (built) return built;
+  const file = path.join(await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bundle-')), 'workflows.js');
+  await fs.promises.writeFile(file, (await workflowBundle()).code);
+  return file;
 }
 
-const quietBundlerLogger = {
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: () => undefined,
-  error: (message: string, meta?: unknown) => console.error(message, meta),
-  log: () => undefined,
-};
+/** Today's workflow bundle: the run's (see workflowBundleFile), read once per test file; outside jest, bundled once. */
+export function workflowBundle(): Promise<WorkflowBundle> {
+  const built = process.env[WORKFLOW_BUNDLE_ENV];
+  bundle ??= built
+    ? fs.promises.readFile(built, 'utf8').then((code) => ({ code }))
+    : bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: quietBundlerLogger });
+  return bundle;
+}
 
 export interface HarnessOptions {
   /** The server to use; the shared test server by default. */
@@ -68,6 +78,11 @@ export interface HarnessOptions {
   storage?: 'local' | 'remote';
   /** A PostgreSQL catalog (a database the test made) instead of the SQLite file under the state directory. */
   catalogUrl?: string;
+  /**
+   * The workflow task timeout, in ms, of every workflow this harness's clients start (the server's 10 s when
+   * absent): for tests that wait for a task to expire or to hand over. Changeable later: `workflowTaskTimeoutMs`.
+   */
+  workflowTaskTimeoutMs?: number;
 }
 
 /** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
@@ -93,6 +108,9 @@ export class Harness {
   private running: Promise<void> | undefined;
   /** The storage-node workers running (remote storage only), by node. */
   private readonly nodeWorkers = new Map<string, { worker: TableFateWorker; running: Promise<void> }>();
+  /** The workflow task timeout of the workflows this harness's clients start from now on (HarnessOptions). */
+  workflowTaskTimeoutMs: number | undefined;
+  readonly client: TableFateClient;
 
   private constructor(
     readonly home: string,
@@ -101,13 +119,27 @@ export class Harness {
     readonly catalog: Catalog,
     readonly storage: LocalFileStorage,
     readonly connection: Connection,
-    readonly client: TableFateClient,
     private readonly ownsHome: boolean,
     private readonly opts: HarnessOptions,
-  ) {}
+  ) {
+    this.workflowTaskTimeoutMs = opts.workflowTaskTimeoutMs;
+    this.client = new TableFateClient({
+      client: this.temporalClient(connection),
+      catalog,
+      taskQueue,
+      lockWait: opts.lockWait,
+      expiryRetry: opts.expiryRetry,
+    });
+  }
 
   get temporal(): Client {
-    return new Client({ connection: this.connection, namespace: testNamespace() });
+    return this.temporalClient(this.connection);
+  }
+
+  /** A Temporal client on `connection` whose starts carry this harness's workflow task timeout. */
+  private temporalClient(connection: Connection): Client {
+    const interceptors = { workflow: [taskTimeoutInterceptor(() => this.workflowTaskTimeoutMs)] };
+    return new Client({ connection, namespace: testNamespace(), interceptors });
   }
 
   static async start(opts: HarnessOptions = {}): Promise<Harness> {
@@ -122,14 +154,7 @@ export class Harness {
       : new SqliteCatalog(catalogPath(home), { firstTableId });
     const storage = new LocalFileStorage({ root: path.join(home, 'storage'), renameOps: opts.renameOps });
     const connection = await Connection.connect({ address });
-    const client = new TableFateClient({
-      client: new Client({ connection, namespace: testNamespace() }),
-      catalog,
-      taskQueue,
-      lockWait: opts.lockWait,
-      expiryRetry: opts.expiryRetry,
-    });
-    const harness = new Harness(home, address, taskQueue, catalog, storage, connection, client, !opts.home, opts);
+    const harness = new Harness(home, address, taskQueue, catalog, storage, connection, !opts.home, opts);
     if (opts.startWorker ?? true) {
       await harness.startWorker();
       if (opts.storage === 'remote') for (const node of storage.nodes) await harness.startNode(node);

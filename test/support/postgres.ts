@@ -138,6 +138,20 @@ export async function startPostgres(opts: { tls?: { cert: string; key: string } 
   }
 }
 
+/** Where jest's global setup leaves the url of the run's PostgreSQL server (see global-setup.ts). */
+export const SHARED_POSTGRES_ENV = 'TABLEFATE_TEST_POSTGRES_URL';
+
+/**
+ * The run's PostgreSQL server, which jest's global setup started: tests make databases of their own on it
+ * (freshDatabase), and its `stop` leaves it running for the next file. Outside jest (npm run chaos), a server of
+ * its own, which `stop` stops.
+ */
+export async function sharedPostgres(): Promise<TestPostgres> {
+  const url = process.env[SHARED_POSTGRES_ENV];
+  if (!url) return startPostgres();
+  return handle(url, () => Promise.resolve());
+}
+
 function handle(url: string, stop: () => Promise<void>): TestPostgres {
   let stopped = false;
   return {

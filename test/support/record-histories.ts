@@ -360,7 +360,7 @@ async function main(): Promise<void> {
       const movingRun = slow.temporal.workflow.getHandle(workflowIdFor.trash(moving.id, slow.catalog.id));
       gate.hold();
       const trashing = slow.client.trash({ table: 'rec.moving', retentionSeconds: 3600 }).catch(() => undefined);
-      await gate.someoneWaiting();
+      await gate.someoneWaiting(moving.id);
       await movingRun.cancel();
       await cancelHeard(movingRun);
       gate.open();

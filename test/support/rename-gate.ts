@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import path from 'node:path';
+import { parseShardFileName } from '../../storage/shard-files';
 import type { RenameOps } from '../../storage/rename-set';
 import { waitFor } from './wait';
 import { Harness } from './harness';
@@ -8,10 +10,14 @@ import { Harness } from './harness';
  * rename waits at it; open lets them through. Every shard change (create, move, mark) ends in renames, so a held
  * gate keeps an operation running, half way, for as long as a test needs (keep it under the shard activities'
  * 20 s heartbeat timeout).
+ *
+ * The gate knows whose renames wait: a harness's gate outlives its tests, and an operation an earlier test left
+ * behind (a terminated run whose activity goes on, an abandoned call) can be at it when the next test holds it
+ * again. A test therefore always waits for, and counts, the renames of its own table.
  */
 export class RenameGate implements RenameOps {
-  /** Renames waiting at the gate now. */
-  waiting = 0;
+  /** The table id of each rename waiting at the gate now (one entry per rename). */
+  private readonly waitingTables: number[] = [];
   private held: { promise: Promise<void>; release: () => void } | undefined;
 
   hold(): void {
@@ -27,26 +33,39 @@ export class RenameGate implements RenameOps {
     held?.release();
   }
 
-  /** Resolves once an operation is stuck at the gate (so its workflow has started and is half way). */
-  async someoneWaiting(): Promise<void> {
+  /** How many renames of table `tableId`'s shard files wait at the gate now. */
+  waiting(tableId: number): number {
+    return this.waitingTables.filter((id) => id === tableId).length;
+  }
+
+  /** Resolves once a rename of table `tableId` is stuck at the gate (so its operation has started and is half way). */
+  async someoneWaiting(tableId: number): Promise<void> {
     await waitFor(
-      () => Promise.resolve(this.waiting),
+      () => Promise.resolve(this.waiting(tableId)),
       (n) => n > 0,
-      { what: 'a rename to wait at the gate', intervalMs: 20 },
+      { what: `a rename of table ${tableId} to wait at the gate`, intervalMs: 20 },
     );
   }
 
   async rename(from: string, to: string): Promise<void> {
     if (this.held) {
-      this.waiting++;
+      const tableId = tableOf(from, to);
+      this.waitingTables.push(tableId);
       try {
         await this.held.promise;
       } finally {
-        this.waiting--;
+        this.waitingTables.splice(this.waitingTables.indexOf(tableId), 1);
       }
     }
     await fs.promises.rename(from, to);
   }
+}
+
+/** The table whose shard file a rename moves (a create's temporary file has the shard's name only as its target). */
+function tableOf(from: string, to: string): number {
+  const shard = parseShardFileName(path.basename(to)) ?? parseShardFileName(path.basename(from));
+  if (!shard) throw new Error(`RenameGate: neither ${from} nor ${to} is a shard file`);
+  return shard.tableId;
 }
 
 /**

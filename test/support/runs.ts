@@ -19,7 +19,7 @@ export async function runsOf(temporal: Client, workflowId: string): Promise<Arra
 
 /**
  * Resolves once a cancel request has reached the run's code: until a workflow task has started after the request,
- * the workflow has not heard of it (one busy in a long local activity hears it when that task hands over, every 8 s).
+ * the workflow has not heard of it (until v8, one busy in a long local activity heard it only when that task handed over).
  */
 export async function cancelHeard(run: WorkflowHandle): Promise<void> {
   await waitFor(

@@ -11,8 +11,8 @@ import {
   type RenameOps,
   type ShardRef,
   type StorageArea,
-} from '../storage';
-import { exists, filesIn, tempRootPerTest } from './support/temp-root';
+} from '../../storage';
+import { exists, filesIn, tempRootPerTest } from '../support/temp-root';
 
 let root: string;
 tempRootPerTest('tablefate-storage-', (dir) => (root = dir));

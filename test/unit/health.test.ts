@@ -7,9 +7,9 @@ import {
   type HealthFacts,
   type LockFact,
   type SetOnDisk,
-} from '../domain/health';
-import type { TableState } from '../domain/states';
-import type { TableRecord } from '../domain/table';
+} from '../../domain/health';
+import type { TableState } from '../../domain/states';
+import type { TableRecord } from '../../domain/table';
 
 /*
  * What the doctor reports and the reconciler repairs, decided from facts alone (domain/health.ts): no server,

@@ -12,9 +12,9 @@ import {
   type RenameOps,
   type ShardRef,
   type StorageArea,
-} from '../storage';
-import { filesIn, filesUnder, tempRootPerTest } from './support/temp-root';
-import type { StoredSet } from '../storage/driver';
+} from '../../storage';
+import { filesIn, filesUnder, tempRootPerTest } from '../support/temp-root';
+import type { StoredSet } from '../../storage/driver';
 
 /**
  * The reconciler's two storage calls: listSets (every set on disk, whatever the catalog says) and discardSet
