@@ -122,7 +122,11 @@ describe('a trash whose purge at expiry keeps failing', () => {
     );
     // Ten failed tries and the one that purged, three a run: four runs, the first three continued as new.
     expect(runs.map((r) => r.status)).toEqual(['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'COMPLETED']);
-    for (const run of runs) expect(run.events).toBeLessThan(80);
+    // However many tries in all, no run's history outgrows its three tries (since v9 a try costs some 35 events: a
+    // round of node activities per step, three events each, and the workflow tasks between them; the first run also
+    // holds the move to the trash), and no later run is longer than the first re-armed one.
+    for (const run of runs) expect(run.events).toBeLessThan(140);
+    for (const run of runs.slice(2)) expect(run.events).toBeLessThanOrEqual(runs[1]!.events);
     expect(await paced.catalog.listLocks()).toEqual([]);
   });
 });

@@ -154,8 +154,8 @@ test("a fatal fault on a storage node stops that node's worker alone and quarant
   }
 });
 
-test("undelete reports how many shards are back while it runs, shard by shard as the nodes' workers answer (Pegasus recall progress)", async () => {
-  // Shard 0's renames are slow, so the other shards are seen back before it.
+test("undelete reports how many shards are back while it runs, node by node as the nodes' workers answer (Pegasus recall progress)", async () => {
+  // Shard 0's renames are slow, so the other nodes' shards are seen back before its node's.
   let slow = false;
   const slowShard0: RenameOps = {
     async rename(from, to) {
@@ -173,7 +173,9 @@ test("undelete reports how many shards are back while it runs, shard by shard as
     expect(restored.state).toBe('READY');
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.every((p) => p.shards === 6)).toBe(true);
-    expect(seen.some((p) => p.shardsBack === 5)).toBe(true);
+    // Six shards on three nodes, two a node: the two prompt nodes' four are seen back before the slow one's.
+    expect(seen.every((p) => p.shardsBack % 2 === 0)).toBe(true);
+    expect(seen.some((p) => p.shardsBack === 4)).toBe(true);
     const counts = seen.map((p) => p.shardsBack);
     expect(counts).toEqual([...counts].sort((a, b) => a - b));
   } finally {
