@@ -259,9 +259,16 @@ export class DevServer {
         child.kill('SIGKILL');
         await exited;
       }
-      const tail = await logTail(logFile, logStart);
-      const message = `Temporal dev server (${cli}, ${address}, db ${dbFile}) ${reason}.\n` + `Last lines of its log ${logFile}:\n${tail}`;
-      throw /address already in use/i.test(tail) && exit ? new PortInUseError(message) : new Error(message);
+      // The whole of this start's log, not only its tail: a Go panic's cause is its first line, and the goroutine
+      // dump after it pushes that line out of any short tail.
+      const written = await logTail(logFile, logStart, Number.MAX_SAFE_INTEGER);
+      const tail = written.split('\n').slice(-LOG_TAIL_LINES).join('\n');
+      const cause = written.split('\n').find((line) => /^panic:|address already in use/i.test(line));
+      const message =
+        `Temporal dev server (${cli}, ${address}, db ${dbFile}) ${reason}` +
+        (cause && !tail.includes(cause) ? `: ${cause.trim()}` : '') +
+        `.\nLast lines of its log ${logFile}:\n${tail}`;
+      throw /address already in use/i.test(written) && exit ? new PortInUseError(message) : new Error(message);
     };
 
     const state: { exit: Exit | null } = { exit: null };
