@@ -52,6 +52,8 @@ describe('the reconciler', () => {
     const table = await h.client.create({ table: 'rec.recalled', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.recalled', retentionSeconds: 3600 });
     await h.client.undelete({ table: table.id });
+    // The recall ends the trash's run, which closes a moment later: only then can a run of the same id start.
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result();
     const timer = await h.temporal.workflow.execute<typeof trashTable>('trashTable', {
       workflowId: workflowIdFor.trash(table.id, h.catalog.id),
       taskQueue: h.taskQueue,
