@@ -44,7 +44,7 @@ import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { assertCurrent, mustApply } from './migrations';
 import { MIGRATIONS } from './postgres-schema';
-import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow } from './rows';
+import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow, tableRowValues } from './rows';
 import { TransactionalCatalog } from './rules';
 import { RetryTransaction, type CatalogTx, type RowLock } from './tx';
 
@@ -213,19 +213,7 @@ class PgTx implements CatalogTx {
     const inserted = await this.unlessNameTaken(
       `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-      [
-        t.id,
-        t.namespace,
-        t.name,
-        t.state,
-        JSON.stringify(t.params),
-        JSON.stringify(t.placement),
-        t.createdAt,
-        t.droppedAt,
-        t.expireAt,
-        t.purgedAt,
-        t.updatedAt,
-      ],
+      tableRowValues(t),
     );
     return inserted !== undefined;
   }

@@ -53,3 +53,20 @@ export function toRecord(row: TableRow): TableRecord {
 export function toHolder(row: LockRow): LockHolder {
   return { resource: row.resource, workflowId: row.owner_workflow_id, runId: row.owner_run_id, since: row.since };
 }
+
+/** A table's values in the column order of an INSERT into `tables` (both stores write the same row). */
+export function tableRowValues(t: TableRecord): unknown[] {
+  return [
+    t.id,
+    t.namespace,
+    t.name,
+    t.state,
+    JSON.stringify(t.params),
+    JSON.stringify(t.placement),
+    t.createdAt,
+    t.droppedAt,
+    t.expireAt,
+    t.purgedAt,
+    t.updatedAt,
+  ];
+}

@@ -8,7 +8,7 @@ import { NAME_HOLDING_STATES, type TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { TransactionalCatalog } from './rules';
-import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow } from './rows';
+import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow, tableRowValues } from './rows';
 import { SerialQueue } from './serial-queue';
 import { checkSchema, migrate } from './sqlite-schema';
 import type { CatalogTx } from './tx';
@@ -160,19 +160,7 @@ class SqliteTx implements CatalogTx {
     const inserted = this.unlessNameTaken(
       `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [
-        t.id,
-        t.namespace,
-        t.name,
-        t.state,
-        JSON.stringify(t.params),
-        JSON.stringify(t.placement),
-        t.createdAt,
-        t.droppedAt,
-        t.expireAt,
-        t.purgedAt,
-        t.updatedAt,
-      ],
+      tableRowValues(t),
     );
     return inserted !== undefined;
   }
