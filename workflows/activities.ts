@@ -1,17 +1,10 @@
-import {
-  ActivityCancellationType,
-  ActivityFailure,
-  ApplicationFailure,
-  patched,
-  proxyActivities,
-  proxyLocalActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
-import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
+import { ActivityCancellationType, patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import type { Activities } from '../activities';
 import type { TableRecord } from '../domain/table';
 import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
+import { acquireLockBeforeWaits, PATCHES, shardChangesBeforeNodeActivities } from './patches';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
@@ -30,27 +23,6 @@ const catalog = proxyLocalActivities<Pick<Activities, 'prepareCreate' | 'transit
 const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>>({ startToCloseTimeout: '30s', retry: RETRY });
 
 /**
- * Runs started before workflows waited for locks in their own code replay this: the activity's retries were
- * the wait, and never gave up. Kept for them only (see lock.ts's patch).
- */
-const lockingBeforeWaits = proxyLocalActivities<Pick<Activities, 'acquireLock'>>({
-  startToCloseTimeout: '30s',
-  retry: { initialInterval: '100ms', backoffCoefficient: 1.5, maximumInterval: '2s' },
-});
-
-/**
- * Shard work touches a storage node's bytes: ordinary activities, on the task queue of the worker that owns the
- * node the shard's placement names (domain/operations.ts's storageQueue). A node whose worker is down holds its
- * calls in its queue until the worker is back. They heartbeat, so an attempt lost with its worker is retried
- * after the heartbeat timeout, not the whole start-to-close timeout.
- */
-const STORAGE_OPTIONS = { startToCloseTimeout: '5 minutes', heartbeatTimeout: '20s', retry: RETRY } as const;
-type StorageCalls = Pick<
-  Activities,
-  'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' | 'collectOrphan'
->;
-
-/**
  * One step's change on every shard a node holds: one ordinary activity per node, on the node's queue. It may take
  * long (256 shards, big files, a node whose disk is slow), so it heartbeats shard file by shard file, and a cancel
  * request reaches it through its heartbeats; a dead worker's attempt is retried after the heartbeat timeout. The
@@ -66,43 +38,6 @@ const shardsOnNode = (node: string) =>
     taskQueue: storageQueue(workflowInfo().taskQueue, node),
   }).changeShardsOnNode;
 
-/**
- * Runs started from v6 to v8 replay this: an operation's change on the shards of the nodes this worker serves itself
- * (every node, with `--storage local`), one local activity, in the workflow task, for all of them. Journaled and fenced (activities/storage.ts), so a
- * lost workflow task's repeat touches nothing. Its timeout is a storage call's: a local activity has no heartbeat,
- * but it dies with its worker, and the workflow task is then retried.
- */
-const shardsHere = proxyLocalActivities<Pick<Activities, 'changeShardsHere'>>({ startToCloseTimeout: '5 minutes', retry: RETRY });
-
-/** Runs started before shard work moved to the nodes' queues replay this: the workflow's own queue. */
-const storageBeforeNodeQueues = proxyActivities<StorageCalls>(STORAGE_OPTIONS);
-
-/** Patch: the operation's last change releases its locks in the same local activity (before: a call of its own). */
-export const LAST_CHANGE_RELEASES_LOCKS = 'last-change-releases-locks';
-
-/** Patch: shard work goes to the queue of the shard's node (before: the workflow's queue, every worker local). */
-export const STORAGE_ON_NODE_QUEUES = 'storage-on-node-queues';
-
-/**
- * Patch: an operation's shard changes run as one local activity on the nodes its worker serves, the others on
- * their nodes' queues (before: one activity per shard, always on a node's queue).
- */
-export const SHARD_CHANGES_IN_WORKFLOW_TASK = 'shard-changes-in-workflow-task';
-
-/**
- * Patch: an operation's shard changes run as one ordinary activity per node, on the node's queue, heartbeating,
- * and a cancelled one is waited for until it has stopped (before: a local activity in the workflow task, which a
- * cancel request abandoned while it still ran, so that the undo raced it; and which held the workflow task for as
- * long as it took).
- */
-export const SHARD_CHANGES_ON_NODE_ACTIVITIES = 'shard-changes-on-node-activities';
-
-/** The storage calls of one node, on its worker's queue; runs started before the patch use their own queue. */
-export function storageOn(node: string): StorageCalls {
-  if (!patched(STORAGE_ON_NODE_QUEUES)) return storageBeforeNodeQueues;
-  return proxyActivities<StorageCalls>({ ...STORAGE_OPTIONS, taskQueue: storageQueue(workflowInfo().taskQueue, node) });
-}
-
 type Args<F> = F extends (input: infer I) => unknown ? Omit<I, keyof CallScope> : never;
 
 /**
@@ -117,15 +52,14 @@ export function operationCalls(catalogId: string | undefined) {
   const scope: CallScope = { catalogId };
   /** Whether the run's last change released its locks, and none has been taken since. */
   let released = false;
-  /** Whether this run's worker was found to serve none of the table's nodes (shard changes go to their queues). */
-  let noneHere = false;
   /** The operation's last change, releasing the run's locks in the same local activity (one call less). */
   const lastChange = async (change: (releaseLocks: boolean) => Promise<TableRecord>): Promise<TableRecord> => {
-    const releaseLocks = patched(LAST_CHANGE_RELEASES_LOCKS);
+    const releaseLocks = patched(PATCHES.lastChangeReleasesLocks);
     const table = await change(releaseLocks);
     released = releaseLocks;
     return table;
   };
+  const changeShardsBefore = shardChangesBeforeNodeActivities(scope, step);
   return {
     tryLock: async (lock: string) => {
       const attempt = await locking.tryLock({ lock, ...step('tryLock') });
@@ -134,7 +68,7 @@ export function operationCalls(catalogId: string | undefined) {
     },
     /** Runs started before the lock-wait patch only: waits inside the activity's retries. */
     acquireLockBeforeWaits: async (lock: string) => {
-      await lockingBeforeWaits.acquireLock({ lock, ...step('acquireLock') });
+      await acquireLockBeforeWaits({ lock, ...step('acquireLock') });
       released = false;
     },
     /** Releases every lock the run holds (nothing to do when its last change did). */
@@ -156,49 +90,13 @@ export function operationCalls(catalogId: string | undefined) {
      */
     changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
       const shards = shardsOf(table);
-      if (patched(SHARD_CHANGES_ON_NODE_ACTIVITIES)) {
-        return settleAll(nodesOf(shards), async ([node, held]) => {
-          await shardsOnNode(node)({ change, shards: held, ...scope });
-          held.forEach(() => onShard());
-        });
-      }
-      const onQueue = (shard: ShardRef) => changeOnQueue(shard, change, scope).then(onShard);
-      if (!patched(SHARD_CHANGES_IN_WORKFLOW_TASK)) return settleAll(shards, onQueue);
-      // A worker found to serve none of the nodes (`--storage remote`) is not asked again in this run.
-      if (!noneHere) {
-        let elsewhere: string[];
-        try {
-          ({ elsewhere } = await shardsHere.changeShardsHere({ change, shards, ...step('changeShardsHere') }));
-        } catch (err) {
-          if (!stoppedHere(err)) throw err;
-          // This worker's storage failed fatally and it is stopping: the nodes' queues hold the change for a
-          // worker that serves them again.
-          return settleAll(shards, onQueue);
-        }
-        noneHere = elsewhere.length === new Set(shards.map((s) => s.node)).size;
-        for (const shard of shards) if (!elsewhere.includes(shard.node)) onShard();
-        return settleAll(
-          shards.filter((s) => elsewhere.includes(s.node)),
-          onQueue,
-        );
-      }
-      return settleAll(shards, onQueue);
+      if (!patched(PATCHES.shardChangesOnNodeActivities)) return changeShardsBefore(shards, change, onShard);
+      return settleAll(nodesOf(shards), async ([node, held]) => {
+        await shardsOnNode(node)({ change, shards: held, ...scope });
+        held.forEach(() => onShard());
+      });
     },
   };
-}
-
-/** A shard change as an activity on its node's queue (the workflow's own queue for runs started before that). */
-function changeOnQueue(shard: ShardRef, change: ShardChange, scope: CallScope): Promise<void> {
-  const node = storageOn(shard.node);
-  return change.method === 'moveShard'
-    ? node.moveShard({ shard, from: change.from, to: change.to, ...scope })
-    : node[change.method]({ shard, ...scope });
-}
-
-/** Whether a local activity failed with STORAGE_STOPPED_HERE (the failure comes as it is, or as an activity's cause). */
-function stoppedHere(err: unknown): boolean {
-  const failure = err instanceof ActivityFailure ? err.cause : err;
-  return failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE;
 }
 
 /** The shards grouped by the node that holds them, in placement order. */

@@ -1,12 +1,7 @@
 import { CancellationScope, continueAsNew, log, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
 import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
 import type { OperationCalls } from './activities';
-
-/**
- * The patch that moved lock waits from activity retries into workflow code (timers, continue-as-new). Runs
- * started before it replay the old wait; see docs/changing-workflows.md for how a patch is retired.
- */
-export const LOCK_WAITS_IN_WORKFLOW = 'lock-waits-in-workflow';
+import { PATCHES } from './patches';
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
 export interface Waiting {
@@ -24,7 +19,7 @@ export interface Waiting {
  */
 export async function withLock<T>(calls: OperationCalls, lock: string, waiting: Waiting, body: () => Promise<T>): Promise<T> {
   try {
-    if (patched(LOCK_WAITS_IN_WORKFLOW)) {
+    if (patched(PATCHES.lockWaitsInWorkflow)) {
       await untilFree(
         `lock ${lock}`,
         () => calls.tryLock(lock),

@@ -1,11 +1,11 @@
-import { getExternalWorkflowHandle, log, patched } from '@temporalio/workflow';
-import { lockFor, workflowIdFor, type PurgeInput } from '../domain/operations';
+import { log, patched } from '@temporalio/workflow';
+import { OPERATIONS, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { endTimerSignal } from '../domain/contracts';
 import { withLock, type Waiting } from './lock';
-import { asFailure, finished, forwardOnly, runSteps } from './steps';
+import { endTrashTimerBySignal, PATCHES } from './patches';
+import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
 
 /**
  * Deletes a trashed table for good: its shards are first renamed to garbage, then deleted, and the table
@@ -26,63 +26,44 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
  * continues as new with `waiting.input`.
  */
 export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Waiting): Promise<TableRecord> {
-  return withLock(calls, lockFor.table(input.tableId), waiting, () =>
+  const [tableLock] = OPERATIONS.purge.locks(input);
+  return withLock(calls, tableLock!, waiting, () =>
     runSteps(
-      {
-        name: 'check',
-        call: async () => {
-          const table = await calls.getTable(input.tableId);
-          if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
-          if (table.state === 'PURGED') return finished(table);
-          const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
-          if (input.trigger === 'expiry' && !inThatTrash) {
-            // Restored (or trashed again) since this timer was set: this expiry no longer applies.
-            log.info('trash timer expired for a table no longer in that trash; nothing to purge', {
-              tableId: table.id,
-              state: table.state,
-            });
-            return finished(table);
-          }
-          // PURGING: an earlier purge stopped after it began deleting; this one finishes it, and never goes
-          // back to TRASHED, whatever fails (shards may be gone already).
-          if (table.state === 'PURGING') return forwardOnly(table);
-          if (table.state !== 'TRASHED') {
-            throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
-          }
-          return table;
-        },
-      },
-      {
-        name: 'mark purging',
-        call: (table) => calls.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', now: Date.now() }),
-        undo: (table) => calls.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', now: Date.now() }).then(() => undefined),
-      },
-      {
-        name: 'mark shards garbage',
-        call: async (table) => {
-          await calls.changeShards(table, { method: 'markGarbage' });
-          return table;
-        },
-        undo: (table) => calls.changeShards(table, { method: 'unmarkGarbage' }),
-      },
-      {
-        name: 'delete garbage',
-        pointOfNoReturn: true,
-        call: async (table) => {
-          await calls.changeShards(table, { method: 'deleteGarbage' });
-          return table;
-        },
-      },
-      {
-        name: 'commit purged',
-        call: (table) => calls.commit({ tableId: table.id, from: ['PURGING'], to: 'PURGED', now: Date.now() }),
-      },
+      check(calls, input),
+      changeState(calls, input.tableId, ['TRASHED', 'PURGING']),
+      everyShard(calls, 'mark shards garbage', SHARDS.markGarbage, { undo: SHARDS.unmarkGarbage }),
+      { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage), pointOfNoReturn: true },
+      commit(calls, ['PURGING', 'PURGED']),
     ),
   );
 }
 
-/** Patch: the trash timer is ended from a local activity (before: the workflow's signal command). */
-export const END_TIMER_FROM_LOCAL_ACTIVITY = 'end-timer-from-local-activity';
+/**
+ * The table is TRASHED, in the trash this purge is for (an expiry's is the one at its drop time), or already on its
+ * way: PURGING (an earlier purge stopped after it began deleting; this one finishes it and never goes back to
+ * TRASHED, whatever fails: shards may be gone already) or PURGED (nothing left to do).
+ */
+function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord> {
+  return {
+    name: 'check',
+    call: async () => {
+      const table = await calls.getTable(input.tableId);
+      if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
+      if (table.state === 'PURGED') return finished(table);
+      const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
+      if (input.trigger === 'expiry' && !inThatTrash) {
+        // Restored (or trashed again) since this timer was set: this expiry no longer applies.
+        log.info('trash timer expired for a table no longer in that trash; nothing to purge', { tableId: table.id, state: table.state });
+        return finished(table);
+      }
+      if (table.state === 'PURGING') return forwardOnly(table);
+      if (table.state !== 'TRASHED') {
+        throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
+      }
+      return table;
+    },
+  };
+}
 
 /**
  * Tells the trash workflow of the trash that happened at `droppedAt` that its timer has nothing left to do.
@@ -96,11 +77,11 @@ export async function endTrashTimer(
   catalogId: string | undefined,
 ): Promise<void> {
   try {
-    if (patched(END_TIMER_FROM_LOCAL_ACTIVITY)) {
+    if (patched(PATCHES.endTimerFromLocalActivity)) {
       if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
       return;
     }
-    await getExternalWorkflowHandle(workflowIdFor.trash(tableId, catalogId)).signal(endTimerSignal, reason, droppedAt);
+    await endTrashTimerBySignal(OPERATIONS.trash.workflowId(tableId, catalogId), reason, droppedAt);
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });
   }

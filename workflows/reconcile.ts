@@ -4,7 +4,8 @@ import { describeFinding, type Finding, type ReconcileInput, type ReconcileRepor
 import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from '../domain/operations';
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
-import { operationCalls, storageOn, STORAGE_ON_NODE_QUEUES, type OperationCalls } from './activities';
+import { operationCalls, type OperationCalls } from './activities';
+import { PATCHES, storageOn } from './patches';
 import type { trashTable } from './trash';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
@@ -37,7 +38,7 @@ function nodeSurvey(node: string) {
 
 /** The catalog's survey, then every node's survey of its own sets, at once; findings in the catalog's order, then by node. */
 async function survey(catalogId: string | undefined): Promise<Survey> {
-  if (!patched(STORAGE_ON_NODE_QUEUES)) return housekeeping.surveyHealth({ catalogId });
+  if (!patched(PATCHES.storageOnNodeQueues)) return housekeeping.surveyHealth({ catalogId });
   const tables = await housekeeping.surveyHealth({ catalogId, sets: false });
   const nodes = await Promise.all(
     tables.nodes.map((node) =>
@@ -147,7 +148,7 @@ async function repair(
       const lock = await calls.tryLock(lockFor.table(finding.set.tableId));
       if (!lock.acquired) return `skipped: ${lock.holder} holds the table`;
       try {
-        const collector = patched(STORAGE_ON_NODE_QUEUES) ? storageOn(finding.set.node) : housekeeping;
+        const collector = patched(PATCHES.storageOnNodeQueues) ? storageOn(finding.set.node) : housekeeping;
         const done = await collector.collectOrphan({ catalogId, set: finding.set });
         return done === 'collected' ? 'collected' : 'kept: no longer an orphan on a second look';
       } finally {

@@ -1,5 +1,10 @@
 import { ActivityFailure, ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
 import type { TableFateError } from '../domain/errors';
+import type { ShardChange } from '../domain/contracts';
+import type { TableName } from '../domain/names';
+import type { TableState } from '../domain/states';
+import type { TableRecord } from '../domain/table';
+import type { OperationCalls } from './activities';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
 export class Finished<T> {
@@ -128,4 +133,62 @@ export function domainFailure(err: unknown): unknown {
 /** A domain error raised inside workflow code, as the non-retryable failure the client maps back. */
 export function asFailure(err: TableFateError): ApplicationFailure {
   return ApplicationFailure.nonRetryable(err.message, err.type);
+}
+
+// ---- The shapes of step that repeat from one operation to the next ----
+
+/** The changes a step makes on every shard of a table, named for what they do. */
+export const SHARDS = {
+  create: { method: 'createShard' },
+  drop: { method: 'dropShard' },
+  toTrash: { method: 'moveShard', from: 'live', to: 'trash' },
+  backFromTrash: { method: 'moveShard', from: 'trash', to: 'live' },
+  markGarbage: { method: 'markGarbage' },
+  unmarkGarbage: { method: 'unmarkGarbage' },
+  deleteGarbage: { method: 'deleteGarbage' },
+} as const satisfies Record<string, ShardChange>;
+
+/** What a step hands the next: the table itself, or a record that carries it (an undelete's carries its trash too). */
+type Carrying = TableRecord | { table: TableRecord };
+const tableIn = (carried: Carrying): TableRecord => ('table' in carried ? carried.table : carried);
+
+/**
+ * A step that moves table `tableId` from `from` to `to` in one compare-and-set of the catalog, and its undo, the move
+ * back. `expectName`: refused (WrongState) unless the table still has that name.
+ */
+export function changeState(
+  calls: OperationCalls,
+  tableId: number,
+  [from, to]: [TableState, TableState],
+  expectName?: TableName,
+): Step<unknown, TableRecord> {
+  return {
+    name: `mark ${to.toLowerCase()}`,
+    call: () => calls.transition({ tableId, from: [from], to, now: Date.now(), ...(expectName ? { expectName } : {}) }),
+    undo: async () => {
+      await calls.transition({ tableId, from: [to], to: from, now: Date.now() });
+    },
+  };
+}
+
+/** A step that makes `change` on every shard of the table and, if it has an undo, `undo` on every shard to take it back. */
+export function everyShard<T extends Carrying>(
+  calls: OperationCalls,
+  name: string,
+  change: ShardChange,
+  { undo, onShard }: { undo?: ShardChange; onShard?: () => void } = {},
+): Step<T> {
+  return {
+    name,
+    call: async (carried) => {
+      await calls.changeShards(tableIn(carried), change, onShard);
+      return carried;
+    },
+    ...(undo ? { undo: (carried: T) => calls.changeShards(tableIn(carried), undo) } : {}),
+  };
+}
+
+/** The operation's last step: the change to its end state, which releases its locks with it (nothing to undo). */
+export function commit(calls: OperationCalls, [from, to]: [TableState, TableState]): Step<TableRecord> {
+  return { name: `commit ${to.toLowerCase()}`, call: (table) => calls.commit({ tableId: table.id, from: [from], to, now: Date.now() }) };
 }

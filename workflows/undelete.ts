@@ -1,13 +1,13 @@
 import { setHandler } from '@temporalio/workflow';
-import { lockFor, type UndeleteInput } from '../domain/operations';
+import { OPERATIONS, type UndeleteInput } from '../domain/operations';
 import { recallProgressQuery, type RecallProgress } from '../domain/contracts';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { operationCalls } from './activities';
+import { operationCalls, type OperationCalls } from './activities';
 import { formatTableName, type TableName } from '../domain/names';
 import { withLock } from './lock';
 import { endTrashTimer } from './purge';
-import { asFailure, runSteps } from './steps';
+import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
 
 /**
  * Recalls a trashed table before it expires, under its old name or a new one, and ends its trash timer so
@@ -18,74 +18,24 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   const progress: RecallProgress = { shardsBack: 0, shards: 0 };
   setHandler(recallProgressQuery, () => progress);
 
-  const { table } = await withLock(calls, lockFor.table(input.tableId), { policy: input.lockWait, input }, () =>
-    runSteps<Restore>(
-      {
-        name: 'check',
-        call: async () => {
-          const table = await calls.getTable(input.tableId);
-          if (!table || table.state === 'PURGED') {
-            throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
-          }
-          if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
-            throw asFailure(
-              new WrongStateError(
-                `table ${table.id} is named ${formatTableName(table)}, not ${formatTableName(input.expectedName)}: ` +
-                  `the name was resolved from a catalog that has changed since; nothing was done`,
-              ),
-            );
-          }
-          // RESTORING: an earlier undelete stopped half way; this one finishes it.
-          if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
-            throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
-          }
-          if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now()) {
-            throw asFailure(
-              new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`),
-            );
-          }
-          return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };
-        },
-      },
-      {
-        // Taking the name and changing state is one compare-and-set: the catalog refuses a taken name (NameTaken).
-        name: 'claim name, mark restoring',
-        call: async (restore) => {
-          const rename = input.newName ?? restore.trashedAs;
-          const table = await calls.transition({ tableId: input.tableId, from: ['TRASHED'], to: 'RESTORING', now: Date.now(), rename });
-          return { ...restore, table };
-        },
-        undo: async (restore) => {
-          await calls.transition({
-            tableId: input.tableId,
-            from: ['RESTORING'],
-            to: 'TRASHED',
-            now: Date.now(),
-            rename: restore.trashedAs,
-          });
-        },
-      },
-      {
-        name: 'move shards back',
-        call: async (restore) => {
-          progress.shards = restore.table.placement.length;
-          await calls.changeShards(restore.table, { method: 'moveShard', from: 'trash', to: 'live' }, () => progress.shardsBack++);
-          return restore;
-        },
-        undo: (restore) => calls.changeShards(restore.table, { method: 'moveShard', from: 'live', to: 'trash' }),
-      },
+  const [tableLock] = OPERATIONS.undelete.locks(input);
+  const { table } = await withLock(calls, tableLock!, { policy: input.lockWait, input }, () =>
+    runSteps<Recall>(
+      check(calls, input),
+      claimNameMarkRestoring(calls, input, progress),
+      everyShard(calls, 'move shards back', SHARDS.backFromTrash, { undo: SHARDS.toTrash, onShard: () => progress.shardsBack++ }),
       {
         name: 'commit ready',
-        call: async (restore) => {
-          const table = await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() });
-          return { ...restore, table };
-        },
+        call: async (recall) => ({
+          ...recall,
+          table: await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() }),
+        }),
       },
       {
         name: 'end trash timer',
-        call: async (restore) => {
-          await endTrashTimer(calls, input.tableId, 'restored', restore.droppedAt, input.catalogId);
-          return restore;
+        call: async (recall) => {
+          await endTrashTimer(calls, input.tableId, 'restored', recall.droppedAt, input.catalogId);
+          return recall;
         },
       },
     ),
@@ -94,8 +44,56 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
 }
 
 /** What a recall carries from step to step: the table, and the trash it is being recalled from. */
-interface Restore {
+interface Recall {
   table: TableRecord;
   trashedAs: TableName;
   droppedAt: number;
+}
+
+/** The table is TRASHED and not expired, still under the name the caller resolved; or RESTORING (a recall to finish). */
+function check(calls: OperationCalls, input: UndeleteInput): Step<void, Recall> {
+  return {
+    name: 'check',
+    call: async () => {
+      const table = await calls.getTable(input.tableId);
+      if (!table || table.state === 'PURGED') {
+        throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
+      }
+      if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
+        throw asFailure(
+          new WrongStateError(
+            `table ${table.id} is named ${formatTableName(table)}, not ${formatTableName(input.expectedName)}: ` +
+              `the name was resolved from a catalog that has changed since; nothing was done`,
+          ),
+        );
+      }
+      // RESTORING: an earlier undelete stopped half way; this one finishes it.
+      if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
+        throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
+      }
+      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now()) {
+        throw asFailure(new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`));
+      }
+      return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };
+    },
+  };
+}
+
+/**
+ * Takes the name (its own, or the new one asked for) and moves TRASHED to RESTORING in one compare-and-set: the catalog
+ * refuses a name another table holds (NameTaken). Undone by the move back under the name it had in the trash.
+ */
+function claimNameMarkRestoring(calls: OperationCalls, input: UndeleteInput, progress: RecallProgress): Step<Recall> {
+  return {
+    name: 'claim name, mark restoring',
+    call: async (recall) => {
+      const rename = input.newName ?? recall.trashedAs;
+      const table = await calls.transition({ tableId: input.tableId, from: ['TRASHED'], to: 'RESTORING', now: Date.now(), rename });
+      progress.shards = table.placement.length;
+      return { ...recall, table };
+    },
+    undo: async (recall) => {
+      await calls.transition({ tableId: input.tableId, from: ['RESTORING'], to: 'TRASHED', now: Date.now(), rename: recall.trashedAs });
+    },
+  };
 }
