@@ -386,7 +386,7 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
 });
 
 test('drop and recall have aliases (trash, undelete); drop keeps a table 7 days by default; recall by name', async () => {
-  const table = tableOf(await cli('create', 'cli.aliased', '--shards', '2', '--json'));
+  const table = tableOf(await inProcess('create', 'cli.aliased', '--shards', '2', '--json'));
   const trashed = tableOf(await cli('trash', 'cli.aliased', '--json'));
   expect(trashed).toMatchObject({ id: table.id, state: 'TRASHED' });
   expect(Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)).toBe(SEVEN_DAYS_MS);
@@ -416,9 +416,9 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
   expectFailure(purge!, 3, 'TableNotFound', /999999/);
 
   // A trashed name can be created again; recalling the old table into it is NameTaken, and leaves it in the trash.
-  const first = tableOf(await cli('create', 'cli.taken', '--json'));
-  tableOf(await cli('drop', 'cli.taken', '-r', '3600', '--json'));
-  const second = tableOf(await cli('create', 'cli.taken', '--json'));
+  const first = tableOf(await inProcess('create', 'cli.taken', '--json'));
+  tableOf(await inProcess('drop', 'cli.taken', '-r', '3600', '--json'));
+  const second = tableOf(await inProcess('create', 'cli.taken', '--json'));
   expect(second.id).toBeGreaterThan(first.id);
 
   // One recall of a table at a time (undelete:<id>, conflict policy FAIL): these two one after the other.
@@ -438,7 +438,7 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
   expectFailure(recallLive!, 4, 'WrongState', /READY/);
   expectFailure(purgeLive!, 4, 'WrongState', /READY/);
 
-  const [firstAfter, secondAfter] = await cliAll(['describe', String(first.id), '--json'], ['describe', 'cli.taken', '--json']);
+  const [firstAfter, secondAfter] = await inProcessAll(['describe', String(first.id), '--json'], ['describe', 'cli.taken', '--json']);
   expect(tableOf(firstAfter!)).toMatchObject({ id: first.id, state: 'TRASHED' });
   expect(tableOf(secondAfter!)).toMatchObject({ id: second.id, state: 'READY' });
   expect(tableOf(await cli('recall', String(first.id), 'cli.taken_old', '--json'))).toMatchObject({
@@ -449,15 +449,15 @@ test('not found and in-trash exit 3; name taken and wrong state exit 4', async (
 });
 
 test('rename: by name and by id, --json or text; the old name is free, and each refusal has its exit code', async () => {
-  const table = tableOf(await cli('create', 'cli.before', '--shards', '2', '--json'));
+  const table = tableOf(await inProcess('create', 'cli.before', '--shards', '2', '--json'));
   const renamed = tableOf(await cli('rename', 'cli.before', 'cli.after', '--timeout', '30', '--json'));
   expect(renamed).toEqual({ ...table, name: 'after' });
   const text = await cli('rename', String(table.id), 'cli.renamed');
   expect({ code: text.code, stderr: text.stderr }).toEqual({ code: 0, stderr: '' });
   expect(text.stdout).toMatch(/^name +cli\.renamed$/m);
 
-  const [binned] = (await cliAll(['create', 'cli.rbinned', '--json'], ['create', 'cli.rtaken', '--json'])).map(tableOf);
-  tableOf(await cli('drop', 'cli.rbinned', '-r', '3600', '--json'));
+  const [binned] = (await inProcessAll(['create', 'cli.rbinned', '--json'], ['create', 'cli.rtaken', '--json'])).map(tableOf);
+  tableOf(await inProcess('drop', 'cli.rbinned', '-r', '3600', '--json'));
   const [oldName, missing, taken, inTrash, trashedById] = await cliAll(
     ['describe', 'cli.before'],
     ['rename', 'cli.nowhere', 'cli.x'],
@@ -477,15 +477,15 @@ test('rename: by name and by id, --json or text; the old name is free, and each 
     stdout: '',
     stderr: { error: 'NameTaken', message: containing('cli.rtaken') },
   });
-  expect(tableOf(await cli('describe', String(table.id), '--json'))).toEqual({ ...table, name: 'renamed' });
+  expect(tableOf(await inProcess('describe', String(table.id), '--json'))).toEqual({ ...table, name: 'renamed' });
 });
 
 test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombstone that describe shows and ls -a does not', async () => {
-  const table = tableOf(await cli('create', 'cli.doomed', '--shards', '2', '--json'));
+  const table = tableOf(await inProcess('create', 'cli.doomed', '--shards', '2', '--json'));
   expectFailure(await cli('purge', String(table.id)), 4, 'WrongState', /READY/);
-  expect(tableOf(await cli('describe', String(table.id), '--json')).state).toBe('READY');
+  expect(tableOf(await inProcess('describe', String(table.id), '--json')).state).toBe('READY');
 
-  tableOf(await cli('drop', 'cli.doomed', '-r', '3600', '--json'));
+  tableOf(await inProcess('drop', 'cli.doomed', '-r', '3600', '--json'));
   const purged = tableOf(await cli('purge', String(table.id), '--json'));
   expect(purged).toMatchObject({ id: table.id, state: 'PURGED', purgedAt: matching(ISO_8601) });
 
@@ -501,7 +501,7 @@ test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombst
   expect(tableOf(again!)).toEqual(purged);
   expectFailure(recall!, 3, 'TableNotFound', new RegExp(`table ${table.id}`));
   // The name is free again.
-  expect(tableOf(await cli('create', 'cli.doomed', '--json')).id).toBeGreaterThan(table.id);
+  expect(tableOf(await inProcess('create', 'cli.doomed', '--json')).id).toBeGreaterThan(table.id);
 });
 
 describe('strict parsing', () => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { CliProcess, jsonOf, runCli, type CliResult } from './support/cli';
+import { CliProcess, jsonOf, runCli, runCliInProcess, type CliResult } from './support/cli';
 import { testServerAddress } from './support/test-server';
 import { ensureNamespace, startCliWorker } from './support/cli-worker';
 import { waitFor } from './support/wait';
@@ -32,6 +32,9 @@ let catalog: SqliteCatalog;
 let worker: CliProcess | undefined;
 
 const cli = (...args: string[]) => runCli(args, { env });
+// The same entry point in this process: for the setup commands, the --json reports and the refusals. The text reports
+// and the exit codes a shell sees stay in a real process.
+const inProcess = (...args: string[]) => runCliInProcess(args, { env });
 
 /** Starts `tablefate worker` and waits until the server sees it polling. */
 async function startWorker(): Promise<CliProcess> {
@@ -103,12 +106,12 @@ describe('with a `tablefate worker` polling', () => {
   });
 
   test('`tablefate doctor` exits 0 and says healthy when nothing is wrong', async () => {
-    const table = jsonOf<TableInfo>(await cli('create', 'doctor.fine', '--shards', '2', '--json'));
+    const table = jsonOf<TableInfo>(await inProcess('create', 'doctor.fine', '--shards', '2', '--json'));
     expect(table.state).toBe('READY');
 
     const r = await cli('doctor');
     expect(seen(r)).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: [] });
-    const json = await cli('doctor', '--json');
+    const json = await inProcess('doctor', '--json');
     expect(seen(json)).toEqual({ code: 0, stdout: expect.any(String) as unknown, stderr: [] });
     expect(JSON.parse(json.stdout)).toEqual({ healthy: true, findings: [], omitted: 0, skippedNodes: [], actions: [], deferred: 0 });
     // With TABLEFATE_RECONCILE_SECONDS=0 the worker made no schedule.
@@ -116,8 +119,8 @@ describe('with a `tablefate worker` polling', () => {
   });
 
   test('after a trash run is terminated, `tablefate doctor` exits 1 with a line naming the table, and changes nothing', async () => {
-    const table = jsonOf<TableInfo>(await cli('create', 'doctor.lost', '--shards', '2', '--json'));
-    const trashed = jsonOf<TableInfo>(await cli('trash', 'doctor.lost', '--reserve-seconds', '3600', '--json'));
+    const table = jsonOf<TableInfo>(await inProcess('create', 'doctor.lost', '--shards', '2', '--json'));
+    const trashed = jsonOf<TableInfo>(await inProcess('trash', 'doctor.lost', '--reserve-seconds', '3600', '--json'));
     expect(trashed.state).toBe('TRASHED');
     const trashRun = temporal.workflow.getHandle(workflowIdFor.trash(table.id, catalog.id));
     await trashRun.terminate('test: an operator slip');
@@ -126,7 +129,7 @@ describe('with a `tablefate worker` polling', () => {
     expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 1, stderr: '' });
     expect(r.stdout).toBe(`missing-timer ${`table ${table.id} is TRASHED with no trash timer: re-arm it (expires ${trashed.expireAt})`}\n`);
 
-    const json = await cli('doctor', '--json');
+    const json = await inProcess('doctor', '--json');
     expect({ code: json.code, stderr: json.stderr }).toEqual({ code: 1, stderr: '' });
     const report = JSON.parse(json.stdout) as ReconcileReport & { healthy: boolean };
     expect(report).toEqual({
@@ -152,13 +155,13 @@ describe('with a `tablefate worker` polling', () => {
   });
 
   test('`tablefate doctor` refuses arguments and a bad --timeout with exit 2', async () => {
-    const extra = await cli('doctor', 'now');
+    const extra = await inProcess('doctor', 'now');
     expect(seen(extra)).toEqual({
       code: 2,
       stdout: '',
       stderr: [expect.stringMatching(/^tablefate: Usage: doctor: expected 0 argument/) as unknown],
     });
-    const timeout = await cli('doctor', '--timeout', '0');
+    const timeout = await inProcess('doctor', '--timeout', '0');
     expect(seen(timeout)).toEqual({
       code: 2,
       stdout: '',
@@ -181,17 +184,17 @@ describe('with a `tablefate worker` polling', () => {
         'not checked   node-2: its files were not looked at (quarantined, or its storage worker did not answer)',
       );
       expect(r.stdout).not.toContain('999999');
-      const json = await cli('doctor', '--json');
+      const json = await inProcess('doctor', '--json');
       expect(json.stderr).toBe('');
       const report = JSON.parse(json.stdout) as ReconcileReport & { healthy: boolean };
       expect(report.skippedNodes).toEqual(['node-2']);
       expect(report.findings.filter((f) => f.kind === 'orphan')).toEqual([]);
     } finally {
-      expect((await cli('quarantine', 'clear', 'node-2')).code).toBe(0);
+      expect((await inProcess('quarantine', 'clear', 'node-2')).code).toBe(0);
     }
 
     // Looked at again, the set is an orphan; not collectable yet (the worker's grace is an hour by default).
-    const json = await cli('doctor', '--json');
+    const json = await inProcess('doctor', '--json');
     expect(json.code).toBe(1);
     const report = JSON.parse(json.stdout) as ReconcileReport & { healthy: boolean };
     expect(report.skippedNodes).toEqual([]);
@@ -208,8 +211,8 @@ describe('with a `tablefate worker` polling', () => {
 test('with the schedule on, `tablefate worker` creates the reconcile schedule, and its passes re-arm a lost trash timer', async () => {
   // Made while the worker of the tests above (schedule off) still runs; then a worker with the schedule on.
   const scheduleId = reconcileScheduleId(catalog.id);
-  const created = jsonOf<TableInfo>(await cli('create', 'doctor.scheduled', '--shards', '2', '--json'));
-  jsonOf<TableInfo>(await cli('drop', 'doctor.scheduled', '-r', '4', '--json'));
+  const created = jsonOf<TableInfo>(await inProcess('create', 'doctor.scheduled', '--shards', '2', '--json'));
+  jsonOf<TableInfo>(await inProcess('drop', 'doctor.scheduled', '-r', '4', '--json'));
   await temporal.workflow.getHandle(workflowIdFor.trash(created.id, catalog.id)).terminate('test: a lost trash run');
   if (worker && !worker.exitStatus) await worker.stop('SIGINT');
   env = { ...env, TABLEFATE_RECONCILE_SECONDS: '1' };
