@@ -179,7 +179,19 @@ export class TableFateClient {
         );
         start.workflowHandle().then(started, () => undefined);
         try {
-          return await this.client.workflow.executeUpdateWithStart(trashedUpdate, { args: [requestId], startWorkflowOperation: start });
+          const answer = await this.client.workflow.executeUpdateWithStart(trashedUpdate, {
+            args: [requestId],
+            startWorkflowOperation: start,
+          });
+          if (!isTrashSince(answer, table)) {
+            // The run this call joined had trashed the table before the state this call read (it is READY again: a
+            // recall came between), and told it only now: its workflow task that committed was lost, and its repeat
+            // answered every caller waiting. That is the recalled trash's answer, not this call's: wait for its run
+            // to close (the recall ended its timer), then start a fresh one, as for TrashRunAnswered below.
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            continue;
+          }
+          return answer;
         } catch (err) {
           // The run closed before it accepted the update (terminated while its first workflow task ran, say):
           // the server answers NOT_FOUND, and how the run closed is the answer.
@@ -412,6 +424,16 @@ export class TableFateClient {
     }
     return table;
   }
+}
+
+/**
+ * Whether a trash's answer is of a trash made after `read`, the table as the call found it before it started or
+ * joined the run: every state change is stamped with its workflow's time, and a trash commits after the READY (or
+ * TRASHING) it starts from. An answer dropped before that READY was stamped is of an earlier trash, which a recall
+ * has undone since.
+ */
+function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
+  return answer.droppedAt === null || Date.parse(answer.droppedAt) >= read.updatedAt;
 }
 
 /** The error a closed run's result throws (how it ended), or `fallback` if it completed after all. */

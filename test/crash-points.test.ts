@@ -112,6 +112,36 @@ test('a trash whose lost task is repeated after a purge ended it hears that end 
   await h.stopWorker();
 });
 
+// The same lost task, repeated after a recall and a second trash: that trash read the table READY, so the answer of the
+// trash before the recall (which its run, joined with the repeat still to come, has not learned yet) is not its answer.
+test('a trash called after a recall is not handed the answer of the recalled trash whose lost task is repeated', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.again', shards: 2 });
+  await h.stopWorker();
+  const worker = await crashingWorker('commitTrash');
+  // The lost task waits for its timeout (the server's 10 s here): the recall and the second trash go first.
+  h.workflowTaskTimeoutMs = undefined;
+  const first = h.client.trash({ table: 'crash.again', retentionSeconds: 3600 });
+  expect(await worker.exited).toBe('SIGKILL');
+  h.workflowTaskTimeoutMs = LOST_TASK_TIMEOUT_MS;
+  await h.startWorker();
+  const restored = await h.client.undelete({ table: table.id });
+  expect(restored.state).toBe('READY');
+
+  const second = await h.client.trash({ table: 'crash.again', retentionSeconds: 3600 });
+  expect(await first).toMatchObject({ id: table.id, state: 'TRASHED' });
+  expect(second).toMatchObject({ id: table.id, state: 'TRASHED' });
+  // The second answer is a trash made after the recall: the table is in that trash, its timer waiting.
+  const stored = await h.catalog.getTable(table.id);
+  expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(second.droppedAt!) });
+  expect(Date.parse(second.droppedAt!)).toBeGreaterThan(Date.parse((await first).droppedAt!));
+  expect(await h.shardAreas(second)).toEqual(['trash', 'trash']);
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
+  expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt });
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+}, 60_000);
+
 // Since v9 a node's share of a step is an activity (changeShardsOnNode): killed after it moved its shards, before the
 // server heard, it is tried again once its heartbeat times out, finds its work done, and the trash goes on.
 test('a trash whose worker dies after a node moved its shards, before the server heard, ends TRASHED with every shard moved once', async () => {

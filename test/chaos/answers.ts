@@ -148,7 +148,11 @@ export function checkAnswers(ops: readonly OpRecord[], tables: ReadonlyMap<numbe
           ['READY', 'TRASHING', 'RESTORING'].includes(now.state) &&
           explainers(ops, 'undelete', answer.id, names, op.startedAt).length === 0
         ) {
-          problem(op, `${label} was answered TRASHED and is ${now.state} now, but no undelete of it was called after`);
+          // Says so when the answer's trash is older than the call: an earlier trash's answer, handed on (see isTrashSince).
+          const dropped = answer.droppedAt ? Date.parse(answer.droppedAt) : null;
+          const before =
+            dropped !== null && dropped < op.startedAt ? ` (the answer's trash is of ${answer.droppedAt}, before the call)` : '';
+          problem(op, `${label} was answered TRASHED and is ${now.state} now, but no undelete of it was called after${before}`);
         }
         break;
       }
