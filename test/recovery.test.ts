@@ -124,9 +124,10 @@ describe('a trash whose purge at expiry keeps failing', () => {
     expect(runs.map((r) => r.status)).toEqual(['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'COMPLETED']);
     // However many tries in all, no run's history outgrows its three tries (since v9 a try costs some 35 events: a
     // round of node activities per step, three events each, and the workflow tasks between them; the first run also
-    // holds the move to the trash), and no later run is longer than the first re-armed one.
+    // holds the move to the trash), and no later run asks for more than the first re-armed one. (Commands, not
+    // events: how many workflow tasks carry the same commands depends on the machine's load.)
     for (const run of runs) expect(run.events).toBeLessThan(140);
-    for (const run of runs.slice(2)) expect(run.events).toBeLessThanOrEqual(runs[1]!.events);
+    for (const run of runs.slice(2)) expect(run.commands).toBeLessThanOrEqual(runs[1]!.commands);
     expect(await paced.catalog.listLocks()).toEqual([]);
   });
 });

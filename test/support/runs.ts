@@ -1,19 +1,40 @@
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { waitFor } from './wait';
 
-/** Every run of a workflow id (continued-as-new ones included), oldest first, with its history length. */
-export async function runsOf(temporal: Client, workflowId: string): Promise<Array<{ runId: string; status: string; events: number }>> {
+/**
+ * The events that record the workflow's own commands (activities, timers, markers, children, continue-as-new): what
+ * its code asked for, however the server batched it into workflow tasks. A machine under load splits the same work
+ * into more workflow tasks (three events each), so a count of all events varies from run to run; this does not.
+ */
+const COMMAND_EVENTS = [
+  'activityTaskScheduledEventAttributes',
+  'timerStartedEventAttributes',
+  'markerRecordedEventAttributes',
+  'startChildWorkflowExecutionInitiatedEventAttributes',
+  'signalExternalWorkflowExecutionInitiatedEventAttributes',
+  'upsertWorkflowSearchAttributesEventAttributes',
+  'workflowExecutionContinuedAsNewEventAttributes',
+] as const;
+
+/**
+ * Every run of a workflow id (continued-as-new ones included), oldest first, with its history length (`events`) and
+ * how many of those record its commands (`commands`).
+ */
+export async function runsOf(
+  temporal: Client,
+  workflowId: string,
+): Promise<Array<{ runId: string; status: string; events: number; commands: number }>> {
   const runs: Array<{ runId: string; status: string; startTime: Date }> = [];
   for await (const run of temporal.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
     runs.push({ runId: run.runId, status: run.status.name, startTime: run.startTime });
   }
   runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
   return Promise.all(
-    runs.map(async (r) => ({
-      runId: r.runId,
-      status: r.status,
-      events: (await temporal.workflow.getHandle(workflowId, r.runId).fetchHistory()).events?.length ?? 0,
-    })),
+    runs.map(async (r) => {
+      const events = (await temporal.workflow.getHandle(workflowId, r.runId).fetchHistory()).events ?? [];
+      const commands = events.filter((e) => COMMAND_EVENTS.some((kind) => e[kind])).length;
+      return { runId: r.runId, status: r.status, events: events.length, commands };
+    }),
   );
 }
 
