@@ -1,0 +1,284 @@
+import type { Pool, PoolClient } from 'pg';
+
+/**
+ * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
+ * directly while it is live (`<namespace>.<name>`, or `<name>_<shard>`), and that waits in tablefate's own schemas
+ * while it is in the trash or garbage. Every move is one transaction of renames and `SET SCHEMA`: no row is
+ * copied, and a move either happened whole or not at all (DDL is transactional in PostgreSQL).
+ *
+ * Identity: the node keeps, in `tablefate.shards`, the oid of every table tablefate placed, written in the same
+ * transaction that made it. An oid survives renames and schema moves, so a table is found by it wherever it is, and
+ * a table someone else made under a tablefate name (another oid) is never touched.
+ *
+ * Names: indexes and owned sequences move with their table but keep their names, and those must be unique in a
+ * schema: two trashed `orders` would both bring `orders_pkey`. A move out of the live schema renames them after the
+ * shard (`<shard name>_i<k>`, `_q<k>`) and records the names they had; a move back gives them those names again,
+ * unless another relation in the target schema has taken one meanwhile (the new `orders` made after the drop): then
+ * that one is named after the table it now belongs to.
+ */
+
+/** Which shard of which table of which catalog. */
+export interface ShardTableId {
+  catalogId: string;
+  tableId: number;
+  shard: number;
+}
+
+/** Where a live shard table is: its schema (the tablefate namespace) and its name. */
+export interface LiveName {
+  schema: string;
+  table: string;
+}
+
+export type TableArea = 'live' | 'trash' | 'garbage';
+
+/** The table's columns: definitions as inside `CREATE TABLE (...)` (checked by domain/columns.ts), or another table's structure. */
+export type TableDefinition = { columns: string } | { like: string };
+
+/** Where a shard table is now, or null when tablefate placed none for it (or it was dropped). */
+export interface ShardTableLocation {
+  oid: number;
+  area: TableArea;
+  schema: string;
+  table: string;
+}
+
+export const OWN_SCHEMA = 'tablefate';
+export const TRASH_SCHEMA = 'tablefate_trash';
+export const GARBAGE_SCHEMA = 'tablefate_garbage';
+const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA };
+
+/** A table found under a tablefate name that tablefate did not place, or that is not the shard asked for. */
+export class NotOurTableError extends Error {
+  readonly type = 'NotOurTable';
+}
+
+/** Quotes an identifier, always: a name is never SQL. */
+export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+const qualified = (schema: string, table: string) => `${ident(schema)}.${ident(table)}`;
+
+/** The shard's name outside the live schema: derived from its identity only, so that nothing collides there. */
+export function parkedName(id: ShardTableId): string {
+  return `c${id.catalogId.replace(/[^a-zA-Z0-9]/g, '').slice(0, 16)}_t${id.tableId}_s${id.shard}`;
+}
+
+export class PostgresTables {
+  constructor(private readonly pool: Pool) {}
+
+  /** Makes tablefate's own schemas and its record of the tables it placed (idempotent). */
+  async prepare(): Promise<void> {
+    await this.inTransaction(async (c) => {
+      // Two workers preparing one node at once must not both create: one waits for the other's transaction.
+      await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['tablefate.prepare']);
+      for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA]) await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
+      await c.query(
+        `CREATE TABLE IF NOT EXISTS ${qualified(OWN_SCHEMA, 'shards')} (
+           table_oid oid PRIMARY KEY,
+           catalog_id text NOT NULL,
+           table_id bigint NOT NULL,
+           shard integer NOT NULL,
+           live_names jsonb,
+           UNIQUE (catalog_id, table_id, shard))`,
+      );
+    });
+  }
+
+  /** Where the shard table is, found by the oid recorded when it was made. */
+  async locate(id: ShardTableId, client?: PoolClient): Promise<ShardTableLocation | null> {
+    const { rows } = await (client ?? this.pool).query<{ oid: number; schema: string; table: string }>(
+      `SELECT s.table_oid::int8 AS oid, n.nspname AS schema, c.relname AS table
+         FROM ${qualified(OWN_SCHEMA, 'shards')} s
+         JOIN pg_class c ON c.oid = s.table_oid
+         JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3`,
+      [id.catalogId, id.tableId, id.shard],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const area = row.schema === TRASH_SCHEMA ? 'trash' : row.schema === GARBAGE_SCHEMA ? 'garbage' : 'live';
+    return { oid: Number(row.oid), area, schema: row.schema, table: row.table };
+  }
+
+  /**
+   * Makes the live shard table `live` with `definition`, and records it as this shard's, in one transaction. Made
+   * already (a retry), it is found and left as it is. A table of that name that is not this shard's is refused.
+   */
+  async create(id: ShardTableId, live: LiveName, definition: TableDefinition): Promise<void> {
+    await this.inTransaction(async (c) => {
+      await this.lockShard(c, id);
+      if (await this.locate(id, c)) return;
+      await this.refuseStranger(c, live);
+      await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
+      const body = 'columns' in definition ? definition.columns : `LIKE ${likeSource(definition.like)} INCLUDING ALL`;
+      await c.query({ text: `CREATE TABLE ${qualified(live.schema, live.table)} (${body})`, values: [] });
+      await c.query(
+        `INSERT INTO ${qualified(OWN_SCHEMA, 'shards')} (table_oid, catalog_id, table_id, shard)
+         VALUES (to_regclass($1)::oid, $2, $3, $4)`,
+        [qualified(live.schema, live.table), id.catalogId, id.tableId, id.shard],
+      );
+    });
+  }
+
+  /**
+   * Moves the shard table to `to` (to the live area: under `live`), in one transaction. Already there is success.
+   * Out of the live area its indexes and sequences take names derived from the shard, and the names they had are
+   * recorded; back in, they take those again.
+   */
+  async move(id: ShardTableId, to: TableArea, live?: LiveName): Promise<void> {
+    await this.inTransaction(async (c) => {
+      await this.lockShard(c, id);
+      const at = await this.locate(id, c);
+      if (!at) throw new NotOurTableError(`no table of ${describe(id)} is on this node`);
+      const parked = parkedName(id);
+      if (to === 'live') {
+        if (!live) throw new Error('a move to the live area needs the live name');
+        if (at.area === 'live' && at.schema === live.schema && at.table === live.table) return;
+        await this.refuseStranger(c, live);
+        await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
+        if (at.area === 'live') await this.park(c, id, at);
+        const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
+        if (from.schema !== live.schema)
+          await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(live.schema)}`);
+        await c.query(`ALTER TABLE ${qualified(live.schema, from.table)} RENAME TO ${ident(live.table)}`);
+        await this.unpark(c, id, live);
+        return;
+      }
+      const schema = AREA_SCHEMAS[to];
+      if (at.schema === schema) return;
+      if (at.area === 'live') await this.park(c, id, at);
+      await c.query(`ALTER TABLE ${qualified(at.schema, at.area === 'live' ? parked : at.table)} SET SCHEMA ${ident(schema)}`);
+    });
+  }
+
+  /** Drops the shard table wherever it is, and its record. None is success. */
+  async drop(id: ShardTableId): Promise<void> {
+    await this.inTransaction(async (c) => {
+      await this.lockShard(c, id);
+      const at = await this.locate(id, c);
+      if (at) await c.query(`DROP TABLE ${qualified(at.schema, at.table)}`);
+      await c.query(`DELETE FROM ${qualified(OWN_SCHEMA, 'shards')} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
+        id.catalogId,
+        id.tableId,
+        id.shard,
+      ]);
+    });
+  }
+
+  /** The table's bytes as PostgreSQL counts them: heap, indexes and TOAST. */
+  async bytes(id: ShardTableId): Promise<number> {
+    const at = await this.locate(id);
+    if (!at) return 0;
+    const { rows } = await this.pool.query<{ bytes: string }>('SELECT pg_total_relation_size($1::oid) AS bytes', [at.oid]);
+    return Number(rows[0]!.bytes);
+  }
+
+  /**
+   * Renames the live table's indexes and owned sequences, then the table, after the shard, recording the names they
+   * had (kept from an earlier park if the table is only being moved between live names).
+   */
+  private async park(c: PoolClient, id: ShardTableId, at: ShardTableLocation): Promise<void> {
+    const parked = parkedName(id);
+    const companions = await companionsOf(c, at.oid);
+    const names: Record<string, string> = { table: at.table };
+    for (const [k, rel] of companions.entries()) {
+      const derived = `${parked}_${rel.kind === 'S' ? 'q' : 'i'}${k}`;
+      names[derived] = rel.name;
+      await c.query(`ALTER ${rel.kind === 'S' ? 'SEQUENCE' : 'INDEX'} ${qualified(at.schema, rel.name)} RENAME TO ${ident(derived)}`);
+    }
+    await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} RENAME TO ${ident(parked)}`);
+    await c.query(`UPDATE ${qualified(OWN_SCHEMA, 'shards')} SET live_names = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(names)]);
+  }
+
+  /** Gives the companions in `live.schema` back the names recorded when they were parked (or names after the table). */
+  private async unpark(c: PoolClient, id: ShardTableId, live: LiveName): Promise<void> {
+    const at = (await this.locate(id, c))!;
+    const { rows } = await c.query<{ live_names: Record<string, string> | null }>(
+      `SELECT live_names FROM ${qualified(OWN_SCHEMA, 'shards')} WHERE table_oid = $1`,
+      [at.oid],
+    );
+    const names = rows[0]?.live_names ?? {};
+    for (const rel of await companionsOf(c, at.oid)) {
+      const original = names[rel.name];
+      if (original === undefined) continue;
+      const wanted = (await isTaken(c, live.schema, original))
+        ? await freeName(c, live.schema, renamedAfter(original, names.table, live.table))
+        : original;
+      await c.query(`ALTER ${rel.kind === 'S' ? 'SEQUENCE' : 'INDEX'} ${qualified(live.schema, rel.name)} RENAME TO ${ident(wanted)}`);
+    }
+  }
+
+  /** A relation already at `live` (a user's table, or another shard tablefate placed): never touched, the change refused. */
+  private async refuseStranger(c: PoolClient, live: LiveName): Promise<void> {
+    const { rows } = await c.query<{ ours: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM ${qualified(OWN_SCHEMA, 'shards')} WHERE table_oid = to_regclass($1)::oid) AS ours
+        WHERE to_regclass($1) IS NOT NULL`,
+      [qualified(live.schema, live.table)],
+    );
+    if (!rows[0]) return;
+    const whose = rows[0].ours ? "another table's shard" : 'a table tablefate did not place';
+    throw new NotOurTableError(`${live.schema}.${live.table} is taken: ${whose} is there`);
+  }
+
+  /** One change of a shard at a time on this node, across workers: a transaction-scoped advisory lock. */
+  private async lockShard(c: PoolClient, id: ShardTableId): Promise<void> {
+    await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tablefate:${describe(id)}`]);
+  }
+
+  private async inTransaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      // Strings read as domain/columns.ts reads them.
+      await c.query('SET LOCAL standard_conforming_strings = on');
+      const result = await fn(c);
+      await c.query('COMMIT');
+      return result;
+    } catch (err) {
+      await c.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      c.release();
+    }
+  }
+}
+
+/** The indexes and owned sequences (serial and identity) of a table, in a stable order. */
+async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ name: string; kind: 'i' | 'S' }>> {
+  const { rows } = await c.query<{ name: string; kind: 'i' | 'S' }>(
+    `SELECT rel.relname AS name, rel.relkind AS kind FROM pg_class rel
+      WHERE rel.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = $1)
+         OR rel.oid IN (SELECT objid FROM pg_depend
+                         WHERE refobjid = $1 AND classid = 'pg_class'::regclass AND deptype IN ('a', 'i')
+                           AND (SELECT relkind FROM pg_class WHERE oid = objid) = 'S')
+      ORDER BY rel.relkind, rel.relname`,
+    [oid],
+  );
+  return rows;
+}
+
+async function isTaken(c: PoolClient, schema: string, name: string): Promise<boolean> {
+  const { rows } = await c.query('SELECT 1 FROM pg_class WHERE relnamespace = $1::regnamespace AND relname = $2', [ident(schema), name]);
+  return rows.length > 0;
+}
+
+/** `name`, or `name_2`, `name_3`... whichever is free in `schema`. */
+async function freeName(c: PoolClient, schema: string, name: string): Promise<string> {
+  for (let n = 1; ; n++) {
+    const candidate = n === 1 ? name : `${name.slice(0, 60)}_${n}`;
+    if (!(await isTaken(c, schema, candidate))) return candidate;
+  }
+}
+
+/** An index or sequence name made after its table (`orders_pkey`), made after the table's new name (`orders2_pkey`). */
+function renamedAfter(original: string, oldTable: string | undefined, newTable: string): string {
+  return oldTable && original.startsWith(oldTable) ? `${newTable}${original.slice(oldTable.length)}`.slice(0, 63) : original;
+}
+
+/** `schema.table` as a LIKE source: each part quoted. */
+function likeSource(source: string): string {
+  const parts = source.split('.');
+  if (parts.length !== 2 || parts.some((p) => p === '')) throw new Error(`--like takes schema.table, not "${source}"`);
+  return qualified(parts[0]!, parts[1]!);
+}
+
+const describe = (id: ShardTableId) => `table ${id.tableId} shard ${id.shard} of catalog ${id.catalogId}`;

@@ -1,0 +1,146 @@
+import { Client, Pool } from 'pg';
+import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { GARBAGE_SCHEMA, NotOurTableError, parkedName, PostgresTables, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-tables';
+
+/*
+ * The PostgreSQL driver's moves (storage/postgres-tables.ts) on a real server, judged by what a user's own client
+ * sees: rows, indexes, constraints, defaults, grants, and "relation does not exist" where a trashed table was.
+ */
+
+let server: TestPostgres;
+let pool: Pool;
+let user: Client;
+let tables: PostgresTables;
+
+beforeAll(async () => {
+  server = await sharedPostgres();
+  const url = await server.freshDatabase('pgtables');
+  pool = new Pool({ connectionString: url, max: 4 });
+  user = new Client({ connectionString: url });
+  await user.connect();
+  tables = new PostgresTables(pool);
+  await tables.prepare();
+  await tables.prepare(); // twice: idempotent
+  await user.query('CREATE ROLE reporting NOLOGIN').catch(() => undefined);
+});
+
+afterAll(async () => {
+  await user?.end();
+  await pool?.end();
+  await server?.stop();
+});
+
+const shard = (tableId: number, shard = 0): ShardTableId => ({ catalogId: 'cat1', tableId, shard });
+const rowsOf = async (sql: string) => (await user.query(sql)).rows as Array<Record<string, unknown>>;
+const indexesOf = (schema: string, table: string) =>
+  rowsOf(`SELECT indexname FROM pg_indexes WHERE schemaname = '${schema}' AND tablename = '${table}' ORDER BY 1`).then((r) =>
+    r.map((x) => x.indexname),
+  );
+const relationsIn = (schema: string) =>
+  rowsOf(`SELECT relname FROM pg_class WHERE relnamespace = '${schema}'::regnamespace ORDER BY 1`).then((r) => r.map((x) => x.relname));
+
+test('a trashed table is gone from its schema at once; recalled, its rows, indexes, constraints, defaults and grants are back', async () => {
+  const id = shard(1);
+  await tables.create(
+    id,
+    { schema: 'shop', table: 'orders' },
+    {
+      columns:
+        "id bigint generated always as identity primary key, code serial unique, total numeric(12,2) not null check (total >= 0), note text default 'none'",
+    },
+  );
+  await tables.create(id, { schema: 'shop', table: 'orders' }, { columns: 'ignored int' }); // a retry finds it made
+  await user.query('CREATE INDEX orders_total ON shop.orders (total)');
+  await user.query('GRANT SELECT ON shop.orders TO reporting');
+  await user.query('INSERT INTO shop.orders (total) VALUES (1.50), (2.25)');
+  const before = await rowsOf('SELECT * FROM shop.orders ORDER BY id');
+  const indexes = await indexesOf('shop', 'orders');
+  expect(indexes).toEqual(['orders_code_key', 'orders_pkey', 'orders_total']);
+
+  await tables.move(id, 'trash');
+  await tables.move(id, 'trash'); // again: already there
+  await expect(user.query('SELECT * FROM shop.orders')).rejects.toThrow('relation "shop.orders" does not exist');
+  expect(await relationsIn('shop')).toEqual([]);
+  expect((await tables.locate(id))?.area).toBe('trash');
+
+  await tables.move(id, 'live', { schema: 'shop', table: 'orders' });
+  expect(await rowsOf('SELECT * FROM shop.orders ORDER BY id')).toEqual(before);
+  expect(await indexesOf('shop', 'orders')).toEqual(indexes);
+  // The defaults and sequences work as before, and the check still holds.
+  expect(await rowsOf('INSERT INTO shop.orders (total) VALUES (3) RETURNING id, code, note')).toEqual([{ id: '3', code: 3, note: 'none' }]);
+  await expect(user.query('INSERT INTO shop.orders (total) VALUES (-1)')).rejects.toThrow(/orders_total_check/);
+  expect(await rowsOf("SELECT has_table_privilege('reporting', 'shop.orders', 'SELECT') AS can")).toEqual([{ can: true }]);
+});
+
+test('two trashed tables of one name do not collide, and one recalls under a new name into another schema', async () => {
+  const first = shard(2);
+  const second = shard(3);
+  await tables.create(first, { schema: 'app', table: 'events' }, { columns: 'id serial primary key, body text' });
+  await user.query("INSERT INTO app.events (body) VALUES ('first')");
+  await tables.move(first, 'trash');
+  await tables.create(second, { schema: 'app', table: 'events' }, { columns: 'id serial primary key, body text' });
+  await user.query("INSERT INTO app.events (body) VALUES ('second')");
+  await tables.move(second, 'trash');
+  expect((await relationsIn(TRASH_SCHEMA)).length).toBeGreaterThanOrEqual(6); // two tables, their keys and sequences
+
+  // A new app.events meanwhile: the first comes back as archive.events_old, its index named after it.
+  await tables.create(shard(4), { schema: 'app', table: 'events' }, { columns: 'id serial primary key' });
+  await tables.move(first, 'live', { schema: 'archive', table: 'events_old' });
+  expect(await rowsOf('SELECT body FROM archive.events_old')).toEqual([{ body: 'first' }]);
+  expect(await indexesOf('archive', 'events_old')).toEqual(['events_pkey']);
+  // The second back beside the new one: its original names are taken there, so it takes names after itself.
+  await tables.move(second, 'live', { schema: 'app', table: 'events_2' });
+  expect(await rowsOf('SELECT body FROM app.events_2')).toEqual([{ body: 'second' }]);
+  expect(await indexesOf('app', 'events_2')).toEqual(['events_2_pkey']);
+  expect(await indexesOf('app', 'events')).toEqual(['events_pkey']);
+});
+
+test('purge: garbage, then dropped, leaves nothing in any schema and no record', async () => {
+  const id = shard(5);
+  await tables.create(id, { schema: 'tmp', table: 'scratch' }, { columns: 'id int primary key' });
+  await tables.move(id, 'trash');
+  await tables.move(id, 'garbage');
+  expect((await tables.locate(id))?.schema).toBe(GARBAGE_SCHEMA);
+  expect(await tables.bytes(id)).toBeGreaterThan(0);
+  await tables.drop(id);
+  await tables.drop(id); // again: nothing left is success
+  expect(await tables.locate(id)).toBeNull();
+  expect(await relationsIn(GARBAGE_SCHEMA)).toEqual([]);
+  expect(await rowsOf(`SELECT count(*)::int AS n FROM tablefate.shards WHERE table_id = 5`)).toEqual([{ n: 0 }]);
+});
+
+test("a user's table under a tablefate name is never touched: create and recall onto it are refused", async () => {
+  await user.query('CREATE SCHEMA IF NOT EXISTS crm; CREATE TABLE crm.customers (id int); INSERT INTO crm.customers VALUES (7)');
+  await expect(tables.create(shard(6), { schema: 'crm', table: 'customers' }, { columns: 'x int' })).rejects.toBeInstanceOf(
+    NotOurTableError,
+  );
+  await tables.create(shard(7), { schema: 'crm', table: 'leads' }, { columns: 'id int' });
+  await tables.move(shard(7), 'trash');
+  await expect(tables.move(shard(7), 'live', { schema: 'crm', table: 'customers' })).rejects.toThrow(
+    /crm\.customers is taken: a table tablefate did not place/,
+  );
+  expect(await rowsOf('SELECT * FROM crm.customers')).toEqual([{ id: 7 }]);
+  expect((await tables.locate(shard(7)))?.area).toBe('trash');
+  // Dropped by hand and made again by a user under the shard's old name: not ours, so not found.
+  await tables.move(shard(7), 'live', { schema: 'crm', table: 'leads' });
+  await user.query('DROP TABLE crm.leads; CREATE TABLE crm.leads (id int)');
+  expect(await tables.locate(shard(7))).toBeNull();
+  await expect(tables.move(shard(7), 'trash')).rejects.toBeInstanceOf(NotOurTableError);
+  expect(await rowsOf(`SELECT to_regclass('crm.leads') IS NOT NULL AS there`)).toEqual([{ there: true }]);
+});
+
+test('a move that fails half way changes nothing: the transaction takes its renames back', async () => {
+  const id = shard(8);
+  await tables.create(id, { schema: 'ops', table: 'jobs' }, { columns: 'id int primary key, at timestamptz' });
+  await user.query('INSERT INTO ops.jobs VALUES (1, now())');
+  // Something in the trash schema under the shard's parked name: the move renames the table and its index there,
+  // then fails to set its schema.
+  await user.query(`CREATE TABLE ${TRASH_SCHEMA}.${parkedName(id)} (x int)`);
+  await expect(tables.move(id, 'trash')).rejects.toThrow(/already exists/);
+  expect(await tables.locate(id)).toMatchObject({ area: 'live', schema: 'ops', table: 'jobs' });
+  expect(await indexesOf('ops', 'jobs')).toEqual(['jobs_pkey']);
+  expect(await rowsOf('SELECT id FROM ops.jobs')).toEqual([{ id: 1 }]);
+  await user.query(`DROP TABLE ${TRASH_SCHEMA}.${parkedName(id)}`);
+  await tables.move(id, 'trash');
+  expect((await tables.locate(id))?.area).toBe('trash');
+});
