@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
+import { checkWatch, type Watch } from './driver';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -52,6 +53,58 @@ const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_
 export class NotOurTableError extends Error {
   readonly type = 'NotOurTable';
 }
+
+/** A trash refused because views or other tables' foreign keys depend on the table: they would follow it into the trash. */
+export class HasDependentsError extends Error {
+  readonly type = 'HasDependents';
+  constructor(
+    table: string,
+    readonly dependents: readonly string[],
+  ) {
+    super(`${table} cannot be trashed while others depend on it: ${dependents.join(', ')}; drop them or their foreign keys first`);
+  }
+}
+
+/** A session that held the table while a move drained it. */
+export interface TableHolder {
+  pid: number;
+  user: string | null;
+  applicationName: string;
+  /** When its transaction began (or its query, outside one); null when PostgreSQL does not say. */
+  since: Date | null;
+}
+
+/** A move that could not have the table to itself before its drain deadline: other sessions kept it. */
+export class TableBusyError extends Error {
+  readonly type = 'TableBusy';
+  constructor(
+    table: string,
+    drainTimeoutMs: number,
+    readonly holders: readonly TableHolder[],
+  ) {
+    const named = holders.map(
+      (h) => `pid ${h.pid} (user ${h.user ?? '?'}, application "${h.applicationName}", since ${h.since?.toISOString() ?? '?'})`,
+    );
+    super(
+      `${table} is still in use after ${drainTimeoutMs} ms of waiting: ` +
+        (named.length > 0 ? `held by ${named.join(', ')}` : 'its holders had just let it go'),
+    );
+  }
+}
+
+export interface MoveOptions {
+  /** How long a move may wait for the sessions that use the table to let it go. */
+  drainTimeoutMs?: number;
+  /** Hears every try (an activity heartbeats); aborted, the wait stops with its reason. */
+  watch?: Watch;
+}
+
+export const DEFAULT_DRAIN_TIMEOUT_MS = 60_000;
+// Each try queues an ACCESS EXCLUSIVE request that every later reader of the table waits behind: keep it short.
+const LOCK_TRY = '100ms';
+const FIRST_PAUSE_MS = 50;
+const LONGEST_PAUSE_MS = 1_000;
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /** Quotes an identifier, always: a name is never SQL. */
 export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
@@ -122,32 +175,75 @@ export class PostgresTables {
   /**
    * Moves the shard table to `to` (to the live area: under `live`), in one transaction. Already there is success.
    * Out of the live area its indexes and sequences take names derived from the shard, and the names they had are
-   * recorded; back in, they take those again.
+   * recorded; back in, they take those again. A table out of the live area is refused while views or other tables'
+   * foreign keys depend on it.
+   *
+   * The move waits until no other transaction holds the table, asking for it briefly and trying again on a backoff
+   * (a request left queued would hold up every reader that comes after it), up to `drainTimeoutMs`.
    */
-  async move(id: ShardTableId, to: TableArea, live?: LiveName): Promise<void> {
-    await this.inTransaction(async (c) => {
-      await this.lockShard(c, id);
-      const at = await this.locate(id, c);
-      if (!at) throw new NotOurTableError(`no table of ${describe(id)} is on this node`);
-      const parked = parkedName(id);
-      if (to === 'live') {
-        if (!live) throw new Error('a move to the live area needs the live name');
-        if (at.area === 'live' && at.schema === live.schema && at.table === live.table) return;
-        await this.refuseStranger(c, live);
-        await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
-        if (at.area === 'live') await this.park(c, id, at);
-        const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
-        if (from.schema !== live.schema)
-          await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(live.schema)}`);
-        await c.query(`ALTER TABLE ${qualified(live.schema, from.table)} RENAME TO ${ident(live.table)}`);
-        await this.unpark(c, id, live);
+  async move(id: ShardTableId, to: TableArea, live?: LiveName, options: MoveOptions = {}): Promise<void> {
+    const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+    const deadline = Date.now() + drainTimeoutMs;
+    for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS)) {
+      checkWatch(options.watch);
+      try {
+        await this.inTransaction((c) => this.moveOnce(c, id, to, live));
         return;
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw err;
       }
-      const schema = AREA_SCHEMAS[to];
-      if (at.schema === schema) return;
+      const left = deadline - Date.now();
+      if (left <= 0) throw await this.busy(id, drainTimeoutMs);
+      await pauseUnlessAborted(Math.min(pause, left), options.watch?.signal);
+    }
+  }
+
+  private async moveOnce(c: PoolClient, id: ShardTableId, to: TableArea, live: LiveName | undefined): Promise<void> {
+    await this.lockShard(c, id);
+    const found = await this.locate(id, c);
+    if (!found) throw new NotOurTableError(`no table of ${describe(id)} is on this node`);
+    if (isThere(found, to, live)) return;
+    // Set after the shard lock: two moves of one shard wait for each other as before; only the table's lock is tried briefly.
+    await c.query(`SET LOCAL lock_timeout = '${LOCK_TRY}'`);
+    await c.query(`LOCK TABLE ${qualified(found.schema, found.table)} IN ACCESS EXCLUSIVE MODE`);
+    // Found again under the lock: a user may have renamed the table while we waited for it.
+    const at = await this.locate(id, c);
+    if (!at || at.oid !== found.oid || at.schema !== found.schema || at.table !== found.table)
+      throw new NotOurTableError(`${describe(id)} was moved by someone else while this move waited for it`);
+    // Checked under the lock, which keeps new views and foreign keys off the table until the move commits.
+    if (at.area === 'live' && to !== 'live') await refuseDependents(c, at);
+    const parked = parkedName(id);
+    if (to === 'live') {
+      if (!live) throw new Error('a move to the live area needs the live name');
+      await this.refuseStranger(c, live);
+      await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
       if (at.area === 'live') await this.park(c, id, at);
-      await c.query(`ALTER TABLE ${qualified(at.schema, at.area === 'live' ? parked : at.table)} SET SCHEMA ${ident(schema)}`);
-    });
+      const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
+      if (from.schema !== live.schema) await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(live.schema)}`);
+      await c.query(`ALTER TABLE ${qualified(live.schema, from.table)} RENAME TO ${ident(live.table)}`);
+      await this.unpark(c, id, live);
+      return;
+    }
+    if (at.area === 'live') await this.park(c, id, at);
+    await c.query(`ALTER TABLE ${qualified(at.schema, at.area === 'live' ? parked : at.table)} SET SCHEMA ${ident(AREA_SCHEMAS[to])}`);
+  }
+
+  /** The error of a drain that ran out of time, naming the sessions holding the table now (ours excluded). */
+  private async busy(id: ShardTableId, drainTimeoutMs: number): Promise<TableBusyError> {
+    const at = await this.locate(id);
+    if (!at) return new TableBusyError(describe(id), drainTimeoutMs, []);
+    const { rows } = await this.pool.query<{ pid: number; user: string | null; application_name: string; since: Date | null }>(
+      `SELECT DISTINCT ON (a.pid) a.pid, a.usename AS user, a.application_name, coalesce(a.xact_start, a.query_start) AS since
+         FROM pg_locks l
+         JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'relation' AND l.relation = $1 AND l.granted
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.pid <> pg_backend_pid()
+        ORDER BY a.pid`,
+      [at.oid],
+    );
+    const holders = rows.map((r) => ({ pid: r.pid, user: r.user, applicationName: r.application_name, since: r.since }));
+    return new TableBusyError(`${at.schema}.${at.table}`, drainTimeoutMs, holders);
   }
 
   /** Drops the shard table wherever it is, and its record. None is success. */
@@ -254,6 +350,56 @@ async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ name: s
     [oid],
   );
   return rows;
+}
+
+/** Whether the table is in `to` already (under `live`, for the live area). */
+function isThere(at: ShardTableLocation, to: TableArea, live: LiveName | undefined): boolean {
+  if (to === 'live') return at.area === 'live' && at.schema === live?.schema && at.table === live.table;
+  return at.schema === AREA_SCHEMAS[to];
+}
+
+/**
+ * Views and materialized views (through their rewrite rules) and other tables' foreign keys that depend on the table: they
+ * point at it by oid, so they would follow it into the trash, and its purge would have to drop them.
+ */
+async function refuseDependents(c: PoolClient, at: ShardTableLocation): Promise<void> {
+  const { rows } = await c.query<{ schema: string; name: string; what: string }>(
+    `SELECT DISTINCT n.nspname AS schema, v.relname AS name,
+            CASE v.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END AS what
+       FROM pg_depend d
+       JOIN pg_rewrite r ON r.oid = d.objid
+       JOIN pg_class v ON v.oid = r.ev_class
+       JOIN pg_namespace n ON n.oid = v.relnamespace
+      WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND v.oid <> $1
+     UNION ALL
+     SELECT n.nspname, t.relname, format('foreign key %s', con.conname)
+       FROM pg_constraint con
+       JOIN pg_class t ON t.oid = con.conrelid
+       JOIN pg_namespace n ON n.oid = t.relnamespace
+      WHERE con.contype = 'f' AND con.confrelid = $1 AND con.conrelid <> $1 AND con.conparentid = 0
+     ORDER BY 1, 2, 3`,
+    [at.oid],
+  );
+  if (rows.length > 0)
+    throw new HasDependentsError(
+      `${at.schema}.${at.table}`,
+      rows.map((r) => `${r.schema}.${r.name} (${r.what})`),
+    );
+}
+
+/** Waits `ms`, or less if `signal` aborts meanwhile (the next checkWatch says why). */
+function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  // An abort that came during the last try has fired already: no event would wake us.
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 async function isTaken(c: PoolClient, schema: string, name: string): Promise<boolean> {

@@ -1,6 +1,15 @@
 import { Client, Pool } from 'pg';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
-import { GARBAGE_SCHEMA, NotOurTableError, parkedName, PostgresTables, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-tables';
+import {
+  GARBAGE_SCHEMA,
+  HasDependentsError,
+  NotOurTableError,
+  parkedName,
+  PostgresTables,
+  TableBusyError,
+  TRASH_SCHEMA,
+  type ShardTableId,
+} from '../storage/postgres-tables';
 
 /*
  * The PostgreSQL driver's moves (storage/postgres-tables.ts) on a real server, judged by what a user's own client
@@ -9,12 +18,13 @@ import { GARBAGE_SCHEMA, NotOurTableError, parkedName, PostgresTables, TRASH_SCH
 
 let server: TestPostgres;
 let pool: Pool;
+let url: string;
 let user: Client;
 let tables: PostgresTables;
 
 beforeAll(async () => {
   server = await sharedPostgres();
-  const url = await server.freshDatabase('pgtables');
+  url = await server.freshDatabase('pgtables');
   pool = new Pool({ connectionString: url, max: 4 });
   user = new Client({ connectionString: url });
   await user.connect();
@@ -143,4 +153,122 @@ test('a move that fails half way changes nothing: the transaction takes its rena
   await user.query(`DROP TABLE ${TRASH_SCHEMA}.${parkedName(id)}`);
   await tables.move(id, 'trash');
   expect((await tables.locate(id))?.area).toBe('trash');
+});
+
+test("a table that a view or another table's foreign key depends on is not trashed, and nothing changes", async () => {
+  const id = shard(9);
+  // Its own foreign key (to itself) is no dependent: it moves with the table.
+  await tables.create(id, { schema: 'dep', table: 'orders' }, { columns: 'id int primary key, parent int references dep.orders (id)' });
+  await user.query('INSERT INTO dep.orders VALUES (1, null), (2, 1)');
+  await user.query('CREATE SCHEMA report; CREATE VIEW report.big_orders AS SELECT id FROM dep.orders WHERE id > 1');
+  await user.query('CREATE MATERIALIZED VIEW report.order_count AS SELECT count(*) AS n FROM dep.orders');
+  await user.query('CREATE TABLE dep.lines (order_id int CONSTRAINT lines_order_fk REFERENCES dep.orders (id))');
+
+  const refused = tables.move(id, 'trash');
+  await expect(refused).rejects.toBeInstanceOf(HasDependentsError);
+  await expect(refused).rejects.toThrow(
+    'dep.orders cannot be trashed while others depend on it: dep.lines (foreign key lines_order_fk), ' +
+      'report.big_orders (view), report.order_count (materialized view)',
+  );
+  expect(await tables.locate(id)).toMatchObject({ area: 'live', schema: 'dep', table: 'orders' });
+  expect(await rowsOf('SELECT id FROM report.big_orders')).toEqual([{ id: 2 }]);
+  expect(await rowsOf('SELECT id, parent FROM dep.orders ORDER BY id')).toEqual([
+    { id: 1, parent: null },
+    { id: 2, parent: 1 },
+  ]);
+  expect(await indexesOf('dep', 'orders')).toEqual(['orders_pkey']);
+
+  await user.query('DROP VIEW report.big_orders; DROP MATERIALIZED VIEW report.order_count');
+  await user.query('ALTER TABLE dep.lines DROP CONSTRAINT lines_order_fk');
+  await tables.move(id, 'trash');
+  expect((await tables.locate(id))?.area).toBe('trash');
+});
+
+/** A session of its own that has read the table in a transaction it keeps open: it holds ACCESS SHARE until it ends. */
+async function holder(table: string, applicationName: string): Promise<{ client: Client; pid: number }> {
+  const client = new Client({ connectionString: url, application_name: applicationName });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query(`SELECT count(*) FROM ${table}`);
+  const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+  return { client, pid: rows[0]!.pid };
+}
+
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+test('drain: the trash waits for a transaction that read the table, new readers are not blocked meanwhile, and it completes after', async () => {
+  const id = shard(10);
+  await tables.create(id, { schema: 'drain', table: 'events' }, { columns: 'id int primary key' });
+  await user.query('INSERT INTO drain.events VALUES (1), (2)');
+  const reader = await holder('drain.events', 'long-report');
+  const other = new Client({ connectionString: url });
+  await other.connect();
+  try {
+    let moved = false;
+    const move = tables.move(id, 'trash').then(() => (moved = true));
+    for (let i = 0; i < 5; i++) {
+      await pause(100);
+      expect((await within(2_000, other.query('SELECT count(*)::int AS n FROM drain.events'))).rows).toEqual([{ n: 2 }]);
+    }
+    expect(moved).toBe(false);
+    expect((await tables.locate(id))?.area).toBe('live');
+
+    await reader.client.query('COMMIT');
+    await within(2_000, move);
+    expect((await tables.locate(id))?.area).toBe('trash');
+    await expect(other.query('SELECT * FROM drain.events')).rejects.toThrow('relation "drain.events" does not exist');
+  } finally {
+    await reader.client.end();
+    await other.end();
+  }
+});
+
+test('drain deadline: a holder that stays makes the move TableBusy, naming it, and the table is untouched', async () => {
+  const id = shard(11);
+  await tables.create(id, { schema: 'drain', table: 'ledger' }, { columns: 'id int primary key, amount int' });
+  await user.query('CREATE INDEX ledger_amount ON drain.ledger (amount); INSERT INTO drain.ledger VALUES (1, 10)');
+  const reader = await holder('drain.ledger', 'nightly-export');
+  try {
+    const started = Date.now();
+    const busy = tables.move(id, 'trash', undefined, { drainTimeoutMs: 500 });
+    await expect(busy).rejects.toBeInstanceOf(TableBusyError);
+    await expect(busy).rejects.toThrow(
+      new RegExp(
+        `drain\\.ledger is still in use after 500 ms of waiting: held by pid ${reader.pid} \\(user \\w+, application "nightly-export", since \\d{4}-`,
+      ),
+    );
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await tables.locate(id)).toMatchObject({ area: 'live', schema: 'drain', table: 'ledger' });
+    expect(await rowsOf('SELECT * FROM drain.ledger')).toEqual([{ id: 1, amount: 10 }]);
+    expect(await indexesOf('drain', 'ledger')).toEqual(['ledger_amount', 'ledger_pkey']);
+  } finally {
+    await reader.client.end();
+  }
+});
+
+test("a drain stops when its watcher aborts, with the watcher's reason, after a heartbeat on every try", async () => {
+  const id = shard(12);
+  await tables.create(id, { schema: 'drain', table: 'audit' }, { columns: 'id int' });
+  const reader = await holder('drain.audit', 'auditor');
+  try {
+    const controller = new AbortController();
+    let beats = 0;
+    const move = tables.move(id, 'trash', undefined, { watch: { signal: controller.signal, beat: () => beats++ } });
+    await pause(300);
+    controller.abort(new Error('activity cancelled'));
+    await expect(within(1_000, move)).rejects.toThrow('activity cancelled');
+    expect(beats).toBeGreaterThanOrEqual(2);
+    expect((await tables.locate(id))?.area).toBe('live');
+  } finally {
+    await reader.client.end();
+  }
 });
