@@ -57,7 +57,11 @@ export function callChecks(catalog: Catalog) {
    * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it. (A local activity
    * has no heartbeat: it lives and dies with the workflow task that runs it.)
    */
-  const fenced = async (scope: CallScope, shards: readonly ShardRef[], change: (watch: Watch) => Promise<void>): Promise<void> => {
+  const fenced = async (
+    scope: CallScope,
+    shards: readonly ShardRef[],
+    change: (watch: Watch, shards: ShardRef[]) => Promise<void>,
+  ): Promise<void> => {
     const owner = inScope(scope);
     const context = Context.current();
     const beat = context.info.isLocal ? undefined : () => context.heartbeat();
@@ -69,7 +73,16 @@ export function callChecks(catalog: Catalog) {
         `${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`,
       );
     }
-    await change({ signal: context.cancellationSignal, beat });
+    // The table as the catalog has it now, under the lock: a driver that names its shards after the table (PostgreSQL)
+    // reads the name from here (an undelete's move back is under the name it has just claimed).
+    const table = await catalog.getTable(tableId);
+    const described = table
+      ? shards.map((s) => ({
+          ...s,
+          table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params },
+        }))
+      : [...shards];
+    await change({ signal: context.cancellationSignal, beat }, described);
   };
 
   return { inScope, stepOf, fenced };

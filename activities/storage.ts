@@ -47,22 +47,22 @@ export function createStorageActivities(deps: StorageActivityDeps) {
 
   const activities = {
     async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.createShard(input.shard, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.createShard(shard!, watch));
     },
     async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.dropShard(input.shard, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.dropShard(shard!, watch));
     },
     async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.moveShard(input.shard, input.from, input.to, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.moveShard(shard!, input.from, input.to, watch));
     },
     async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.markGarbage(input.shard, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.markGarbage(shard!, watch));
     },
     async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.unmarkGarbage(input.shard, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.unmarkGarbage(shard!, watch));
     },
     async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch) => storage.deleteGarbage(input.shard, watch));
+      await fenced(input, [input.shard], (watch, [shard]) => storage.deleteGarbage(shard!, watch));
     },
 
     /**
@@ -72,7 +72,7 @@ export function createStorageActivities(deps: StorageActivityDeps) {
      * a worker lost mid-way), it finishes what is left: each shard's change is idempotent.
      */
     async changeShardsOnNode(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<void> {
-      await fenced(input, input.shards, (watch) => settleAll(input.shards, (shard) => applyChange(storage, input.change, shard, watch)));
+      await fenced(input, input.shards, (watch, shards) => settleAll(shards, (shard) => applyChange(storage, input.change, shard, watch)));
     },
 
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
@@ -149,9 +149,9 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
       const here = input.shards.filter((s) => served.has(s.node));
       const answer: ShardsHereAnswer = { elsewhere: [...new Set(input.shards.filter((s) => !served.has(s.node)).map((s) => s.node))] };
       if (here.length === 0) return answer;
-      await fenced(input, here, async (watch) => {
+      await fenced(input, here, async (watch, shards) => {
         try {
-          await settleAll(here, (shard) => applyChange(storage!, input.change, shard, watch));
+          await settleAll(shards, (shard) => applyChange(storage!, input.change, shard, watch));
         } catch (err) {
           if (classifyStorageError(err) === 'fatal') {
             // This worker stops (as a node's worker would); the change is not over, so nothing is journaled.

@@ -10,7 +10,7 @@ import {
 import { formatTableName, type TableName } from '../domain/names';
 import { lockFor } from '../domain/operations';
 import { canTransition, columnsOnEntering } from '../domain/states';
-import { sameCreateParams, type TableRecord } from '../domain/table';
+import { describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
 import type {
   AcquireResult,
   Catalog,
@@ -345,12 +345,14 @@ function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' |
   switch (holder.state) {
     case 'READY':
       if (sameParams) return 'exists';
-      throw new TableExistsError(`table ${label} exists (id ${holder.id}) with ${holder.params.shards} shards, not ${req.params.shards}`);
+      throw new TableExistsError(
+        `table ${label} exists (id ${holder.id}) with ${describeCreateParams(holder.params)}, not ${describeCreateParams(req.params)}`,
+      );
     case 'CREATING':
     case 'CREATE_FAILED':
       if (sameParams) return 'resume';
       throw new TableExistsError(
-        `table ${label} has a prepared create (id ${holder.id}, ${holder.params.shards} shards, ${holder.state}); ` +
+        `table ${label} has a prepared create (id ${holder.id}, ${describeCreateParams(holder.params)}, ${holder.state}); ` +
           `repeat that create to finish it`,
       );
     default:

@@ -27,6 +27,9 @@ const USAGE = `usage: tablefate <command> [options]
   storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
                                               <path>/<node>; needs the catalog (TABLEFATE_CATALOG_URL)
   create <ns.name> [--shards N]               create a table (default 4 shards)
+         [--columns "<defs>" | --like <schema.table>]
+                                              PostgreSQL storage: its columns, as inside CREATE TABLE (...),
+                                              or another table's structure
   drop|trash <ns.name> [-r|--reserve-seconds N]
                                               move a table to the trash (default retention 7 days)
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
@@ -58,6 +61,8 @@ const EXIT_CODES: Record<TableFateErrorType, number> = {
   TableExists: 4,
   NameTaken: 4,
   WrongState: 4,
+  HasDependents: 4,
+  TableBusy: 4,
   // The call gave up waiting; the operation goes on in the background.
   OperationTimeout: 5,
   // Nothing could start: the deployment is not there (or not where the environment says).
@@ -223,10 +228,16 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         return healthy ? 0 : 1;
       }
       case 'create':
-        await run({ shards: { type: 'string', short: 's' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
-          const opts = timeoutOption(v);
-          return withClient((c) => c.create({ table: table!, shards: numberArg(v.shards as string | undefined) as number }, opts));
-        });
+        await run(
+          { shards: { type: 'string', short: 's' }, columns: { type: 'string' }, like: { type: 'string' }, ...TIMEOUT },
+          { min: 1, max: 1 },
+          (v, [table]) => {
+            const opts = timeoutOption(v);
+            const shards = numberArg(v.shards as string | undefined) as number;
+            const definition = { columns: v.columns as string | undefined, like: v.like as string | undefined };
+            return withClient((c) => c.create({ table: table!, shards, ...definition }, opts));
+          },
+        );
         return 0;
       case 'drop':
       case 'trash':

@@ -27,7 +27,7 @@ import {
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
-import { sameCreateParams, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { describeCreateParams, sameCreateParams, toTableInfo, type CreateParams, type TableInfo, type TableRecord } from '../domain/table';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
 import type { createTable, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
@@ -121,7 +121,8 @@ export class TableFateClient {
 
   /** Creates a table, or returns it if the same create already happened; joins a create of it that is running. */
   async create(request: CreateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { table, shards } = parseRequest(OPERATION_REQUESTS.create, request);
+    const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, request);
+    const params: CreateParams = { shards, ...(columns !== undefined ? { columns } : {}), ...(like !== undefined ? { like } : {}) };
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(table);
     const record = OPERATIONS.create;
@@ -130,7 +131,7 @@ export class TableFateClient {
     const created = await this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.client.workflow.start<typeof createTable>(
         record.workflowType,
-        this.startOptions(record, workflowId, { ...table, shards }, table, `create ${label} with ${shards} shards`),
+        this.startOptions(record, workflowId, { ...table, ...params }, table, `create ${label} with ${describeCreateParams(params)}`),
       );
       started();
       try {
@@ -139,13 +140,15 @@ export class TableFateClient {
         // A same-named create with other parameters was running and this call joined it: its TableExists is
         // not ours if the table that exists is the one we asked for.
         const existing = await this.catalog.findByName(table);
-        if (existing?.state === 'READY' && sameCreateParams(existing.params, { shards })) return toTableInfo(existing);
+        if (existing?.state === 'READY' && sameCreateParams(existing.params, params)) return toTableInfo(existing);
         throw err;
       }
     });
     // Joining a running create of the same name with other parameters must not pass for success.
-    if (!sameCreateParams({ shards: created.shards }, { shards })) {
-      throw new TableExistsError(`table ${label} is being created with ${created.shards} shards, not ${shards}`);
+    // (The definition is not in the answer: the catalog has it.)
+    const made = (await this.catalog.getTable(created.id))?.params ?? { shards: created.shards };
+    if (!sameCreateParams(made, params)) {
+      throw new TableExistsError(`table ${label} is being created with ${describeCreateParams(made)}, not ${describeCreateParams(params)}`);
     }
     return created;
   }

@@ -18,6 +18,8 @@ export {
   TableInTrashError,
   TableNotFoundError,
   WrongStateError,
+  HasDependentsError,
+  TableBusyError,
   type DomainErrorType,
   type OperationFailureType,
   type TableFateErrorType,

@@ -5,7 +5,7 @@
  * part needs another's code to speak to it.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ShardPlacement, TableInfo } from './table';
+import type { CreateParams, ShardPlacement, TableInfo } from './table';
 
 /**
  * What the workflow adds to every call it makes: the catalog the operation belongs to, and for catalog calls
@@ -22,9 +22,22 @@ export type ShardArea = 'live' | 'trash';
 /** Every place a shard's set of files can be: the driver's two areas plus trash renamed as garbage. */
 export type StorageArea = ShardArea | 'garbage';
 
-/** Identifies one shard of one table on one storage node. Physical names derive from the id only. */
+/**
+ * Identifies one shard of one table on one storage node. The files driver's names derive from the id only; the
+ * PostgreSQL driver's live tables are named after the table, which the storage activities read from the catalog
+ * (under the operation's lock) and add as `table`: a workflow never sends it.
+ */
 export interface ShardRef extends ShardPlacement {
   tableId: number;
+  table?: ShardOfTable;
+}
+
+/** What a driver may need of the table a shard belongs to: its name now, how many shards it has, its definition. */
+export interface ShardOfTable {
+  namespace: string;
+  name: string;
+  shards: number;
+  params: CreateParams;
 }
 
 /** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */

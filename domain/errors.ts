@@ -6,7 +6,16 @@
  * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError.
  * The command line's exit code follows the type (cli/main.ts, README).
  */
-export const DOMAIN_ERROR_TYPES = ['InvalidInput', 'TableNotFound', 'TableInTrash', 'TableExists', 'NameTaken', 'WrongState'] as const;
+export const DOMAIN_ERROR_TYPES = [
+  'InvalidInput',
+  'TableNotFound',
+  'TableInTrash',
+  'TableExists',
+  'NameTaken',
+  'WrongState',
+  'HasDependents',
+  'TableBusy',
+] as const;
 
 export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
 
@@ -84,6 +93,18 @@ export class WrongStateError extends TableFateError {
   override readonly name = 'WrongStateError';
 }
 
+/** PostgreSQL driver: views or other tables' foreign keys depend on the table, so it is not trashed; nothing changed. */
+export class HasDependentsError extends TableFateError {
+  readonly type = 'HasDependents';
+  override readonly name = 'HasDependentsError';
+}
+
+/** PostgreSQL driver: other sessions held the table past the drop's drain deadline; the drop was taken back. */
+export class TableBusyError extends TableFateError {
+  readonly type = 'TableBusy';
+  override readonly name = 'TableBusyError';
+}
+
 const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> = {
   InvalidInput: InvalidInputError,
   TableNotFound: TableNotFoundError,
@@ -91,6 +112,8 @@ const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> 
   TableExists: TableExistsError,
   NameTaken: NameTakenError,
   WrongState: WrongStateError,
+  HasDependents: HasDependentsError,
+  TableBusy: TableBusyError,
 };
 
 export function domainError(type: DomainErrorType, message: string): TableFateError {

@@ -51,6 +51,9 @@ export interface OperationScope extends CatalogScoped {
 
 export interface CreateInput extends TableName, OperationScope {
   shards: number;
+  /** PostgreSQL driver: the table's columns, or the table whose structure it copies (CreateParams). */
+  columns?: string;
+  like?: string;
 }
 
 export interface TrashInput extends OperationScope {

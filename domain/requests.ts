@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkColumnDefinitions } from './columns';
 import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import type { TableOp } from './operations';
@@ -68,10 +69,27 @@ export const MAX_SHARDS = 256;
 export const DEFAULT_SHARDS = 4;
 
 /** The requests the SDK accepts. Everything entering tablefate passes one of these, once, at the edge. */
-export const createRequestSchema = z.strictObject({
-  table: tableNameSchema,
-  shards: z.number().int().min(1).max(MAX_SHARDS).default(DEFAULT_SHARDS),
+/** Column definitions for the PostgreSQL driver: what fits between one CREATE TABLE's parentheses, nothing more. */
+const columnsSchema = z.string().superRefine((text, ctx) => {
+  const check = checkColumnDefinitions(text);
+  if (!check.ok) ctx.addIssue({ code: 'custom', message: check.reason });
 });
+
+/** The table a PostgreSQL create copies the structure of: `schema.table`, each part a plain name. */
+const likeSchema = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_$]{0,62}\.[A-Za-z_][A-Za-z0-9_$]{0,62}$/, 'must be schema.table, each a plain PostgreSQL name');
+
+export const createRequestSchema = z
+  .strictObject({
+    table: tableNameSchema,
+    shards: z.number().int().min(1).max(MAX_SHARDS).default(DEFAULT_SHARDS),
+    /** PostgreSQL driver: the columns, as inside `CREATE TABLE (...)`. */
+    columns: columnsSchema.optional(),
+    /** PostgreSQL driver: an existing table whose structure (indexes, defaults) the new one copies. */
+    like: likeSchema.optional(),
+  })
+  .refine((r) => r.columns === undefined || r.like === undefined, { message: 'give columns or like, not both', path: ['like'] });
 
 export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,

@@ -9,6 +9,10 @@ export interface ShardPlacement {
 /** What a create asked for; a retry of the same create must ask for the same. */
 export interface CreateParams {
   shards: number;
+  /** PostgreSQL driver: the column definitions, as inside `CREATE TABLE (...)` (checked by domain/columns.ts). */
+  columns?: string;
+  /** PostgreSQL driver: the `schema.table` whose structure (indexes and defaults included) the shard tables copy. */
+  like?: string;
 }
 
 /** A table as the catalog records it. Times are epoch milliseconds. */
@@ -59,8 +63,15 @@ export function toTableInfo(table: TableRecord): TableInfo {
   };
 }
 
+/** What a create asked for, as a person reads it: `3 shards`, `1 shard with columns (id int)`, `2 shards like app.t`. */
+export function describeCreateParams(p: CreateParams): string {
+  const shards = `${p.shards} shard${p.shards === 1 ? '' : 's'}`;
+  if (p.like !== undefined) return `${shards} like ${p.like}`;
+  return p.columns !== undefined ? `${shards} with columns (${p.columns})` : shards;
+}
+
 export function sameCreateParams(a: CreateParams, b: CreateParams): boolean {
-  return a.shards === b.shards;
+  return a.shards === b.shards && a.columns === b.columns && a.like === b.like;
 }
 
 /**

@@ -1,5 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
+import { HasDependentsError as DependentsRefusal, NameTakenError, TableBusyError as BusyRefusal } from '../domain/errors';
 import { checkWatch, type Watch } from './driver';
+import { PermanentStorageError } from './errors';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -49,14 +51,13 @@ export const TRASH_SCHEMA = 'tablefate_trash';
 export const GARBAGE_SCHEMA = 'tablefate_garbage';
 const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA };
 
-/** A table found under a tablefate name that tablefate did not place, or that is not the shard asked for. */
-export class NotOurTableError extends Error {
-  readonly type = 'NotOurTable';
+/** The shard's table is not where tablefate put it (dropped or moved by someone else): nothing is done to whatever is there. */
+export class NotOurTableError extends PermanentStorageError {
+  override readonly name: string = 'NotOurTableError';
 }
 
 /** A trash refused because views or other tables' foreign keys depend on the table: they would follow it into the trash. */
-export class HasDependentsError extends Error {
-  readonly type = 'HasDependents';
+export class HasDependentsError extends DependentsRefusal {
   constructor(
     table: string,
     readonly dependents: readonly string[],
@@ -75,8 +76,7 @@ export interface TableHolder {
 }
 
 /** A move that could not have the table to itself before its drain deadline: other sessions kept it. */
-export class TableBusyError extends Error {
-  readonly type = 'TableBusy';
+export class TableBusyError extends BusyRefusal {
   constructor(
     table: string,
     drainTimeoutMs: number,
@@ -115,6 +115,9 @@ export function parkedName(id: ShardTableId): string {
   return `c${id.catalogId.replace(/[^a-zA-Z0-9]/g, '').slice(0, 16)}_t${id.tableId}_s${id.shard}`;
 }
 
+/** The area a schema stands for: tablefate's own two, or any other (a user's namespace) for live. */
+const areaOf = (schema: string): TableArea => (schema === TRASH_SCHEMA ? 'trash' : schema === GARBAGE_SCHEMA ? 'garbage' : 'live');
+
 export class PostgresTables {
   constructor(private readonly pool: Pool) {}
 
@@ -131,6 +134,7 @@ export class PostgresTables {
            table_id bigint NOT NULL,
            shard integer NOT NULL,
            live_names jsonb,
+           changed_at timestamptz NOT NULL DEFAULT now(),
            UNIQUE (catalog_id, table_id, shard))`,
       );
     });
@@ -148,8 +152,22 @@ export class PostgresTables {
     );
     const row = rows[0];
     if (!row) return null;
-    const area = row.schema === TRASH_SCHEMA ? 'trash' : row.schema === GARBAGE_SCHEMA ? 'garbage' : 'live';
+    const area = areaOf(row.schema);
     return { oid: Number(row.oid), area, schema: row.schema, table: row.table };
+  }
+
+  /** Every shard table of `catalogId` on this node, where it is and when it last moved (the reconciler's view). */
+  async list(catalogId: string): Promise<Array<{ tableId: number; shard: number; area: TableArea; changedAt: number }>> {
+    const { rows } = await this.pool.query<{ table_id: string; shard: number; schema: string; changed_at: Date }>(
+      `SELECT s.table_id, s.shard, n.nspname AS schema, s.changed_at
+         FROM ${qualified(OWN_SCHEMA, 'shards')} s
+         JOIN pg_class c ON c.oid = s.table_oid
+         JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE s.catalog_id = $1
+        ORDER BY s.table_id, s.shard`,
+      [catalogId],
+    );
+    return rows.map((r) => ({ tableId: Number(r.table_id), shard: r.shard, area: areaOf(r.schema), changedAt: r.changed_at.getTime() }));
   }
 
   /**
@@ -222,10 +240,12 @@ export class PostgresTables {
       if (from.schema !== live.schema) await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(live.schema)}`);
       await c.query(`ALTER TABLE ${qualified(live.schema, from.table)} RENAME TO ${ident(live.table)}`);
       await this.unpark(c, id, live);
-      return;
+    } else {
+      if (at.area === 'live') await this.park(c, id, at);
+      await c.query(`ALTER TABLE ${qualified(at.schema, at.area === 'live' ? parked : at.table)} SET SCHEMA ${ident(AREA_SCHEMAS[to])}`);
     }
-    if (at.area === 'live') await this.park(c, id, at);
-    await c.query(`ALTER TABLE ${qualified(at.schema, at.area === 'live' ? parked : at.table)} SET SCHEMA ${ident(AREA_SCHEMAS[to])}`);
+    // When it last moved: the reconciler leaves a table no catalog accounts for alone for a grace period from then.
+    await c.query(`UPDATE ${qualified(OWN_SCHEMA, 'shards')} SET changed_at = now() WHERE table_oid = $1`, [at.oid]);
   }
 
   /** The error of a drain that ran out of time, naming the sessions holding the table now (ours excluded). */
@@ -312,7 +332,7 @@ export class PostgresTables {
     );
     if (!rows[0]) return;
     const whose = rows[0].ours ? "another table's shard" : 'a table tablefate did not place';
-    throw new NotOurTableError(`${live.schema}.${live.table} is taken: ${whose} is there`);
+    throw new NameTakenError(`${live.schema}.${live.table} is taken: ${whose} is there`);
   }
 
   /** One change of a shard at a time on this node, across workers: a transaction-scoped advisory lock. */

@@ -1,4 +1,5 @@
 import { Client, Pool } from 'pg';
+import { NameTakenError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import {
   GARBAGE_SCHEMA,
@@ -122,7 +123,7 @@ test('purge: garbage, then dropped, leaves nothing in any schema and no record',
 test("a user's table under a tablefate name is never touched: create and recall onto it are refused", async () => {
   await user.query('CREATE SCHEMA IF NOT EXISTS crm; CREATE TABLE crm.customers (id int); INSERT INTO crm.customers VALUES (7)');
   await expect(tables.create(shard(6), { schema: 'crm', table: 'customers' }, { columns: 'x int' })).rejects.toBeInstanceOf(
-    NotOurTableError,
+    NameTakenError,
   );
   await tables.create(shard(7), { schema: 'crm', table: 'leads' }, { columns: 'id int' });
   await tables.move(shard(7), 'trash');

@@ -41,7 +41,12 @@ function prepare(calls: OperationCalls, input: CreateInput, lock: string, waitin
         calls.prepareCreate({
           namespace: input.namespace,
           name: input.name,
-          params: { shards: input.shards },
+          // Only what was asked: the params of a create without a definition keep their old shape.
+          params: {
+            shards: input.shards,
+            ...(input.columns !== undefined ? { columns: input.columns } : {}),
+            ...(input.like !== undefined ? { like: input.like } : {}),
+          },
           lock,
           now: Date.now(),
           busyIsAnswer: waitsInWorkflow,

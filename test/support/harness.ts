@@ -10,7 +10,9 @@ import type { Catalog } from '../../catalog/catalog';
 import { catalogPath } from '../../domain/deployment';
 import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
-import type { ShardReport } from '../../storage/driver';
+import type { ShardReport, StorageDriver } from '../../storage/driver';
+import { PostgresStorage } from '../../storage/postgres';
+import { nodeName } from '../../storage/nodes';
 import type { TableInfo } from '../../domain/table';
 import type { Backoff, LockWaitPolicy } from '../../domain/operations';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
@@ -79,6 +81,11 @@ export interface HarnessOptions {
   /** A PostgreSQL catalog (a database the test made) instead of the SQLite file under the state directory. */
   catalogUrl?: string;
   /**
+   * The PostgreSQL storage driver instead of files: each node's database url, node-0 first (the worker serves them
+   * all in-process; `storage` must stay `local`).
+   */
+  postgresNodes?: string[];
+  /**
    * The workflow task timeout, in ms, of every workflow this harness's clients start (the server's 10 s when
    * absent): for tests that wait for a task to expire or to hand over. Changeable later: `workflowTaskTimeoutMs`.
    */
@@ -111,6 +118,8 @@ export class Harness {
   /** The workflow task timeout of the workflows this harness's clients start from now on (HarnessOptions). */
   workflowTaskTimeoutMs: number | undefined;
   readonly client: TableFateClient;
+  /** The storage driver the worker serves: `storage`'s files, or PostgreSQL (HarnessOptions.postgresNodes). */
+  readonly driver: StorageDriver;
 
   private constructor(
     readonly home: string,
@@ -123,6 +132,12 @@ export class Harness {
     private readonly opts: HarnessOptions,
   ) {
     this.workflowTaskTimeoutMs = opts.workflowTaskTimeoutMs;
+    this.driver = opts.postgresNodes
+      ? new PostgresStorage(
+          opts.postgresNodes.map((url, i) => ({ node: nodeName(i), url })),
+          catalog.id,
+        )
+      : storage;
     this.client = new TableFateClient({
       client: this.temporalClient(connection),
       catalog,
@@ -174,7 +189,7 @@ export class Harness {
       connection,
       namespace: testNamespace(),
       catalog: this.catalog,
-      storage: (opts.storage ?? this.opts.storage) === 'remote' ? { nodes: this.storage.nodes } : this.storage,
+      storage: (opts.storage ?? this.opts.storage) === 'remote' ? { nodes: this.driver.nodes } : this.driver,
       defaultRetentionSeconds: 7 * 24 * 3600,
       logger: createLogger('warn'),
       taskQueue: this.taskQueue,
@@ -249,7 +264,7 @@ export class Harness {
 
   /** What the storage driver reports for every shard of a table (area, size, checksum), in shard order. */
   shardReports(table: TableInfo): Promise<ShardReport[]> {
-    return Promise.all(table.placement.map((p) => this.storage.inspect({ tableId: table.id, ...p })));
+    return Promise.all(table.placement.map((p) => this.driver.inspect({ tableId: table.id, ...p })));
   }
 
   /** Where each shard of a table is: live, trash, garbage, or null (gone). */
@@ -262,6 +277,7 @@ export class Harness {
     for (const node of [...this.nodeWorkers.keys()]) await this.stopNode(node);
     await this.connection.close();
     await this.catalog.close();
+    if (this.driver instanceof PostgresStorage) await this.driver.close();
     if (this.ownsHome) await fs.promises.rm(this.home, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,161 @@
+import { createHash } from 'node:crypto';
+import { Pool } from 'pg';
+import {
+  checkWatch,
+  type SetListing,
+  type ShardArea,
+  type ShardRef,
+  type ShardReport,
+  type StorageArea,
+  type StorageDriver,
+  type Watch,
+} from './driver';
+import { InvalidShardRefError } from './errors';
+import { ident, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
+
+/**
+ * The PostgreSQL storage driver: each storage node is a PostgreSQL database, and a shard is a real table there that
+ * services query directly while it is live (see postgres-tables.ts for how it moves). Its live name is the table's:
+ * `<namespace>.<name>` for a table of one shard, `<namespace>.<name>_<shard>` for each of several.
+ */
+export class PostgresStorage implements StorageDriver {
+  readonly nodes: readonly string[];
+  private readonly byNode = new Map<string, { pool: Pool; tables: PostgresTables; ready?: Promise<void> }>();
+
+  /** `urls`: each node's connection url; `catalogId`: whose shards these are (two catalogs may share a database). */
+  constructor(
+    urls: ReadonlyArray<{ node: string; url: string }>,
+    private readonly catalogId: string,
+  ) {
+    this.nodes = urls.map((u) => u.node);
+    for (const { node, url } of urls) {
+      const pool = new Pool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}` });
+      // An idle connection the server dropped is replaced at the next query; it must not crash the worker.
+      pool.on('error', () => undefined);
+      this.byNode.set(node, { pool, tables: new PostgresTables(pool) });
+    }
+  }
+
+  async createShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    await (await this.tablesOf(ref)).create(this.idOf(ref), liveNameOf(ref), definitionOf(ref));
+  }
+
+  async dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    await (await this.tablesOf(ref)).drop(this.idOf(ref));
+  }
+
+  async moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    await this.moveTo(ref, to, watch);
+  }
+
+  async markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    await this.moveTo(ref, 'garbage', watch);
+  }
+
+  async unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    await this.moveTo(ref, 'trash', watch);
+  }
+
+  /** Drops the shard table if it is garbage; gone already is success. A table in any other area is not purge's to drop. */
+  async deleteGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    const tables = await this.tablesOf(ref);
+    const at = await tables.locate(this.idOf(ref));
+    if (!at) return;
+    if (at.area !== 'garbage') throw new InvalidShardRefError(`${describe(ref)} is in the ${at.area} area, not garbage: not deleted`);
+    await tables.drop(this.idOf(ref));
+  }
+
+  async inspect(ref: ShardRef): Promise<ShardReport> {
+    const tables = await this.tablesOf(ref);
+    const at = await tables.locate(this.idOf(ref));
+    const report = { tableId: ref.tableId, shard: ref.shard, node: ref.node };
+    if (!at) return { ...report, area: null, bytes: 0, checksum: createHash('sha256').digest('hex') };
+    const pool = this.byNode.get(ref.node)!.pool;
+    // The rows' content, in an order that does not depend on where they sit: the same rows give the same sum.
+    const { rows } = await pool.query<{ sum: string | null }>(
+      `SELECT string_agg(md5(t::text), '' ORDER BY md5(t::text)) AS sum FROM ${qualifiedOf(at)} t`,
+    );
+    const area = at.area === 'garbage' ? 'garbage' : at.area;
+    return {
+      ...report,
+      area,
+      bytes: await tables.bytes(this.idOf(ref)),
+      checksum: createHash('sha256')
+        .update(rows[0]?.sum ?? '')
+        .digest('hex'),
+    };
+  }
+
+  async listSets(nodes: readonly string[] = this.nodes): Promise<SetListing> {
+    const sets = [];
+    for (const node of nodes) {
+      const tables = await this.ready(node);
+      for (const found of await tables.list(this.catalogId)) {
+        sets.push({ tableId: found.tableId, shard: found.shard, node, area: found.area, files: 3, changedAt: found.changedAt });
+      }
+    }
+    return { sets, skippedNodes: [] };
+  }
+
+  /** Removes the shard's table if it is in `area`, through garbage; elsewhere it is left alone. */
+  async discardSet(ref: ShardRef, area: StorageArea, watch?: Watch): Promise<void> {
+    checkWatch(watch);
+    const tables = await this.tablesOf(ref);
+    const at = await tables.locate(this.idOf(ref));
+    if (!at || at.area !== area) return;
+    if (area !== 'garbage') await tables.move(this.idOf(ref), 'garbage', undefined, { watch });
+    await tables.drop(this.idOf(ref));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.byNode.values()].map((n) => n.pool.end()));
+  }
+
+  /** A move: it drains the table first (postgres-tables.ts), heartbeating through `watch` while it waits. */
+  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch): Promise<void> {
+    await (await this.tablesOf(ref)).move(this.idOf(ref), to, to === 'live' ? liveNameOf(ref) : undefined, { watch });
+  }
+
+  private idOf(ref: ShardRef): ShardTableId {
+    return { catalogId: this.catalogId, tableId: ref.tableId, shard: ref.shard };
+  }
+
+  private tablesOf(ref: ShardRef): Promise<PostgresTables> {
+    return this.ready(ref.node);
+  }
+
+  /** The node's tables, its own schemas made on first use. */
+  private async ready(node: string): Promise<PostgresTables> {
+    const found = this.byNode.get(node);
+    if (!found) throw new InvalidShardRefError(`node ${node} is not one of this driver's (${this.nodes.join(', ')})`);
+    found.ready ??= found.tables.prepare().catch((err: unknown) => {
+      found.ready = undefined;
+      throw err;
+    });
+    await found.ready;
+    return found.tables;
+  }
+}
+
+/** The shard's live table: the table's name for a table of one shard, `<name>_<shard>` for each of several. */
+export function liveNameOf(ref: ShardRef): LiveName {
+  if (!ref.table) throw new InvalidShardRefError(`${describe(ref)}: the PostgreSQL driver needs the table's name`);
+  const { namespace, name, shards } = ref.table;
+  return { schema: namespace, table: shards === 1 ? name : `${name}_${ref.shard}` };
+}
+
+function definitionOf(ref: ShardRef): TableDefinition {
+  const params = ref.table?.params;
+  if (params?.like !== undefined) return { like: params.like };
+  // No columns asked for: a table of none, to which its users add theirs.
+  return { columns: params?.columns ?? '' };
+}
+
+const qualifiedOf = (at: { schema: string; table: string }) => `${ident(at.schema)}.${ident(at.table)}`;
+const describe = (ref: ShardRef) => `shard ${ref.shard} of table ${ref.tableId} on ${ref.node}`;
