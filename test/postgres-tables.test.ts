@@ -122,9 +122,7 @@ test('purge: garbage, then dropped, leaves nothing in any schema and no record',
 
 test("a user's table under a tablefate name is never touched: create and recall onto it are refused", async () => {
   await user.query('CREATE SCHEMA IF NOT EXISTS crm; CREATE TABLE crm.customers (id int); INSERT INTO crm.customers VALUES (7)');
-  await expect(tables.create(shard(6), { schema: 'crm', table: 'customers' }, { columns: 'x int' })).rejects.toBeInstanceOf(
-    NameTakenError,
-  );
+  await expect(tables.create(shard(6), { schema: 'crm', table: 'customers' }, { columns: 'x int' })).rejects.toBeInstanceOf(NameTakenError);
   await tables.create(shard(7), { schema: 'crm', table: 'leads' }, { columns: 'id int' });
   await tables.move(shard(7), 'trash');
   await expect(tables.move(shard(7), 'live', { schema: 'crm', table: 'customers' })).rejects.toThrow(
