@@ -1,7 +1,8 @@
 import { CatalogNotFoundError } from '../domain/errors';
 import { catalogPath } from '../domain/deployment';
 import type { Catalog } from './catalog';
-import { PostgresCatalog, redactUrl } from './postgres';
+import { PostgresCatalog } from './postgres';
+import { redactUrl } from '../domain/deployment';
 import { SqliteCatalog } from './sqlite';
 
 /** Where a catalog lives: a SQLite file (the embedded default) or a PostgreSQL database. */

@@ -38,6 +38,7 @@
 import { randomBytes } from 'node:crypto';
 import { Pool, types, type CustomTypesConfig, type PoolClient, type QueryResultRow } from 'pg';
 import { CatalogNotFoundError, TableFateError } from '../domain/errors';
+import { redactUrl } from '../domain/deployment';
 import type { TableName } from '../domain/names';
 import { NAME_HOLDING_STATES, type TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
@@ -69,18 +70,6 @@ const pgCode = (err: unknown): unknown => (typeof err === 'object' && err !== nu
 const isUniqueViolation = (err: unknown) => pgCode(err) === '23505';
 /** A deadlock or a serialization failure: PostgreSQL aborted the transaction, which may simply run again. */
 const isTransient = (err: unknown) => pgCode(err) === '40001' || pgCode(err) === '40P01';
-
-/** `url` without its password (and as it was if it is no url), for messages and errors. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (!parsed.password) return url;
-    parsed.password = '';
-    return parsed.toString();
-  } catch {
-    return url.replace(/^([a-z]+:\/\/[^:@/]*):[^@]*@/i, '$1@');
-  }
-}
 
 export interface PostgresCatalogOptions {
   /** Seeds the id counter of a new catalog (default 1). */

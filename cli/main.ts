@@ -25,7 +25,8 @@ const USAGE = `usage: tablefate <command> [options]
                                               serves every storage node from TABLEFATE_HOME/storage, remote
                                               leaves them to their storage-node workers
   storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
-                                              <path>/<node>; needs the catalog (TABLEFATE_CATALOG_URL)
+               | --postgres <url>             <path>/<node>, or its tables in that database; needs the catalog
+                                              (TABLEFATE_CATALOG_URL)
   create <ns.name> [--shards N]               create a table (default 4 shards)
          [--columns "<defs>" | --like <schema.table>]
                                               PostgreSQL storage: its columns, as inside CREATE TABLE (...),
@@ -207,10 +208,18 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       }
       case 'storage-node': {
         let exitCode = 0;
-        await run({ dir: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
-          if (typeof v.dir !== 'string' || v.dir === '')
-            throw new UsageError('storage-node: --dir <path> is required (the node keeps its files under <path>/<node>)');
-          exitCode = await workerCommands().storageNodeCommand(loadConfig(env), node!, v.dir);
+        await run({ dir: { type: 'string' }, postgres: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
+          const dir = typeof v.dir === 'string' && v.dir !== '' ? v.dir : undefined;
+          const postgres = typeof v.postgres === 'string' && v.postgres !== '' ? v.postgres : undefined;
+          if ((dir === undefined) === (postgres === undefined))
+            throw new UsageError(
+              'storage-node: give --dir <path> (the node keeps its files under <path>/<node>) or --postgres <url> (its tables in that database)',
+            );
+          exitCode = await workerCommands().storageNodeCommand(
+            loadConfig(env),
+            node!,
+            dir !== undefined ? { dir } : { postgres: postgres! },
+          );
         });
         return exitCode;
       }

@@ -9,8 +9,8 @@ import {
 } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
-import { TASK_QUEUE } from '../domain/deployment';
-import { TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
+import { TASK_QUEUE, type StorageDriverName } from '../domain/deployment';
+import { InvalidInputError, TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import { OPERATIONS, type AnyOperation, type Backoff, type LockWaitPolicy, type OperationTarget } from '../domain/operations';
 import {
@@ -48,6 +48,8 @@ export interface TableFateClientOptions {
   lockWait?: LockWaitPolicy;
   /** How the trashes this client starts try again when the purge at their expiry fails (DEFAULT_EXPIRY_RETRY when absent). */
   expiryRetry?: Backoff;
+  /** The deployment's storage driver (TABLEFATE_STORAGE_DRIVER; `files` when absent): what a create may ask for. */
+  storageDriver?: StorageDriverName;
 }
 
 export interface WriteOptions {
@@ -78,6 +80,7 @@ export class TableFateClient {
   private readonly defaultTimeoutMs: number;
   private readonly lockWait: LockWaitPolicy | undefined;
   private readonly expiryRetry: Backoff | undefined;
+  private readonly storageDriver: StorageDriverName;
   private readonly owned: Array<() => Promise<void>> = [];
   /** The worker check, the deadline and the typed errors around every write. */
   private readonly writes: WriteRunner;
@@ -89,6 +92,7 @@ export class TableFateClient {
     this.defaultTimeoutMs = timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs');
     this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(backoffSchema, opts.lockWait);
     this.expiryRetry = opts.expiryRetry === undefined ? undefined : parseRequest(backoffSchema, opts.expiryRetry);
+    this.storageDriver = opts.storageDriver ?? 'files';
     this.writes = new WriteRunner(this.client, this.taskQueue);
   }
 
@@ -111,6 +115,7 @@ export class TableFateClient {
       client: new Client({ connection, namespace: config.temporalNamespace }),
       catalog,
       defaultTimeoutMs: opts.defaultTimeoutMs,
+      storageDriver: config.storageDriver,
     });
     client.owned.push(
       () => catalog.close(),
@@ -121,7 +126,10 @@ export class TableFateClient {
 
   /** Creates a table, or returns it if the same create already happened; joins a create of it that is running. */
   async create(request: CreateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, request);
+    // A table of PostgreSQL is one real table unless more shards are asked for.
+    const asked = this.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
+    const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
+    checkForDriver(this.storageDriver, { table, shards, columns, like });
     const params: CreateParams = { shards, ...(columns !== undefined ? { columns } : {}), ...(like !== undefined ? { like } : {}) };
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(table);
@@ -426,6 +434,22 @@ export class TableFateClient {
       );
     }
     return table;
+  }
+}
+
+/**
+ * What the deployment's storage driver cannot make, refused before anything starts: a definition of columns for files,
+ * and for PostgreSQL a shard's table name (`<name>_<shard>`) past its 63 characters, which PostgreSQL would cut short.
+ */
+function checkForDriver(driver: StorageDriverName, create: { table: TableName; shards: number; columns?: string; like?: string }): void {
+  if (driver === 'files' && (create.columns !== undefined || create.like !== undefined)) {
+    throw new InvalidInputError('columns and like are for the postgres storage driver; this deployment keeps its tables as files');
+  }
+  const longest = create.shards === 1 ? create.table.name : `${create.table.name}_${create.shards - 1}`;
+  if (driver === 'postgres' && longest.length > 63) {
+    throw new InvalidInputError(
+      `name "${create.table.name}" is too long for ${create.shards} PostgreSQL shard tables (${longest}: over 63 characters)`,
+    );
   }
 }
 

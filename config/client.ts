@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { z } from 'zod';
-import { connectionEnvSchema, parseEnv } from '../domain/deployment';
+import { connectionEnvSchema, parseEnv, storageOf, type StorageDriverName } from '../domain/deployment';
 import { temporalSecurity, temporalSecurityEnvSchema, type TemporalSecurity } from './connection';
 
 /** The variables a client reads. */
@@ -16,6 +16,10 @@ export interface ClientConfig {
   temporalNamespace: string;
   /** TLS and API key for a secured Temporal server (secrets: never log this). */
   temporalSecurity: TemporalSecurity;
+  /** TABLEFATE_STORAGE_DRIVER: what a shard is (the SDK refuses a definition of columns for files). */
+  storageDriver: StorageDriverName;
+  /** TABLEFATE_STORAGE_URLS: the postgres driver's nodes, node-0 first (secrets: log them through redactUrl only). */
+  storageUrls: string[];
 }
 
 /**
@@ -34,5 +38,11 @@ export function clientConfigOf(e: z.output<typeof clientEnvSchema>): ClientConfi
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE,
     temporalSecurity: temporalSecurity(e),
+    ...storageConfigOf(e),
   };
+}
+
+function storageConfigOf(e: z.output<typeof clientEnvSchema>): Pick<ClientConfig, 'storageDriver' | 'storageUrls'> {
+  const { driver, urls } = storageOf(e);
+  return { storageDriver: driver, storageUrls: urls };
 }

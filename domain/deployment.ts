@@ -22,6 +22,10 @@ export function catalogPath(home: string): string {
   return /[/\\]$/.test(home) ? `${home}${CATALOG_FILE}` : `${home}/${CATALOG_FILE}`;
 }
 
+/** The storage drivers: a shard as files under the state directory, or as a real PostgreSQL table. */
+export const STORAGE_DRIVERS = ['files', 'postgres'] as const;
+export type StorageDriverName = (typeof STORAGE_DRIVERS)[number];
+
 /** The variables every part (worker, SDK, command line) reads: where the state is, which Temporal to talk to. */
 export const connectionEnvSchema = z.object({
   TABLEFATE_HOME: z.string().min(1).default(DEFAULT_HOME),
@@ -29,7 +33,53 @@ export const connectionEnvSchema = z.object({
   TABLEFATE_CATALOG_URL: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z.string().min(1).default(DEFAULT_TEMPORAL_ADDRESS),
   TEMPORAL_NAMESPACE: z.string().min(1).default(DEFAULT_TEMPORAL_NAMESPACE),
+  /** What a shard is: a set of files under the home (`files`), or a real table in a PostgreSQL database (`postgres`). */
+  TABLEFATE_STORAGE_DRIVER: z.enum(STORAGE_DRIVERS).default('files'),
+  /** postgres driver: one connection url per storage node, node-0 first, comma-separated (never echoed: passwords). */
+  TABLEFATE_STORAGE_URLS: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined) return [];
+      const urls = raw.split(',').map((u) => u.trim());
+      urls.forEach((url, i) => {
+        if (!/^postgres(ql)?:\/\/[^\s]+$/.test(url)) ctx.addIssue({ code: 'custom', message: `entry ${i + 1} is not a postgres:// url` });
+      });
+      return urls;
+    }),
 });
+
+/** `url` without its password (and as it was if it is no url), for messages, logs and errors. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (!parsed.password) return url;
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return url.replace(/^([a-z]+:\/\/[^:@/]*):[^@]*@/i, '$1@');
+  }
+}
+
+/**
+ * The storage driver and its nodes' urls, checked together: the postgres driver needs one url per node, and urls
+ * without it are a mistake worth saying. A bad pair is an InvalidInputError naming the variables (never a url).
+ */
+export function storageOf(e: { TABLEFATE_STORAGE_DRIVER: StorageDriverName; TABLEFATE_STORAGE_URLS: string[] }): {
+  driver: StorageDriverName;
+  urls: string[];
+} {
+  const { TABLEFATE_STORAGE_DRIVER: driver, TABLEFATE_STORAGE_URLS: urls } = e;
+  if (driver === 'postgres' && urls.length === 0) {
+    throw new InvalidInputError('invalid configuration: TABLEFATE_STORAGE_URLS: the postgres driver needs one url per storage node');
+  }
+  if (driver === 'files' && urls.length > 0) {
+    throw new InvalidInputError(
+      'invalid configuration: TABLEFATE_STORAGE_URLS: is for the postgres driver (TABLEFATE_STORAGE_DRIVER=postgres)',
+    );
+  }
+  return { driver, urls };
+}
 
 /** Parses the environment with `schema`, once; a bad value is an InvalidInputError naming every variable at fault. */
 export function parseEnv<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): z.output<S> {

@@ -10,7 +10,8 @@ import {
   type StorageDriver,
   type Watch,
 } from './driver';
-import { InvalidShardRefError } from './errors';
+import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
+import { InvalidInputError, TableFateError } from '../domain/errors';
 import { ident, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
 
 /**
@@ -18,6 +19,29 @@ import { ident, PostgresTables, type LiveName, type ShardTableId, type TableArea
  * services query directly while it is live (see postgres-tables.ts for how it moves). Its live name is the table's:
  * `<namespace>.<name>` for a table of one shard, `<namespace>.<name>_<shard>` for each of several.
  */
+/** SQLSTATE classes another attempt cannot fix: bad data, integrity, syntax or access, dependent objects, invalid schema. */
+const PERMANENT_CLASSES = new Set(['0A', '22', '23', '2B', '3F', '42', '44']);
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+const sqlState = (err: unknown): string | undefined => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+};
+
+/**
+ * A PostgreSQL error as storage/errors.ts classifies storage's: a SQLSTATE of a permanent class (a permission refused,
+ * a relation that is not there) ends the operation, compensated; any other (a lost connection, a deadlock, the server
+ * shutting down) is tried again. Errors that already say what they are pass as they are.
+ */
+function classified(err: unknown, op: string, ref: ShardRef): unknown {
+  const code = sqlState(err);
+  if (code === undefined || err instanceof TableFateError) return err;
+  if (PERMANENT_CLASSES.has(code.slice(0, 2))) {
+    return new PermanentStorageError(`${op} of ${describe(ref)} failed: ${(err as Error).message} (SQLSTATE ${code})`, { cause: err });
+  }
+  return new StorageIoError(op, `shard ${ref.shard} of table ${ref.tableId}`, ref.node, err);
+}
+
 export class PostgresStorage implements StorageDriver {
   readonly nodes: readonly string[];
   private readonly byNode = new Map<string, { pool: Pool; tables: PostgresTables; ready?: Promise<void> }>();
@@ -36,39 +60,61 @@ export class PostgresStorage implements StorageDriver {
     }
   }
 
-  async createShard(ref: ShardRef, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    await (await this.tablesOf(ref)).create(this.idOf(ref), liveNameOf(ref), definitionOf(ref));
+  createShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guard('createShard', ref, async () => {
+      checkWatch(watch);
+      const definition = definitionOf(ref);
+      try {
+        await (await this.tablesOf(ref)).create(this.idOf(ref), liveNameOf(ref), definition);
+      } catch (err) {
+        // A definition PostgreSQL refuses (a type it does not know, a --like table this node lacks) is the request's fault.
+        if (sqlState(err)?.startsWith('42') && sqlState(err) !== INSUFFICIENT_PRIVILEGE) {
+          const what = 'like' in definition ? `like ${definition.like}` : 'the column definitions';
+          throw new InvalidInputError(`${what}: ${(err as Error).message} (on ${ref.node})`);
+        }
+        throw err;
+      }
+    });
   }
 
-  async dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    await (await this.tablesOf(ref)).drop(this.idOf(ref));
+  dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guard('dropShard', ref, async () => {
+      checkWatch(watch);
+      await (await this.tablesOf(ref)).drop(this.idOf(ref));
+    });
   }
 
-  async moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    await this.moveTo(ref, to, watch);
+  moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
+    return this.guard('moveShard', ref, async () => {
+      checkWatch(watch);
+      await this.moveTo(ref, to, watch);
+    });
   }
 
-  async markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    await this.moveTo(ref, 'garbage', watch);
+  markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guard('markGarbage', ref, async () => {
+      checkWatch(watch);
+      await this.moveTo(ref, 'garbage', watch);
+    });
   }
 
-  async unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    await this.moveTo(ref, 'trash', watch);
+  unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guard('unmarkGarbage', ref, async () => {
+      checkWatch(watch);
+      await this.moveTo(ref, 'trash', watch);
+    });
   }
 
   /** Drops the shard table if it is garbage; gone already is success. A table in any other area is not purge's to drop. */
-  async deleteGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    const tables = await this.tablesOf(ref);
-    const at = await tables.locate(this.idOf(ref));
-    if (!at) return;
-    if (at.area !== 'garbage') throw new InvalidShardRefError(`${describe(ref)} is in the ${at.area} area, not garbage: not deleted`);
-    await tables.drop(this.idOf(ref));
+  deleteGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
+    return this.guard('deleteGarbage', ref, async () => {
+      checkWatch(watch);
+      const tables = await this.tablesOf(ref);
+      const at = await tables.locate(this.idOf(ref));
+      if (!at) return;
+      if (at.area !== 'garbage') throw new InvalidShardRefError(`${describe(ref)} is in the ${at.area} area, not garbage: not deleted`);
+      await tables.drop(this.idOf(ref));
+    });
   }
 
   async inspect(ref: ShardRef): Promise<ShardReport> {
@@ -104,13 +150,24 @@ export class PostgresStorage implements StorageDriver {
   }
 
   /** Removes the shard's table if it is in `area`, through garbage; elsewhere it is left alone. */
-  async discardSet(ref: ShardRef, area: StorageArea, watch?: Watch): Promise<void> {
-    checkWatch(watch);
-    const tables = await this.tablesOf(ref);
-    const at = await tables.locate(this.idOf(ref));
-    if (!at || at.area !== area) return;
-    if (area !== 'garbage') await tables.move(this.idOf(ref), 'garbage', undefined, { watch });
-    await tables.drop(this.idOf(ref));
+  discardSet(ref: ShardRef, area: StorageArea, watch?: Watch): Promise<void> {
+    return this.guard('discardSet', ref, async () => {
+      checkWatch(watch);
+      const tables = await this.tablesOf(ref);
+      const at = await tables.locate(this.idOf(ref));
+      if (!at || at.area !== area) return;
+      if (area !== 'garbage') await tables.move(this.idOf(ref), 'garbage', undefined, { watch });
+      await tables.drop(this.idOf(ref));
+    });
+  }
+
+  /** Runs a change, its PostgreSQL errors classified as storage's (see `classified`). */
+  private async guard(op: string, ref: ShardRef, change: () => Promise<void>): Promise<void> {
+    try {
+      await change();
+    } catch (err) {
+      throw classified(err, op, ref);
+    }
   }
 
   async close(): Promise<void> {

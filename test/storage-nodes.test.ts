@@ -200,7 +200,12 @@ describe('tablefate storage-node refuses what it cannot serve', () => {
     );
     const noDir = await runCliInProcess(['storage-node', 'node-0'], { env: env() });
     expect(noDir.code).toBe(2);
-    expect(noDir.stderr).toContain('--dir <path> is required');
+    expect(noDir.stderr).toContain('give --dir <path>');
+    const both = await runCliInProcess(['storage-node', 'node-0', '--dir', home, '--postgres', 'postgres://x@localhost/db'], {
+      env: env(),
+    });
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('or --postgres <url>');
     const badMode = await runCliInProcess(['worker', '--storage', 'nfs'], { env: env() });
     expect(badMode.code).toBe(2);
     expect(badMode.stderr).toContain('--storage is local or remote, got "nfs"');

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { ClientConfig } from '../config/client';
 import { catalogPath, parseEnv } from '../domain/deployment';
+import { InvalidInputError } from '../domain/errors';
 import { clientConfigOf, clientEnvSchema } from '../config/client';
 import {
   DEFAULT_RETENTION_SECONDS,
@@ -72,10 +73,21 @@ export interface Config extends ClientConfig {
 /** Reads the configuration from the environment; a bad value fails here, once, with the variable's name. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parseEnv(envSchema, env);
+  const client = clientConfigOf(e);
+  // With PostgreSQL, a node is a database: as many nodes as urls, and a count that says otherwise is a mistake.
+  if (
+    client.storageDriver === 'postgres' &&
+    env.TABLEFATE_STORAGE_NODES !== undefined &&
+    e.TABLEFATE_STORAGE_NODES !== client.storageUrls.length
+  ) {
+    throw new InvalidInputError(
+      `invalid configuration: TABLEFATE_STORAGE_NODES: is ${e.TABLEFATE_STORAGE_NODES}, but TABLEFATE_STORAGE_URLS names ${client.storageUrls.length} nodes`,
+    );
+  }
   return {
-    ...clientConfigOf(e),
+    ...client,
     defaultRetentionSeconds: e.TABLEFATE_DEFAULT_RETENTION_SECONDS,
-    storageNodes: e.TABLEFATE_STORAGE_NODES,
+    storageNodes: client.storageDriver === 'postgres' ? client.storageUrls.length : e.TABLEFATE_STORAGE_NODES,
     storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,
     reconcileSeconds: e.TABLEFATE_RECONCILE_SECONDS,
     orphanGraceSeconds: e.TABLEFATE_ORPHAN_GRACE_SECONDS,

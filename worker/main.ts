@@ -5,6 +5,8 @@ import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@tempor
 import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } from '../catalog/open';
 import type { Catalog } from '../catalog/catalog';
 import { LocalFileStorage } from '../storage/local-files';
+import { PostgresStorage } from '../storage/postgres';
+import type { StorageDriver } from '../storage/driver';
 import { assertNodesHoldAllShards, byNodeNumber, nodeName, nodeNumber } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
 import { ensureReconcileSchedule, reconcileScheduleId, removeReconcileSchedule } from './reconcile-schedule';
@@ -14,6 +16,7 @@ import { createLogger, type Logger } from './logger';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from './worker';
 import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
+import { redactUrl } from '../domain/deployment';
 import { storageQueue } from '../domain/operations';
 
 const SDK_LEVELS: Record<string, LogLevel> = {
@@ -131,25 +134,35 @@ export async function runWorker(
   mode: StorageMode = 'local',
 ): Promise<number> {
   const paths = statePaths(config.home);
-  let storage: LocalFileStorage | { nodes: string[] };
-  if (mode === 'local') {
+  // The PostgreSQL driver's nodes are made once the catalog is open: its id says whose shard tables are whose.
+  let storage: StorageDriver | { nodes: string[] } | undefined;
+  if (mode === 'remote') {
+    storage = { nodes: configuredNodes(config) };
+  } else if (config.storageDriver === 'files') {
     await checkStorageNodes(config);
     const local = new LocalFileStorage({ root: paths.storage, nodeCount: config.storageNodes });
     await warnQuarantined(local, logger);
     storage = local;
-  } else {
-    storage = { nodes: configuredNodes(config) };
   }
   const location = catalogLocation(config.catalogUrl, config.home);
-  return serveUntil(location, { mustExist: false }, server, logger, stop, async (connection, catalog, onFatal) => {
+  return serveUntil(location, { mustExist: false }, server, logger, stop, async (connection, catalog, onFatal, atClose) => {
     logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
     if (mode === 'remote') await checkPlacements(catalog, config);
+    if (!storage) {
+      const tables = new PostgresStorage(
+        config.storageUrls.map((url, k) => ({ node: nodeName(k), url })),
+        catalog.id,
+      );
+      atClose(() => tables.close());
+      storage = tables;
+    }
+    const served = storage;
     const worker = await withWorkflowBundle((codePath) =>
       createTableFateWorker({
         connection,
         namespace: config.temporalNamespace,
         catalog,
-        storage,
+        storage: served,
         defaultRetentionSeconds: config.defaultRetentionSeconds,
         storageRetryAttempts: config.storageRetryAttempts,
         orphanGraceSeconds: config.orphanGraceSeconds,
@@ -168,7 +181,8 @@ export async function runWorker(
         namespace: config.temporalNamespace,
         home: config.home,
         storage: mode,
-        nodes: storage.nodes,
+        driver: config.storageDriver,
+        nodes: served.nodes,
       },
       'worker polling',
     );
@@ -186,19 +200,32 @@ async function serveUntil(
   server: TemporalServer,
   logger: Logger,
   stop: Promise<unknown>,
-  start: (connection: NativeConnection, catalog: Catalog, onFatal: (err: Error) => void) => Promise<TableFateWorker>,
+  start: (
+    connection: NativeConnection,
+    catalog: Catalog,
+    onFatal: (err: Error) => void,
+    atClose: (close: () => Promise<void>) => void,
+  ) => Promise<TableFateWorker>,
 ): Promise<number> {
   const catalog = await openCatalog(location, opts);
   let fatal: Error | undefined;
+  // What the worker opened beside the catalog (a PostgreSQL storage node's connections), closed once it has stopped.
+  const closers: Array<() => Promise<void>> = [];
   try {
     const connection = await NativeConnection.connect(server);
     try {
-      const worker = await start(connection, catalog, (err) => {
-        fatal ??= err;
-      });
+      const worker = await start(
+        connection,
+        catalog,
+        (err) => {
+          fatal ??= err;
+        },
+        (close) => closers.push(close),
+      );
       await runUntil(worker, stop);
     } finally {
       await connection.close();
+      for (const close of closers) await close().catch((err: unknown) => logger.warn({ err }, 'closing storage failed'));
     }
   } finally {
     await catalog.close();
@@ -232,13 +259,16 @@ function exitAfter(fatal: Error | undefined, logger: Logger): number {
   return EXIT_FATAL;
 }
 
+/** Where a storage node's shards are: files under a directory, or tables in a PostgreSQL database. */
+export type NodeStore = { dir: string } | { postgres: string };
+
 /**
- * `tablefate storage-node <node> --dir <root>`: the worker that owns one storage node, its files under
- * `<root>/<node>`. It polls the node's own queue and touches nothing else; before each change it checks in the
- * catalog that the calling operation still holds the table's lock, so it needs the catalog (which the
- * orchestrating workers create: it must exist).
+ * `tablefate storage-node <node> --dir <root>` (or `--postgres <url>`): the worker that owns one storage node, its
+ * files under `<root>/<node>` (or its tables in that database). It polls the node's own queue and touches nothing
+ * else; before each change it checks in the catalog that the calling operation still holds the table's lock, so it
+ * needs the catalog (which the orchestrating workers create: it must exist).
  */
-export async function storageNodeCommand(config: Config, node: string, root: string): Promise<number> {
+export async function storageNodeCommand(config: Config, node: string, store: NodeStore): Promise<number> {
   const nodes = configuredNodes(config);
   if (!nodes.includes(node)) {
     throw new InvalidInputError(
@@ -248,11 +278,22 @@ export async function storageNodeCommand(config: Config, node: string, root: str
   const logger = createLogger(config.logLevel, { component: 'tablefate', node });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const stop = untilInterrupted();
-  const storage = new LocalFileStorage({ root, nodes: [node] });
-  await warnQuarantined(storage, logger);
+  let files: LocalFileStorage | undefined;
+  if ('dir' in store) {
+    files = new LocalFileStorage({ root: store.dir, nodes: [node] });
+    await warnQuarantined(files, logger);
+  }
   const location = catalogLocation(config.catalogUrl, config.home);
   const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
-  return serveUntil(location, { mustExist: true }, server, logger, stop, async (connection, catalog, onFatal) => {
+  return serveUntil(location, { mustExist: true }, server, logger, stop, async (connection, catalog, onFatal, atClose) => {
+    let storage: StorageDriver;
+    if (files) {
+      storage = files;
+    } else {
+      const tables = new PostgresStorage([{ node, url: (store as { postgres: string }).postgres }], catalog.id);
+      atClose(() => tables.close());
+      storage = tables;
+    }
     const worker = await createStorageNodeWorker({
       connection,
       namespace: config.temporalNamespace,
@@ -268,7 +309,7 @@ export async function storageNodeCommand(config: Config, node: string, root: str
       {
         address: server.address,
         namespace: config.temporalNamespace,
-        dir: path.join(storage.root, node),
+        ...(files ? { dir: path.join(files.root, node) } : { postgres: redactUrl((store as { postgres: string }).postgres) }),
         queue: storageQueue(TASK_QUEUE, node),
         catalog: describeLocation(location),
       },
@@ -283,7 +324,7 @@ export async function storageNodeCommand(config: Config, node: string, root: str
  * first (a server that tablefate did not start may lack them); without them every start would fail.
  */
 export async function workerCommand(config: Config, mode: StorageMode = 'local'): Promise<number> {
-  if (mode === 'local') await checkStorageNodes(config);
+  if (mode === 'local' && config.storageDriver === 'files') await checkStorageNodes(config);
   const logger = createLogger(config.logLevel, { component: 'tablefate' });
   routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
   const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };

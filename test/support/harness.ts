@@ -144,6 +144,7 @@ export class Harness {
       taskQueue,
       lockWait: opts.lockWait,
       expiryRetry: opts.expiryRetry,
+      storageDriver: opts.postgresNodes ? 'postgres' : 'files',
     });
   }
 
