@@ -45,7 +45,8 @@ every command takes --json. the table commands (create to describe) take --timeo
 waits for its answer (default 60); past it, it exits 5 and the operation goes on in the background.
 environment: TABLEFATE_HOME (default ./.tablefate), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
 TEMPORAL_NAMESPACE (default default).
-exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken or wrong state,
+exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken, wrong state, has
+dependents or busy,
 5 no answer within --timeout or the server lost after the start (the operation may go on),
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
-import { Harness } from './support/harness';
+import { Harness, workflowBundleFile } from './support/harness';
+import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import type { TableInfo } from '../domain/table';
 
@@ -25,12 +26,23 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await h?.close();
-  for (const client of nodes) await client.end();
+  for (const client of [...nodes, ...others.values()]) await client.end();
   await server?.stop();
 });
 
-/** A service's client on the node that holds `shard` of `table`. */
-const nodeOf = (table: TableInfo, shard = 0) => nodes[Number(table.placement[shard]!.node.replace('node-', ''))]!;
+/** A service's client on the node that holds `shard` of `table` (of the nodes at `urls`, the first describe's by default). */
+const others = new Map<string, Client>();
+function nodeOf(table: TableInfo, shard = 0, urls?: string[]): Client {
+  const k = Number(table.placement[shard]!.node.replace('node-', ''));
+  if (!urls) return nodes[k]!;
+  let client = others.get(urls[k]!);
+  if (!client) {
+    client = new Client({ connectionString: urls[k] });
+    others.set(urls[k]!, client);
+    void client.connect();
+  }
+  return client;
+}
 const rows = async (client: Client, sql: string) => (await client.query(sql)).rows as Array<Record<string, unknown>>;
 
 test('create, fill, drop, recall under a new name: the rows come back, and a query of the dropped name fails meanwhile', async () => {
@@ -98,4 +110,65 @@ test('a recall onto a name a user took by hand meanwhile is refused, and leaves 
   expect(await rows(service, 'SELECT mine FROM crm.leads')).toEqual([{ mine: 'the user' }]);
   expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
   expect(await h.shardAreas(table)).toEqual(['trash']);
+});
+
+describe('crashes and repeats', () => {
+  let urls: string[];
+  let crashes: Harness;
+  let bundleFile: string;
+  beforeAll(async () => {
+    urls = [await server.freshDatabase('pgcrash'), await server.freshDatabase('pgcrash')];
+    crashes = await Harness.start({ postgresNodes: urls, startWorker: false, workflowTaskTimeoutMs: 3000 });
+    bundleFile = await workflowBundleFile();
+  });
+  afterAll(async () => {
+    await crashes?.close();
+  });
+
+  test('a worker killed right after a node moved the table to the trash, before the server heard: TRASHED, every row kept', async () => {
+    await crashes.startWorker();
+    const table = await crashes.client.create({ table: 'crash.ledger', shards: 2, columns: 'id int primary key, amount int' });
+    for (const shard of [0, 1]) await nodeOf(table, shard, urls).query(`INSERT INTO crash.ledger_${shard} VALUES (${shard}, 100)`);
+    const before = await crashes.shardReports(table);
+    await crashes.stopWorker();
+
+    const worker = await startCrashingWorker({
+      home: crashes.home,
+      address: crashes.address,
+      taskQueue: crashes.taskQueue,
+      bundleFile,
+      activity: 'changeShardsOnNode',
+      env: { CRASH_POSTGRES_URLS: urls.join(',') },
+    });
+    const trashing = crashes.client.trash({ table: 'crash.ledger', retentionSeconds: 3600 });
+    expect(await worker.exited).toBe('SIGKILL');
+    await crashes.startWorker();
+    expect((await trashing).state).toBe('TRASHED');
+    expect((await crashes.shardReports(table)).map((r) => r.area)).toEqual(['trash', 'trash']);
+
+    const back = await crashes.client.undelete({ table: table.id });
+    expect(back.state).toBe('READY');
+    expect((await crashes.shardReports(table)).map((r) => r.checksum)).toEqual(before.map((r) => r.checksum));
+    expect(await crashes.catalog.listLocks()).toEqual([]);
+    await crashes.stopWorker();
+  });
+
+  test('with every storage and catalog call made twice (a retry after a lost answer), a table lives its whole life once', async () => {
+    const twice = await Harness.start({ postgresNodes: urls, everyCallTwice: true });
+    try {
+      const table = await twice.client.create({ table: 'twice.notes', columns: 'id serial primary key, body text' });
+      const db = nodeOf(table, 0, urls);
+      await db.query("INSERT INTO twice.notes (body) VALUES ('kept')");
+      await twice.client.trash({ table: 'twice.notes', retentionSeconds: 3600 });
+      await expect(db.query('SELECT * FROM twice.notes')).rejects.toThrow('does not exist');
+      await twice.client.undelete({ table: table.id, newName: 'twice.notes_back' });
+      expect((await db.query('SELECT id, body FROM twice.notes_back')).rows).toEqual([{ id: 1, body: 'kept' }]);
+      await twice.client.trash({ table: 'twice.notes_back', retentionSeconds: 3600 });
+      expect((await twice.client.purge({ tableId: table.id })).state).toBe('PURGED');
+      expect((await twice.shardReports(table)).map((r) => r.area)).toEqual([null]);
+      expect(await twice.catalog.listLocks()).toEqual([]);
+    } finally {
+      await twice.close();
+    }
+  });
 });

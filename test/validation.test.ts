@@ -114,13 +114,15 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
 });
 
 describe("the SDK's configuration", () => {
-  test('comes from TABLEFATE_HOME, TABLEFATE_CATALOG_URL and the TEMPORAL_ variables, with the same defaults as the worker', () => {
+  test('comes from TABLEFATE_HOME, TABLEFATE_CATALOG_URL, the storage driver and the TEMPORAL_ variables, with the same defaults as the worker', () => {
     expect(loadClientConfig({})).toEqual({
       home: path.resolve('.tablefate'),
       catalogUrl: undefined,
       temporalAddress: '127.0.0.1:7233',
       temporalNamespace: 'default',
       temporalSecurity: {},
+      storageDriver: 'files',
+      storageUrls: [],
     });
     const env = {
       TABLEFATE_HOME: 'x/home',
@@ -128,6 +130,8 @@ describe("the SDK's configuration", () => {
       TEMPORAL_ADDRESS: 'temporal:7233',
       TEMPORAL_NAMESPACE: 'tables',
       TEMPORAL_API_KEY: 'k',
+      TABLEFATE_STORAGE_DRIVER: 'postgres',
+      TABLEFATE_STORAGE_URLS: 'postgres://tf:pw@db0/app, postgresql://tf:pw@db1/app',
     };
     const worker = loadConfig(env);
     expect(loadClientConfig(env)).toEqual({
@@ -136,7 +140,16 @@ describe("the SDK's configuration", () => {
       temporalAddress: worker.temporalAddress,
       temporalNamespace: worker.temporalNamespace,
       temporalSecurity: worker.temporalSecurity,
+      storageDriver: 'postgres',
+      storageUrls: ['postgres://tf:pw@db0/app', 'postgresql://tf:pw@db1/app'],
     });
+    // A node per url; a count that says otherwise is a mistake.
+    expect(worker.storageNodes).toBe(2);
+    expect(() => loadConfig({ ...env, TABLEFATE_STORAGE_NODES: '3' })).toThrow(
+      /TABLEFATE_STORAGE_NODES: is 3, but TABLEFATE_STORAGE_URLS names 2/,
+    );
+    expect(() => loadConfig({ TABLEFATE_STORAGE_URLS: 'postgres://tf:pw@db0/app' })).toThrow(/is for the postgres driver/);
+    expect(() => loadConfig({ TABLEFATE_STORAGE_DRIVER: 'oracle' })).toThrow(/TABLEFATE_STORAGE_DRIVER/);
     expect(loadClientConfig({})).toEqual(expect.objectContaining({ home: loadConfig({}).home }) as unknown);
   });
 

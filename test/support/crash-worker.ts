@@ -3,12 +3,15 @@
  * before the workflow task that asked for it can complete: the crash every step must survive, at a point a
  * test chooses. Run as a child process (`node --require tsx/cjs test/support/crash-worker.ts`) with:
  *   CRASH_HOME, CRASH_ADDRESS, CRASH_TASK_QUEUE, CRASH_BUNDLE (a workflow bundle file),
- *   CRASH_AFTER (activity name; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`).
+ *   CRASH_AFTER (activity name; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`),
+ *   CRASH_POSTGRES_URLS (optional: the PostgreSQL storage driver on these nodes' databases, comma-separated).
  */
 import path from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { LocalFileStorage } from '../../storage/local-files';
+import { PostgresStorage } from '../../storage/postgres';
+import { nodeName } from '../../storage/nodes';
 import type { StorageOp } from '../../storage/faults';
 import { createTableFateWorker } from '../../worker/worker';
 import { createLogger } from '../../worker/logger';
@@ -27,10 +30,16 @@ async function main(): Promise<void> {
   const crashAfter = process.env.CRASH_AFTER;
   const onCall = Number(process.env.CRASH_ON_CALL ?? '1');
   const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
-  const storage = new LocalFileStorage({ root: path.join(home, 'storage') });
+  const files = new LocalFileStorage({ root: path.join(home, 'storage') });
+  const storage = process.env.CRASH_POSTGRES_URLS
+    ? new PostgresStorage(
+        process.env.CRASH_POSTGRES_URLS.split(',').map((url, k) => ({ node: nodeName(k), url })),
+        catalog.id,
+      )
+    : files;
   if (process.env.CRASH_FAULT) {
     const [op, shard, kind] = process.env.CRASH_FAULT.split(':');
-    storage.faults.inject({ op: op as StorageOp, shard: Number(shard), kind: kind as 'permanent' | 'transient' });
+    files.faults.inject({ op: op as StorageOp, shard: Number(shard), kind: kind as 'permanent' | 'transient' });
   }
   let calls = 0;
   const wrap = (activities: Activities): Activities => {
