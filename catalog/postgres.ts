@@ -209,9 +209,21 @@ class PgTx implements CatalogTx {
 
   async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
     const updated = await this.unlessNameTaken(
-      `UPDATE tables SET state = $1, namespace = $2, name = $3, dropped_at = $4, expire_at = $5, purged_at = $6, updated_at = $7
-       WHERE id = $8 AND state = $9`,
-      [t.state, t.namespace, t.name, t.droppedAt, t.expireAt, t.purgedAt, t.updatedAt, t.id, expected],
+      `UPDATE tables SET state = $1, namespace = $2, name = $3, params = $4, placement = $5, dropped_at = $6, expire_at = $7,
+       purged_at = $8, updated_at = $9 WHERE id = $10 AND state = $11`,
+      [
+        t.state,
+        t.namespace,
+        t.name,
+        JSON.stringify(t.params),
+        JSON.stringify(t.placement),
+        t.droppedAt,
+        t.expireAt,
+        t.purgedAt,
+        t.updatedAt,
+        t.id,
+        expected,
+      ],
     );
     return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }

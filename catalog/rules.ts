@@ -186,10 +186,12 @@ async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<Prepar
     await tryLock(tx, lockFor.table(id), req.owner, req.now);
     return { outcome: 'prepared', table: await mustGet(tx, id), resumed: false };
   }
-  if (planPrepare(holder, req) === 'exists') return { outcome: 'exists', table: holder };
+  const plan = planPrepare(holder, req);
+  if (plan === 'exists') return { outcome: 'exists', table: holder };
   const lock = await tryLock(tx, lockFor.table(holder.id), req.owner, req.now);
   if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
-  await write(tx, holder, { ...holder, state: 'CREATING', updatedAt: req.now });
+  const redefined = plan === 'redefine' ? { params: req.params, placement: req.place(holder.id, req.params) } : {};
+  await write(tx, holder, { ...holder, ...redefined, state: 'CREATING', updatedAt: req.now });
   return { outcome: 'prepared', table: await mustGet(tx, holder.id), resumed: true };
 }
 
@@ -337,9 +339,11 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
 
 /**
  * What a create's prepare does when its name is held by `holder`: the same create already committed (`exists`),
- * or its own prepare record, to resume under the table's lock (`resume`). Anything else is TableExists.
+ * or its own prepare record, to resume under the table's lock (`resume`). A create that failed and was taken back
+ * whole (CREATE_FAILED: every shard dropped before the record was marked) gives its record to a create of that name
+ * with other parameters (`redefine`: a definition PostgreSQL refused, corrected). Anything else is TableExists.
  */
-function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' | 'resume' {
+function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' | 'resume' | 'redefine' {
   const label = formatTableName(req);
   const sameParams = sameCreateParams(holder.params, req.params);
   switch (holder.state) {
@@ -348,8 +352,9 @@ function planPrepare(holder: TableRecord, req: PrepareCreateRequest): 'exists' |
       throw new TableExistsError(
         `table ${label} exists (id ${holder.id}) with ${describeCreateParams(holder.params)}, not ${describeCreateParams(req.params)}`,
       );
-    case 'CREATING':
     case 'CREATE_FAILED':
+      return sameParams ? 'resume' : 'redefine';
+    case 'CREATING':
       if (sameParams) return 'resume';
       throw new TableExistsError(
         `table ${label} has a prepared create (id ${holder.id}, ${describeCreateParams(holder.params)}, ${holder.state}); ` +

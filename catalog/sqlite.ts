@@ -167,9 +167,21 @@ class SqliteTx implements CatalogTx {
 
   async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
     const updated = this.unlessNameTaken(
-      `UPDATE tables SET state = ?, namespace = ?, name = ?, dropped_at = ?, expire_at = ?, purged_at = ?, updated_at = ?
-       WHERE id = ? AND state = ?`,
-      [t.state, t.namespace, t.name, t.droppedAt, t.expireAt, t.purgedAt, t.updatedAt, t.id, expected],
+      `UPDATE tables SET state = ?, namespace = ?, name = ?, params = ?, placement = ?, dropped_at = ?, expire_at = ?, purged_at = ?,
+       updated_at = ? WHERE id = ? AND state = ?`,
+      [
+        t.state,
+        t.namespace,
+        t.name,
+        JSON.stringify(t.params),
+        JSON.stringify(t.placement),
+        t.droppedAt,
+        t.expireAt,
+        t.purgedAt,
+        t.updatedAt,
+        t.id,
+        expected,
+      ],
     );
     return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }

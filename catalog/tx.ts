@@ -20,7 +20,7 @@ export interface CatalogTx {
   /** Inserts the table's row; false if another table holds its name (the transaction stays usable). */
   insertTable(table: TableRecord): Promise<boolean>;
   /**
-   * Writes the table's state, name and state columns if its row is still in state `expected`: `missed` if it
+   * Writes the table's state, name, parameters, placement and state columns if its row is still in state `expected`: `missed` if it
    * was not, `nameTaken` if another table holds the new name (nothing written; the transaction stays usable).
    */
   updateTable(expected: TableState, table: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'>;

@@ -43,12 +43,19 @@ test('a failed create is compensated, and running it again resumes with the same
   await expect(h.client.create({ table: 'ceres.orders', shards: 8 })).rejects.toThrow(TableExistsError);
 });
 
-test('a failed create blocks other parameters for its name until it is finished', async () => {
+test('a failed create, taken back whole, gives its record to a create of that name with other parameters', async () => {
   h.storage.faults.inject({ op: 'createShard', shard: 0, kind: 'permanent' });
-  await expect(h.client.create({ table: 'ceres.blocked', shards: 2 })).rejects.toThrow(OperationFailedError);
+  await expect(h.client.create({ table: 'ceres.redo', shards: 2 })).rejects.toThrow(OperationFailedError);
+  const failed = await h.catalog.findByName({ namespace: 'ceres', name: 'redo' });
+  expect(failed).toMatchObject({ state: 'CREATE_FAILED', params: { shards: 2 } });
+  expect(await filesOfTable(failed!.id)).toEqual([]);
   h.storage.faults.clear();
-  await expect(h.client.create({ table: 'ceres.blocked', shards: 3 })).rejects.toThrow(/repeat that create/);
-  expect((await h.client.create({ table: 'ceres.blocked', shards: 2 })).state).toBe('READY');
+  const redone = await h.client.create({ table: 'ceres.redo', shards: 3 });
+  expect(redone).toMatchObject({ id: failed!.id, state: 'READY', shards: 3 });
+  expect(redone.placement.map((p) => p.shard)).toEqual([0, 1, 2]);
+  expect((await filesOfTable(redone.id)).length).toBe(3 * 3);
+  // Once READY, other parameters are a conflict again.
+  await expect(h.client.create({ table: 'ceres.redo', shards: 2 })).rejects.toThrow(TableExistsError);
 });
 
 test('a transient storage fault is retried and the create succeeds', async () => {

@@ -172,3 +172,15 @@ describe('crashes and repeats', () => {
     }
   });
 });
+
+test('a definition PostgreSQL refuses is InvalidInput, and the same name then takes a corrected one', async () => {
+  await expect(h.client.create({ table: 'fix.me', columns: 'id integr' })).rejects.toMatchObject({
+    type: 'InvalidInput',
+    message: expect.stringContaining('type "integr" does not exist') as unknown,
+  });
+  const failed = await h.catalog.findByName({ namespace: 'fix', name: 'me' });
+  expect(failed?.state).toBe('CREATE_FAILED');
+  const fixed = await h.client.create({ table: 'fix.me', columns: 'id integer' });
+  expect(fixed).toMatchObject({ id: failed!.id, state: 'READY' });
+  expect((await nodeOf(fixed).query('INSERT INTO fix.me VALUES (1) RETURNING id')).rows).toEqual([{ id: 1 }]);
+});
