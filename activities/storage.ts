@@ -179,7 +179,9 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
 }
 
 function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<void> {
-  return change.method === 'moveShard' ? storage.moveShard(shard, change.from, change.to, watch) : storage[change.method](shard, watch);
+  return change.method === 'moveShard'
+    ? storage.moveShard(shard, change.from, change.to, watch, { drainTimeoutMs: change.drainTimeoutMs })
+    : storage[change.method](shard, watch);
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

@@ -31,8 +31,9 @@ const USAGE = `usage: tablefate <command> [options]
          [--columns "<defs>" | --like <schema.table>]
                                               PostgreSQL storage: its columns, as inside CREATE TABLE (...),
                                               or another table's structure
-  drop|trash <ns.name> [-r|--reserve-seconds N]
-                                              move a table to the trash (default retention 7 days)
+  drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S]
+                                              move a table to the trash (default retention 7 days); PostgreSQL:
+                                              wait up to S (default 60) for sessions using it, then TableBusy
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
   purge <id>                                  delete a trashed table now
   rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)
@@ -251,12 +252,16 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         return 0;
       case 'drop':
       case 'trash':
-        await run({ 'reserve-seconds': { type: 'string', short: 'r' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
-          const opts = timeoutOption(v);
-          return withClient((c) =>
-            c.trash({ table: table!, retentionSeconds: numberArg(v['reserve-seconds'] as string | undefined) as number }, opts),
-          );
-        });
+        await run(
+          { 'reserve-seconds': { type: 'string', short: 'r' }, 'drain-timeout': { type: 'string' }, ...TIMEOUT },
+          { min: 1, max: 1 },
+          (v, [table]) => {
+            const opts = timeoutOption(v);
+            const retentionSeconds = numberArg(v['reserve-seconds'] as string | undefined) as number;
+            const drainTimeoutSeconds = numberArg(v['drain-timeout'] as string | undefined) as number;
+            return withClient((c) => c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds }, opts));
+          },
+        );
         return 0;
       case 'recall':
       case 'undelete':

@@ -163,7 +163,7 @@ export class TableFateClient {
 
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */
   async trash(request: TrashRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    const { table: name, retentionSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
+    const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(name);
     const requestId = randomUUID();
@@ -183,7 +183,7 @@ export class TableFateClient {
           this.startOptions(
             record,
             workflowId(),
-            { tableId: table.id, retentionSeconds, requestId, expectedName: name, expiryRetry: this.expiryRetry },
+            { tableId: table.id, retentionSeconds, drainTimeoutSeconds, requestId, expectedName: name, expiryRetry: this.expiryRetry },
             { tableId: table.id, ...name },
             `trash ${label} (id ${table.id})`,
           ),

@@ -43,7 +43,7 @@ export interface ShardOfTable {
 /** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */
 export type ShardChange =
   | { method: 'createShard' | 'dropShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' }
-  | { method: 'moveShard'; from: ShardArea; to: ShardArea };
+  | { method: 'moveShard'; from: ShardArea; to: ShardArea; drainTimeoutMs?: number };
 
 /**
  * The trash workflow's early return: answers as soon as the table is TRASHED, while the workflow goes on

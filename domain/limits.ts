@@ -41,3 +41,7 @@ export const MAX_LIST_LIMIT = 100_000;
 export const DEFAULT_WORKFLOW_CACHE = 50;
 export const MIN_WORKFLOW_CACHE = 40;
 export const MAX_WORKFLOW_CACHE = 100_000;
+
+/** How long a drop waits for other sessions to let go of a PostgreSQL table before it is TableBusy (the drain). */
+export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 60;
+export const MAX_DRAIN_TIMEOUT_SECONDS = 3600;

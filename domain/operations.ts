@@ -62,6 +62,8 @@ export interface TrashInput extends OperationScope {
   expectedName?: TableName;
   /** Seconds to keep the data; the worker's configured default when absent. */
   retentionSeconds?: number;
+  /** PostgreSQL driver: how long the move to the trash waits for other sessions to let go of the table. */
+  drainTimeoutSeconds?: number;
   /** Identifies the request that started this run, so that a late caller is not handed an older answer. */
   requestId: string;
   /**

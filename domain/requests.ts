@@ -3,7 +3,7 @@ import { checkColumnDefinitions } from './columns';
 import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import type { TableOp } from './operations';
-import { MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
+import { MAX_DRAIN_TIMEOUT_SECONDS, MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
 
@@ -95,6 +95,11 @@ export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,
   /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
   retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS).optional(),
+  /**
+   * PostgreSQL driver: how long the drop waits for other sessions to let go of the table (1 s to an hour;
+   * DEFAULT_DRAIN_TIMEOUT_SECONDS when absent) before it is TableBusy and taken back.
+   */
+  drainTimeoutSeconds: z.number().int().min(1).max(MAX_DRAIN_TIMEOUT_SECONDS).optional(),
 });
 
 export const undeleteRequestSchema = z.strictObject({

@@ -67,8 +67,11 @@ export interface StorageDriver {
   createShard(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Removes a shard wherever it is (create's compensation). A missing shard is success. */
   dropShard(shard: ShardRef, watch?: Watch): Promise<void>;
-  /** Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. */
-  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch): Promise<void>;
+  /**
+   * Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. `drainTimeoutMs`:
+   * how long a driver whose tables others use (PostgreSQL) waits for them to let go before it gives up (TableBusy).
+   */
+  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch, opts?: { drainTimeoutMs?: number }): Promise<void>;
   /** Purge, first half: renames the trashed set to its garbage name. */
   markGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Undo of markGarbage: renames the garbage set back into the trash area. */

@@ -84,10 +84,10 @@ export class PostgresStorage implements StorageDriver {
     });
   }
 
-  moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
+  moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<void> {
     return this.guard('moveShard', ref, async () => {
       checkWatch(watch);
-      await this.moveTo(ref, to, watch);
+      await this.moveTo(ref, to, watch, opts.drainTimeoutMs);
     });
   }
 
@@ -175,8 +175,8 @@ export class PostgresStorage implements StorageDriver {
   }
 
   /** A move: it drains the table first (postgres-tables.ts), heartbeating through `watch` while it waits. */
-  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch): Promise<void> {
-    await (await this.tablesOf(ref)).move(this.idOf(ref), to, to === 'live' ? liveNameOf(ref) : undefined, { watch });
+  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, drainTimeoutMs?: number): Promise<void> {
+    await (await this.tablesOf(ref)).move(this.idOf(ref), to, to === 'live' ? liveNameOf(ref) : undefined, { watch, drainTimeoutMs });
   }
 
   private idOf(ref: ShardRef): ShardTableId {

@@ -11,17 +11,18 @@ import type { TableInfo } from '../domain/table';
 
 let server: TestPostgres;
 let h: Harness;
+let nodeUrls: string[];
 const nodes: Client[] = [];
 
 beforeAll(async () => {
   server = await sharedPostgres();
-  const urls = [await server.freshDatabase('pgnode'), await server.freshDatabase('pgnode')];
-  for (const url of urls) {
+  nodeUrls = [await server.freshDatabase('pgnode'), await server.freshDatabase('pgnode')];
+  for (const url of nodeUrls) {
     const client = new Client({ connectionString: url });
     await client.connect();
     nodes.push(client);
   }
-  h = await Harness.start({ postgresNodes: urls });
+  h = await Harness.start({ postgresNodes: nodeUrls });
 });
 
 afterAll(async () => {
@@ -183,4 +184,43 @@ test('a definition PostgreSQL refuses is InvalidInput, and the same name then ta
   const fixed = await h.client.create({ table: 'fix.me', columns: 'id integer' });
   expect(fixed).toMatchObject({ id: failed!.id, state: 'READY' });
   expect((await nodeOf(fixed).query('INSERT INTO fix.me VALUES (1) RETURNING id')).rows).toEqual([{ id: 1 }]);
+});
+
+test('a drop waits for a session using the table up to --drain-timeout, then is TableBusy naming it and taken back', async () => {
+  const table = await h.client.create({ table: 'ops.queue', columns: 'id int primary key' });
+  const db = nodeOf(table);
+  await db.query('INSERT INTO ops.queue VALUES (1)');
+  const url = nodeUrls[Number(table.placement[0]!.node.replace('node-', ''))]!;
+  const holder = new Client({ connectionString: url, application_name: 'long-report' });
+  await holder.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM ops.queue');
+    const started = Date.now();
+    await expect(h.client.trash({ table: 'ops.queue', retentionSeconds: 3600, drainTimeoutSeconds: 1 })).rejects.toMatchObject({
+      type: 'TableBusy',
+      message: expect.stringContaining('application "long-report"') as unknown,
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+    expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+    expect((await db.query('SELECT id FROM ops.queue')).rows).toEqual([{ id: 1 }]);
+    await holder.query('COMMIT');
+    expect((await h.client.trash({ table: 'ops.queue', retentionSeconds: 3600, drainTimeoutSeconds: 1 })).state).toBe('TRASHED');
+  } finally {
+    await holder.end();
+  }
+});
+
+test('a drop of a table a view depends on is HasDependents, naming the view, and changes nothing', async () => {
+  const table = await h.client.create({ table: 'bi.sales', columns: 'id int, amount int' });
+  const db = nodeOf(table);
+  await db.query('CREATE VIEW bi.big_sales AS SELECT * FROM bi.sales WHERE amount > 100');
+  await expect(h.client.trash({ table: 'bi.sales', retentionSeconds: 3600 })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringContaining('bi.big_sales (view)') as unknown,
+  });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+  expect((await db.query('SELECT count(*)::int AS n FROM bi.big_sales')).rows).toEqual([{ n: 0 }]);
+  await db.query('DROP VIEW bi.big_sales');
+  expect((await h.client.trash({ table: 'bi.sales', retentionSeconds: 3600 })).state).toBe('TRASHED');
 });

@@ -12,7 +12,7 @@ import {
   setHandler,
 } from '@temporalio/workflow';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
-import { trashedUpdate, type TrashTimerState } from '../domain/contracts';
+import { trashedUpdate, type ShardChange, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
@@ -61,7 +61,7 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table
   return withLock(calls, tableLock!, { policy: input.lockWait, input }, () =>
     runSteps(
       changeState(calls, input.tableId, ['READY', 'TRASHING'], input.expectedName),
-      everyShard(calls, 'move shards to trash', SHARDS.toTrash, { undo: SHARDS.backFromTrash }),
+      everyShard(calls, 'move shards to trash', drained(SHARDS.toTrash, input), { undo: SHARDS.backFromTrash }),
       {
         name: 'commit trashed',
         call: async (table) => {
@@ -73,6 +73,12 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table
     ),
   );
 }
+
+/** The move to the trash with the drop's drain deadline, when it names one (the PostgreSQL driver's; files ignore it). */
+const drained = (change: ShardChange, input: TrashInput): ShardChange =>
+  input.drainTimeoutSeconds === undefined || change.method !== 'moveShard'
+    ? change
+    : { ...change, drainTimeoutMs: input.drainTimeoutSeconds * 1000 };
 
 type Outcome = { table: TableInfo } | { error: unknown };
 
