@@ -7,12 +7,16 @@
  *   npm run bench                          (20 rounds, the dev server as `tablefate dev` starts it)
  *   npm run bench -- --rounds 50
  *   npm run bench -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
+ *   npm run bench -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the trash of
+ *                                           a table of 1 GB against one of 1 MB)
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
 import { EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
+import { Client as PgClient } from 'pg';
+import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';
 
 const OPS = ['create', 'trash', 'undelete', 'purge'] as const;
@@ -33,10 +37,16 @@ async function timed<T>(samples: number[], fn: () => Promise<T>): Promise<T> {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { rounds: { type: 'string' }, 'server-defaults': { type: 'boolean' } }, strict: true });
+  const { values } = parseArgs({
+    options: { rounds: { type: 'string' }, 'server-defaults': { type: 'boolean' }, driver: { type: 'string' } },
+    strict: true,
+  });
   const rounds = Number(values.rounds ?? 20);
   const serverDefaults = values['server-defaults'] === true;
-  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG });
+  const driver = values.driver === 'postgres' ? 'postgres' : 'files';
+  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG, driver });
+  // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL table with two columns.
+  const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
   const { client, temporal } = bench;
   // The floor's worker: same process, same connection, its own queue.
   bench.alsoRun(
@@ -52,13 +62,14 @@ async function main(): Promise<void> {
 
   const samples: Record<Op | 'floor', number[]> = { floor: [], create: [], trash: [], undelete: [], purge: [] };
   const throughput = { floor: [] as number[], create: [] as number[] };
+  let bySize: Array<{ label: string; bytes: number; trashMs: number[] }> = [];
   try {
     // One warm-up round: the first workflow task of each type loads the bundle into the worker's VM.
     for (let round = -1; round < rounds; round++) {
       const name = `bench.t${round + 1}`;
       const sink = (op: Op | 'floor') => (round < 0 ? [] : samples[op]);
       await timed(sink('floor'), floor);
-      const table = await timed(sink('create'), () => client.create({ table: name, shards: 4 }));
+      const table = await timed(sink('create'), () => client.create({ table: name, ...shape }));
       await timed(sink('floor'), floor);
       await timed(sink('trash'), () => client.trash({ table: name }));
       await timed(sink('floor'), floor);
@@ -71,9 +82,10 @@ async function main(): Promise<void> {
     for (let batch = 0; batch < 3; batch++) {
       await timed(throughput.floor, () => Promise.all(Array.from({ length: CONCURRENCY }, floor)));
       await timed(throughput.create, () =>
-        Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.create({ table: `bench.c${batch}_${i}`, shards: 4 }))),
+        Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.create({ table: `bench.c${batch}_${i}`, ...shape }))),
       );
     }
+    if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
   } finally {
     await bench.close();
   }
@@ -82,7 +94,7 @@ async function main(): Promise<void> {
   const floorP90 = percentile(samples.floor, 90);
   console.log(
     `tablefate lifecycle against the floor: ${rounds} rounds, ${os.cpus().length} cores, node ${process.version}, ` +
-      `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}`,
+      `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}, ${driver} driver`,
   );
   console.log('op          p50 ms   p90 ms   p50/floor   p90/floor');
   for (const op of ['floor', ...OPS] as const) {
@@ -100,6 +112,46 @@ async function main(): Promise<void> {
     `throughput, ${CONCURRENCY} at once (median of 3 batches): floor ${floorRate.toFixed(1)}/s, create ${createRate.toFixed(1)}/s = ` +
       `${(createRate / floorRate).toFixed(2)}x the floor's`,
   );
+  for (const { label, bytes, trashMs } of bySize) {
+    const ms = trashMs.map((t) => t.toFixed(0)).join(', ');
+    console.log(
+      `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / floorP50).toFixed(2)}x the floor)`,
+    );
+  }
+}
+
+/**
+ * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB, three times each (trash, then recall):
+ * a move is renames in one transaction, so its time must not grow with the rows.
+ */
+async function trashBySize(client: TableFateClient, url: string): Promise<Array<{ label: string; bytes: number; trashMs: number[] }>> {
+  const db = new PgClient({ connectionString: url });
+  await db.connect();
+  try {
+    const results = [];
+    for (const [label, rows] of [
+      ['1 MB', 1_000],
+      ['1 GB', 1_000_000],
+    ] as const) {
+      const name = `size_${rows}`;
+      const table = await client.create({ table: `bench.${name}`, shards: 1, columns: 'id bigint primary key, payload text' });
+      // About 1 kB a row, not compressible (TOAST would shrink a repeated string).
+      await db.query(
+        `INSERT INTO bench.${name} SELECT g, (SELECT string_agg(md5(g::text || k::text), '') FROM generate_series(1, 30) k) FROM generate_series(1, $1) g`,
+        [rows],
+      );
+      const bytes = Number((await db.query<{ b: string }>(`SELECT pg_total_relation_size('bench.${name}') AS b`)).rows[0]!.b);
+      const trashMs: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        await timed(trashMs, () => client.trash({ table: `bench.${name}`, retentionSeconds: 3600 }));
+        await client.undelete({ table: table.id });
+      }
+      results.push({ label, bytes, trashMs });
+    }
+    return results;
+  } finally {
+    await db.end();
+  }
 }
 
 main().catch((err: unknown) => {

@@ -5,6 +5,10 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
+import { PostgresStorage } from '../storage/postgres';
+import { nodeName } from '../storage/nodes';
+import type { StorageDriverName } from '../domain/deployment';
+import { startPostgres } from '../test/support/postgres';
 import { TableFateClient } from '../client/client';
 import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
 import { createTableFateWorker } from '../worker/worker';
@@ -19,11 +23,13 @@ export interface Bench {
   workerConnection: NativeConnection;
   /** Runs `extra` beside tablefate's worker until close. */
   alsoRun(extra: Worker): void;
+  /** With the PostgreSQL driver: the url of its one storage node's database, for the benchmark's own rows. */
+  nodeUrl?: string;
   close(): Promise<void>;
 }
 
 /** Starts it all; `close` stops it all and removes the state directory. */
-export async function startBench(opts: { dynamicConfig?: Record<string, number> } = {}): Promise<Bench> {
+export async function startBench(opts: { dynamicConfig?: Record<string, number>; driver?: StorageDriverName } = {}): Promise<Bench> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bench-'));
   const server = await DevServer.start({
@@ -34,7 +40,12 @@ export async function startBench(opts: { dynamicConfig?: Record<string, number> 
     dynamicConfig: opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG,
   });
   const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
-  const storage = new LocalFileStorage({ root: path.join(dir, 'storage') });
+  // The PostgreSQL driver on a server of its own (one node: the moves, not the placement, are what is measured).
+  const postgres = opts.driver === 'postgres' ? await startPostgres() : undefined;
+  const nodeUrl = postgres ? await postgres.freshDatabase('bench') : undefined;
+  const storage = nodeUrl
+    ? new PostgresStorage([{ node: nodeName(0), url: nodeUrl }], catalog.id)
+    : new LocalFileStorage({ root: path.join(dir, 'storage') });
   const workerConnection = await NativeConnection.connect({ address: server.address });
   const worker = await createTableFateWorker({
     connection: workerConnection,
@@ -50,7 +61,8 @@ export async function startBench(opts: { dynamicConfig?: Record<string, number> 
   const temporal = new Client({ connection });
   return {
     temporal,
-    client: new TableFateClient({ client: temporal, catalog }),
+    client: new TableFateClient({ client: temporal, catalog, storageDriver: opts.driver }),
+    nodeUrl,
     catalog,
     workerConnection,
     alsoRun(extra) {
@@ -63,6 +75,8 @@ export async function startBench(opts: { dynamicConfig?: Record<string, number> 
       await workerConnection.close();
       await connection.close();
       await catalog.close();
+      if (storage instanceof PostgresStorage) await storage.close();
+      await postgres?.stop();
       await server.stop();
       await fs.promises.rm(dir, { recursive: true, force: true });
     },
