@@ -1,4 +1,5 @@
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
+import { PostgresTables } from '../storage/postgres-tables';
 import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
@@ -223,4 +224,36 @@ test('a drop of a table a view depends on is HasDependents, naming the view, and
   expect((await db.query('SELECT count(*)::int AS n FROM bi.big_sales')).rows).toEqual([{ n: 0 }]);
   await db.query('DROP VIEW bi.big_sales');
   expect((await h.client.trash({ table: 'bi.sales', retentionSeconds: 3600 })).state).toBe('TRASHED');
+});
+
+test('the reconciler surveys PostgreSQL nodes: a shard table no catalog row accounts for is reported, then collected through garbage', async () => {
+  const sweeper = await Harness.start({ postgresNodes: nodeUrls, orphanGraceSeconds: 0 });
+  const pool = new Pool({ connectionString: nodeUrls[1] });
+  try {
+    // A shard table of this catalog whose table the catalog never recorded (a create lost before its prepare, say).
+    const lost = { catalogId: sweeper.catalog.id, tableId: 987_654, shard: 0 };
+    const tables = new PostgresTables(pool);
+    await tables.prepare();
+    await tables.create(lost, { schema: 'lost', table: 'found' }, { columns: 'id int' });
+
+    const report = await sweeper.reconcile('report');
+    expect(report.skippedNodes).toEqual([]);
+    expect(report.findings).toContainEqual(
+      expect.objectContaining({
+        kind: 'orphan',
+        set: expect.objectContaining({ tableId: 987_654, node: 'node-1', area: 'live' }) as unknown,
+      }),
+    );
+    expect(await tables.locate(lost)).not.toBeNull();
+
+    const repaired = await sweeper.reconcile();
+    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: 'collected' }));
+    expect(await tables.locate(lost)).toBeNull();
+    expect((await pool.query("SELECT to_regclass('lost.found') AS t")).rows).toEqual([{ t: null }]);
+    // The tables this catalog does account for were not touched.
+    expect((await sweeper.reconcile('report')).findings.filter((f) => f.kind === 'orphan')).toEqual([]);
+  } finally {
+    await pool.end();
+    await sweeper.close();
+  }
 });
