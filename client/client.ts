@@ -307,6 +307,10 @@ export class TableFateClient {
    */
   async rename(request: RenameRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
+    // A rename changes the catalog only; a PostgreSQL table would keep its old name where services query it.
+    if (this.storageDriver === 'postgres') {
+      throw new InvalidInputError('rename is not available with the postgres storage driver yet: drop and recall under the new name');
+    }
     const timeoutMs = this.timeoutOf(opts);
     const table = ref.kind === 'id' ? await this.catalog.getTable(ref.id) : await this.liveTable(ref);
     if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
