@@ -45,7 +45,17 @@ import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { assertCurrent, mustApply } from './migrations';
 import { MIGRATIONS } from './postgres-schema';
-import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow, tableRowValues } from './rows';
+import {
+  hiddenStates,
+  sqlList,
+  toHolder,
+  toRecord,
+  type LockRow,
+  type TableRow,
+  tableRowValues,
+  tableUpdateValues,
+  UPDATED_TABLE_COLUMNS,
+} from './rows';
 import { TransactionalCatalog } from './rules';
 import { RetryTransaction, type CatalogTx, type RowLock } from './tx';
 
@@ -84,6 +94,11 @@ export interface PostgresCatalogOptions {
 }
 
 /** The catalog on a PostgreSQL database, shared by every worker, SDK and command line that names its url. */
+
+/** A table row's compare-and-set (rows.ts says which columns, in which order). */
+const UPDATED_COUNT = UPDATED_TABLE_COLUMNS.length;
+const UPDATE_TABLE = `UPDATE tables SET ${UPDATED_TABLE_COLUMNS.map((c, k) => `${c} = $${k + 1}`).join(', ')} WHERE id = $${UPDATED_COUNT + 1} AND state = $${UPDATED_COUNT + 2}`;
+
 export class PostgresCatalog extends TransactionalCatalog {
   readonly id: string;
   /** The url without its password: what messages name. */
@@ -208,23 +223,7 @@ class PgTx implements CatalogTx {
   }
 
   async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
-    const updated = await this.unlessNameTaken(
-      `UPDATE tables SET state = $1, namespace = $2, name = $3, params = $4, placement = $5, dropped_at = $6, expire_at = $7,
-       purged_at = $8, updated_at = $9 WHERE id = $10 AND state = $11`,
-      [
-        t.state,
-        t.namespace,
-        t.name,
-        JSON.stringify(t.params),
-        JSON.stringify(t.placement),
-        t.droppedAt,
-        t.expireAt,
-        t.purgedAt,
-        t.updatedAt,
-        t.id,
-        expected,
-      ],
-    );
+    const updated = await this.unlessNameTaken(UPDATE_TABLE, tableUpdateValues(t, expected));
     return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }
 

@@ -70,3 +70,35 @@ export function tableRowValues(t: TableRecord): unknown[] {
     t.updatedAt,
   ];
 }
+
+/**
+ * The columns a table's row changes through (every one but id and createdAt), in the order of the stores' UPDATE, then
+ * the row's id and the state it must still be in: one list for both stores.
+ */
+export const UPDATED_TABLE_COLUMNS = [
+  'state',
+  'namespace',
+  'name',
+  'params',
+  'placement',
+  'dropped_at',
+  'expire_at',
+  'purged_at',
+  'updated_at',
+];
+
+export function tableUpdateValues(t: TableRecord, expected: TableState): unknown[] {
+  return [
+    t.state,
+    t.namespace,
+    t.name,
+    JSON.stringify(t.params),
+    JSON.stringify(t.placement),
+    t.droppedAt,
+    t.expireAt,
+    t.purgedAt,
+    t.updatedAt,
+    t.id,
+    expected,
+  ];
+}

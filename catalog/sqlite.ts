@@ -8,7 +8,17 @@ import { NAME_HOLDING_STATES, type TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { TransactionalCatalog } from './rules';
-import { hiddenStates, sqlList, toHolder, toRecord, type LockRow, type TableRow, tableRowValues } from './rows';
+import {
+  hiddenStates,
+  sqlList,
+  toHolder,
+  toRecord,
+  type LockRow,
+  type TableRow,
+  tableRowValues,
+  tableUpdateValues,
+  UPDATED_TABLE_COLUMNS,
+} from './rows';
 import { SerialQueue } from './serial-queue';
 import { checkSchema, migrate } from './sqlite-schema';
 import type { CatalogTx } from './tx';
@@ -40,6 +50,10 @@ const queues = new Map<string, { queue: SerialQueue; users: number }>();
  * impose (one writer at a time); the other way, rules generic over synchronous and asynchronous stores, would
  * need them written as generators, a style nothing else here uses.
  */
+
+/** A table row's compare-and-set (rows.ts says which columns, in which order). */
+const UPDATE_TABLE = `UPDATE tables SET ${UPDATED_TABLE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE id = ? AND state = ?`;
+
 export class SqliteCatalog extends TransactionalCatalog {
   readonly id: string;
   private readonly db: Database.Database;
@@ -166,23 +180,7 @@ class SqliteTx implements CatalogTx {
   }
 
   async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
-    const updated = this.unlessNameTaken(
-      `UPDATE tables SET state = ?, namespace = ?, name = ?, params = ?, placement = ?, dropped_at = ?, expire_at = ?, purged_at = ?,
-       updated_at = ? WHERE id = ? AND state = ?`,
-      [
-        t.state,
-        t.namespace,
-        t.name,
-        JSON.stringify(t.params),
-        JSON.stringify(t.placement),
-        t.droppedAt,
-        t.expireAt,
-        t.purgedAt,
-        t.updatedAt,
-        t.id,
-        expected,
-      ],
-    );
+    const updated = this.unlessNameTaken(UPDATE_TABLE, tableUpdateValues(t, expected));
     return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }
 
