@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { Catalog, LockHolder, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
-import { placeShards, type CreateParams, type TableRecord } from '../domain/table';
+import { placeTable, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import { workflowIdFor } from '../domain/operations';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -108,7 +108,7 @@ export function createActivities(deps: ActivityDeps) {
           params: input.params,
           owner,
           nameLock: input.lock,
-          place: (id, params) => placeShards(id, params.shards, deps.nodes),
+          place: (id, params) => placeTable(id, params, deps.nodes),
           now: input.now,
           step: stepOf(owner, input),
         },

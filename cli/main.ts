@@ -31,6 +31,8 @@ const USAGE = `usage: tablefate <command> [options]
          [--columns "<defs>" | --like <schema.table>]
                                               PostgreSQL storage: its columns, as inside CREATE TABLE (...),
                                               or another table's structure
+  adopt <schema.table> [--node node-N]        PostgreSQL storage: make an existing table (on node-N, default
+                                              node-0) a tablefate table, so that drop/recall/purge protect it
   drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S]
                                               move a table to the trash (default retention 7 days); PostgreSQL:
                                               wait up to S (default 60) for sessions using it, then TableBusy
@@ -249,6 +251,12 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
             return withClient((c) => c.create({ table: table!, shards, ...definition }, opts));
           },
         );
+        return 0;
+      case 'adopt':
+        await run({ node: { type: 'string' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.adopt({ table: table!, node: v.node as string | undefined }, opts));
+        });
         return 0;
       case 'drop':
       case 'trash':

@@ -9,7 +9,7 @@ import {
 } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
-import { TASK_QUEUE, type StorageDriverName } from '../domain/deployment';
+import { reservedSchemaReason, TASK_QUEUE, type StorageDriverName } from '../domain/deployment';
 import { InvalidInputError, TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import { OPERATIONS, type AnyOperation, type Backoff, type LockWaitPolicy, type OperationTarget } from '../domain/operations';
@@ -19,6 +19,7 @@ import {
   listRequestSchema,
   backoffSchema,
   parseRequest,
+  type AdoptRequest,
   type CreateRequest,
   type DescribeRequest,
   type ListRequest,
@@ -27,7 +28,15 @@ import {
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
-import { describeCreateParams, sameCreateParams, toTableInfo, type CreateParams, type TableInfo, type TableRecord } from '../domain/table';
+import {
+  definitionOf,
+  describeCreateParams,
+  sameCreateParams,
+  toTableInfo,
+  type CreateParams,
+  type TableInfo,
+  type TableRecord,
+} from '../domain/table';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
 import type { createTable, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
@@ -130,16 +139,41 @@ export class TableFateClient {
     const asked = this.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
     const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
     checkForDriver(this.storageDriver, { table, shards, columns, like });
-    const params: CreateParams = { shards, ...(columns !== undefined ? { columns } : {}), ...(like !== undefined ? { like } : {}) };
+    const params: CreateParams = { shards, ...definitionOf({ shards, columns, like }) };
+    return this.startCreate(OPERATIONS.create, table, params, opts);
+  }
+
+  /**
+   * PostgreSQL driver: registers the table that already exists as `<schema>.<table>` on `node` (node-0 by default) as a
+   * READY tablefate table of one shard, so that drop, recall and purge protect it from then on; nothing of the table
+   * changes. The same adopt again returns the table. A table tablefate manages already is TableExists; no such table
+   * TableNotFound; a table a move could not carry (a view, a partitioned or temporary table, one the worker's role may
+   * not alter) InvalidInput.
+   */
+  async adopt(request: AdoptRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table, node } = parseRequest(OPERATION_REQUESTS.adopt, request);
+    if (this.storageDriver !== 'postgres') {
+      throw new InvalidInputError('adopt is for the postgres storage driver: it registers a PostgreSQL table that exists already');
+    }
+    checkForDriver(this.storageDriver, { table, shards: 1 });
+    return this.startCreate(OPERATIONS.adopt, table, { shards: 1, adopt: { node } }, opts);
+  }
+
+  /** A create or an adopt (the same workflow, under each one's id): started or joined, and its answer checked against `params`. */
+  private async startCreate(
+    record: typeof OPERATIONS.create | typeof OPERATIONS.adopt,
+    table: TableName,
+    params: CreateParams,
+    opts: WriteOptions,
+  ): Promise<TableInfo> {
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(table);
-    const record = OPERATIONS.create;
     const workflowId = record.workflowId(table, this.catalog.id);
-    const op = { workflowId, what: `create of ${label}`, check: `\`tablefate describe ${label}\`` };
+    const op = { workflowId, what: `${record.name} of ${label}`, check: `\`tablefate describe ${label}\`` };
     const created = await this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.client.workflow.start<typeof createTable>(
         record.workflowType,
-        this.startOptions(record, workflowId, { ...table, ...params }, table, `create ${label} with ${describeCreateParams(params)}`),
+        this.startOptions(record, workflowId, { ...table, ...params }, table, `${record.name} ${label}: ${describeCreateParams(params)}`),
       );
       started();
       try {
@@ -237,6 +271,7 @@ export class TableFateClient {
    */
   async undelete(request: UndeleteRequest, opts: UndeleteOptions = {}): Promise<TableInfo> {
     const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    if (newName && this.storageDriver === 'postgres') checkSchemaFor(newName);
     const timeoutMs = this.timeoutOf(opts);
     const trashed = await this.trashedTable(ref);
     const tableId = trashed.id;
@@ -449,12 +484,19 @@ function checkForDriver(driver: StorageDriverName, create: { table: TableName; s
   if (driver === 'files' && (create.columns !== undefined || create.like !== undefined)) {
     throw new InvalidInputError('columns and like are for the postgres storage driver; this deployment keeps its tables as files');
   }
+  if (driver === 'postgres') checkSchemaFor(create.table);
   const longest = create.shards === 1 ? create.table.name : `${create.table.name}_${create.shards - 1}`;
   if (driver === 'postgres' && longest.length > 63) {
     throw new InvalidInputError(
       `name "${create.table.name}" is too long for ${create.shards} PostgreSQL shard tables (${longest}: over 63 characters)`,
     );
   }
+}
+
+/** PostgreSQL driver: a live table's namespace is its schema, which must not be one tablefate or PostgreSQL keeps for itself. */
+function checkSchemaFor(table: TableName): void {
+  const reason = reservedSchemaReason(table.namespace);
+  if (reason) throw new InvalidInputError(`${formatTableName(table)}: ${reason}; a table's namespace must be a schema of live tables`);
 }
 
 /**

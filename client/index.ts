@@ -27,6 +27,7 @@ export {
 export type { TableInfo } from '../domain/table';
 export type { RecallProgress } from '../domain/contracts';
 export type {
+  AdoptRequest,
   CreateRequest,
   DescribeRequest,
   ListRequest,

@@ -26,6 +26,22 @@ export function catalogPath(home: string): string {
 export const STORAGE_DRIVERS = ['files', 'postgres'] as const;
 export type StorageDriverName = (typeof STORAGE_DRIVERS)[number];
 
+/**
+ * The schemas the PostgreSQL driver keeps for itself on every node: its record of the tables it placed, the trash, and
+ * the garbage a purge drops. No tablefate namespace may be one of them (a table made there would pass for trashed).
+ */
+export const POSTGRES_OWN_SCHEMAS = { own: 'tablefate', trash: 'tablefate_trash', garbage: 'tablefate_garbage' } as const;
+
+/**
+ * Why a namespace cannot be a schema of live tables with the PostgreSQL driver, or undefined if it can: tablefate's
+ * own schemas, and PostgreSQL's (`pg_*`: the catalogs, TOAST, other sessions' temporary tables; information_schema).
+ */
+export function reservedSchemaReason(namespace: string): string | undefined {
+  if ((Object.values(POSTGRES_OWN_SCHEMAS) as string[]).includes(namespace)) return `schema ${namespace} is tablefate's own`;
+  if (namespace.startsWith('pg_') || namespace === 'information_schema') return `schema ${namespace} is PostgreSQL's own`;
+  return undefined;
+}
+
 /** The variables every part (worker, SDK, command line) reads: where the state is, which Temporal to talk to. */
 export const connectionEnvSchema = z.object({
   TABLEFATE_HOME: z.string().min(1).default(DEFAULT_HOME),

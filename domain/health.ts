@@ -1,7 +1,7 @@
 import { TABLE_OPERATIONS, type TableOp } from './operations';
 import type { TableState } from './states';
 import type { TableName } from './names';
-import type { TableRecord } from './table';
+import type { CreateParams, TableRecord } from './table';
 
 /**
  * What the reconciler looks for, and `tablefate doctor` reports: the ways a table can be left without the run
@@ -62,6 +62,8 @@ export type FindingKind = Finding['kind'];
 export interface TableKey extends TableName {
   id: number;
   shards: number;
+  /** What its create asked for, so that a create resumed asks the same (absent in findings made before it was kept). */
+  params?: CreateParams;
 }
 
 /** What the reconcile workflow is asked to do: repair, or only report what it would repair (the doctor). */
@@ -120,7 +122,7 @@ export function diagnoseTables(facts: Omit<HealthFacts, 'sets' | 'orphanGraceMs'
   for (const table of [...byId.values()].sort((a, b) => a.id - b.id)) {
     if (busy(table.id)) continue;
     const resume = RESUMED_BY[table.state];
-    const key: TableKey = { id: table.id, namespace: table.namespace, name: table.name, shards: table.params.shards };
+    const key: TableKey = { id: table.id, namespace: table.namespace, name: table.name, shards: table.params.shards, params: table.params };
     if (resume) findings.push({ kind: 'stuck', table: key, state: table.state, resume });
     if (table.state === 'TRASHED' && !facts.trashTimers.has(table.id)) {
       findings.push({

@@ -3,9 +3,10 @@ import type { SearchAttributePair } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 import type { ReconcileInput, TableKey } from './health';
 import type { TableState } from './states';
+import { definitionOf } from './table';
 
 /** The operations on a table; also the value of the `TableOp` search attribute. */
-export type TableOp = 'create' | 'trash' | 'undelete' | 'purge' | 'rename';
+export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename';
 
 /**
  * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
@@ -54,6 +55,8 @@ export interface CreateInput extends TableName, OperationScope {
   /** PostgreSQL driver: the table's columns, or the table whose structure it copies (CreateParams). */
   columns?: string;
   like?: string;
+  /** PostgreSQL driver: register the table that already exists under this name on this node instead (an adopt). */
+  adopt?: { node: string };
 }
 
 export interface TrashInput extends OperationScope {
@@ -179,10 +182,32 @@ const create: OperationRecord<'create', TableName, CreateInput> = {
   resume: {
     from: 'CREATING',
     subject: (table) => table,
-    input: (table, { catalogId }) => ({ namespace: table.namespace, name: table.name, shards: table.shards, catalogId }),
+    // With the definition it was asked for (columns, like, an adopted table): the same create, resumed.
+    input: (table, { catalogId }) => ({
+      namespace: table.namespace,
+      name: table.name,
+      shards: table.shards,
+      ...(table.params ? definitionOf(table.params) : {}),
+      catalogId,
+    }),
   },
   start: { workflowIdConflictPolicy: 'USE_EXISTING' },
   searchAttributes: tableAttributes('create'),
+};
+
+/**
+ * An adopt registers a PostgreSQL table that already exists as a READY tablefate table of one shard: a create whose
+ * shard step records the table instead of making it (the same workflow, with `adopt` in its definition). Runs of its
+ * own id, so that an adopt never joins a create of the same name; both take the name's lock, and the second is
+ * TableExists. A table it leaves CREATING is resumed as create's record says, with its definition.
+ */
+const adopt: OperationRecord<'adopt', TableName, CreateInput> = {
+  name: 'adopt',
+  workflowType: create.workflowType,
+  workflowId: (table, catalogId) => scoped(`adopt:${formatTableName(table)}`, catalogId),
+  locks: (input) => create.locks(input),
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('adopt'),
 };
 
 const trash: OperationRecord<'trash', number, TrashInput> = {
@@ -252,7 +277,7 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The operations on a table, by name (their TableOp); each name is its record's `name`. */
-export const TABLE_OPERATIONS = { create, trash, undelete, purge, rename } as const satisfies {
+export const TABLE_OPERATIONS = { create, adopt, trash, undelete, purge, rename } as const satisfies {
   [Op in TableOp]: { name: Op };
 };
 
@@ -262,6 +287,7 @@ export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile } as const;
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {
   create: (table: TableName, catalogId?: string) => create.workflowId(table, catalogId),
+  adopt: (table: TableName, catalogId?: string) => adopt.workflowId(table, catalogId),
   trash: (tableId: number, catalogId?: string) => trash.workflowId(tableId, catalogId),
   undelete: (tableId: number, catalogId?: string) => undelete.workflowId(tableId, catalogId),
   purge: (tableId: number, catalogId?: string) => purge.workflowId(tableId, catalogId),

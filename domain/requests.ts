@@ -91,6 +91,19 @@ export const createRequestSchema = z
   })
   .refine((r) => r.columns === undefined || r.like === undefined, { message: 'give columns or like, not both', path: ['like'] });
 
+/**
+ * PostgreSQL driver: register a table that exists already (`<schema>.<table>` on `node`, node-0 by default) as a READY
+ * tablefate table of one shard. Its name is a tablefate name: a table whose name PostgreSQL would need quotes for
+ * (capitals, spaces) must be renamed first.
+ */
+export const adoptRequestSchema = z.strictObject({
+  table: tableNameSchema,
+  node: z
+    .string()
+    .regex(/^node-(0|[1-9][0-9]{0,1})$/, 'a storage node is node-<k>, k from 0')
+    .default('node-0'),
+});
+
 export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,
   /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
@@ -122,6 +135,7 @@ export const renameRequestSchema = z.strictObject({
  */
 export const OPERATION_REQUESTS = {
   create: createRequestSchema,
+  adopt: adoptRequestSchema,
   trash: trashRequestSchema,
   undelete: undeleteRequestSchema,
   purge: purgeRequestSchema,
@@ -147,6 +161,7 @@ export const backoffSchema = z
   .refine((p) => p.maxMs >= p.firstMs, { message: 'maxMs must be at least firstMs' });
 
 export type CreateRequest = z.input<typeof createRequestSchema>;
+export type AdoptRequest = z.input<typeof adoptRequestSchema>;
 export type TrashRequest = z.input<typeof trashRequestSchema>;
 export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
 export type PurgeRequest = z.input<typeof purgeRequestSchema>;

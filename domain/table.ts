@@ -1,3 +1,4 @@
+import { InvalidInputError } from './errors';
 import type { TableState } from './states';
 
 /** Where one shard lives: its index within the table and the storage node that holds it. */
@@ -13,6 +14,12 @@ export interface CreateParams {
   columns?: string;
   /** PostgreSQL driver: the `schema.table` whose structure (indexes and defaults included) the shard tables copy. */
   like?: string;
+  /**
+   * PostgreSQL driver: the table was not made by tablefate but adopted (`tablefate adopt`): a table that already
+   * existed under this name on `node`, registered as the table's one shard. Its create made nothing, so taking the
+   * create back forgets the table and leaves it where it was.
+   */
+  adopt?: { node: string };
 }
 
 /** A table as the catalog records it. Times are epoch milliseconds. */
@@ -65,13 +72,35 @@ export function toTableInfo(table: TableRecord): TableInfo {
 
 /** What a create asked for, as a person reads it: `3 shards`, `1 shard with columns (id int)`, `2 shards like app.t`. */
 export function describeCreateParams(p: CreateParams): string {
+  if (p.adopt !== undefined) return `the table adopted on ${p.adopt.node}`;
   const shards = `${p.shards} shard${p.shards === 1 ? '' : 's'}`;
   if (p.like !== undefined) return `${shards} like ${p.like}`;
   return p.columns !== undefined ? `${shards} with columns (${p.columns})` : shards;
 }
 
 export function sameCreateParams(a: CreateParams, b: CreateParams): boolean {
-  return a.shards === b.shards && a.columns === b.columns && a.like === b.like;
+  return a.shards === b.shards && a.columns === b.columns && a.like === b.like && a.adopt?.node === b.adopt?.node;
+}
+
+/** What a create asked for besides its shard count (its definition: columns, like, or the table it adopts), as its input carries it. */
+export function definitionOf(p: CreateParams): Pick<CreateParams, 'columns' | 'like' | 'adopt'> {
+  return {
+    ...(p.columns !== undefined ? { columns: p.columns } : {}),
+    ...(p.like !== undefined ? { like: p.like } : {}),
+    ...(p.adopt !== undefined ? { adopt: p.adopt } : {}),
+  };
+}
+
+/**
+ * Where a new table's shards go: spread over the nodes (placeShards), or, for an adopted table, the node it already
+ * is on, which must be one of them.
+ */
+export function placeTable(tableId: number, params: CreateParams, nodes: readonly string[]): ShardPlacement[] {
+  if (params.adopt === undefined) return placeShards(tableId, params.shards, nodes);
+  if (!nodes.includes(params.adopt.node)) {
+    throw new InvalidInputError(`there is no storage node ${params.adopt.node}: the nodes are ${nodes.join(', ')}`);
+  }
+  return [{ shard: 0, node: params.adopt.node }];
 }
 
 /**

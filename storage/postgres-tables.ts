@@ -1,7 +1,15 @@
 import type { Pool, PoolClient } from 'pg';
-import { HasDependentsError as DependentsRefusal, NameTakenError, TableBusyError as BusyRefusal } from '../domain/errors';
+import {
+  HasDependentsError as DependentsRefusal,
+  InvalidInputError,
+  NameTakenError,
+  TableBusyError as BusyRefusal,
+  TableExistsError,
+  TableNotFoundError,
+} from '../domain/errors';
 import { checkWatch, type Watch } from './driver';
 import { PermanentStorageError } from './errors';
+import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -46,9 +54,7 @@ export interface ShardTableLocation {
   table: string;
 }
 
-export const OWN_SCHEMA = 'tablefate';
-export const TRASH_SCHEMA = 'tablefate_trash';
-export const GARBAGE_SCHEMA = 'tablefate_garbage';
+export const { own: OWN_SCHEMA, trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA } = POSTGRES_OWN_SCHEMAS;
 const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA };
 
 /** The shard's table is not where tablefate put it (dropped or moved by someone else): nothing is done to whatever is there. */
@@ -188,6 +194,61 @@ export class PostgresTables {
         [qualified(live.schema, live.table), id.catalogId, id.tableId, id.shard],
       );
     });
+  }
+
+  /**
+   * Records the table that already exists at `live` as this shard's (an adopt), in one transaction: from then on it is
+   * found by its oid, as a table tablefate made. Recorded already (a retry) is success. Refused, with nothing changed:
+   * no such table; one tablefate records already; and what a move could not carry whole or at all: a view or anything
+   * else that is not a plain table, a partitioned table or a partition, a table in an inheritance tree, a temporary
+   * table, a table the worker's role may not alter.
+   */
+  async adopt(id: ShardTableId, live: LiveName): Promise<void> {
+    await this.inTransaction(async (c) => {
+      await this.lockShard(c, id);
+      if (await this.locate(id, c)) return;
+      const name = `${live.schema}.${live.table}`;
+      const { rows } = await c.query<{
+        oid: string;
+        kind: string;
+        persistence: string;
+        partition: boolean;
+        inherits: boolean;
+        owner: string;
+        may_alter: boolean;
+        catalog_id: string | null;
+        table_id: string | null;
+      }>(
+        `SELECT c.oid::int8 AS oid, c.relkind AS kind, c.relpersistence AS persistence, c.relispartition AS partition,
+                EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = c.oid OR inhparent = c.oid) AS inherits,
+                pg_get_userbyid(c.relowner) AS owner, pg_has_role(current_user, c.relowner, 'USAGE') AS may_alter,
+                s.catalog_id, s.table_id
+           FROM pg_class c LEFT JOIN ${qualified(OWN_SCHEMA, 'shards')} s ON s.table_oid = c.oid
+          WHERE c.oid = to_regclass($1)`,
+        [qualified(live.schema, live.table)],
+      );
+      const found = rows[0];
+      if (!found) throw new TableNotFoundError(`there is no table ${name} to adopt`);
+      if (found.catalog_id !== null)
+        throw new TableExistsError(`${name} is managed by tablefate already (catalog ${found.catalog_id}, table ${found.table_id})`);
+      const refusal = adoptRefusal(found);
+      if (refusal) throw new InvalidInputError(`${name} cannot be adopted: ${refusal}`);
+      await c.query(`INSERT INTO ${qualified(OWN_SCHEMA, 'shards')} (table_oid, catalog_id, table_id, shard) VALUES ($1, $2, $3, $4)`, [
+        found.oid,
+        id.catalogId,
+        id.tableId,
+        id.shard,
+      ]);
+    });
+  }
+
+  /** Forgets the shard's table without touching it (an adopt taken back: the table was there before tablefate). */
+  async release(id: ShardTableId): Promise<void> {
+    await this.pool.query(`DELETE FROM ${qualified(OWN_SCHEMA, 'shards')} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
+      id.catalogId,
+      id.tableId,
+      id.shard,
+    ]);
   }
 
   /**
@@ -358,6 +419,18 @@ export class PostgresTables {
   }
 }
 
+/** Why a relation found at an adopted name cannot be tablefate's table, or undefined if it can. */
+function adoptRefusal(r: { kind: string; persistence: string; partition: boolean; inherits: boolean; owner: string; may_alter: boolean }) {
+  const KINDS: Record<string, string> = { v: 'a view', m: 'a materialized view', f: 'a foreign table', S: 'a sequence', i: 'an index' };
+  if (r.kind === 'p') return 'it is a partitioned table (its partitions would not move with it)';
+  if (r.kind !== 'r') return `it is ${KINDS[r.kind] ?? 'not a table'}`;
+  if (r.partition) return 'it is a partition of another table';
+  if (r.inherits) return 'it inherits from another table or has tables inheriting from it';
+  if (r.persistence === 't') return 'it is a temporary table';
+  if (!r.may_alter) return `it is owned by ${r.owner}, and the worker's role is not a member of that role (it could not move the table)`;
+  return undefined;
+}
+
 /** The indexes and owned sequences (serial and identity) of a table, in a stable order. */
 async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ name: string; kind: 'i' | 'S' }>> {
   const { rows } = await c.query<{ name: string; kind: 'i' | 'S' }>(
@@ -379,8 +452,10 @@ function isThere(at: ShardTableLocation, to: TableArea, live: LiveName | undefin
 }
 
 /**
- * Views and materialized views (through their rewrite rules) and other tables' foreign keys that depend on the table: they
- * point at it by oid, so they would follow it into the trash, and its purge would have to drop them.
+ * Views and materialized views (through their rewrite rules), other tables' foreign keys, and the tables of its
+ * inheritance tree (children, or the parent it is a partition of) that the table is bound to: they point at it by oid,
+ * so they would follow it into the trash (a parent would go on reading its rows there), and its purge would have to
+ * drop them.
  */
 async function refuseDependents(c: PoolClient, at: ShardTableLocation): Promise<void> {
   const { rows } = await c.query<{ schema: string; name: string; what: string }>(
@@ -397,6 +472,18 @@ async function refuseDependents(c: PoolClient, at: ShardTableLocation): Promise<
        JOIN pg_class t ON t.oid = con.conrelid
        JOIN pg_namespace n ON n.oid = t.relnamespace
       WHERE con.contype = 'f' AND con.confrelid = $1 AND con.conrelid <> $1 AND con.conparentid = 0
+     UNION ALL
+     SELECT n.nspname, t.relname, 'inherits from it'
+       FROM pg_inherits i
+       JOIN pg_class t ON t.oid = i.inhrelid
+       JOIN pg_namespace n ON n.oid = t.relnamespace
+      WHERE i.inhparent = $1
+     UNION ALL
+     SELECT n.nspname, t.relname, 'its parent: it inherits from it or is its partition'
+       FROM pg_inherits i
+       JOIN pg_class t ON t.oid = i.inhparent
+       JOIN pg_namespace n ON n.oid = t.relnamespace
+      WHERE i.inhrelid = $1
      ORDER BY 1, 2, 3`,
     [at.oid],
   );

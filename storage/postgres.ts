@@ -11,7 +11,7 @@ import {
   type Watch,
 } from './driver';
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
-import { InvalidInputError, TableFateError } from '../domain/errors';
+import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import { ident, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
 
 /**
@@ -60,9 +60,18 @@ export class PostgresStorage implements StorageDriver {
     }
   }
 
+  /** Makes the shard's table from its definition, or, for an adopted table, records the table already at its name. */
   createShard(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('createShard', ref, async () => {
       checkWatch(watch);
+      if (ref.table?.params.adopt) {
+        await (await this.tablesOf(ref)).adopt(this.idOf(ref), liveNameOf(ref)).catch((err: unknown) => {
+          throw err instanceof TableFateError && isDomainErrorType(err.type)
+            ? domainError(err.type, `${err.message} (on ${ref.node})`)
+            : err;
+        });
+        return;
+      }
       const definition = definitionOf(ref);
       try {
         await (await this.tablesOf(ref)).create(this.idOf(ref), liveNameOf(ref), definition);
@@ -77,10 +86,13 @@ export class PostgresStorage implements StorageDriver {
     });
   }
 
+  /** Create's compensation: drops the table it made; an adopted table is only forgotten, left as it was before the adopt. */
   dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('dropShard', ref, async () => {
       checkWatch(watch);
-      await (await this.tablesOf(ref)).drop(this.idOf(ref));
+      const tables = await this.tablesOf(ref);
+      if (ref.table?.params.adopt) await tables.release(this.idOf(ref));
+      else await tables.drop(this.idOf(ref));
     });
   }
 

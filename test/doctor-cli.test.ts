@@ -137,7 +137,7 @@ describe('with a `tablefate worker` polling', () => {
       findings: [
         {
           kind: 'missing-timer',
-          table: { id: table.id, namespace: 'doctor', name: 'lost', shards: 2 },
+          table: { id: table.id, namespace: 'doctor', name: 'lost', shards: 2, params: { shards: 2 } },
           droppedAt: Date.parse(trashed.droppedAt!),
           expireAt: Date.parse(trashed.expireAt!),
           expired: false,

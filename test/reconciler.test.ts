@@ -200,7 +200,7 @@ describe('the reconciler', () => {
       expect(report.findings).toEqual([
         { kind: 'stale-lock', resource: lockFor.name(name), ...holder },
         { kind: 'stale-lock', resource: lockFor.table(prepared!.id), ...holder },
-        { kind: 'stuck', table: { id: prepared!.id, ...name, shards: 2 }, state: 'CREATING', resume: 'create' },
+        { kind: 'stuck', table: { id: prepared!.id, ...name, shards: 2, params: { shards: 2 } }, state: 'CREATING', resume: 'create' },
       ]);
       expect(report.actions).toEqual([]);
 
@@ -223,7 +223,7 @@ describe('the reconciler', () => {
       const { runId } = await killedAfterTransition(trashId, () => h.client.trash({ table: 'rec.killedtrash', retentionSeconds }));
       expect(await h.shardAreas(table)).toEqual(['live', 'live']);
 
-      const key = { id: table.id, namespace: 'rec', name: 'killedtrash', shards: 2 };
+      const key = { id: table.id, namespace: 'rec', name: 'killedtrash', shards: 2, params: { shards: 2 } };
       await expectReportedStuck(key, 'TRASHING', 'trash', { workflowId: trashId, runId });
       await expectRepairResumes(table.id, 'TRASHING', 'trash', trashId);
 
@@ -252,7 +252,7 @@ describe('the reconciler', () => {
       const { runId } = await killedAfterTransition(purgeId, () => h.client.purge({ tableId: table.id }));
       expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
 
-      const key = { id: table.id, namespace: 'rec', name: 'killedpurge', shards: 2 };
+      const key = { id: table.id, namespace: 'rec', name: 'killedpurge', shards: 2, params: { shards: 2 } };
       await expectReportedStuck(key, 'PURGING', 'purge', { workflowId: purgeId, runId });
       await expectRepairResumes(table.id, 'PURGING', 'purge', purgeId);
 
@@ -279,7 +279,7 @@ describe('the reconciler', () => {
       expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
 
       // The name is claimed with the move to RESTORING: the stuck table already bears the new one.
-      const key = { id: table.id, namespace: 'rec', name: 'back', shards: 2 };
+      const key = { id: table.id, namespace: 'rec', name: 'back', shards: 2, params: { shards: 2 } };
       await expectReportedStuck(key, 'RESTORING', 'undelete', { workflowId: undeleteId, runId });
       await expectRepairResumes(table.id, 'RESTORING', 'undelete', undeleteId);
 

@@ -18,12 +18,8 @@ const readHistory = (file: string) => JSON.parse(fs.readFileSync(path.join(DIR, 
 
 test('there are recorded histories of every workflow type', () => {
   const types = new Set(files.map((f) => readHistory(f).events[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name));
-  // Every operation's workflow, as the records list them.
-  expect([...types].sort()).toEqual(
-    Object.values(OPERATIONS)
-      .map((op) => op.workflowType)
-      .sort(),
-  );
+  // Every operation's workflow, as the records list them (an adopt runs create's).
+  expect([...types].sort()).toEqual([...new Set(Object.values(OPERATIONS).map((op) => op.workflowType))].sort());
 });
 
 /** Each file's replay, by file: one replay worker replays them all (one worker per history took seconds each). */

@@ -2,7 +2,7 @@ import { patched, upsertSearchAttributes } from '@temporalio/workflow';
 import { OPERATIONS, type CreateInput } from '../domain/operations';
 import { formatTableName } from '../domain/names';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { definitionOf, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { untilFree, withLock, type Waiting } from './lock';
 import { PATCHES } from './patches';
@@ -10,7 +10,9 @@ import { commit, everyShard, finished, runSteps, SHARDS, type Step } from './ste
 
 /**
  * Creates a table, idempotently: the id and placement are chosen once and kept in a prepare record, so
- * running the same create again after a failure lands on the same id and shards (CeresDB's proposal).
+ * running the same create again after a failure lands on the same id and shards (CeresDB's proposal). An adopt runs
+ * this workflow too: its definition (`adopt`) makes the shard step record the table that exists instead of making one,
+ * and the undo forget it instead of dropping it (the storage driver reads the definition).
  */
 export async function createTable(input: CreateInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
@@ -42,11 +44,7 @@ function prepare(calls: OperationCalls, input: CreateInput, lock: string, waitin
           namespace: input.namespace,
           name: input.name,
           // Only what was asked: the params of a create without a definition keep their old shape.
-          params: {
-            shards: input.shards,
-            ...(input.columns !== undefined ? { columns: input.columns } : {}),
-            ...(input.like !== undefined ? { like: input.like } : {}),
-          },
+          params: { shards: input.shards, ...definitionOf(input) },
           lock,
           now: Date.now(),
           busyIsAnswer: waitsInWorkflow,

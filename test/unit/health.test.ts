@@ -82,7 +82,7 @@ describe('diagnose', () => {
   test.each(Object.entries(RESUMED_BY))('a %s table no running operation holds is stuck, and resumed by %s', (state, resume) => {
     const t = table(7, state as TableState, 3);
     expect(diagnose(facts({ tables: [t] }))).toEqual([
-      { kind: 'stuck', table: { id: 7, namespace: 'ns', name: 't7', shards: 3 }, state, resume },
+      { kind: 'stuck', table: { id: 7, namespace: 'ns', name: 't7', shards: 3, params: t.params }, state, resume },
     ]);
   });
 
@@ -111,7 +111,7 @@ describe('diagnose', () => {
     expect(findings).toEqual(
       [waiting, due, overdue, notYet].map((t) => ({
         kind: 'missing-timer',
-        table: { id: t.id, namespace: 'ns', name: t.name, shards: 2 },
+        table: { id: t.id, namespace: 'ns', name: t.name, shards: 2, params: t.params },
         droppedAt: t.droppedAt,
         expireAt: t.expireAt,
         expired: t.expireAt! <= NOW,
