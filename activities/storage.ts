@@ -75,6 +75,14 @@ export function createStorageActivities(deps: StorageActivityDeps) {
       await fenced(input, input.shards, (watch, shards) => settleAll(shards, (shard) => applyChange(storage, input.change, shard, watch)));
     },
 
+    /** The bytes of each of these shards of this node, in order (`describe`, `ls`): a read, so no lock is needed. */
+    async measureShards(input: CallScope & { shards: ShardRef[] }): Promise<number[]> {
+      inScope(input);
+      const sizes: number[] = [];
+      for (const shard of input.shards) sizes.push(await storage.sizeOf(shard));
+      return sizes;
+    },
+
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
     async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
       inScope(input);
@@ -195,4 +203,5 @@ export const STORAGE_ACTIVITY_NAMES = [
   'deleteGarbage',
   'surveyNode',
   'collectOrphan',
+  'measureShards',
 ] as const satisfies ReadonlyArray<keyof StorageActivities>;

@@ -7,10 +7,29 @@ const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
   ['NAMESPACE', (t) => t.namespace],
   ['NAME', (t) => t.name],
   ['SHARDS', (t) => String(t.shards)],
+  ['SIZE', (t) => formatBytes(t.bytes)],
   ['CREATED', (t) => t.createdAt],
   ['DROPPED', (t) => t.droppedAt ?? '-'],
   ['EXPIRES', (t) => t.expireAt ?? '-'],
 ];
+
+const UNITS = ['bytes', 'kB', 'MB', 'GB', 'TB'];
+
+/**
+ * A size as PostgreSQL's pg_size_pretty writes it (`8192 bytes`, `16 kB`, `1234 MB`: a unit of 1024 once the number
+ * would pass 10240 of the smaller one); `?` when the nodes did not say, `-` when it was not asked.
+ */
+export function formatBytes(bytes: number | null | undefined): string {
+  if (bytes === undefined) return '-';
+  if (bytes === null) return '?';
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 10 * 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${Math.round(value)} ${UNITS[unit]}`;
+}
 
 /** Tables as aligned columns, like Pegasus's `ls`. */
 export function formatTableList(tables: readonly TableInfo[]): string {
@@ -26,6 +45,12 @@ export function formatTableList(tables: readonly TableInfo[]): string {
     .join('\n');
 }
 
+/** A size for `describe`: pretty, and exact when the pretty form rounded it (`16 kB (16384 bytes)`). */
+function describeBytes(bytes: number | null | undefined): string {
+  const pretty = formatBytes(bytes);
+  return typeof bytes === 'number' && pretty !== `${bytes} bytes` ? `${pretty} (${bytes} bytes)` : pretty;
+}
+
 /** One table, a field per line. */
 export function formatTable(table: TableInfo): string {
   const fields: Array<[string, string]> = [
@@ -33,6 +58,7 @@ export function formatTable(table: TableInfo): string {
     ['name', `${table.namespace}.${table.name}`],
     ['state', table.state],
     ['shards', table.placement.map((p) => `${p.shard}@${p.node}`).join(' ')],
+    ['size', describeBytes(table.bytes)],
     ['created', table.createdAt],
     ['dropped', table.droppedAt ?? '-'],
     ['expires', table.expireAt ?? '-'],

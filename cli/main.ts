@@ -174,6 +174,13 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       if (json) io.out(JSON.stringify(result, null, 2));
       else io.out(Array.isArray(result) ? formatTableList(result) : formatTable(result));
     };
+    /** Says on stderr when a size could not be had (the listing itself is the catalog's, and complete). */
+    const unknownSizes = <T extends TableInfo | TableInfo[]>(tables: T): T => {
+      const unknown = ([] as TableInfo[]).concat(tables).filter((t) => t.bytes === null).length;
+      if (unknown > 0 && !json)
+        io.err(`size unknown (?) for ${unknown} table(s): no worker answered for a node holding them (see tablefate doctor)`);
+      return tables;
+    };
     const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
       const client = await TableFateClient.connect(loadClientConfig(env));
       try {
@@ -304,7 +311,10 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
           async (v) => {
             timeoutOption(v);
             const limit = numberArg(v.limit as string | undefined) as number | undefined;
-            const page = await withClient((c) => c.list({ includeTrashed: v.all === true, after: v.after as string | undefined, limit }));
+            const page = await withClient((c) =>
+              c.list({ includeTrashed: v.all === true, after: v.after as string | undefined, limit, withSizes: true }),
+            );
+            unknownSizes(page);
             // A full page may have more behind it: tell a person how to ask for it (on stderr: the listing stays clean).
             if (!json && limit !== undefined && page.length === limit)
               io.err(`more may follow: tablefate ls${v.all ? ' -a' : ''} --limit ${limit} --after ${page.at(-1)!.id}`);
@@ -315,7 +325,7 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       case 'describe':
         await run(TIMEOUT, { min: 1, max: 1 }, (v, [table]) => {
           timeoutOption(v);
-          return withClient((c) => c.describe({ table: table! }));
+          return withClient(async (c) => unknownSizes(await c.describe({ table: table!, withSizes: true })));
         });
         return 0;
       default:

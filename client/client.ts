@@ -38,13 +38,16 @@ import {
   type TableRecord,
 } from '../domain/table';
 import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
-import type { createTable, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
+import type { createTable, measureTables, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
 import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
 
 export { DEFAULT_TIMEOUT_MS };
+
+/** How long `describe` and `ls` wait for the nodes' sizes before they answer without them (a node down takes 5 s). */
+const MEASURE_TIMEOUT_MS = 15_000;
 
 export interface TableFateClientOptions {
   client: Client;
@@ -407,19 +410,54 @@ export class TableFateClient {
    * A page at a time: `limit` tables at most, those after id `after` (the last id of the page before).
    */
   async list(request: ListRequest = {}): Promise<TableInfo[]> {
-    const { includeTrashed, after, limit } = parseRequest(listRequestSchema, request);
-    return (await this.catalog.listTables({ includeTrashed, afterId: after, limit })).map(toTableInfo);
+    const { includeTrashed, after, limit, withSizes } = parseRequest(listRequestSchema, request);
+    const tables = await this.catalog.listTables({ includeTrashed, afterId: after, limit });
+    return withSizes ? this.withSizes(tables) : tables.map(toTableInfo);
   }
 
   /** By name, a live table (a trashed one is TableInTrash); by id, any table, tombstones included. */
   async describe(request: DescribeRequest): Promise<TableInfo> {
-    const { table: ref } = parseRequest(describeRequestSchema, request);
+    const { table: ref, withSizes } = parseRequest(describeRequestSchema, request);
+    let table: TableRecord;
     if (ref.kind === 'id') {
-      const table = await this.catalog.getTable(ref.id);
-      if (!table) throw new TableNotFoundError(`table ${ref.id} does not exist`);
-      return toTableInfo(table);
+      const found = await this.catalog.getTable(ref.id);
+      if (!found) throw new TableNotFoundError(`table ${ref.id} does not exist`);
+      table = found;
+    } else {
+      table = await this.liveTable(ref);
     }
-    return toTableInfo(await this.liveTable(ref));
+    return withSizes ? (await this.withSizes([table]))[0]! : toTableInfo(table);
+  }
+
+  /**
+   * The tables with their sizes, asked of the nodes through a worker (measureTables). A size that cannot be had (no
+   * worker, a node that does not answer, no server) is null: a read never fails for want of a size.
+   */
+  private async withSizes(tables: TableRecord[]): Promise<TableInfo[]> {
+    const measured = tables.filter((t) => t.state !== 'PURGED' && t.placement.length > 0);
+    const sizes = new Map<number, number | null>(tables.map((t) => [t.id, measured.includes(t) ? null : 0]));
+    if (measured.length > 0) {
+      const record = OPERATIONS.measure;
+      const workflowId = record.workflowId(randomUUID(), this.catalog.id);
+      const op = { workflowId, what: 'measure of table sizes', check: `the workflow ${workflowId} in the web UI` };
+      try {
+        const answer = await this.writes.run(op, MEASURE_TIMEOUT_MS, async (started) => {
+          const handle = await this.client.workflow.start<typeof measureTables>(record.workflowType, {
+            workflowId,
+            taskQueue: this.taskQueue,
+            args: [{ catalogId: this.catalog.id, tables: measured.map((t) => ({ id: t.id, placement: t.placement })) }],
+            workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
+            staticSummary: `measure ${measured.length} table(s) (reads only)`,
+          });
+          started();
+          return handle.result();
+        });
+        for (const { id, bytes } of answer) sizes.set(id, bytes);
+      } catch {
+        // Unknown sizes (null) say so; the tables themselves are the catalog's answer.
+      }
+    }
+    return tables.map((t) => ({ ...toTableInfo(t), bytes: sizes.get(t.id) ?? null }));
   }
 
   async close(): Promise<void> {

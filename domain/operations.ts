@@ -3,7 +3,7 @@ import type { SearchAttributePair } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 import type { ReconcileInput, TableKey } from './health';
 import type { TableState } from './states';
-import { definitionOf } from './table';
+import { definitionOf, type ShardPlacement } from './table';
 
 /** The operations on a table; also the value of the `TableOp` search attribute. */
 export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename';
@@ -260,6 +260,27 @@ const rename: OperationRecord<'rename', number, RenameInput> = {
   searchAttributes: tableAttributes('rename'),
 };
 
+/** The tables whose sizes `describe` and `ls` ask of the nodes: each one's id and where its shards are. */
+export interface MeasureInput extends CatalogScoped {
+  tables: Array<{ id: number; placement: ShardPlacement[] }>;
+}
+
+/** A table's bytes on its nodes (all its shards), or null when a node holding one did not answer. */
+export interface TableSize {
+  id: number;
+  bytes: number | null;
+}
+
+const measure: OperationRecord<'measure', string, MeasureInput> = {
+  name: 'measure',
+  workflowType: 'measureTables',
+  // One run per request (its id a fresh uuid): a read, which nothing else waits for or joins.
+  workflowId: (requestId, catalogId) => `measure@${catalogId}-${requestId}`,
+  locks: () => [],
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: () => [],
+};
+
 /** Which reconcile run: the schedule's pass (repairs), or a doctor's (reports only, one per request). */
 export type ReconcileRun = { mode: 'repair' } | { mode: 'report'; requestId: string };
 
@@ -281,8 +302,8 @@ export const TABLE_OPERATIONS = { create, adopt, trash, undelete, purge, rename 
   [Op in TableOp]: { name: Op };
 };
 
-/** Every operation, the reconciler's pass included. */
-export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile } as const;
+/** Every operation, the reconciler's pass and the measure of sizes included. */
+export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile, measure } as const;
 
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {

@@ -147,9 +147,11 @@ export const listRequestSchema = z.strictObject({
   includeTrashed: z.boolean().default(false),
   after: tableIdSchema.optional(),
   limit: z.number().int('a limit is a whole number').min(1).max(MAX_LIST_LIMIT).optional(),
+  /** Ask the storage nodes how big each table is (`bytes`), instead of reading the catalog alone. */
+  withSizes: z.boolean().default(false),
 });
 
-export const describeRequestSchema = z.strictObject({ table: tableRefSchema });
+export const describeRequestSchema = z.strictObject({ table: tableRefSchema, withSizes: z.boolean().default(false) });
 
 /** How a workflow paces a try it repeats (see Backoff): whole milliseconds, at least one try per run. */
 export const backoffSchema = z

@@ -49,6 +49,11 @@ export interface TableInfo {
   droppedAt: string | null;
   expireAt: string | null;
   purgedAt: string | null;
+  /**
+   * With `withSizes`: the bytes its shards take on their nodes (for PostgreSQL the total relation size: heap, indexes
+   * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
+   */
+  bytes?: number | null;
 }
 
 function iso(ms: number | null): string | null {

@@ -188,6 +188,23 @@ export class LocalFileStorage implements StorageDriver {
     });
   }
 
+  /** The bytes of the shard's files in every area (a set half moved counts once: each file is in one area). */
+  sizeOf(ref: ShardRef): Promise<number> {
+    return this.guarded('inspect', ref, undefined, async () => {
+      let bytes = 0;
+      for (const area of AREAS) {
+        for (const file of shardPaths(this.root, ref, area)) {
+          const stats = await fs.stat(file).catch((err: NodeJS.ErrnoException) => {
+            if (err.code === 'ENOENT') return undefined;
+            throw err;
+          });
+          bytes += stats?.size ?? 0;
+        }
+      }
+      return bytes;
+    });
+  }
+
   async listSets(nodes: readonly string[] = this.nodes): Promise<SetListing> {
     const sets: StoredSet[] = [];
     const skippedNodes: string[] = [];

@@ -150,6 +150,11 @@ export class PostgresStorage implements StorageDriver {
     };
   }
 
+  /** The total relation size of the shard's table (heap, indexes, TOAST), as PostgreSQL measures it; 0 when there is none. */
+  async sizeOf(ref: ShardRef): Promise<number> {
+    return (await this.tablesOf(ref)).bytes(this.idOf(ref));
+  }
+
   async listSets(nodes: readonly string[] = this.nodes): Promise<SetListing> {
     const sets = [];
     for (const node of nodes) {

@@ -7,6 +7,7 @@ import { testNamespace, testServerAddress } from './support/test-server';
 import { sleep, waitFor } from './support/wait';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import type { TableInfo } from '../domain/table';
+import { formatBytes } from '../cli/format';
 
 /*
  * The command line, run as a person runs it: `node bin/tablefate.js ...` in child processes, with a worker that is
@@ -140,7 +141,7 @@ function expectTableShape(table: TableInfo) {
  */
 function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
   const [header, ...rows] = text.replace(/\n$/, '').split('\n');
-  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}CREATED {2,}DROPPED {2,}EXPIRES$/);
+  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}EXPIRES$/);
   const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
   return {
     header: header!,
@@ -167,6 +168,7 @@ function rowFor(t: TableInfo): Record<string, string> {
     NAMESPACE: t.namespace,
     NAME: t.name,
     SHARDS: String(t.shards),
+    SIZE: formatBytes(t.bytes),
     CREATED: t.createdAt,
     DROPPED: t.droppedAt ?? '-',
     EXPIRES: t.expireAt ?? '-',
@@ -178,7 +180,8 @@ async function settledWorkflowCount(): Promise<number> {
   let last = -1;
   for (let i = 0; i < 15; i++) {
     await sleep(1000);
-    const { count } = await temporal.workflow.count(`TaskQueue = '${TASK_QUEUE}'`);
+    // The operations' runs: a describe or an ls starts a run that measures sizes, which changes nothing.
+    const { count } = await temporal.workflow.count(`TaskQueue = '${TASK_QUEUE}' AND WorkflowType != 'measureTables'`);
     if (count === last) return count;
     last = count;
   }
@@ -238,6 +241,8 @@ test('create prints the table (--json: the TableInfo object), is idempotent, and
     name: 'cli.orders',
     state: 'READY',
     shards: created.placement.map((p) => `${p.shard}@${p.node}`).join(' '),
+    // The files' bytes, as the nodes measure them (describe asks them through a worker).
+    size: expect.stringMatching(/^[1-9][0-9]* bytes$/) as unknown,
     created: created.createdAt,
     dropped: '-',
     expires: '-',
@@ -325,7 +330,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     ['describe', String(binned!.id), '--json'],
   );
   expect(tablesOf(tablesAfter!)).toEqual(tablesBefore);
-  expect(tableOf(keepAfter!)).toEqual(keep);
+  expect(tableOf(keepAfter!)).toEqual({ ...keep, bytes: anyValue(Number) });
   expect(tableOf(binnedAfter!)).toMatchObject({ id: binned!.id, state: 'TRASHED' });
   expect(await settledWorkflowCount()).toBe(workflowsBefore);
 });
@@ -345,7 +350,7 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   expect(liveTables.map((t) => t.id)).not.toContain(mytable.id);
   expect(liveTables.every((t) => t.state === 'READY')).toBe(true);
   const allTables = tablesOf(all!);
-  expect(allTables.find((t) => t.id === mytable.id)).toEqual(dropped);
+  expect(allTables.find((t) => t.id === mytable.id)).toEqual({ ...dropped, bytes: anyValue(Number) });
 
   // The same list as aligned columns: one row per table, in the same order, every cell under its header.
   expect({ code: allText!.code, stderr: allText!.stderr }).toEqual({ code: 0, stderr: '' });
@@ -385,7 +390,7 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   ]);
   expect(parseColumns(liveText!.stdout).rows).toEqual(after.map(rowFor));
   expectFailure(oldName!, 3, 'TableNotFound', /cli\.mytable does not exist/);
-  expect(tableOf(newName!)).toEqual(recalled);
+  expect(tableOf(newName!)).toEqual({ ...recalled, bytes: anyValue(Number) });
 });
 
 test('drop and recall have aliases (trash, undelete); drop keeps a table 7 days by default; recall by name', async () => {
@@ -480,7 +485,7 @@ test('rename: by name and by id, --json or text; the old name is free, and each 
     stdout: '',
     stderr: { error: 'NameTaken', message: containing('cli.rtaken') },
   });
-  expect(tableOf(await inProcess('describe', String(table.id), '--json'))).toEqual({ ...table, name: 'renamed' });
+  expect(tableOf(await inProcess('describe', String(table.id), '--json'))).toEqual({ ...table, name: 'renamed', bytes: anyValue(Number) });
 });
 
 test('purge: refused for a READY table; of a dropped one, leaves a PURGED tombstone that describe shows and ls -a does not', async () => {

@@ -270,3 +270,31 @@ test('rename, which changes only the catalog, is refused while the driver cannot
   await h.client.undelete({ table: table.id, newName: 'ren.orders2' });
   expect((await nodeOf(table).query("SELECT to_regclass('ren.orders2') IS NOT NULL AS there")).rows).toEqual([{ there: true }]);
 });
+
+test("a table's size is what PostgreSQL measures of its shard tables (heap, indexes, TOAST), grows with its rows, and is 0 once purged", async () => {
+  const table = await h.client.create({ table: 'sized.events', shards: 2, columns: 'id int primary key, body text' });
+  const total = async () => {
+    let sum = 0;
+    for (const shard of [0, 1]) {
+      const [row] = await rows(nodeOf(table, shard), `SELECT pg_total_relation_size('sized.events_${shard}') AS bytes`);
+      sum += Number(row!.bytes);
+    }
+    return sum;
+  };
+  const empty = (await h.client.describe({ table: 'sized.events', withSizes: true })).bytes;
+  expect(empty).toBe(await total());
+  // Rows, an index entry each, and long values that go to TOAST.
+  for (const shard of [0, 1])
+    await nodeOf(table, shard).query(
+      `INSERT INTO sized.events_${shard} SELECT g, repeat(md5(g::text), 200) FROM generate_series(1, 2000) g`,
+    );
+  const full = (await h.client.describe({ table: 'sized.events', withSizes: true })).bytes;
+  expect(full).toBe(await total());
+  expect(full).toBeGreaterThan(empty! + 2 * 2000 * 100);
+
+  // In the trash the same table, the same bytes: ls -a (withSizes) says so too.
+  await h.client.trash({ table: 'sized.events', retentionSeconds: 3600 });
+  expect((await h.client.list({ includeTrashed: true, withSizes: true })).find((t) => t.id === table.id)?.bytes).toBe(full);
+  await h.client.purge({ tableId: table.id });
+  expect((await h.client.describe({ table: table.id, withSizes: true })).bytes).toBe(0);
+});

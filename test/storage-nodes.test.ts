@@ -94,6 +94,28 @@ describe('storage nodes as their own workers', () => {
     expect((await h.reconcile('report')).skippedNodes).toEqual([]);
   }, 60_000);
 
+  test("sizes are the sum of each node's files, asked of the nodes' workers; a node whose worker is down leaves the size of its tables unknown", async () => {
+    const table = await h.client.create({ table: 'nodes.sized', shards: 3 });
+    const onDisk = (await h.shardReports(table)).reduce((sum, r) => sum + r.bytes, 0);
+    expect(onDisk).toBeGreaterThan(0);
+    expect((await h.client.describe({ table: 'nodes.sized', withSizes: true })).bytes).toBe(onDisk);
+    expect((await h.client.list({ withSizes: true })).find((t) => t.id === table.id)?.bytes).toBe(onDisk);
+    // Without withSizes, the catalog's answer alone: no size, and no worker asked.
+    expect((await h.client.describe({ table: 'nodes.sized' })).bytes).toBeUndefined();
+
+    const lone = await h.client.create({ table: 'nodes.lone', shards: 1 });
+    await h.stopNode(table.placement[0]!.node);
+    try {
+      const sizes = new Map((await h.client.list({ withSizes: true })).map((t) => [t.id, t.bytes]));
+      expect(sizes.get(table.id)).toBeNull();
+      // A table with no shard on the node that is down is measured as usual.
+      const loneNode = lone.placement[0]!.node;
+      expect(sizes.get(lone.id)).toBe(loneNode === table.placement[0]!.node ? null : (await h.shardReports(lone))[0]!.bytes);
+    } finally {
+      await h.startNode(table.placement[0]!.node);
+    }
+  }, 60_000);
+
   test('a remote worker whose TABLEFATE_STORAGE_NODES leaves shards behind refuses to start, naming them from the catalog', async () => {
     const onNode2 = (await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.placement.some((p) => p.node === 'node-2'));
     expect(onNode2.length).toBeGreaterThan(0);

@@ -5,3 +5,4 @@ export { undeleteTable } from './undelete';
 export { purgeTable } from './purge';
 export { reconcileTables } from './reconcile';
 export { renameTable } from './rename';
+export { measureTables } from './measure';

@@ -1,0 +1,19 @@
+import { formatBytes } from '../../cli/format';
+
+describe('formatBytes', () => {
+  test('writes sizes as pg_size_pretty does: bytes up to 10 kB, then the next unit of 1024, rounded', () => {
+    expect(formatBytes(0)).toBe('0 bytes');
+    expect(formatBytes(8192)).toBe('8192 bytes');
+    expect(formatBytes(10 * 1024 - 1)).toBe('10239 bytes');
+    expect(formatBytes(10 * 1024)).toBe('10 kB');
+    expect(formatBytes(16384)).toBe('16 kB');
+    expect(formatBytes(1024 ** 3)).toBe('1024 MB');
+    expect(formatBytes(10 * 1024 ** 3)).toBe('10 GB');
+    expect(formatBytes(5 * 1024 ** 5)).toBe('5120 TB');
+  });
+
+  test('says "?" for a size the nodes did not give, "-" for one nobody asked for', () => {
+    expect(formatBytes(null)).toBe('?');
+    expect(formatBytes(undefined)).toBe('-');
+  });
+});
