@@ -58,7 +58,8 @@ export function formatTable(table: TableInfo): string {
     ['name', `${table.namespace}.${table.name}`],
     ['state', table.state],
     ['shards', table.placement.map((p) => `${p.shard}@${p.node}`).join(' ')],
-    ['size', describeBytes(table.bytes)],
+    // Only where it was asked of the nodes (describe); a write's answer has none.
+    ...(table.bytes !== undefined ? [['size', describeBytes(table.bytes)] as [string, string]] : []),
     ['created', table.createdAt],
     ['dropped', table.droppedAt ?? '-'],
     ['expires', table.expireAt ?? '-'],

@@ -298,3 +298,24 @@ test("a table's size is what PostgreSQL measures of its shard tables (heap, inde
   await h.client.purge({ tableId: table.id });
   expect((await h.client.describe({ table: table.id, withSizes: true })).bytes).toBe(0);
 });
+
+test('a drop of a table in an inheritance tree (a child inherits from it, or it was attached as a partition) is HasDependents, naming the other table', async () => {
+  const base = await h.client.create({ table: 'inh.base', columns: 'id int' });
+  const db = nodeOf(base);
+  await db.query('CREATE TABLE inh.child (extra text) INHERITS (inh.base)');
+  await expect(h.client.trash({ table: 'inh.base', retentionSeconds: 3600 })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringContaining('inh.child (inherits from it)') as unknown,
+  });
+  expect((await h.catalog.getTable(base.id))?.state).toBe('READY');
+
+  const part = await h.client.create({ table: 'inh.part', columns: 'id int' });
+  const partDb = nodeOf(part);
+  await partDb.query('CREATE TABLE inh.parent (id int) PARTITION BY RANGE (id)');
+  await partDb.query('ALTER TABLE inh.parent ATTACH PARTITION inh.part FOR VALUES FROM (0) TO (100)');
+  await expect(h.client.trash({ table: 'inh.part', retentionSeconds: 3600 })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringContaining('inh.parent (its parent') as unknown,
+  });
+  expect((await rows(partDb, "SELECT to_regclass('inh.part') IS NOT NULL AS there")).map((r) => r.there)).toEqual([true]);
+});

@@ -20,6 +20,7 @@ import { cancelHeard } from './runs';
 import { startCrashingWorker } from './crashing-worker';
 import { waitFor } from './wait';
 import { writeSet } from './sets-on-disk';
+import { startPostgres, withClient } from './postgres';
 
 // (TABLEFATE_HISTORIES_DIR: record into another directory, to try a new scenario without touching test/histories.)
 const OUT = process.env.TABLEFATE_HISTORIES_DIR ?? path.resolve(__dirname, '../histories');
@@ -369,6 +370,29 @@ async function main(): Promise<void> {
     } finally {
       gate.open();
       await slow.close();
+    }
+
+    // (since v10) the sizes of tables (describe, ls): one read-only activity per node, on the node's queue
+    const sized = await h.client.create({ table: 'rec.sized', shards: 2 });
+    const measureId = OPERATIONS.measure.workflowId('rec', h.catalog.id);
+    await h.temporal.workflow.execute(OPERATIONS.measure.workflowType, {
+      workflowId: measureId,
+      taskQueue: h.taskQueue,
+      args: [{ catalogId: h.catalog.id, tables: [{ id: sized.id, placement: sized.placement }] }],
+    });
+    await save('measure', measureId);
+
+    // (since v10) an adopt, with the PostgreSQL driver: create's workflow, whose shard step records the table it finds
+    const postgres = await startPostgres();
+    const node = await postgres.freshDatabase('rec');
+    const adopter = await Harness.start({ address: server.address, postgresNodes: [node] });
+    try {
+      await withClient(node, (c) => c.query('CREATE SCHEMA legacy; CREATE TABLE legacy.kept (id int)'));
+      await adopter.client.adopt({ table: 'legacy.kept' });
+      await save('adopt', workflowIdFor.adopt({ namespace: 'legacy', name: 'kept' }, adopter.catalog.id));
+    } finally {
+      await adopter.close();
+      await postgres.stop();
     }
   } finally {
     await h.close();
