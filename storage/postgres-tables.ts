@@ -473,17 +473,12 @@ async function refuseDependents(c: PoolClient, at: ShardTableLocation): Promise<
        JOIN pg_namespace n ON n.oid = t.relnamespace
       WHERE con.contype = 'f' AND con.confrelid = $1 AND con.conrelid <> $1 AND con.conparentid = 0
      UNION ALL
-     SELECT n.nspname, t.relname, 'inherits from it'
+     SELECT n.nspname, t.relname,
+            CASE WHEN i.inhparent = $1 THEN 'inherits from it' ELSE 'its parent: it inherits from it or is its partition' END
        FROM pg_inherits i
-       JOIN pg_class t ON t.oid = i.inhrelid
+       JOIN pg_class t ON t.oid = CASE WHEN i.inhparent = $1 THEN i.inhrelid ELSE i.inhparent END
        JOIN pg_namespace n ON n.oid = t.relnamespace
-      WHERE i.inhparent = $1
-     UNION ALL
-     SELECT n.nspname, t.relname, 'its parent: it inherits from it or is its partition'
-       FROM pg_inherits i
-       JOIN pg_class t ON t.oid = i.inhparent
-       JOIN pg_namespace n ON n.oid = t.relnamespace
-      WHERE i.inhrelid = $1
+      WHERE $1 IN (i.inhparent, i.inhrelid)
      ORDER BY 1, 2, 3`,
     [at.oid],
   );
