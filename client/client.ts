@@ -12,7 +12,14 @@ import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { reservedSchemaReason, TASK_QUEUE, type StorageDriverName } from '../domain/deployment';
 import { InvalidInputError, TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
-import { OPERATIONS, type AnyOperation, type Backoff, type LockWaitPolicy, type OperationTarget } from '../domain/operations';
+import {
+  OPERATIONS,
+  type AnyOperation,
+  type Backoff,
+  type LockWaitPolicy,
+  type OperationTarget,
+  type TableSize,
+} from '../domain/operations';
 import {
   describeRequestSchema,
   OPERATION_REQUESTS,
@@ -48,6 +55,8 @@ export { DEFAULT_TIMEOUT_MS };
 
 /** How long `describe` and `ls` wait for the nodes' sizes before they answer without them (a node down takes 5 s). */
 const MEASURE_TIMEOUT_MS = 15_000;
+/** At most this many tables in one measure run: their placements stay far below the server's payload limit. */
+const MEASURED_PER_RUN = 500;
 
 export interface TableFateClientOptions {
   client: Client;
@@ -430,34 +439,37 @@ export class TableFateClient {
   }
 
   /**
-   * The tables with their sizes, asked of the nodes through a worker (measureTables). A size that cannot be had (no
-   * worker, a node that does not answer, no server) is null: a read never fails for want of a size.
+   * The tables with their sizes, asked of the nodes through a worker (measureTables), a run per MEASURED_PER_RUN tables
+   * (a whole catalog's placements would pass the server's limit on a payload). A size that cannot be had (no worker, a
+   * node that does not answer, no server) is null: a read never fails for want of a size.
    */
   private async withSizes(tables: TableRecord[]): Promise<TableInfo[]> {
     const measured = tables.filter((t) => t.state !== 'PURGED' && t.placement.length > 0);
-    const sizes = new Map<number, number | null>(tables.map((t) => [t.id, measured.includes(t) ? null : 0]));
-    if (measured.length > 0) {
-      const record = OPERATIONS.measure;
-      const workflowId = record.workflowId(randomUUID(), this.catalog.id);
-      const op = { workflowId, what: 'measure of table sizes', check: `the workflow ${workflowId} in the web UI` };
-      try {
-        const answer = await this.writes.run(op, MEASURE_TIMEOUT_MS, async (started) => {
-          const handle = await this.client.workflow.start<typeof measureTables>(record.workflowType, {
-            workflowId,
-            taskQueue: this.taskQueue,
-            args: [{ catalogId: this.catalog.id, tables: measured.map((t) => ({ id: t.id, placement: t.placement })) }],
-            workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
-            staticSummary: `measure ${measured.length} table(s) (reads only)`,
-          });
-          started();
-          return handle.result();
-        });
-        for (const { id, bytes } of answer) sizes.set(id, bytes);
-      } catch {
-        // Unknown sizes (null) say so; the tables themselves are the catalog's answer.
-      }
+    const sizes = new Map<number, number | null>(tables.map((t) => [t.id, 0]));
+    for (let from = 0; from < measured.length; from += MEASURED_PER_RUN) {
+      const chunk = measured.slice(from, from + MEASURED_PER_RUN);
+      const answer = await this.measure(chunk).catch(() => chunk.map((t) => ({ id: t.id, bytes: null })));
+      for (const { id, bytes } of answer) sizes.set(id, bytes);
     }
     return tables.map((t) => ({ ...toTableInfo(t), bytes: sizes.get(t.id) ?? null }));
+  }
+
+  /** One run of measureTables over `tables`, within MEASURE_TIMEOUT_MS. */
+  private measure(tables: TableRecord[]): Promise<TableSize[]> {
+    const record = OPERATIONS.measure;
+    const workflowId = record.workflowId(randomUUID(), this.catalog.id);
+    const op = { workflowId, what: 'measure of table sizes', check: `the workflow ${workflowId} in the web UI` };
+    return this.writes.run(op, MEASURE_TIMEOUT_MS, async (started) => {
+      const handle = await this.client.workflow.start<typeof measureTables>(record.workflowType, {
+        workflowId,
+        taskQueue: this.taskQueue,
+        args: [{ catalogId: this.catalog.id, tables: tables.map((t) => ({ id: t.id, placement: t.placement })) }],
+        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
+        staticSummary: `measure ${tables.length} table(s) (reads only)`,
+      });
+      started();
+      return handle.result();
+    });
   }
 
   async close(): Promise<void> {
