@@ -248,7 +248,13 @@ it('refuses a create, permanently, on a database where the worker may not create
     expect(await h.shardAreas(table)).toEqual(['trash']);
     await h.client.undelete({ table: table.id });
     expect(await h.shardAreas(table)).toEqual(['live']);
-    // A recall into a namespace with no schema yet needs CREATE on the database: refused, and the table stays in the trash.
+    // A create into a namespace with no schema yet needs CREATE on the database: refused.
+    await expect(h.client.create({ table: 'other.orders', columns: 'id int' })).rejects.toMatchObject({
+      type: 'StorageFault',
+      message: expect.stringContaining('permission denied for database') as unknown,
+    });
+    expect(await h.catalog.findByName({ namespace: 'other', name: 'orders' })).toMatchObject({ state: 'CREATE_FAILED' });
+    // A recall into a namespace with no schema yet is refused too, and the table stays in the trash.
     await h.client.trash({ table: 'shop.orders', retentionSeconds: 3600 });
     await expect(h.client.undelete({ table: table.id, newName: 'archive.orders' })).rejects.toMatchObject({
       type: 'StorageFault',
