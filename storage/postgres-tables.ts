@@ -132,7 +132,7 @@ export class PostgresTables {
     await this.inTransaction(async (c) => {
       // Two workers preparing one node at once must not both create: one waits for the other's transaction.
       await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', ['tablefate.prepare']);
-      for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA]) await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
+      for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA]) await ensureSchema(c, schema);
       await c.query(
         `CREATE TABLE IF NOT EXISTS ${qualified(OWN_SCHEMA, 'shards')} (
            table_oid oid PRIMARY KEY,
@@ -185,7 +185,7 @@ export class PostgresTables {
       await this.lockShard(c, id);
       if (await this.locate(id, c)) return;
       await this.refuseStranger(c, live);
-      await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
+      await ensureSchema(c, live.schema);
       const body = 'columns' in definition ? definition.columns : `LIKE ${likeSource(definition.like)} INCLUDING ALL`;
       await c.query({ text: `CREATE TABLE ${qualified(live.schema, live.table)} (${body})`, values: [] });
       await c.query(
@@ -295,7 +295,7 @@ export class PostgresTables {
     if (to === 'live') {
       if (!live) throw new Error('a move to the live area needs the live name');
       await this.refuseStranger(c, live);
-      await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(live.schema)}`);
+      await ensureSchema(c, live.schema);
       if (at.area === 'live') await this.park(c, id, at);
       const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
       if (from.schema !== live.schema) await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(live.schema)}`);
@@ -443,6 +443,16 @@ async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ name: s
     [oid],
   );
   return rows;
+}
+
+/**
+ * Creates `schema` unless it is there. PostgreSQL checks CREATE on the database before it looks whether the schema
+ * exists, even for `CREATE SCHEMA IF NOT EXISTS`: a worker given schemas made beforehand, and no CREATE on the
+ * database, would be refused every time.
+ */
+async function ensureSchema(c: PoolClient, schema: string): Promise<void> {
+  const { rows } = await c.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+  if (rows.length === 0) await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
 }
 
 /** Whether the table is in `to` already (under `live`, for the live area). */

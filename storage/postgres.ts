@@ -12,7 +12,15 @@ import {
 } from './driver';
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
-import { ident, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
+import {
+  ident,
+  OWN_SCHEMA,
+  PostgresTables,
+  type LiveName,
+  type ShardTableId,
+  type TableArea,
+  type TableDefinition,
+} from './postgres-tables';
 
 /**
  * The PostgreSQL storage driver: each storage node is a PostgreSQL database, and a shard is a real table there that
@@ -90,6 +98,10 @@ export class PostgresStorage implements StorageDriver {
   dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('dropShard', ref, async () => {
       checkWatch(watch);
+      // A node without tablefate's record holds no shard table of it (a create refused there, say, for want of CREATE
+      // on the database): nothing to drop or forget, and no need to be able to make the record first.
+      const pool = this.byNode.get(ref.node)?.pool;
+      if (pool && !(await hasRecord(pool))) return;
       const tables = await this.tablesOf(ref);
       if (ref.table?.params.adopt) await tables.release(this.idOf(ref));
       else await tables.drop(this.idOf(ref));
@@ -229,6 +241,12 @@ function definitionOf(ref: ShardRef): TableDefinition {
   if (params?.like !== undefined) return { like: params.like };
   // No columns asked for: a table of none, to which its users add theirs.
   return { columns: params?.columns ?? '' };
+}
+
+/** Whether the node has tablefate's record of the tables it placed (prepare made it). */
+async function hasRecord(pool: Pool): Promise<boolean> {
+  const { rows } = await pool.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [`${ident(OWN_SCHEMA)}.shards`]);
+  return rows[0]?.there === true;
 }
 
 const qualifiedOf = (at: { schema: string; table: string }) => `${ident(at.schema)}.${ident(at.table)}`;

@@ -3,10 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { Client } from 'pg';
-import { jsonOf, runCliInProcess, type CliProcess } from './support/cli';
+import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from './support/cli';
 import { ensureNamespace, startCliWorker } from './support/cli-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
+import type { ReconcileReport } from '../domain/health';
 import type { TableInfo } from '../domain/table';
 
 /*
@@ -125,4 +126,63 @@ test('the configuration is checked before anything starts, and never echoes a ur
   });
   expect(files.code).toBe(2);
   expect(files.stderr).toContain('columns and like are for the postgres storage driver');
+});
+
+test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table moved or recorded behind its back is named with its node, exit 1', async () => {
+  const seen = (r: CliResult) => ({ code: r.code, stdout: r.stdout, stderr: r.stderr });
+  const moved = jsonOf<TableInfo>(await cli('create', 'ops.moved', '--columns', 'id int', '--json'));
+  const healthy = await runCli(['doctor'], { env });
+  expect(seen(healthy)).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: '' });
+
+  // Behind tablefate's back: a live shard table moved into its trash by hand, and on the other node a stray table in
+  // the trash that tablefate's record gives to a table id this catalog never had.
+  const home = nodeOf(moved);
+  const other = psql.find((client) => client !== home)!;
+  const otherNode = `node-${psql.indexOf(other)}`;
+  await home.query('ALTER TABLE ops.moved SET SCHEMA tablefate_trash');
+  const [{ catalog_id: catalogId }] = (await home.query<{ catalog_id: string }>('SELECT DISTINCT catalog_id FROM tablefate.shards'))
+    .rows as [{ catalog_id: string }];
+  await other.query('CREATE TABLE tablefate_trash.stray (id int)');
+  await other.query(
+    "INSERT INTO tablefate.shards (table_oid, catalog_id, table_id, shard) VALUES ('tablefate_trash.stray'::regclass, $1, 999999, 0)",
+    [catalogId],
+  );
+  try {
+    const text = await runCli(['doctor'], { env });
+    expect({ code: text.code, stderr: text.stderr }).toEqual({ code: 1, stderr: '' });
+    expect(text.stdout.trimEnd().split('\n').sort()).toEqual([
+      `misplaced     shard t${moved.id}-s0 in trash on ${moved.placement[0]!.node}: table ${moved.id} is READY but this shard is in trash, not live: left for an operator`,
+      expect.stringMatching(
+        new RegExp(`^orphan {8}shard t999999-s0 in trash on ${otherNode}: no table 999999 in the catalog: collect it after \\d{4}-`),
+      ) as unknown,
+    ]);
+
+    const json = await runCli(['doctor', '--json'], { env });
+    expect({ code: json.code, stderr: json.stderr }).toEqual({ code: 1, stderr: '' });
+    const report = JSON.parse(json.stdout) as ReconcileReport & { healthy: boolean };
+    expect(report).toMatchObject({ healthy: false, skippedNodes: [], actions: [] });
+    expect(report.findings).toHaveLength(2);
+    expect(report.findings).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          kind: 'misplaced',
+          set: expect.objectContaining({ tableId: moved.id, node: moved.placement[0]!.node, area: 'trash' }) as unknown,
+        }),
+        expect.objectContaining({
+          kind: 'orphan',
+          collectable: false,
+          set: expect.objectContaining({ tableId: 999_999, shard: 0, node: otherNode, area: 'trash' }) as unknown,
+        }),
+      ]),
+    );
+    // No password in what the doctor printed, nor in what the worker did, which surveyed the nodes through those urls.
+    for (const out of [healthy, text, json, worker!]) expect(out.stdout + out.stderr).not.toContain(PASSWORD);
+    // The doctor only looked: both tables are where the hand put them.
+    expect((await home.query("SELECT to_regclass('tablefate_trash.moved') IS NOT NULL AS there")).rows).toEqual([{ there: true }]);
+    expect((await other.query("SELECT to_regclass('tablefate_trash.stray') IS NOT NULL AS there")).rows).toEqual([{ there: true }]);
+  } finally {
+    await home.query('ALTER TABLE tablefate_trash.moved SET SCHEMA ops');
+    await other.query('DELETE FROM tablefate.shards WHERE table_id = 999999; DROP TABLE tablefate_trash.stray');
+  }
+  expect(seen(await cli('doctor'))).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: '' });
 });
