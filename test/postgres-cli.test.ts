@@ -186,3 +186,38 @@ test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table 
   }
   expect(seen(await cli('doctor'))).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: '' });
 });
+
+test('adopt through the command line: a table made with psql becomes a tablefate table, describe and ls show its size, and each refusal has its exit code', async () => {
+  const db = psql[1]!;
+  await db.query(`CREATE SCHEMA billing; CREATE TABLE billing.invoices (id int PRIMARY KEY, total numeric);
+    INSERT INTO billing.invoices SELECT g, g * 1.5 FROM generate_series(1, 500) g;
+    CREATE VIEW billing.totals AS SELECT sum(total) FROM billing.invoices`);
+  const adopted = jsonOf<TableInfo>(await cli('adopt', 'billing.invoices', '--node', 'node-1', '--json'));
+  expect(adopted).toMatchObject({ namespace: 'billing', name: 'invoices', state: 'READY', placement: [{ shard: 0, node: 'node-1' }] });
+
+  const measured = String(
+    ((await db.query("SELECT pg_total_relation_size('billing.invoices')::int8 AS bytes")).rows[0] as { bytes: string }).bytes,
+  );
+  const described = jsonOf<TableInfo>(await cli('describe', 'billing.invoices', '--json'));
+  expect(described.bytes).toBe(Number(measured));
+  const text = await cli('describe', 'billing.invoices');
+  expect(text.stdout).toMatch(new RegExp(`^size +[0-9]+ kB \\(${measured} bytes\\)$`, 'm'));
+  expect(jsonOf<TableInfo[]>(await cli('ls', '--json')).find((t) => t.id === adopted.id)?.bytes).toBe(Number(measured));
+
+  // The view that reads it keeps its drop from happening until the view is gone.
+  const refused = await cli('drop', 'billing.invoices');
+  expect({ code: refused.code, stderr: refused.stderr }).toEqual({
+    code: 4,
+    stderr: expect.stringContaining(
+      'HasDependents: billing.invoices cannot be trashed while others depend on it: billing.totals (view)',
+    ) as unknown,
+  });
+  const again = await cli('adopt', 'billing.invoices', '--node', 'node-0');
+  expect({ code: again.code, stderr: again.stderr }).toEqual({ code: 4, stderr: expect.stringContaining('TableExists') as unknown });
+  const missing = await cli('adopt', 'billing.nothing');
+  expect({ code: missing.code, stderr: missing.stderr }).toEqual({ code: 3, stderr: expect.stringContaining('TableNotFound') as unknown });
+  const view = await cli('adopt', 'billing.totals', '--node', 'node-1');
+  expect({ code: view.code, stderr: view.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('it is a view') as unknown });
+  const own = await cli('adopt', 'tablefate.shards');
+  expect({ code: own.code, stderr: own.stderr }).toEqual({ code: 2, stderr: expect.stringContaining("tablefate's own") as unknown });
+});
