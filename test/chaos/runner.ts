@@ -11,7 +11,7 @@ import { TableFateClient } from '../../client/client';
 import { checkFiles, ShardFingerprints } from './files';
 import { checkInvariants, type StorageFindings } from './invariants';
 import { CHAOS_COLUMNS, RowInserter, type InsertStats, type NodeDatabase } from './rows';
-import { checkTables, ConnectionCutter, makeUserTables, type UserTable } from './tables';
+import { checkTables, ConnectionCutter, makeUserTables, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
 import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
 import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
@@ -353,6 +353,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         clients: settings.clients,
         config: loadConfig(env),
         columns: settings.driver === 'postgres' ? CHAOS_COLUMNS : undefined,
+        userNames: settings.driver === 'postgres' ? USER_TABLE_TABLEFATE_NAMES : undefined,
         caller: settings.caller === 'cli' ? { cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) } : undefined,
         catalog,
         callTimeoutMs: settings.callTimeoutMs,

@@ -74,6 +74,11 @@ export interface ScenarioOptions {
   };
   /** With the postgres driver, the column definitions every create asks for (always the same: a retry is the same create). */
   columns?: string;
+  /**
+   * Names a user's own table holds on some nodes (postgres driver): now and then a create, and a recall's new name,
+   * aims at one. Few shots, since a create refused there is resumed with the same id, so the same node, next time.
+   */
+  userNames?: readonly string[];
   /** Read to pick targets among the tables that exist. */
   catalog: Catalog;
   callTimeoutMs: number;
@@ -114,6 +119,9 @@ const POSTGRES_NAMES: ReadonlyArray<readonly [string, number]> = [
   ['chaos.logs', 3],
 ];
 
+/** How often a create or a recall's new name aims at a name a user's table holds. */
+const USER_NAME_CHANCE = 0.1;
+
 const OP_WEIGHTS: Readonly<Record<OpKind, number>> = { create: 35, trash: 30, undelete: 20, purge: 15 };
 
 /** Short retentions expire during and right after the run; long ones outlive it (and must keep their timers). */
@@ -127,8 +135,10 @@ async function pickOperation(
   rng: Random,
   catalog: Catalog,
   columns: string | undefined,
+  userNames: readonly string[],
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
+  const aimsAtUser = () => userNames.length > 0 && rng.chance(USER_NAME_CHANCE);
   const tables = await catalog.listTables({ includeTrashed: true });
   const ready = tables.filter((t) => t.state === 'READY');
   const trashed = tables.filter((t) => t.state === 'TRASHED');
@@ -141,7 +151,7 @@ async function pickOperation(
   if ((kind === 'undelete' || kind === 'purge') && trashed.length === 0 && tables.length === 0) kind = 'create';
   switch (kind) {
     case 'create': {
-      const [table, usual] = rng.pick(names);
+      const [table, usual] = aimsAtUser() ? ([rng.pick(userNames), 1] as const) : rng.pick(names);
       // Now and then another shard count: a TableExists, or a table that later creates of the name will meet.
       const shards = rng.chance(0.1) ? rng.int(1, 4) : usual;
       const request: OpRequest = columns === undefined ? { kind, table, shards } : { kind, table, shards, columns };
@@ -154,7 +164,7 @@ async function pickOperation(
     }
     case 'undelete': {
       const target = trashed.length > 0 && !rng.chance(0.1) ? rng.pick(trashed) : rng.pick(tables);
-      const newName = rng.chance(0.3) ? rng.pick(names)[0] : undefined;
+      const newName = rng.chance(0.3) ? (aimsAtUser() ? rng.pick(userNames) : rng.pick(names)[0]) : undefined;
       const request: OpRequest = newName ? { kind, tableId: target.id, newName } : { kind, tableId: target.id };
       return { request, before: await catalog.getTable(target.id) };
     }
@@ -363,7 +373,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
     const rng = opts.rng.fork(`client-${index}`);
     while (issued < opts.ops && !opts.signal.aborted && Date.now() < opts.deadline) {
       const seq = issued++;
-      const { request, before } = await pickOperation(rng, opts.catalog, opts.columns);
+      const { request, before } = await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? []);
       opts.onOpStarted(request);
       const startedAt = Date.now();
       const outcome = await client.answer(request, opts.callTimeoutMs, opts.signal);
