@@ -159,6 +159,7 @@ export function formatReport(report: ChaosReport): string {
       `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +
       (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
       (options.driver === 'files' ? '' : ` --driver ${options.driver}`) +
+      (options.driver === 'postgres' && !options.connectionCuts ? ' --connection-cuts off' : '') +
       (options.workers === 1 ? '' : ` --workers ${options.workers}`) +
       (options.storage === 'local' ? '' : ` --storage ${options.storage} --kill-nodes ${options.killNodes}`) +
       (options.killWorkers === options.workers ? '' : ` --kill-workers ${options.killWorkers}`) +

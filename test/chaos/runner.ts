@@ -89,7 +89,10 @@ export interface ChaosReport {
       | 'opsTimeLimitMs'
       | 'convergenceTimeoutMs'
     >
-  >;
+  > & {
+    /** postgres driver: whether tablefate's storage connections were cut during the operations. */
+    connectionCuts: boolean;
+  };
   ops: OpRecord[];
   stats: MonkeyStats;
   convergence: Convergence | undefined;
@@ -144,6 +147,8 @@ class Progress {
 }
 
 const NAMESPACE = 'default';
+/** postgres driver: how often tablefate's storage connections are cut, by default. */
+export const DEFAULT_CUTS_EVERY_MS: readonly [number, number] = [3000, 8000];
 const NODES = ['node-0', 'node-1', 'node-2'];
 
 /**
@@ -217,6 +222,17 @@ async function restartServerDuringOps(
   }
 }
 
+/** How many times the log shows a process ended by an 'error' event nobody listened to, emitted by a pg Client. */
+function uncaughtPgErrors(logFile: string): number {
+  let text: string;
+  try {
+    text = fs.readFileSync(logFile, 'utf8');
+  } catch {
+    return 0;
+  }
+  return text.split('\n').filter((line) => line.startsWith("Emitted 'error' event on Client instance")).length;
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const started = Date.now();
   const signal = options.signal ?? new AbortController().signal;
@@ -227,6 +243,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     serverRestarts: options.serverRestarts,
     catalog: options.catalog ?? 'sqlite',
     driver: options.driver ?? 'files',
+    connectionCuts: (options.driver ?? 'files') === 'postgres' && options.connectionCutsEveryMs !== false,
     workers: options.workers ?? 1,
     storage: options.storage ?? 'local',
     killWorkers: options.killWorkers ?? options.workers ?? 1,
@@ -329,9 +346,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       settings.driver === 'postgres'
         ? new RowInserter({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('inserter'), lanes: 2, log })
         : undefined;
-    const cutEvery = options.connectionCutsEveryMs ?? ([3000, 8000] as const);
+    const cutEvery = options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS;
     const cutter =
-      settings.driver === 'postgres' && cutEvery !== false
+      settings.connectionCuts && cutEvery !== false
         ? new ConnectionCutter((await postgres()).url, rng.fork('cutter'), cutEvery)
         : undefined;
     const stopLoad = async () => {
@@ -411,6 +428,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       workerFate: (identity) => monkey.fateOf(identity),
     });
     log(report.convergence.converged ? `at rest after ${(report.convergence.waitedMs / 1000).toFixed(1)} s` : 'did not come to rest');
+    // A process of ours that died of an uncaught exception is a defect whatever caused it; with PostgreSQL, the
+    // usual cause is a client whose connection was lost while it was checked out of its pool, with no 'error'
+    // listener: a lost connection must fail the activity (transient), not end the worker.
+    const crashes = uncaughtPgErrors(workerLog);
+    if (crashes > 0) {
+      report.problems.push({
+        invariant: 'worker',
+        detail:
+          `${crashes} tablefate process(es) died of an unhandled 'error' event of a PostgreSQL client ` +
+          `(a lost storage connection ended the process instead of failing one activity); see ${workerLog}`,
+      });
+    }
     const checkStorage = async (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> => {
       if (files && fingerprints) {
         const found = await checkFiles(files, tables, fingerprints);
