@@ -100,7 +100,6 @@ export class RowInserter {
       catalogId: string;
       rng: Random;
       lanes: number;
-      log: (line: string) => void;
     },
   ) {}
 

@@ -344,7 +344,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // postgres driver: the user's service writing into the live tables, and the storage connections cut now and then.
     const inserter =
       settings.driver === 'postgres'
-        ? new RowInserter({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('inserter'), lanes: 2, log })
+        ? new RowInserter({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('inserter'), lanes: 2 })
         : undefined;
     const cutEvery = options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS;
     const cutter =
