@@ -123,7 +123,7 @@ export function formatReport(report: ChaosReport): string {
     );
   }
   if (report.postgres) {
-    const { inserts, rowsCommitted, connectionCuts, userTables } = report.postgres;
+    const { inserts, rowsCommitted, connectionCuts, userTables, shardsCheckedOnAnswer } = report.postgres;
     const others = [...inserts.otherErrors.values()].reduce((sum, n) => sum + n, 0);
     lines.push(
       `  storage: PostgreSQL tables; ${rowsCommitted} rows seen committed by the user's service ` +
@@ -133,6 +133,7 @@ export function formatReport(report: ChaosReport): string {
     for (const [message, n] of [...inserts.otherErrors.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3)) {
       lines.push(`    insert failed x${n}: ${message.slice(0, 160)}`);
     }
+    lines.push(`  rows compared for ${shardsCheckedOnAnswer} shards right after a trash or recall of their table answered`);
     lines.push(`  the user's own tables: ${userTables.join(', ')}`);
   }
   lines.push(`  checked ${report.tables} tables; ${report.storageSummary}`);

@@ -11,7 +11,7 @@ import { TableFateClient } from '../../client/client';
 import { checkFiles, ShardFingerprints } from './files';
 import { checkInvariants, type StorageFindings } from './invariants';
 import { CHAOS_COLUMNS, RowInserter, type InsertStats, type NodeDatabase } from './rows';
-import { checkTables, ConnectionCutter, makeUserTables, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
+import { checkTables, ConnectionCutter, makeUserTables, RowsOnAnswer, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
 import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
 import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
@@ -102,7 +102,14 @@ export interface ChaosReport {
   /** What the storage checks compared (checksums of files, or rows of tables). */
   storageSummary: string;
   /** postgres driver: the user's service's inserts, the storage connections cut, the user's tables. */
-  postgres?: { inserts: InsertStats; rowsCommitted: number; connectionCuts: number; userTables: string[] };
+  postgres?: {
+    inserts: InsertStats;
+    rowsCommitted: number;
+    /** Shards whose rows were compared right after a trash, recall or purge of their table answered. */
+    shardsCheckedOnAnswer: number;
+    connectionCuts: number;
+    userTables: string[];
+  };
   opsPhaseMs: number;
   durationMs: number;
   aborted: boolean;
@@ -351,9 +358,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       settings.connectionCuts && cutEvery !== false
         ? new ConnectionCutter((await postgres()).url, rng.fork('cutter'), cutEvery)
         : undefined;
+    const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
     const stopLoad = async () => {
       await inserter?.stop();
       await cutter?.stop();
+      await rowsOnAnswer?.close();
     };
     cleanups.push(stopLoad);
 
@@ -381,6 +390,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           if (fingerprints && record.outcome.kind === 'ok' && record.request.kind === 'create') {
             await fingerprints.record(record.outcome.table);
           }
+          if (rowsOnAnswer && record.outcome.kind === 'ok' && record.request.kind !== 'create') {
+            await rowsOnAnswer.afterAnswer(`op #${record.seq} ${record.request.kind}`, record.outcome.table);
+          }
         },
         onProgress: (done) => {
           progress.set(done);
@@ -392,8 +404,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await stopLoad();
     }
     report.opsPhaseMs = Date.now() - opsStarted;
+    if (rowsOnAnswer) report.problems.push(...rowsOnAnswer.problems);
     if (inserter) {
       report.postgres = {
+        shardsCheckedOnAnswer: rowsOnAnswer?.checked ?? 0,
         inserts: inserter.stats,
         rowsCommitted: inserter.ledger.size,
         connectionCuts: cutter?.cuts ?? 0,
