@@ -356,7 +356,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const cutEvery = options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS;
     const cutter =
       settings.connectionCuts && cutEvery !== false
-        ? new ConnectionCutter((await postgres()).url, rng.fork('cutter'), cutEvery)
+        ? new ConnectionCutter((await postgres()).url, nodeDbs, rng.fork('cutter'), cutEvery)
         : undefined;
     const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
     const stopLoad = async () => {

@@ -112,11 +112,17 @@ export class ConnectionCutter {
   private stopped = false;
   private running: Promise<void> | undefined;
 
+  /** Only the connections to the run's own node databases: the server may be shared (jest's), and others' are not ours to cut. */
+  private readonly databases: string[];
+
   constructor(
     private readonly serverUrl: string,
+    nodes: readonly NodeDatabase[],
     private readonly rng: Random,
     private readonly everyMs: readonly [number, number],
-  ) {}
+  ) {
+    this.databases = nodes.map((n) => decodeURIComponent(new URL(n.url).pathname.slice(1)));
+  }
 
   start(): void {
     this.running = this.loop();
@@ -135,7 +141,8 @@ export class ConnectionCutter {
         const { rows } = await withNode(this.serverUrl, (client) =>
           client.query<{ cut: boolean }>(
             `SELECT pg_terminate_backend(pid) AS cut FROM pg_stat_activity
-              WHERE application_name LIKE 'tablefate storage %' AND pid <> pg_backend_pid()`,
+              WHERE application_name LIKE 'tablefate storage %' AND datname = ANY($1) AND pid <> pg_backend_pid()`,
+            [this.databases],
           ),
         );
         this.cuts += rows.filter((r) => r.cut).length;
