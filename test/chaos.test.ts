@@ -4,7 +4,8 @@ import { runChaos } from './chaos/runner';
 /**
  * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer
  * operations and one server restart. The seed is fixed so a failure can be repeated (timing aside);
- * TABLEFATE_CHAOS_SEED picks another.
+ * TABLEFATE_CHAOS_SEED picks another. Then a shorter one with the PostgreSQL driver (`--driver postgres`): real
+ * tables in databases of the run's PostgreSQL server, rows inserted meanwhile, storage connections cut.
  */
 
 const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261129);
@@ -33,3 +34,29 @@ test('under worker kills and a server restart, every answer stays true and catal
   expect(report.convergence).toBeDefined();
   expect(report.problems).toEqual([]);
 }, 175_000);
+
+test('with the postgres driver, under worker kills and cut connections, every row seen committed stays in its table', async () => {
+  const progress: string[] = [];
+  const report = await runChaos({
+    seed: SEED,
+    ops: 16,
+    clients: 4,
+    serverRestarts: 0,
+    driver: 'postgres',
+    // Bounded so that a stalled product fails this test in about 2 minutes instead of hanging it.
+    callTimeoutMs: 15_000,
+    opsTimeLimitMs: 30_000,
+    convergenceTimeoutMs: 40_000,
+    log: (line) => progress.push(line),
+  });
+  const summary = formatReport(report);
+  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
+
+  // Not vacuous: operations answered, workers killed, rows written and seen committed, the user's tables in place.
+  expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);
+  expect(report.stats.workerKills).toBeGreaterThan(0);
+  expect(report.postgres?.rowsCommitted).toBeGreaterThan(0);
+  expect(report.postgres?.userTables.length).toBeGreaterThan(0);
+  expect(report.convergence).toBeDefined();
+  expect(report.problems).toEqual([]);
+}, 150_000);

@@ -122,7 +122,21 @@ export function formatReport(report: ChaosReport): string {
         : `  NOT at rest after ${seconds(report.convergence.waitedMs)} (limit ${seconds(options.convergenceTimeoutMs)})`,
     );
   }
-  lines.push(`  checked ${report.tables} tables; shard checksums compared for ${report.fingerprintsChecked}`);
+  if (report.postgres) {
+    const { inserts, rowsCommitted, connectionCuts, userTables, shardsCheckedOnAnswer } = report.postgres;
+    const others = [...inserts.otherErrors.values()].reduce((sum, n) => sum + n, 0);
+    lines.push(
+      `  storage: PostgreSQL tables; ${rowsCommitted} rows seen committed by the user's service ` +
+        `(${inserts.noRelation} inserts found no table, ${inserts.notOurs} reached a user's table and were rolled back, ` +
+        `${inserts.uncertain} commits unheard, ${others} other failures); ${connectionCuts} storage connections cut`,
+    );
+    for (const [message, n] of [...inserts.otherErrors.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3)) {
+      lines.push(`    insert failed x${n}: ${message.slice(0, 160)}`);
+    }
+    lines.push(`  rows compared for ${shardsCheckedOnAnswer} shards right after a trash or recall of their table answered`);
+    lines.push(`  the user's own tables: ${userTables.join(', ')}`);
+  }
+  lines.push(`  checked ${report.tables} tables; ${report.storageSummary}`);
   lines.push('');
   if (report.aborted) lines.push('interrupted: the invariants were not checked');
   else lines.push(report.problems.length === 0 ? 'no problems found' : `${report.problems.length} PROBLEM(S):`);
@@ -145,6 +159,8 @@ export function formatReport(report: ChaosReport): string {
     `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
       `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +
       (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
+      (options.driver === 'files' ? '' : ` --driver ${options.driver}`) +
+      (options.driver === 'postgres' && !options.connectionCuts ? ' --connection-cuts off' : '') +
       (options.workers === 1 ? '' : ` --workers ${options.workers}`) +
       (options.storage === 'local' ? '' : ` --storage ${options.storage} --kill-nodes ${options.killNodes}`) +
       (options.killWorkers === options.workers ? '' : ` --kill-workers ${options.killWorkers}`) +

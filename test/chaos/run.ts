@@ -5,7 +5,7 @@ import { runChaos } from './runner';
 
 /**
  * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres]
- *                   [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
+ *                   [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
@@ -13,17 +13,24 @@ import { runChaos } from './runner';
 
 const USAGE =
   'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
-  '                        [--catalog sqlite|postgres] [--workers N] [--storage local|remote] [--kill-workers N]\n' +
-  '                        [--kill-nodes N] [--caller sdk|cli] [--keep]\n' +
+  '                        [--catalog sqlite|postgres] [--driver files|postgres] [--workers N] [--storage local|remote]\n' +
+  '                        [--connection-cuts on|off] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
   '  --catalog: sqlite (default: the file under the state directory) or postgres (a throwaway PostgreSQL server,\n' +
   '             started and stopped by the run; needs initdb/pg_ctl installed)\n' +
+  '  --driver: files (default: a shard is a set of files) or postgres (a shard is a real table, each storage node a\n' +
+  "             database of a throwaway PostgreSQL server, the catalog's with --catalog postgres; rows are inserted\n" +
+  "             into the live tables meanwhile, some names are taken by tables a user made by hand, tablefate's storage\n" +
+  '             connections are cut now and then; at the end every row seen committed is looked for, each trashed table\n' +
+  "             is recalled, and the user's tables must be untouched)\n" +
+  "  --connection-cuts: postgres driver: on (default: tablefate's storage connections are cut every 3 to 8 s with\n" +
+  '             pg_terminate_backend, as a lost connection) or off\n' +
   '  --workers: how many `tablefate worker` processes run at once, sharing home and catalog, each killed and\n' +
   '             restarted by the monkey (default 1)\n' +
   '  --storage: local (default: the workers serve the storage nodes) or remote (a `tablefate storage-node` process\n' +
   '             per node, each with a directory of its own; the workers run with --storage remote)\n' +
   '  --kill-workers: how many of the workers the monkey kills (default all); --kill-nodes: how many storage nodes\n' +
-  '             (remote storage; default 1)\n' +
+  '             (remote storage; default 1); with --driver postgres a storage node serves its database\n' +
   '  --caller: sdk (default: SDK clients) or cli (each operation a `tablefate` command run from an empty directory)\n' +
   '  --keep: keep the state directory (catalog, storage, logs, ops.json) even when no problem is found';
 
@@ -51,6 +58,8 @@ async function main(): Promise<number> {
         'server-restarts': { type: 'string' },
         'converge-seconds': { type: 'string' },
         catalog: { type: 'string' },
+        driver: { type: 'string' },
+        'connection-cuts': { type: 'string' },
         workers: { type: 'string' },
         storage: { type: 'string' },
         'kill-workers': { type: 'string' },
@@ -72,6 +81,9 @@ async function main(): Promise<number> {
       serverRestarts: count(values['server-restarts'], 2, 'server-restarts', 0),
       convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
       catalog: oneOf(values.catalog, ['sqlite', 'postgres'] as const, 'catalog'),
+      driver: oneOf(values.driver, ['files', 'postgres'] as const, 'driver'),
+      connectionCutsEveryMs:
+        oneOf(values['connection-cuts'], ['on', 'off'] as const, 'connection-cuts') === 'off' ? (false as const) : undefined,
       workers: count(values.workers, 1, 'workers', 1),
       storage: oneOf(values.storage, ['local', 'remote'] as const, 'storage'),
       killWorkers: values['kill-workers'] === undefined ? undefined : count(values['kill-workers'], 0, 'kill-workers', 0),

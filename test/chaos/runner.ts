@@ -6,9 +6,12 @@ import { catalogLocation, openCatalog } from '../../catalog/open';
 import { LocalFileStorage } from '../../storage/local-files';
 import { loadConfig, statePaths, TASK_QUEUE } from '../../worker/config';
 import { waitForConvergence, type Convergence } from './convergence';
-import { sharedPostgres } from '../support/postgres';
-import { ShardFingerprints } from './files';
-import { checkInvariants } from './invariants';
+import { sharedPostgres, type TestPostgres } from '../support/postgres';
+import { TableFateClient } from '../../client/client';
+import { checkFiles, ShardFingerprints } from './files';
+import { checkInvariants, type StorageFindings } from './invariants';
+import { CHAOS_COLUMNS, RowInserter, type InsertStats, type NodeDatabase } from './rows';
+import { checkTables, ConnectionCutter, makeUserTables, RowsOnAnswer, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
 import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
 import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
@@ -30,6 +33,14 @@ export interface ChaosOptions {
   serverRestarts: number;
   /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */
   catalog?: 'sqlite' | 'postgres';
+  /**
+   * What a shard is: files under the storage nodes' directories (default), or a real PostgreSQL table, each node a
+   * database of its own on a throwaway server (the catalog's, with `catalog: 'postgres'`), into whose live tables
+   * the run inserts rows while the operations go on.
+   */
+  driver?: 'files' | 'postgres';
+  /** postgres driver: how often tablefate's storage connections are cut (pg_terminate_backend); false: never. Default 3 to 8 s. */
+  connectionCutsEveryMs?: readonly [number, number] | false;
   /** How many orchestrating `tablefate worker` processes run at once (same home, same catalog). Default 1. */
   workers?: number;
   /**
@@ -68,6 +79,7 @@ export interface ChaosReport {
       | 'clients'
       | 'serverRestarts'
       | 'catalog'
+      | 'driver'
       | 'workers'
       | 'storage'
       | 'killWorkers'
@@ -77,14 +89,27 @@ export interface ChaosReport {
       | 'opsTimeLimitMs'
       | 'convergenceTimeoutMs'
     >
-  >;
+  > & {
+    /** postgres driver: whether tablefate's storage connections were cut during the operations. */
+    connectionCuts: boolean;
+  };
   ops: OpRecord[];
   stats: MonkeyStats;
   convergence: Convergence | undefined;
   problems: Problem[];
   notes: string[];
   tables: number;
-  fingerprintsChecked: number;
+  /** What the storage checks compared (checksums of files, or rows of tables). */
+  storageSummary: string;
+  /** postgres driver: the user's service's inserts, the storage connections cut, the user's tables. */
+  postgres?: {
+    inserts: InsertStats;
+    rowsCommitted: number;
+    /** Shards whose rows were compared right after a trash, recall or purge of their table answered. */
+    shardsCheckedOnAnswer: number;
+    connectionCuts: number;
+    userTables: string[];
+  };
   opsPhaseMs: number;
   durationMs: number;
   aborted: boolean;
@@ -129,10 +154,15 @@ class Progress {
 }
 
 const NAMESPACE = 'default';
+/** postgres driver: how often tablefate's storage connections are cut, by default. */
+export const DEFAULT_CUTS_EVERY_MS: readonly [number, number] = [3000, 8000];
 const NODES = ['node-0', 'node-1', 'node-2'];
 
-/** The processes of the run: the workers, then (remote storage) a storage node each; the first `kill*` are killed. */
-function processesOf(settings: ChaosReport['options'], nodeRoots: readonly string[]): ProcessSpec[] {
+/**
+ * The processes of the run: the workers, then (remote storage) a storage node each, serving its directory or (postgres
+ * driver) its database; the first `kill*` are killed.
+ */
+function processesOf(settings: ChaosReport['options'], nodeRoots: readonly string[], nodeDbs: readonly NodeDatabase[]): ProcessSpec[] {
   const remote = settings.storage === 'remote';
   const workers = workerSpecs(settings.workers, remote ? ['worker', '--storage', 'remote'] : ['worker']).map((spec, i) => ({
     ...spec,
@@ -141,7 +171,7 @@ function processesOf(settings: ChaosReport['options'], nodeRoots: readonly strin
   if (!remote) return workers;
   const nodes = NODES.map((node, k): ProcessSpec => ({
     name: node,
-    args: ['storage-node', node, '--dir', nodeRoots[k]!],
+    args: ['storage-node', node, ...(settings.driver === 'postgres' ? ['--postgres', nodeDbs[k]!.url] : ['--dir', nodeRoots[k]!])],
     queue: { name: storageQueue(TASK_QUEUE, node), kind: 'activity' },
     killable: k < settings.killNodes,
     orchestrates: false,
@@ -168,7 +198,7 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
     problems: [],
     notes: [],
     tables: 0,
-    fingerprintsChecked: 0,
+    storageSummary: '',
     opsPhaseMs: 0,
     durationMs: 0,
     aborted: false,
@@ -199,6 +229,17 @@ async function restartServerDuringOps(
   }
 }
 
+/** How many times the log shows a process ended by an 'error' event nobody listened to, emitted by a pg Client. */
+function uncaughtPgErrors(logFile: string): number {
+  let text: string;
+  try {
+    text = fs.readFileSync(logFile, 'utf8');
+  } catch {
+    return 0;
+  }
+  return text.split('\n').filter((line) => line.startsWith("Emitted 'error' event on Client instance")).length;
+}
+
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const started = Date.now();
   const signal = options.signal ?? new AbortController().signal;
@@ -208,6 +249,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     clients: options.clients,
     serverRestarts: options.serverRestarts,
     catalog: options.catalog ?? 'sqlite',
+    driver: options.driver ?? 'files',
+    connectionCuts: (options.driver ?? 'files') === 'postgres' && options.connectionCutsEveryMs !== false,
     workers: options.workers ?? 1,
     storage: options.storage ?? 'local',
     killWorkers: options.killWorkers ?? options.workers ?? 1,
@@ -227,18 +270,34 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   log(`seed ${options.seed}; state in ${dir}`);
 
   try {
+    // One throwaway PostgreSQL server for the catalog and the storage nodes alike, each a database of its own.
+    let pgServer: TestPostgres | undefined;
+    const postgres = async (): Promise<TestPostgres> => {
+      if (pgServer) return pgServer;
+      const started = await sharedPostgres();
+      cleanups.push(() => started.stop());
+      pgServer = started;
+      return started;
+    };
     let catalogUrl: string | undefined;
     if (settings.catalog === 'postgres') {
-      const pg = await sharedPostgres();
-      cleanups.push(() => pg.stop());
-      catalogUrl = await pg.freshDatabase('chaos');
+      catalogUrl = await (await postgres()).freshDatabase('chaos');
       log(`catalog in PostgreSQL: ${catalogUrl}`);
+    }
+    const nodeDbs: NodeDatabase[] = [];
+    let userTables: UserTable[] = [];
+    if (settings.driver === 'postgres') {
+      // One after the other: CREATE DATABASE copies template1, and two at once may find it in use.
+      for (const node of NODES) nodeDbs.push({ node, url: await (await postgres()).freshDatabase(`chaos_${node.replace('-', '')}`) });
+      log(`storage nodes in PostgreSQL: ${nodeDbs.map((n) => n.url).join(', ')}`);
+      userTables = await makeUserTables(nodeDbs);
+      log(`the user's own tables, made by hand: ${userTables.map((u) => `${u.node} ${u.schema}.${u.table}`).join(', ')}`);
     }
     // Remote storage: each node's directory is of its own (as on a host of its own); `view` links them under one
     // root, for the checks alone.
     const nodeRoots = NODES.map((node) => path.join(dir, 'hosts', node));
     const viewRoot = settings.storage === 'remote' ? path.join(dir, 'view') : statePaths(home).storage;
-    if (settings.storage === 'remote') {
+    if (settings.storage === 'remote' && settings.driver === 'files') {
       await fs.promises.mkdir(viewRoot, { recursive: true });
       for (const [k, node] of NODES.entries()) {
         await fs.promises.mkdir(path.join(nodeRoots[k]!, node), { recursive: true });
@@ -260,6 +319,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       TABLEFATE_LOG_LEVEL: 'warn',
       TABLEFATE_STORAGE_NODES: '3',
       ...(catalogUrl === undefined ? {} : { TABLEFATE_CATALOG_URL: catalogUrl }),
+      ...(settings.driver === 'postgres'
+        ? { TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: nodeDbs.map((n) => n.url).join(',') }
+        : {}),
     };
     const monkey = new ChaosMonkey({
       rng: rng.fork('monkey'),
@@ -268,7 +330,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       namespace: NAMESPACE,
       workerEnv: env,
       workerLog,
-      processes: processesOf(settings, nodeRoots),
+      processes: processesOf(settings, nodeRoots, nodeDbs),
       killAfterReadyMs: options.killAfterReadyMs ?? [1500, 5000],
       restartPauseMs: [200, 1500],
       killOnOpStartChance: 0.2,
@@ -284,10 +346,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const catalog = await openCatalog(catalogLocation(catalogUrl, home));
     cleanups.push(() => catalog.close());
-    const storage = new LocalFileStorage({ root: viewRoot, nodeCount: NODES.length });
-    const fingerprints = new ShardFingerprints(storage);
+    const files = settings.driver === 'files' ? new LocalFileStorage({ root: viewRoot, nodeCount: NODES.length }) : undefined;
+    const fingerprints = files ? new ShardFingerprints(files) : undefined;
+    // postgres driver: the user's service writing into the live tables, and the storage connections cut now and then.
+    const inserter =
+      settings.driver === 'postgres'
+        ? new RowInserter({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('inserter'), lanes: 2 })
+        : undefined;
+    const cutEvery = options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS;
+    const cutter =
+      settings.connectionCuts && cutEvery !== false
+        ? new ConnectionCutter((await postgres()).url, nodeDbs, rng.fork('cutter'), cutEvery)
+        : undefined;
+    const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
+    const stopLoad = async () => {
+      await inserter?.stop();
+      await cutter?.stop();
+      await rowsOnAnswer?.close();
+    };
+    cleanups.push(stopLoad);
 
     monkey.unleash();
+    inserter?.start();
+    cutter?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
     const opsStarted = Date.now();
@@ -297,6 +378,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ops: settings.ops,
         clients: settings.clients,
         config: loadConfig(env),
+        columns: settings.driver === 'postgres' ? CHAOS_COLUMNS : undefined,
+        userNames: settings.driver === 'postgres' ? USER_TABLE_TABLEFATE_NAMES : undefined,
         caller: settings.caller === 'cli' ? { cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) } : undefined,
         catalog,
         callTimeoutMs: settings.callTimeoutMs,
@@ -304,7 +387,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         signal,
         onOpStarted: () => monkey.onOperationStarted(),
         onAnswer: async (record) => {
-          if (record.outcome.kind === 'ok' && record.request.kind === 'create') await fingerprints.record(record.outcome.table);
+          if (fingerprints && record.outcome.kind === 'ok' && record.request.kind === 'create') {
+            await fingerprints.record(record.outcome.table);
+          }
+          if (rowsOnAnswer && record.outcome.kind === 'ok' && record.request.kind !== 'create') {
+            await rowsOnAnswer.afterAnswer(`op #${record.seq} ${record.request.kind}`, record.outcome.table);
+          }
         },
         onProgress: (done) => {
           progress.set(done);
@@ -313,8 +401,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       });
     } finally {
       progress.finish();
+      await stopLoad();
     }
     report.opsPhaseMs = Date.now() - opsStarted;
+    if (rowsOnAnswer) report.problems.push(...rowsOnAnswer.problems);
+    if (inserter) {
+      report.postgres = {
+        shardsCheckedOnAnswer: rowsOnAnswer?.checked ?? 0,
+        inserts: inserter.stats,
+        rowsCommitted: inserter.ledger.size,
+        connectionCuts: cutter?.cuts ?? 0,
+        userTables: userTables.map((u) => `${u.node} ${u.schema}.${u.table}`),
+      };
+      log(`${inserter.ledger.size} rows seen committed; ${cutter?.cuts ?? 0} storage connections cut`);
+    }
     const restartError = await restarts;
     if (restartError) throw restartError;
     if (report.ops.length < settings.ops && !signal.aborted) {
@@ -342,14 +442,56 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       workerFate: (identity) => monkey.fateOf(identity),
     });
     log(report.convergence.converged ? `at rest after ${(report.convergence.waitedMs / 1000).toFixed(1)} s` : 'did not come to rest');
+    // A process of ours that died of an uncaught exception is a defect whatever caused it; with PostgreSQL, the
+    // usual cause is a client whose connection was lost while it was checked out of its pool, with no 'error'
+    // listener: a lost connection must fail the activity (transient), not end the worker.
+    const crashes = uncaughtPgErrors(workerLog);
+    if (crashes > 0) {
+      report.problems.push({
+        invariant: 'worker',
+        detail:
+          `${crashes} tablefate process(es) died of an unhandled 'error' event of a PostgreSQL client ` +
+          `(a lost storage connection ended the process instead of failing one activity); see ${workerLog}`,
+      });
+    }
+    const checkStorage = async (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> => {
+      if (files && fingerprints) {
+        const found = await checkFiles(files, tables, fingerprints);
+        return { ...found, summary: `shard checksums compared for ${found.fingerprintsChecked}` };
+      }
+      // The checker recalls the trashed tables as a user would: through the SDK, with the deployment's driver.
+      const sdk = new TableFateClient({ client: temporal, catalog, storageDriver: 'postgres' });
+      const found = await checkTables(
+        {
+          nodes: nodeDbs,
+          catalogId: catalog.id,
+          ledger: inserter!.ledger,
+          userTables,
+          recall: (tableId, newName) => sdk.undelete(newName ? { table: tableId, newName } : { table: tableId }, { timeoutMs: 60_000 }),
+          getTable: (tableId) => catalog.getTable(tableId),
+        },
+        tables,
+      );
+      return {
+        ...found,
+        summary:
+          `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
+          `${found.recalled} trashed tables recalled`,
+      };
+    };
     const findings = await checkInvariants(
-      { catalog, storage, temporal },
-      { ops: report.ops, fingerprints, convergence: report.convergence, workerExits: monkey.stats.workerExits },
+      { catalog, temporal, checkStorage },
+      {
+        ops: report.ops,
+        convergence: report.convergence,
+        workerExits: monkey.stats.workerExits,
+        userTables: userTables.length > 0,
+      },
     );
     report.problems.push(...findings.problems);
     report.notes.push(...findings.notes);
     report.tables = findings.tables;
-    report.fingerprintsChecked = findings.fingerprintsChecked;
+    report.storageSummary = findings.storageSummary;
     report.aborted = signal.aborted;
     completed = true;
     return report;

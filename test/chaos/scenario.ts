@@ -9,7 +9,7 @@ import { catalogLocation, openCatalog } from '../../catalog/open';
 import { isDomainErrorType, TableFateError } from '../../domain/errors';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import type { Random } from './random';
-import { catalogPath } from '../../domain/deployment';
+import { catalogPath, type StorageDriverName } from '../../domain/deployment';
 import { BIN } from '../support/cli';
 import { within } from './time';
 
@@ -19,7 +19,7 @@ import { within } from './time';
  */
 
 export type OpRequest =
-  | { kind: 'create'; table: string; shards: number }
+  | { kind: 'create'; table: string; shards: number; columns?: string }
   | { kind: 'trash'; table: string; retentionSeconds: number }
   | { kind: 'undelete'; tableId: number; newName?: string }
   | { kind: 'purge'; tableId: number };
@@ -63,7 +63,22 @@ export interface ScenarioOptions {
   ops: number;
   clients: number;
   /** Where the clients connect: the same TABLEFATE_HOME (and catalog url, if any) and server as the worker. */
-  config: { home: string; catalogUrl?: string; temporalAddress: string; temporalNamespace: string };
+  config: {
+    home: string;
+    catalogUrl?: string;
+    temporalAddress: string;
+    temporalNamespace: string;
+    /** The deployment's storage driver (files when absent) and, for postgres, its nodes' urls: what a create may ask for. */
+    storageDriver?: StorageDriverName;
+    storageUrls?: readonly string[];
+  };
+  /** With the postgres driver, the column definitions every create asks for (always the same: a retry is the same create). */
+  columns?: string;
+  /**
+   * Names a user's own table holds on some nodes (postgres driver): now and then a create, and a recall's new name,
+   * aims at one. Few shots, since a create refused there is resumed with the same id, so the same node, next time.
+   */
+  userNames?: readonly string[];
   /** Read to pick targets among the tables that exist. */
   catalog: Catalog;
   callTimeoutMs: number;
@@ -81,8 +96,8 @@ export interface ScenarioOptions {
   onProgress: (done: number) => void;
 }
 
-/** The pool of names, each with the shard count its creates usually ask for. */
-const NAMES: ReadonlyArray<readonly [string, number]> = [
+/** The pool of names, each with the shard count its creates usually ask for (files driver). */
+const FILES_NAMES: ReadonlyArray<readonly [string, number]> = [
   ['chaos.orders', 2],
   ['chaos.users', 1],
   ['chaos.events', 3],
@@ -90,6 +105,22 @@ const NAMES: ReadonlyArray<readonly [string, number]> = [
   ['chaos.items', 1],
   ['chaos.logs', 3],
 ];
+
+/**
+ * The same names with the postgres driver, where a table is one real table unless more shards are asked for; two
+ * names of several, whose shard tables are `<name>_<k>` (a user's table holds `chaos.logs_1` on one node).
+ */
+const POSTGRES_NAMES: ReadonlyArray<readonly [string, number]> = [
+  ['chaos.orders', 1],
+  ['chaos.users', 1],
+  ['chaos.events', 2],
+  ['chaos.carts', 1],
+  ['chaos.items', 1],
+  ['chaos.logs', 3],
+];
+
+/** How often a create or a recall's new name aims at a name a user's table holds. */
+const USER_NAME_CHANCE = 0.1;
 
 const OP_WEIGHTS: Readonly<Record<OpKind, number>> = { create: 35, trash: 30, undelete: 20, purge: 15 };
 
@@ -100,7 +131,14 @@ const LONG_RETENTION_S = 3600;
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
 
 /** Draws the next operation, aiming it at what the catalog holds now (with a few shots that must miss). */
-async function pickOperation(rng: Random, catalog: Catalog): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
+async function pickOperation(
+  rng: Random,
+  catalog: Catalog,
+  columns: string | undefined,
+  userNames: readonly string[],
+): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
+  const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
+  const aimsAtUser = () => userNames.length > 0 && rng.chance(USER_NAME_CHANCE);
   const tables = await catalog.listTables({ includeTrashed: true });
   const ready = tables.filter((t) => t.state === 'READY');
   const trashed = tables.filter((t) => t.state === 'TRASHED');
@@ -113,19 +151,20 @@ async function pickOperation(rng: Random, catalog: Catalog): Promise<{ request: 
   if ((kind === 'undelete' || kind === 'purge') && trashed.length === 0 && tables.length === 0) kind = 'create';
   switch (kind) {
     case 'create': {
-      const [table, usual] = rng.pick(NAMES);
+      const [table, usual] = aimsAtUser() ? ([rng.pick(userNames), 1] as const) : rng.pick(names);
       // Now and then another shard count: a TableExists, or a table that later creates of the name will meet.
       const shards = rng.chance(0.1) ? rng.int(1, 4) : usual;
-      return { request: { kind, table, shards }, before: await byName(table) };
+      const request: OpRequest = columns === undefined ? { kind, table, shards } : { kind, table, shards, columns };
+      return { request, before: await byName(table) };
     }
     case 'trash': {
-      const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(NAMES)[0];
+      const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(names)[0];
       const retentionSeconds = rng.chance(0.8) ? rng.int(...SHORT_RETENTION_S) : LONG_RETENTION_S;
       return { request: { kind, table, retentionSeconds }, before: await byName(table) };
     }
     case 'undelete': {
       const target = trashed.length > 0 && !rng.chance(0.1) ? rng.pick(trashed) : rng.pick(tables);
-      const newName = rng.chance(0.3) ? rng.pick(NAMES)[0] : undefined;
+      const newName = rng.chance(0.3) ? (aimsAtUser() ? rng.pick(userNames) : rng.pick(names)[0]) : undefined;
       const request: OpRequest = newName ? { kind, tableId: target.id, newName } : { kind, tableId: target.id };
       return { request, before: await catalog.getTable(target.id) };
     }
@@ -139,7 +178,7 @@ async function pickOperation(rng: Random, catalog: Catalog): Promise<{ request: 
 function callSdk(client: TableFateClient, request: OpRequest): Promise<TableInfo> {
   switch (request.kind) {
     case 'create':
-      return client.create({ table: request.table, shards: request.shards });
+      return client.create({ table: request.table, shards: request.shards, ...(request.columns ? { columns: request.columns } : {}) });
     case 'trash':
       return client.trash({ table: request.table, retentionSeconds: request.retentionSeconds });
     case 'undelete':
@@ -190,7 +229,7 @@ class CallerClient implements Caller {
   ) {
     this.connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s' });
     const temporal = new Client({ connection: this.connection, namespace: config.temporalNamespace });
-    this.sdk = new TableFateClient({ client: temporal, catalog: this.catalog });
+    this.sdk = new TableFateClient({ client: temporal, catalog: this.catalog, storageDriver: config.storageDriver });
   }
 
   /** A client with a catalog of its own, where the worker's is (the SQLite file under home, or catalogUrl). */
@@ -232,7 +271,14 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
   const common = ['--json', '--timeout', String(Math.max(1, Math.floor(timeoutMs / 1000)))];
   switch (request.kind) {
     case 'create':
-      return ['create', request.table, '--shards', String(request.shards), ...common];
+      return [
+        'create',
+        request.table,
+        '--shards',
+        String(request.shards),
+        ...(request.columns ? ['--columns', request.columns] : []),
+        ...common,
+      ];
     case 'trash':
       return ['trash', request.table, '--reserve-seconds', String(request.retentionSeconds), ...common];
     case 'undelete':
@@ -260,6 +306,10 @@ class CommandLineCaller implements Caller {
       TABLEFATE_CATALOG_URL: config.catalogUrl ?? catalogPath(path.resolve(config.home)),
       TEMPORAL_ADDRESS: config.temporalAddress,
       TEMPORAL_NAMESPACE: config.temporalNamespace,
+      // The operator knows which storage the deployment has, as the workers do (a create's --columns needs it).
+      ...(config.storageDriver === 'postgres'
+        ? { TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: (config.storageUrls ?? []).join(',') }
+        : {}),
     };
   }
 
@@ -323,7 +373,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
     const rng = opts.rng.fork(`client-${index}`);
     while (issued < opts.ops && !opts.signal.aborted && Date.now() < opts.deadline) {
       const seq = issued++;
-      const { request, before } = await pickOperation(rng, opts.catalog);
+      const { request, before } = await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? []);
       opts.onOpStarted(request);
       const startedAt = Date.now();
       const outcome = await client.answer(request, opts.callTimeoutMs, opts.signal);
