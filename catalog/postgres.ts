@@ -36,7 +36,7 @@
  * The url's password is never logged nor put in an error: errors name the url without it.
  */
 import { randomBytes } from 'node:crypto';
-import { Pool, types, type CustomTypesConfig, type PoolClient, type QueryResultRow } from 'pg';
+import { Pool, types, type CustomTypesConfig, type QueryResultRow } from 'pg';
 import { CatalogNotFoundError, TableFateError } from '../domain/errors';
 import { redactUrl } from '../domain/deployment';
 import type { TableName } from '../domain/names';
@@ -45,6 +45,7 @@ import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { assertCurrent, mustApply } from './migrations';
 import { MIGRATIONS } from './postgres-schema';
+import { inPgTransaction, newPool } from './pg-session';
 import {
   hiddenStates,
   sqlList,
@@ -122,7 +123,7 @@ export class PostgresCatalog extends TransactionalCatalog {
    */
   static async open(url: string, opts: PostgresCatalogOptions = {}): Promise<PostgresCatalog> {
     const where = redactUrl(url);
-    const pool = new Pool({
+    const pool = newPool({
       connectionString: url,
       max: opts.poolSize ?? 10,
       types: TYPE_PARSERS,
@@ -133,9 +134,6 @@ export class PostgresCatalog extends TransactionalCatalog {
       // and holds row locks others wait for.
       idle_in_transaction_session_timeout: 60_000,
     });
-    // An idle connection that breaks (a server restart) is dropped by the pool; the next query opens another.
-    // Without a listener the error would end the process.
-    pool.on('error', () => undefined);
     try {
       if (opts.mustExist) await checkSchema(pool, where);
       else await migrate(pool);
@@ -154,7 +152,7 @@ export class PostgresCatalog extends TransactionalCatalog {
 
   /** A READ COMMITTED transaction on one connection of the pool (rows are locked as the rules read them). */
   protected runTransaction<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
-    return inTransaction(this.#pool, (c) => fn(new PgTx(c, this.#firstTableId)));
+    return inPgTransaction(this.#pool, (c) => fn(new PgTx(c, this.#firstTableId)));
   }
 
   /** Statements on the pool, each on whichever connection is free, each its own transaction. */
@@ -349,26 +347,6 @@ interface Queryable {
   query<R extends QueryResultRow>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
-/**
- * Runs `fn` in a transaction of its own on a connection of `pool`; any error rolls it back and is thrown. A
- * connection that cannot even roll back is closed rather than given back to the pool.
- */
-async function inTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query('BEGIN');
-    const result = await fn(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-    throw err;
-  } finally {
-    client.release(broken);
-  }
-}
-
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`;
 
 /** The last migration applied (0: none). */
@@ -384,7 +362,7 @@ async function schemaVersion(c: Queryable): Promise<number> {
  */
 async function migrate(pool: Pool): Promise<void> {
   for (const migration of MIGRATIONS) {
-    await inTransaction(pool, async (c) => {
+    await inPgTransaction(pool, async (c) => {
       await c.query(`SELECT pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]);
       await c.query(CREATE_MIGRATIONS_TABLE);
       if (!mustApply(migration, await schemaVersion(c), MIGRATIONS)) return;

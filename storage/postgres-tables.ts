@@ -10,6 +10,7 @@ import {
 import { checkWatch, type Watch } from './driver';
 import { PermanentStorageError } from './errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
+import { inPgTransaction } from '../catalog/pg-session';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -401,21 +402,9 @@ export class PostgresTables {
     await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tablefate:${describe(id)}`]);
   }
 
-  private async inTransaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.pool.connect();
-    try {
-      await c.query('BEGIN');
-      // Strings read as domain/columns.ts reads them.
-      await c.query('SET LOCAL standard_conforming_strings = on');
-      const result = await fn(c);
-      await c.query('COMMIT');
-      return result;
-    } catch (err) {
-      await c.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      c.release();
-    }
+  private inTransaction<T>(fn: (c: PoolClient) => Promise<T>): Promise<T> {
+    // Strings read as domain/columns.ts reads them.
+    return inPgTransaction(this.pool, fn, ['SET LOCAL standard_conforming_strings = on']);
   }
 }
 
@@ -451,6 +440,9 @@ async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ name: s
  * database, would be refused every time.
  */
 async function ensureSchema(c: PoolClient, schema: string): Promise<void> {
+  // Two transactions making one schema at once would both try, and the second fail on pg_namespace's unique index: the
+  // second waits here for the first to commit, then finds the schema made.
+  await c.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`tablefate:schema:${schema}`]);
   const { rows } = await c.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
   if (rows.length === 0) await c.query(`CREATE SCHEMA IF NOT EXISTS ${ident(schema)}`);
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
+import { newPool } from '../catalog/pg-session';
 import {
   checkWatch,
   type SetListing,
@@ -61,9 +62,7 @@ export class PostgresStorage implements StorageDriver {
   ) {
     this.nodes = urls.map((u) => u.node);
     for (const { node, url } of urls) {
-      const pool = new Pool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}` });
-      // An idle connection the server dropped is replaced at the next query; it must not crash the worker.
-      pool.on('error', () => undefined);
+      const pool = newPool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}` });
       this.byNode.set(node, { pool, tables: new PostgresTables(pool) });
     }
   }

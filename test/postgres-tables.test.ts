@@ -1,6 +1,7 @@
 import { Client, Pool } from 'pg';
 import { NameTakenError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { PostgresStorage } from '../storage/postgres';
 import {
   GARBAGE_SCHEMA,
   HasDependentsError,
@@ -270,4 +271,82 @@ test("a drain stops when its watcher aborts, with the watcher's reason, after a 
   } finally {
     await reader.client.end();
   }
+});
+
+describe('sessions the server ends, and schemas made at once', () => {
+  const storageFor = async () => {
+    const dbUrl = await server.freshDatabase('pgcuts');
+    return { dbUrl, storage: new PostgresStorage([{ node: 'node-0', url: dbUrl }], 'cat-cuts') };
+  };
+  const ref = (tableId: number, namespace: string, name: string) => ({
+    tableId,
+    shard: 0,
+    node: 'node-0',
+    table: { namespace, name, shards: 1, params: { shards: 1, columns: 'id int' } },
+  });
+
+  test('first creates in a new schema, three at once, all succeed: none trips on the schema another is making', async () => {
+    const { storage } = await storageFor();
+    try {
+      const refused: unknown[] = [];
+      for (let round = 0; round < 20; round++) {
+        const outcomes = await Promise.allSettled([1, 2, 3].map((k) => storage.createShard(ref(round * 10 + k, `fresh${round}`, `t${k}`))));
+        for (const o of outcomes) if (o.status === 'rejected') refused.push(o.reason);
+      }
+      expect(refused).toEqual([]);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  test('a storage session ended by the server mid-change fails that change only: the process hears no stray error, and a retry finishes it', async () => {
+    const { dbUrl, storage } = await storageFor();
+    const stray: unknown[] = [];
+    const hear = (err: unknown) => stray.push(err);
+    process.on('uncaughtException', hear);
+    const cutter = new Client({ connectionString: dbUrl });
+    await cutter.connect();
+    let cutting = true;
+    let cuts = 0;
+    const cuttingDone = (async () => {
+      while (cutting) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        const { rowCount } = await cutter.query(
+          "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tablefate storage node-0' AND datname = current_database()",
+        );
+        cuts += rowCount ?? 0;
+      }
+    })();
+    const steps = (r: ReturnType<typeof ref>) => [
+      () => storage.createShard(r),
+      () => storage.moveShard(r, 'live', 'trash'),
+      () => storage.moveShard(r, 'trash', 'live'),
+    ];
+    try {
+      let failed = 0;
+      for (let i = 1; i <= 40; i++) {
+        for (const step of steps(ref(i, 'cut', `t${i}`))) await step().catch(() => failed++);
+      }
+      cutting = false;
+      await cuttingDone;
+      expect(cuts).toBeGreaterThan(0);
+      expect(failed).toBeGreaterThan(0);
+      // With the sessions left alone, every change made again converges: each table live under its name, once.
+      for (let i = 1; i <= 40; i++) for (const step of steps(ref(i, 'cut', `t${i}`))) await step();
+      const live = new Client({ connectionString: dbUrl });
+      await live.connect();
+      const { rows } = await live.query(
+        "SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'cut'::regnamespace AND relkind = 'r'",
+      );
+      await live.end();
+      expect(rows).toEqual([{ n: 40 }]);
+      expect(stray).toEqual([]);
+    } finally {
+      cutting = false;
+      await cuttingDone;
+      process.off('uncaughtException', hear);
+      await cutter.end();
+      await storage.close();
+    }
+  }, 60_000);
 });

@@ -1,0 +1,43 @@
+import { Pool, type PoolClient, type PoolConfig } from 'pg';
+
+/**
+ * How tablefate talks to PostgreSQL, for the catalog's store and the PostgreSQL storage driver alike: one way to make a
+ * pool, one way to run a transaction.
+ */
+
+/**
+ * A pool whose connections can never end the process. A server that ends a session (a restart, `pg_terminate_backend`)
+ * fails the query in flight, and also emits 'error' on the connection; pg-pool listens only while a connection is idle
+ * in it, and not in the moment between handing a new one out and its first query. So every connection gets a listener
+ * of its own as it is made: the error reaches the caller through its query, and the pool drops the dead connection
+ * (it is no longer queryable) when it is given back.
+ */
+export function newPool(config: PoolConfig): Pool {
+  const pool = new Pool(config);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  // An idle connection that breaks is dropped by the pool; the next query opens another.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/**
+ * Runs `fn` in a transaction of its own on a connection of `pool`, after the `setup` statements: committed if `fn`
+ * resolves, rolled back (and the error thrown) if it does not. A connection that cannot even roll back is closed rather
+ * than given back to the pool.
+ */
+export async function inPgTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>, setup: string[] = []): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    for (const statement of setup) await client.query(statement);
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
