@@ -1,5 +1,4 @@
-import { formatReport } from './chaos/report';
-import { runChaos } from './chaos/runner';
+import { runChaosInTest } from './chaos/in-jest';
 
 /**
  * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer
@@ -11,8 +10,7 @@ import { runChaos } from './chaos/runner';
 const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261129);
 
 test('under worker kills and a server restart, every answer stays true and catalog, files and workflows come to rest', async () => {
-  const progress: string[] = [];
-  const report = await runChaos({
+  const report = await runChaosInTest({
     seed: SEED,
     ops: 40,
     clients: 4,
@@ -21,10 +19,7 @@ test('under worker kills and a server restart, every answer stays true and catal
     callTimeoutMs: 15_000,
     opsTimeLimitMs: 45_000,
     convergenceTimeoutMs: 50_000,
-    log: (line) => progress.push(line),
   });
-  const summary = formatReport(report);
-  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
 
   // Not vacuous: the operations ran, some were answered, and the chaos really happened.
   expect(report.ops.length).toBeGreaterThan(0);
@@ -36,8 +31,7 @@ test('under worker kills and a server restart, every answer stays true and catal
 }, 175_000);
 
 test('with the postgres driver, under worker kills and cut connections, every row seen committed stays in its table', async () => {
-  const progress: string[] = [];
-  const report = await runChaos({
+  const report = await runChaosInTest({
     seed: SEED,
     ops: 16,
     clients: 4,
@@ -47,10 +41,7 @@ test('with the postgres driver, under worker kills and cut connections, every ro
     callTimeoutMs: 15_000,
     opsTimeLimitMs: 30_000,
     convergenceTimeoutMs: 40_000,
-    log: (line) => progress.push(line),
   });
-  const summary = formatReport(report);
-  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
 
   // Not vacuous: operations answered, workers killed, rows written and seen committed, the user's tables in place.
   expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);

@@ -1,5 +1,4 @@
-import { formatReport } from './chaos/report';
-import { runChaos } from './chaos/runner';
+import { runChaosInTest } from './chaos/in-jest';
 
 /**
  * The deployment off one host, every part its own process: a dev server, PostgreSQL, two `tablefate worker
@@ -13,8 +12,7 @@ import { runChaos } from './chaos/runner';
 const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261201);
 
 test('off one host: 50 operations by the command line while a worker and a storage node are killed, and everything comes to rest true', async () => {
-  const progress: string[] = [];
-  const report = await runChaos({
+  const report = await runChaosInTest({
     seed: SEED,
     ops: 50,
     clients: 4,
@@ -30,10 +28,7 @@ test('off one host: 50 operations by the command line while a worker and a stora
     callTimeoutMs: 20_000,
     opsTimeLimitMs: 150_000,
     convergenceTimeoutMs: 60_000,
-    log: (line) => progress.push(line),
   });
-  const summary = formatReport(report);
-  if (report.problems.length > 0) console.log(`${summary}\n\nprogress:\n${progress.join('\n')}`);
 
   // Not vacuous: the operations ran through the command line, some were answered, and both kinds were killed.
   expect(report.ops.length).toBe(50);
