@@ -1,12 +1,15 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
-import type { Catalog, LockHolder, TransitionRequest } from '../catalog/catalog';
+import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import { workflowIdFor } from '../domain/operations';
+import { OPERATIONS, workflowIdFor } from '../domain/operations';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { endTimerSignal } from '../domain/contracts';
+import { endTimerSignal, evictSignal, trashChangedSignal } from '../domain/contracts';
+import { defaultSettings, trashPolicy, type SettingKey, type SettingRow, type SettingValue, type TrashPolicy } from '../domain/settings';
+import type { Lease } from '../domain/leases';
+import type { LeaseRequest } from '../catalog/catalog';
 import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
@@ -160,17 +163,153 @@ export function createActivities(deps: ActivityDeps) {
       return change(input, { tableId, from, to, now, rename, expectName });
     },
 
-    /** TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for. */
-    commitTrash: (
+    /**
+     * TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for: the retention
+     * asked, else the one in force in the table's namespace (trash.retentionSeconds, else the worker's default). Answers
+     * the trash's policy with the table (is the trash on, is there a space cap), read under the call's step key so that
+     * a repeated call answers the same policy as the first did.
+     */
+    async commitTrash(
       input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean },
-    ): Promise<TableRecord> =>
-      change(input, {
+    ): Promise<TrashCommitted> {
+      const owner = inScope(input);
+      const step = stepOf(owner, input);
+      const policy = await policyOf(input.tableId, step && { ...step, step: `${step.step}/settings` });
+      const table = await change(input, {
         tableId: input.tableId,
         from: ['TRASHING'],
         to: 'TRASHED',
         now: input.now,
-        retentionSeconds: input.retentionSeconds ?? deps.defaultRetentionSeconds,
-      }),
+        retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
+      });
+      return { ...table, policy };
+    },
+
+    /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
+    async startDrain(
+      input: CallScope & { tableId: number; now: number; expectName?: TableName },
+    ): Promise<{ table: TableRecord; leases: Lease[] }> {
+      const owner = inScope(input);
+      return catalog.startDrain({
+        tableId: input.tableId,
+        owner,
+        now: input.now,
+        expectName: input.expectName,
+        step: stepOf(owner, input),
+      });
+    },
+
+    /** The leases on a table still live at `now` (workflow time), soonest to expire first. */
+    async liveLeases(input: CallScope & { tableId: number; now: number }): Promise<Lease[]> {
+      const owner = inScope(input);
+      return catalog.listLeases({ tableId: input.tableId, now: input.now }, stepOf(owner, input));
+    },
+
+    /** Places or releases a legal hold, under the table's lock; with `releaseLocks`, the run's locks go with it. */
+    async changeHold(
+      input: CallScope & {
+        tableId: number;
+        hold: { reason: string | null; since: number } | null;
+        expectName?: TableName;
+        releaseLocks?: boolean;
+      },
+    ): Promise<TableRecord> {
+      const owner = inScope(input);
+      const table = await catalog.changeHold({
+        tableId: input.tableId,
+        hold: input.hold,
+        expectName: input.expectName,
+        owner,
+        step: stepOf(owner, input),
+      });
+      if (input.releaseLocks) await catalog.releaseLocks(owner);
+      return table;
+    },
+
+    /** The trash run moves its own expiry (a new retention). */
+    async changeExpiry(input: CallScope & { tableId: number; droppedAt: number; expireAt: number }): Promise<TableRecord> {
+      const owner = inScope(input);
+      return catalog.changeExpiry({
+        tableId: input.tableId,
+        droppedAt: input.droppedAt,
+        expireAt: input.expireAt,
+        owner,
+        step: stepOf(owner, input),
+      });
+    },
+
+    /** A lease taken, renewed or released (Catalog.changeLease). */
+    async changeLease(input: CallScope & { request: DistributiveOmit<LeaseRequest, 'step'> }): Promise<Lease> {
+      const owner = inScope(input);
+      return catalog.changeLease({ ...input.request, step: stepOf(owner, input) });
+    },
+
+    /** A runtime setting set or unset; answers every setting stored after it. */
+    async changeSetting(
+      input: CallScope & { key: SettingKey; namespace: string | null; value?: SettingValue; now: number },
+    ): Promise<SettingRow[]> {
+      const owner = inScope(input);
+      return catalog.changeSetting({
+        key: input.key,
+        namespace: input.namespace,
+        value: input.value,
+        now: input.now,
+        step: stepOf(owner, input),
+      });
+    },
+
+    /**
+     * What the trash's space cap needs: the settings, and every TRASHED table with where its shards are (journaled,
+     * so that a repeated pass decides as the first did).
+     */
+    async trashForEviction(input: CallScope): Promise<{ settings: SettingRow[]; tables: TableRecord[] }> {
+      const owner = inScope(input);
+      const step = stepOf(owner, input);
+      const settings = await catalog.listSettings(step && { ...step, step: `${step.step}/settings` });
+      // (A read of rows that only this run's purges change, one at a time: a repeat reads what the first read left.)
+      const tables = (await catalog.listTables({ includeTrashed: true })).filter((t) => t.state === 'TRASHED');
+      return { settings, tables };
+    },
+
+    /**
+     * Tells the trash run of table `tableId` to read its table again (a lease or a hold released), if the table is in
+     * one of `states` (all, when absent). A run that is not there needs no telling: false.
+     */
+    async wakeTrash(input: CallScope & { tableId: number; states?: TableState[] }): Promise<boolean> {
+      inScope(input);
+      if (input.states) {
+        const table = await catalog.getTable(input.tableId);
+        if (!table || !input.states.includes(table.state)) return false;
+      }
+      try {
+        await Context.current().client.workflow.getHandle(workflowIdFor.trash(input.tableId, input.catalogId)).signal(trashChangedSignal);
+        return true;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return false;
+        throw err;
+      }
+    },
+
+    /** Starts the trash's space cap (evictTrash), or wakes it if it runs: it looks at the trash again once it can. */
+    async requestEviction(input: CallScope): Promise<void> {
+      inScope(input);
+      const record = OPERATIONS.evict;
+      await Context.current().client.workflow.signalWithStart(record.workflowType, {
+        workflowId: record.workflowId(undefined, input.catalogId),
+        taskQueue: Context.current().info.taskQueue,
+        args: [{ catalogId: input.catalogId }],
+        signal: evictSignal,
+        signalArgs: [],
+        staticSummary: 'trash space cap: purge the oldest trashed tables (not held) until the trash fits trash.maxBytes',
+      });
+    },
+  };
+
+  /** The trash policy in force for a table's namespace, from the settings read under `step`. */
+  const policyOf = async (tableId: number, step: StepKey | undefined): Promise<TrashPolicy> => {
+    const table = await catalog.getTable(tableId);
+    const rows = await catalog.listSettings(step);
+    return trashPolicy(rows, table?.namespace ?? '', defaultSettings(deps.defaultRetentionSeconds));
   };
   const housekeeping = housekeepingActivities({
     catalog,
@@ -193,6 +332,11 @@ export type OrchestrationActivities = ReturnType<typeof createActivities>;
 
 /** Every activity a workflow can call, wherever it runs. */
 export type Activities = OrchestrationActivities & StorageActivities;
+
+/** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
+export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** One try at a lock: taken, or held by another running workflow (its id). */
 export type LockAttempt = { acquired: true } | { acquired: false; holder: string };

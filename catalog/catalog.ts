@@ -1,6 +1,8 @@
 import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
-import type { CreateParams, ShardPlacement, TableRecord } from '../domain/table';
+import type { CreateParams, Hold, ShardPlacement, TableRecord } from '../domain/table';
+import type { Lease } from '../domain/leases';
+import type { SettingKey, SettingRow, SettingValue } from '../domain/settings';
 
 /**
  * The catalog's contract: what a catalog answers and what its callers pass it. Types only, importing nothing of
@@ -97,8 +99,53 @@ export interface CatalogReader {
    * them with `afterId` (ids above it) and `limit` (at most that many).
    */
   listTables(opts: ListOptions): Promise<TableRecord[]>;
+  /** The runtime settings stored, global (namespace null) and namespaces'; with `step`, journaled. */
+  listSettings(step?: StepKey): Promise<SettingRow[]>;
+  /** The leases not expired at `now`, of every table or of one, soonest to expire first; with `step`, journaled. */
+  listLeases(opts: { tableId?: number; now: number }, step?: StepKey): Promise<Lease[]>;
   close(): Promise<void>;
 }
+
+/** A runtime setting set (`value`) or unset (`value` undefined), globally (namespace null) or for a namespace. */
+export interface SettingChange {
+  key: SettingKey;
+  namespace: string | null;
+  value?: SettingValue;
+  now: number;
+  step?: StepKey;
+}
+
+/** A legal hold placed (`hold`) or released (`hold` null), under the table's lock. */
+export interface HoldChange {
+  tableId: number;
+  hold: Hold | null;
+  owner: LockOwner;
+  expectName?: TableName;
+  step?: StepKey;
+}
+
+/** A trashed table's expiry moved by its trash run (the run owns no lock while it waits: nobody else may hold one). */
+export interface ExpiryChange {
+  tableId: number;
+  droppedAt: number;
+  expireAt: number;
+  owner: LockOwner;
+  step?: StepKey;
+}
+
+/** The first change of a drop: READY to DRAINING while leases are live (none are taken after it), else to TRASHING. */
+export interface DrainStart {
+  tableId: number;
+  owner: LockOwner;
+  now: number;
+  expectName?: TableName;
+  step?: StepKey;
+}
+
+export type LeaseRequest =
+  | { action: 'acquire'; lease: Lease; step?: StepKey }
+  | { action: 'renew'; leaseId: string; now: number; ttlSeconds?: number; step?: StepKey }
+  | { action: 'release'; leaseId: string; step?: StepKey };
 
 /**
  * The source of truth for tables, states, trash entries (TRASHED rows with their drop and expiry times),
@@ -141,4 +188,23 @@ export interface Catalog extends CatalogReader {
   listLocks(): Promise<LockHolder[]>;
   /** Forgets journal entries older than `before` (their runs have long closed); returns how many. */
   pruneJournal(before: number): Promise<number>;
+
+  /** Sets or unsets a runtime setting; answers every setting stored after the change. */
+  changeSetting(req: SettingChange): Promise<SettingRow[]>;
+  /**
+   * Places or releases a legal hold on a READY or trashed table, under its lock. Holding a table held for the same
+   * reason answers it as it is; for another reason, or releasing a table not held, is WrongState.
+   */
+  changeHold(req: HoldChange): Promise<TableRecord>;
+  /** Moves the expiry of the trash at `droppedAt`; WrongState if the table is no longer in it or another operation holds it. */
+  changeExpiry(req: ExpiryChange): Promise<TableRecord>;
+  /** A drop's first change (see DrainStart), with the leases it must wait for. A table DRAINING or TRASHING is answered as it is. */
+  startDrain(req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }>;
+  /**
+   * A lease taken (the table must be READY: WrongState otherwise), renewed (it must not have expired) or released
+   * (LeaseNotFound if there is none by that id): the lease as the change leaves it (a released one as it was).
+   */
+  changeLease(req: LeaseRequest): Promise<Lease>;
+  /** Forgets leases that expired before `before`; how many. */
+  pruneLeases(before: number): Promise<number>;
 }

@@ -63,7 +63,55 @@ CREATE INDEX journal_age ON journal (at);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `,
   },
+  {
+    version: 2,
+    description: 'trash policies: DRAINING (a state, holding its name), legal holds on tables, runtime settings, leases',
+    sql: `
+ALTER TABLE tables DROP CONSTRAINT tables_state_check;
+ALTER TABLE tables ADD CONSTRAINT tables_state_check
+  CHECK (state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED'));
+ALTER TABLE tables ADD COLUMN hold_reason TEXT;
+ALTER TABLE tables ADD COLUMN held_at BIGINT;
+DROP INDEX tables_name_holder;
+CREATE UNIQUE INDEX tables_name_holder ON tables (namespace, name)
+  WHERE state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED');
+
+-- Runtime settings: namespace '' is the global value. The value is its JSON text.
+CREATE TABLE settings (
+  key        TEXT   NOT NULL,
+  namespace  TEXT   NOT NULL,
+  value      TEXT   NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (key, namespace)
+);
+
+-- A service's lease on a READY table: a drop waits for it to be released or to expire.
+CREATE TABLE leases (
+  id          TEXT   PRIMARY KEY,
+  table_id    BIGINT NOT NULL,
+  holder      TEXT   NOT NULL,
+  ttl_seconds INT    NOT NULL,
+  acquired_at BIGINT NOT NULL,
+  expires_at  BIGINT NOT NULL
+);
+CREATE INDEX leases_table ON leases (table_id, expires_at);
+`,
+  },
 ];
+
+/** The states migration 2 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */
+export const MIGRATION_2_STATES = [
+  'CREATING',
+  'READY',
+  'DRAINING',
+  'TRASHING',
+  'TRASHED',
+  'RESTORING',
+  'PURGING',
+  'PURGED',
+  'CREATE_FAILED',
+];
+export const MIGRATION_2_NAME_HOLDING_STATES = ['CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
 
 /** The schema version this code needs: the last migration's. */
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

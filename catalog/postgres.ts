@@ -48,7 +48,14 @@ import { MIGRATIONS } from './postgres-schema';
 import { inPgTransaction, newPool } from './pg-session';
 import {
   hiddenStates,
+  leaseRowValues,
+  settingRowValues,
   sqlList,
+  TABLE_COLUMNS,
+  toLease,
+  toSetting,
+  type LeaseRow,
+  type SettingDbRow,
   toHolder,
   toRecord,
   type LockRow,
@@ -59,6 +66,8 @@ import {
 } from './rows';
 import { TransactionalCatalog } from './rules';
 import { RetryTransaction, type CatalogTx, type RowLock } from './tx';
+import type { Lease } from '../domain/leases';
+import type { SettingKey, SettingRow } from '../domain/settings';
 
 /** Inlined (constants, not input) so that the planner can use the partial unique index. */
 const NAME_HOLDING = sqlList(NAME_HOLDING_STATES);
@@ -213,8 +222,7 @@ class PgTx implements CatalogTx {
 
   async insertTable(t: TableRecord): Promise<boolean> {
     const inserted = await this.unlessNameTaken(
-      `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+      `INSERT INTO tables (${TABLE_COLUMNS.join(', ')}) VALUES (${TABLE_COLUMNS.map((_, k) => `$${k + 1}`).join(', ')})`,
       tableRowValues(t),
     );
     return inserted !== undefined;
@@ -308,6 +316,59 @@ class PgTx implements CatalogTx {
   async pruneJournal(before: number): Promise<number> {
     const result = await this.db.query(`DELETE FROM journal WHERE at < $1`, [before]);
     return result.rowCount ?? 0;
+  }
+
+  async settingRows(): Promise<SettingRow[]> {
+    const { rows } = await this.db.query<SettingDbRow>(`SELECT * FROM settings ORDER BY key, namespace`);
+    return rows.map(toSetting);
+  }
+
+  async upsertSetting(row: SettingRow): Promise<void> {
+    await this.db.query(
+      `INSERT INTO settings (key, namespace, value, updated_at) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (key, namespace) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+      settingRowValues(row),
+    );
+  }
+
+  async deleteSetting(key: SettingKey, namespace: string | null): Promise<boolean> {
+    const deleted = await this.db.query(`DELETE FROM settings WHERE key = $1 AND namespace = $2`, [key, namespace ?? '']);
+    return deleted.rowCount === 1;
+  }
+
+  async liveLeases(opts: { tableId?: number; now: number }): Promise<Lease[]> {
+    const { rows } =
+      opts.tableId === undefined
+        ? await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE expires_at > $1 ORDER BY expires_at, id`, [opts.now])
+        : await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE table_id = $1 AND expires_at > $2 ORDER BY expires_at, id`, [
+            opts.tableId,
+            opts.now,
+          ]);
+    return rows.map(toLease);
+  }
+
+  async leaseById(id: string, opts: RowLock = {}): Promise<Lease | undefined> {
+    const { rows } = await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE id = $1${forUpdate(opts)}`, [id]);
+    return rows[0] && toLease(rows[0]);
+  }
+
+  async insertLease(lease: Lease): Promise<void> {
+    await this.db.query(
+      `INSERT INTO leases (id, table_id, holder, ttl_seconds, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+      leaseRowValues(lease),
+    );
+  }
+
+  async updateLeaseExpiry(id: string, expiresAt: number): Promise<void> {
+    await this.db.query(`UPDATE leases SET expires_at = $2 WHERE id = $1`, [id, expiresAt]);
+  }
+
+  async deleteLease(id: string): Promise<boolean> {
+    return (await this.db.query(`DELETE FROM leases WHERE id = $1`, [id])).rowCount === 1;
+  }
+
+  async pruneLeases(before: number): Promise<number> {
+    return (await this.db.query(`DELETE FROM leases WHERE expires_at < $1`, [before])).rowCount ?? 0;
   }
 
   async savepoint(name: string): Promise<void> {

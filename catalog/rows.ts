@@ -1,6 +1,8 @@
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { LockHolder } from './catalog';
+import type { Lease } from '../domain/leases';
+import type { SettingKey, SettingRow, SettingValue } from '../domain/settings';
 
 /** What both SQL stores share: the shape of their rows, and how to read them as the catalog's records. */
 
@@ -23,6 +25,8 @@ export interface TableRow {
   expire_at: number | null;
   purged_at: number | null;
   updated_at: number;
+  hold_reason: string | null;
+  held_at: number | null;
 }
 
 export interface LockRow {
@@ -47,6 +51,7 @@ export function toRecord(row: TableRow): TableRecord {
     expireAt: row.expire_at,
     purgedAt: row.purged_at,
     updatedAt: row.updated_at,
+    hold: row.held_at === null || row.held_at === undefined ? null : { reason: row.hold_reason, since: row.held_at },
   };
 }
 
@@ -68,8 +73,27 @@ export function tableRowValues(t: TableRecord): unknown[] {
     t.expireAt,
     t.purgedAt,
     t.updatedAt,
+    t.hold?.reason ?? null,
+    t.hold?.since ?? null,
   ];
 }
+
+/** The columns of an INSERT into `tables`, in the order of tableRowValues. */
+export const TABLE_COLUMNS = [
+  'id',
+  'namespace',
+  'name',
+  'state',
+  'params',
+  'placement',
+  'created_at',
+  'dropped_at',
+  'expire_at',
+  'purged_at',
+  'updated_at',
+  'hold_reason',
+  'held_at',
+];
 
 /**
  * The columns a table's row changes through (every one but id and createdAt), in the order of the stores' UPDATE, then
@@ -85,6 +109,8 @@ export const UPDATED_TABLE_COLUMNS = [
   'expire_at',
   'purged_at',
   'updated_at',
+  'hold_reason',
+  'held_at',
 ];
 
 export function tableUpdateValues(t: TableRecord, expected: TableState): unknown[] {
@@ -98,7 +124,52 @@ export function tableUpdateValues(t: TableRecord, expected: TableState): unknown
     t.expireAt,
     t.purgedAt,
     t.updatedAt,
+    t.hold?.reason ?? null,
+    t.hold?.since ?? null,
     t.id,
     expected,
   ];
 }
+
+/** A row of `settings`: namespace '' is the global value; the value is its JSON text. */
+export interface SettingDbRow {
+  key: string;
+  namespace: string;
+  value: string;
+  updated_at: number;
+}
+
+export function toSetting(row: SettingDbRow): SettingRow {
+  return {
+    key: row.key as SettingKey,
+    namespace: row.namespace === '' ? null : row.namespace,
+    value: JSON.parse(row.value) as SettingValue,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A setting's values in the column order of an INSERT into `settings`. */
+export const settingRowValues = (s: SettingRow): unknown[] => [s.key, s.namespace ?? '', JSON.stringify(s.value), s.updatedAt];
+
+export interface LeaseRow {
+  id: string;
+  table_id: number;
+  holder: string;
+  ttl_seconds: number;
+  acquired_at: number;
+  expires_at: number;
+}
+
+export function toLease(row: LeaseRow): Lease {
+  return {
+    id: row.id,
+    tableId: row.table_id,
+    holder: row.holder,
+    ttlSeconds: row.ttl_seconds,
+    acquiredAt: row.acquired_at,
+    expiresAt: row.expires_at,
+  };
+}
+
+/** A lease's values in the column order of an INSERT into `leases`. */
+export const leaseRowValues = (l: Lease): unknown[] => [l.id, l.tableId, l.holder, l.ttlSeconds, l.acquiredAt, l.expiresAt];

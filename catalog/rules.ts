@@ -1,4 +1,5 @@
 import {
+  LeaseNotFoundError,
   NameTakenError,
   TableExistsError,
   TableFateError,
@@ -11,9 +12,17 @@ import { formatTableName, type TableName } from '../domain/names';
 import { lockFor } from '../domain/operations';
 import { canTransition, columnsOnEntering } from '../domain/states';
 import { describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
+import type { Lease } from '../domain/leases';
+import { describeLease } from '../domain/leases';
+import type { SettingRow } from '../domain/settings';
 import type {
   AcquireResult,
   Catalog,
+  DrainStart,
+  ExpiryChange,
+  HoldChange,
+  LeaseRequest,
+  SettingChange,
   IsOwnerClosed,
   ListOptions,
   LockHolder,
@@ -125,6 +134,46 @@ export abstract class TransactionalCatalog implements Catalog {
     return this.runOutside((tx) => tx.pruneJournal(before));
   }
 
+  async listSettings(step?: StepKey): Promise<SettingRow[]> {
+    if (!step) return this.runOutside((tx) => tx.settingRows());
+    return unwrap(await this.transaction((tx) => journaled(tx, step, () => tx.settingRows())));
+  }
+
+  async listLeases(opts: { tableId?: number; now: number }, step?: StepKey): Promise<Lease[]> {
+    if (!step) return this.runOutside((tx) => tx.liveLeases(opts));
+    return unwrap(await this.transaction((tx) => journaled(tx, step, () => tx.liveLeases(opts))));
+  }
+
+  changeSetting(req: SettingChange): Promise<SettingRow[]> {
+    return this.transaction((tx) =>
+      journaled(tx, req.step, async () => {
+        if (req.value === undefined) await tx.deleteSetting(req.key, req.namespace);
+        else await tx.upsertSetting({ key: req.key, namespace: req.namespace, value: req.value, updatedAt: req.now });
+        return tx.settingRows();
+      }),
+    ).then(unwrap);
+  }
+
+  changeHold(req: HoldChange): Promise<TableRecord> {
+    return this.transaction((tx) => journaled(tx, req.step, () => changeHold(tx, req))).then(unwrap);
+  }
+
+  changeExpiry(req: ExpiryChange): Promise<TableRecord> {
+    return this.transaction((tx) => journaled(tx, req.step, () => changeExpiry(tx, req))).then(unwrap);
+  }
+
+  startDrain(req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }> {
+    return this.transaction((tx) => journaled(tx, req.step, () => startDrain(tx, req))).then(unwrap);
+  }
+
+  changeLease(req: LeaseRequest): Promise<Lease> {
+    return this.transaction((tx) => journaled(tx, req.step, () => changeLease(tx, req))).then(unwrap);
+  }
+
+  pruneLeases(before: number): Promise<number> {
+    return this.runOutside((tx) => tx.pruneLeases(before));
+  }
+
   /**
    * Runs `fn` in a transaction, and again (a few times, after a short random pause) when it met a race it could
    * not settle or the store aborted it for one. Any other error is thrown.
@@ -178,6 +227,7 @@ async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<Prepar
       expireAt: null,
       purgedAt: null,
       updatedAt: req.now,
+      hold: null,
     };
     // Another table took the name after our read (we hold the name lock, so only a caller that does not honour
     // it could): read again, from the start.
@@ -204,6 +254,114 @@ async function transition(tx: CatalogTx, req: TransitionRequest): Promise<TableR
   if (plan.made) return plan.table;
   await write(tx, current, { ...current, ...plan.name, ...plan.columns, state: req.to, updatedAt: req.now });
   return mustGet(tx, req.tableId);
+}
+
+/**
+ * A legal hold placed or released, under the table's lock: only a READY or trashed table can be held (any other is
+ * on its way somewhere, and its operation holds the lock anyway). The table's updatedAt is left alone: a hold is not
+ * a move, and a trash compares its answer with it.
+ */
+async function changeHold(tx: CatalogTx, req: HoldChange): Promise<TableRecord> {
+  const current = await tx.tableById(req.tableId, { forUpdate: true });
+  if (!current || current.state === 'PURGED') throw new TableNotFoundError(`table ${req.tableId} does not exist or was purged`);
+  await assertHolds(tx, lockFor.table(req.tableId), req.owner);
+  checkName(current, req.tableId, req.expectName);
+  if (req.hold) {
+    if (current.state !== 'READY' && current.state !== 'TRASHED') {
+      throw new WrongStateError(`table ${req.tableId} is ${current.state}; only a READY or trashed table can be held`);
+    }
+    if (current.hold) {
+      if (current.hold.reason === req.hold.reason) return current;
+      throw new WrongStateError(
+        `table ${req.tableId} is already on hold since ${new Date(current.hold.since).toISOString()}${reasonOf(current)}`,
+      );
+    }
+  } else if (!current.hold) {
+    throw new WrongStateError(`table ${req.tableId} is not on hold; nothing to release`);
+  }
+  await write(tx, current, { ...current, hold: req.hold });
+  return mustGet(tx, req.tableId);
+}
+
+export const reasonOf = (table: TableRecord): string => (table.hold?.reason ? ` (reason: ${table.hold.reason})` : ' (no reason given)');
+
+/**
+ * A new expiry for the trash at `droppedAt`, asked by that trash's own run (which holds no lock while it waits). Refused
+ * if the table is no longer in that trash, or another operation holds it (a recall or a purge under way).
+ */
+async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<TableRecord> {
+  const current = await tx.tableById(req.tableId, { forUpdate: true });
+  if (!current || current.state === 'PURGED') throw new TableNotFoundError(`table ${req.tableId} does not exist or was purged`);
+  if (current.state !== 'TRASHED' || current.droppedAt !== req.droppedAt) {
+    throw new WrongStateError(`table ${req.tableId} is ${current.state}, no longer in the trash whose retention was to change`);
+  }
+  const holder = await tx.lockHolder(lockFor.table(req.tableId), { forUpdate: true });
+  if (holder && !sameOwner(holder, req.owner)) {
+    throw new WrongStateError(`table ${req.tableId} is busy: ${holder.workflowId} holds it; try again once it is done`);
+  }
+  if (current.expireAt === req.expireAt) return current;
+  await write(tx, current, { ...current, expireAt: req.expireAt });
+  return mustGet(tx, req.tableId);
+}
+
+/**
+ * A drop's first change, under the table's lock: READY to DRAINING while leases are live, so that none is taken after
+ * it, and the drop waits for them; straight to TRASHING when there are none. A table found DRAINING or TRASHING (a
+ * drop resumed) is answered as it is, with the leases still live.
+ */
+async function startDrain(tx: CatalogTx, req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }> {
+  const current = await tx.tableById(req.tableId, { forUpdate: true });
+  if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
+  const leases = await tx.liveLeases({ tableId: req.tableId, now: req.now });
+  const resumed = current.state === 'DRAINING' || current.state === 'TRASHING';
+  const to = resumed ? current.state : leases.length > 0 ? 'DRAINING' : 'TRASHING';
+  const table = await transition(tx, {
+    tableId: req.tableId,
+    from: ['READY'],
+    to,
+    owner: req.owner,
+    now: req.now,
+    expectName: req.expectName,
+  });
+  return { table, leases };
+}
+
+/** A lease taken, renewed or released (see Catalog.changeLease). */
+async function changeLease(tx: CatalogTx, req: LeaseRequest): Promise<Lease> {
+  if (req.action === 'acquire') {
+    const table = await tx.tableById(req.lease.tableId, { forUpdate: true });
+    if (!table || table.state === 'PURGED') throw new TableNotFoundError(`table ${req.lease.tableId} does not exist`);
+    if (table.state !== 'READY') {
+      const why = table.state === 'DRAINING' ? ': a drop is waiting for its leases to end, and it takes no new one' : '';
+      throw new WrongStateError(`table ${table.id} is ${table.state}${why}; only a READY table can be leased`);
+    }
+    if (await tx.leaseById(req.lease.id)) throw new WrongStateError(`a lease ${req.lease.id} exists already`);
+    await tx.insertLease(req.lease);
+    return req.lease;
+  }
+  const lease = await tx.leaseById(req.leaseId, { forUpdate: true });
+  if (!lease) throw new LeaseNotFoundError(`there is no lease ${req.leaseId}: never taken, or released already`);
+  if (req.action === 'release') {
+    await tx.deleteLease(lease.id);
+    return lease;
+  }
+  if (lease.expiresAt <= req.now) {
+    throw new LeaseNotFoundError(`${describeLease(lease)} has expired; take a new one`);
+  }
+  const ttlSeconds = req.ttlSeconds ?? lease.ttlSeconds;
+  const renewed = { ...lease, ttlSeconds, expiresAt: req.now + ttlSeconds * 1000 };
+  await tx.updateLeaseExpiry(lease.id, renewed.expiresAt);
+  return renewed;
+}
+
+/** WrongState unless the table still bears the name the caller resolved. */
+function checkName(current: TableRecord, tableId: number, expectName: TableName | undefined): void {
+  if (expectName && (expectName.namespace !== current.namespace || expectName.name !== current.name)) {
+    throw new WrongStateError(
+      `table ${tableId} is named ${formatTableName(current)}, not ${formatTableName(expectName)}: ` +
+        `the name was resolved from a catalog that has changed since; nothing was done`,
+    );
+  }
 }
 
 /** Writes `next` over `current`, under the name uniqueness the database keeps: a name held by another is NameTaken. */
@@ -309,12 +467,7 @@ type TransitionPlan =
  * the same name), and the transition table. Throws WrongState; returns what to write otherwise.
  */
 function planTransition(current: TableRecord, req: TransitionRequest): TransitionPlan {
-  if (req.expectName && (req.expectName.namespace !== current.namespace || req.expectName.name !== current.name)) {
-    throw new WrongStateError(
-      `table ${req.tableId} is named ${formatTableName(current)}, not ${formatTableName(req.expectName)}: ` +
-        `the name was resolved from a catalog that has changed since; nothing was done`,
-    );
-  }
+  checkName(current, req.tableId, req.expectName);
   const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
   // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must be the
   // same move, under the same name.

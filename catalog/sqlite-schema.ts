@@ -54,6 +54,35 @@ CREATE INDEX journal_age ON journal (at);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `,
   },
+  {
+    version: 2,
+    description: 'trash policies: DRAINING holds its name, legal holds on tables, runtime settings, leases',
+    sql: `
+ALTER TABLE tables ADD COLUMN hold_reason TEXT;
+ALTER TABLE tables ADD COLUMN held_at INTEGER;
+DROP INDEX tables_name_holder;
+CREATE UNIQUE INDEX tables_name_holder ON tables (namespace, name)
+  WHERE state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED');
+-- Runtime settings: namespace '' is the global value.
+CREATE TABLE settings (
+  key        TEXT    NOT NULL,
+  namespace  TEXT    NOT NULL,
+  value      TEXT    NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (key, namespace)
+);
+-- A service's lease on a READY table: a drop waits for it to be released or to expire.
+CREATE TABLE leases (
+  id          TEXT    PRIMARY KEY,
+  table_id    INTEGER NOT NULL,
+  holder      TEXT    NOT NULL,
+  ttl_seconds INTEGER NOT NULL,
+  acquired_at INTEGER NOT NULL,
+  expires_at  INTEGER NOT NULL
+);
+CREATE INDEX leases_table ON leases (table_id, expires_at);
+`,
+  },
 ];
 
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

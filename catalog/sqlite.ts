@@ -10,7 +10,14 @@ import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './cat
 import { TransactionalCatalog } from './rules';
 import {
   hiddenStates,
+  leaseRowValues,
+  settingRowValues,
   sqlList,
+  TABLE_COLUMNS,
+  toLease,
+  toSetting,
+  type LeaseRow,
+  type SettingDbRow,
   toHolder,
   toRecord,
   type LockRow,
@@ -22,6 +29,8 @@ import {
 import { SerialQueue } from './serial-queue';
 import { checkSchema, migrate } from './sqlite-schema';
 import type { CatalogTx } from './tx';
+import type { Lease } from '../domain/leases';
+import type { SettingKey, SettingRow } from '../domain/settings';
 
 /** Inlined (constants, not input), as the partial unique index has them. */
 const NAME_HOLDING = sqlList(NAME_HOLDING_STATES);
@@ -172,8 +181,7 @@ class SqliteTx implements CatalogTx {
 
   async insertTable(t: TableRecord): Promise<boolean> {
     const inserted = this.unlessNameTaken(
-      `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, purged_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO tables (${TABLE_COLUMNS.join(', ')}) VALUES (${TABLE_COLUMNS.map(() => '?').join(', ')})`,
       tableRowValues(t),
     );
     return inserted !== undefined;
@@ -243,6 +251,55 @@ class SqliteTx implements CatalogTx {
 
   async pruneJournal(before: number): Promise<number> {
     return this.run(`DELETE FROM journal WHERE at < ?`, before);
+  }
+
+  async settingRows(): Promise<SettingRow[]> {
+    return (this.statement(`SELECT * FROM settings ORDER BY key, namespace`).all() as SettingDbRow[]).map(toSetting);
+  }
+
+  async upsertSetting(row: SettingRow): Promise<void> {
+    this.run(
+      `INSERT INTO settings (key, namespace, value, updated_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (key, namespace) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+      ...settingRowValues(row),
+    );
+  }
+
+  async deleteSetting(key: SettingKey, namespace: string | null): Promise<boolean> {
+    return this.run(`DELETE FROM settings WHERE key = ? AND namespace = ?`, key, namespace ?? '') === 1;
+  }
+
+  async liveLeases(opts: { tableId?: number; now: number }): Promise<Lease[]> {
+    const rows = (
+      opts.tableId === undefined
+        ? this.statement(`SELECT * FROM leases WHERE expires_at > ? ORDER BY expires_at, id`).all(opts.now)
+        : this.statement(`SELECT * FROM leases WHERE table_id = ? AND expires_at > ? ORDER BY expires_at, id`).all(opts.tableId, opts.now)
+    ) as LeaseRow[];
+    return rows.map(toLease);
+  }
+
+  async leaseById(id: string): Promise<Lease | undefined> {
+    const row = this.statement(`SELECT * FROM leases WHERE id = ?`).get(id) as LeaseRow | undefined;
+    return row && toLease(row);
+  }
+
+  async insertLease(lease: Lease): Promise<void> {
+    this.run(
+      `INSERT INTO leases (id, table_id, holder, ttl_seconds, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
+      ...leaseRowValues(lease),
+    );
+  }
+
+  async updateLeaseExpiry(id: string, expiresAt: number): Promise<void> {
+    this.run(`UPDATE leases SET expires_at = ? WHERE id = ?`, expiresAt, id);
+  }
+
+  async deleteLease(id: string): Promise<boolean> {
+    return this.run(`DELETE FROM leases WHERE id = ?`, id) === 1;
+  }
+
+  async pruneLeases(before: number): Promise<number> {
+    return this.run(`DELETE FROM leases WHERE expires_at < ?`, before);
   }
 
   async savepoint(name: string): Promise<void> {

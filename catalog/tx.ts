@@ -2,6 +2,8 @@ import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
+import type { Lease } from '../domain/leases';
+import type { SettingKey, SettingRow } from '../domain/settings';
 
 /**
  * The row-level primitives a store gives the catalog's rules (rules.ts), inside one of its transactions or, for
@@ -48,6 +50,24 @@ export interface CatalogTx {
   recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void>;
   /** Deletes the journal entries made before `before`; how many. */
   pruneJournal(before: number): Promise<number>;
+
+  /** Every stored setting, global ones and namespaces' alike. */
+  settingRows(): Promise<SettingRow[]>;
+  /** Writes a setting, replacing the value it had. */
+  upsertSetting(row: SettingRow): Promise<void>;
+  /** Deletes a setting; whether there was one. */
+  deleteSetting(key: SettingKey, namespace: string | null): Promise<boolean>;
+
+  /** The leases not expired at `now`, of one table or of all, soonest to expire first. */
+  liveLeases(opts: { tableId?: number; now: number }): Promise<Lease[]>;
+  /** A lease, expired or not; `forUpdate` keeps its row locked until the transaction ends. */
+  leaseById(id: string, opts?: RowLock): Promise<Lease | undefined>;
+  insertLease(lease: Lease): Promise<void>;
+  updateLeaseExpiry(id: string, expiresAt: number): Promise<void>;
+  /** Deletes a lease; whether there was one. */
+  deleteLease(id: string): Promise<boolean>;
+  /** Deletes the leases that expired before `before`; how many. */
+  pruneLeases(before: number): Promise<number>;
 
   savepoint(name: string): Promise<void>;
   releaseSavepoint(name: string): Promise<void>;

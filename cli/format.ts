@@ -1,4 +1,6 @@
 import type { TableInfo } from '../domain/table';
+import type { LeaseInfo } from '../domain/leases';
+import { formatSettingValue, type EffectiveSetting } from '../domain/settings';
 import { describeFinding, type ReconcileReport } from '../domain/health';
 
 const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
@@ -11,6 +13,7 @@ const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
   ['CREATED', (t) => t.createdAt],
   ['DROPPED', (t) => t.droppedAt ?? '-'],
   ['EXPIRES', (t) => t.expireAt ?? '-'],
+  ['HOLD', (t) => (t.hold ? (t.hold.reason ?? 'held') : '-')],
 ];
 
 const UNITS = ['bytes', 'kB', 'MB', 'GB', 'TB'];
@@ -33,8 +36,37 @@ export function formatBytes(bytes: number | null | undefined): string {
 
 /** Tables as aligned columns, like Pegasus's `ls`. */
 export function formatTableList(tables: readonly TableInfo[]): string {
-  const rows = [COLUMNS.map(([header]) => header), ...tables.map((t) => COLUMNS.map(([, value]) => value(t)))];
-  const widths = COLUMNS.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return formatColumns(COLUMNS, tables);
+}
+
+const LEASE_COLUMNS: Array<[header: string, value: (l: LeaseInfo) => string]> = [
+  ['LEASE', (l) => l.id],
+  ['TABLE', (l) => String(l.tableId)],
+  ['HOLDER', (l) => l.holder],
+  ['TTL', (l) => `${l.ttlSeconds} s`],
+  ['ACQUIRED', (l) => l.acquiredAt],
+  ['EXPIRES', (l) => l.expiresAt],
+];
+
+/** Leases as aligned columns (`lease ls`). */
+export function formatLeaseList(leases: readonly LeaseInfo[]): string {
+  return formatColumns(LEASE_COLUMNS, leases);
+}
+
+const SETTING_COLUMNS: Array<[header: string, value: (s: EffectiveSetting) => string]> = [
+  ['KEY', (s) => s.key],
+  ['VALUE', (s) => formatSettingValue(s.value)],
+  ['FROM', (s) => (s.source === 'namespace' ? `namespace ${s.namespace}` : s.source)],
+];
+
+/** Settings in force, with where each value comes from (`config get`). */
+export function formatSettings(settings: readonly EffectiveSetting[]): string {
+  return formatColumns(SETTING_COLUMNS, settings);
+}
+
+function formatColumns<T>(columns: Array<[header: string, value: (row: T) => string]>, items: readonly T[]): string {
+  const rows = [columns.map(([header]) => header), ...items.map((t) => columns.map(([, value]) => value(t)))];
+  const widths = columns.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
   return rows
     .map((row) =>
       row
@@ -64,6 +96,7 @@ export function formatTable(table: TableInfo): string {
     ['dropped', table.droppedAt ?? '-'],
     ['expires', table.expireAt ?? '-'],
     ['purged', table.purgedAt ?? '-'],
+    ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
   const width = Math.max(...fields.map(([k]) => k.length));
   return fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');

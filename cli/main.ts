@@ -6,7 +6,10 @@ import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFa
 import type { TableInfo } from '../domain/table';
 import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client/client';
 import { applicationFailureOf } from '../client/errors';
-import { formatHealth, formatTable, formatTableList } from './format';
+import { formatHealth, formatLeaseList, formatSettings, formatTable, formatTableList } from './format';
+import type { LeaseInfo } from '../domain/leases';
+import type { EffectiveSetting } from '../domain/settings';
+import { purgeAllCommand } from './purge-all';
 
 /**
  * The commands that run a worker (`dev`, `worker`, `storage-node`), loaded only when one of them runs: the SDK's
@@ -37,7 +40,24 @@ const USAGE = `usage: tablefate <command> [options]
                                               move a table to the trash (default retention 7 days); PostgreSQL:
                                               wait up to S (default 60) for sessions using it, then TableBusy
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
-  purge <id>                                  delete a trashed table now
+  purge <id>                                  delete a trashed table now (a held one: OnHold, exit 4)
+  purge --all [--namespace ns] --yes          purge every trashed table that is not held, a few at a time;
+                                              without --yes, list what it would purge and change nothing
+  retention <id|ns.name> <seconds>            a trashed table's new retention, counted from its drop time
+                                              (an expiry already past purges it now)
+  hold <id|ns.name> [--reason text]           a legal hold: nothing purges the table (expiry, space cap, purge)
+  release <id|ns.name>                        release the hold (an expiry that passed meanwhile purges it then)
+  lease acquire <id|ns.name> [--ttl N] [--holder text]
+                                              a lease on a READY table for N s (default 60): a drop waits for
+                                              it (DRAINING) until it is released or expires; prints its id
+  lease renew <lease-id> [--ttl N]            renew it for its ttl (or N s) from now
+  lease release <lease-id>                    release it: a drop waiting for it goes on
+  lease ls [--table <id|ns.name>]             the leases that have not expired
+  config get [key] [--namespace ns]           the settings in force, and where each comes from
+  config set <key> <value> [--namespace ns]   change one while everything runs: trash.enabled (true|false),
+                                              trash.retentionSeconds (1 to 315360000), trash.maxBytes (bytes
+                                              or unlimited); a namespace's value overrides the global one
+  config unset <key> [--namespace ns]         back to the global value (or the default)
   rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)
   ls [-a|--all] [--limit N] [--after ID]      live tables by id; -a adds trashed ones; a page of N after ID
   describe <id|ns.name>                       one table (by id: any, tombstones included)
@@ -48,13 +68,14 @@ every command takes --json. the table commands (create to describe) take --timeo
 waits for its answer (default 60); past it, it exits 5 and the operation goes on in the background.
 environment: TABLEFATE_HOME (default ./.tablefate), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
 TEMPORAL_NAMESPACE (default default).
-exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists, name taken, wrong state, has
-dependents or busy,
+exit codes: 0 ok, 2 invalid input, 3 not found, in the trash, or no such lease, 4 exists, name taken, wrong
+state, has dependents, busy or on hold,
 5 no answer within --timeout or the server lost after the start (the operation may go on),
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
 worker, storage-node and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
-doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node.`;
+doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node;
+purge --all exits 0 when every table it tried was purged, 7 when one failed.`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
@@ -68,6 +89,8 @@ const EXIT_CODES: Record<TableFateErrorType, number> = {
   WrongState: 4,
   HasDependents: 4,
   TableBusy: 4,
+  OnHold: 4,
+  LeaseNotFound: 3,
   // The call gave up waiting; the operation goes on in the background.
   OperationTimeout: 5,
   // Nothing could start: the deployment is not there (or not where the environment says).
@@ -156,10 +179,11 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       options: NonNullable<Parameters<typeof parseArgs>[0]>['options'],
       count: { min: number; max: number },
       body: (values: Record<string, string | boolean | undefined>, args: string[]) => Promise<TableInfo | TableInfo[] | void>,
+      args: string[] = rest,
     ) => {
       let parsed;
       try {
-        parsed = parseArgs({ args: rest, options: { ...COMMON, ...options }, allowPositionals: true, strict: true });
+        parsed = parseArgs({ args, options: { ...COMMON, ...options }, allowPositionals: true, strict: true });
       } catch (err) {
         throw new UsageError(`${command}: ${(err as Error).message}`);
       }
@@ -291,12 +315,150 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
           );
         });
         return 0;
-      case 'purge':
-        await run(TIMEOUT, { min: 1, max: 1 }, (v, [id]) => {
+      case 'purge': {
+        let exitCode = 0;
+        await run(
+          { all: { type: 'boolean' }, namespace: { type: 'string' }, yes: { type: 'boolean' }, ...TIMEOUT },
+          { min: 0, max: 1 },
+          async (v, [id]) => {
+            const opts = timeoutOption(v);
+            if (v.all !== true) {
+              if (id === undefined || v.namespace !== undefined || v.yes !== undefined)
+                throw new UsageError('purge: give a table id, or --all [--namespace ns] --yes');
+              return withClient((c) => c.purge({ tableId: id }, opts));
+            }
+            if (id !== undefined) throw new UsageError('purge --all takes no table id');
+            const request = { namespace: v.namespace as string | undefined };
+            exitCode = await withClient((c) => purgeAllCommand(c, request, { ...opts, yes: v.yes === true, json, io }));
+          },
+        );
+        return exitCode;
+      }
+      case 'retention':
+        await run(TIMEOUT, { min: 2, max: 2 }, (v, [table, seconds]) => {
           const opts = timeoutOption(v);
-          return withClient((c) => c.purge({ tableId: id! }, opts));
+          return withClient((c) => c.setRetention({ table: table!, retentionSeconds: numberArg(seconds) as number }, opts));
         });
         return 0;
+      case 'hold':
+        await run({ reason: { type: 'string' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.hold({ table: table!, reason: v.reason as string | undefined }, opts));
+        });
+        return 0;
+      case 'release':
+        await run(TIMEOUT, { min: 1, max: 1 }, (v, [table]) => {
+          const opts = timeoutOption(v);
+          return withClient((c) => c.release({ table: table! }, opts));
+        });
+        return 0;
+      case 'lease': {
+        const [sub, ...args] = rest;
+        const print = (value: LeaseInfo | LeaseInfo[]) => {
+          if (json) io.out(JSON.stringify(value, null, 2));
+          else io.out(formatLeaseList(([] as LeaseInfo[]).concat(value)));
+        };
+        switch (sub) {
+          case 'acquire':
+            await run(
+              { ttl: { type: 'string' }, holder: { type: 'string' }, ...TIMEOUT },
+              { min: 1, max: 1 },
+              async (v, [table]) => {
+                const opts = timeoutOption(v);
+                const ttlSeconds = numberArg(v.ttl as string | undefined) as number | undefined;
+                print(
+                  await withClient((c) =>
+                    c.acquireLease(tableArg(table!), { ...opts, ttlSeconds, holder: v.holder as string | undefined }),
+                  ),
+                );
+              },
+              args,
+            );
+            return 0;
+          case 'renew':
+            await run(
+              { ttl: { type: 'string' }, ...TIMEOUT },
+              { min: 1, max: 1 },
+              async (v, [id]) => {
+                const opts = timeoutOption(v);
+                print(
+                  await withClient((c) =>
+                    c.renewLease(id!, { ...opts, ttlSeconds: numberArg(v.ttl as string | undefined) as number | undefined }),
+                  ),
+                );
+              },
+              args,
+            );
+            return 0;
+          case 'release':
+            await run(
+              TIMEOUT,
+              { min: 1, max: 1 },
+              async (v, [id]) => {
+                const opts = timeoutOption(v);
+                print(await withClient((c) => c.releaseLease(id!, opts)));
+              },
+              args,
+            );
+            return 0;
+          case 'ls':
+            await run(
+              { table: { type: 'string' } },
+              { min: 0, max: 0 },
+              async (v) => {
+                const table = v.table as string | undefined;
+                print(await withClient((c) => c.listLeases(table === undefined ? {} : { table: tableArg(table) })));
+              },
+              args,
+            );
+            return 0;
+          default:
+            throw new UsageError(
+              `lease: expected acquire, renew, release or ls, got ${sub === undefined ? 'nothing' : JSON.stringify(sub)}`,
+            );
+        }
+      }
+      case 'config': {
+        const [sub, ...args] = rest;
+        const NAMESPACE = { namespace: { type: 'string' } } as const;
+        const print = (settings: EffectiveSetting[]) => io.out(json ? JSON.stringify(settings, null, 2) : formatSettings(settings));
+        switch (sub) {
+          case 'get':
+            await run(
+              NAMESPACE,
+              { min: 0, max: 1 },
+              async (v, [key]) => print(await withClient((c) => c.getSettings({ key, namespace: v.namespace as string | undefined }))),
+              args,
+            );
+            return 0;
+          case 'set':
+            await run(
+              { ...NAMESPACE, ...TIMEOUT },
+              { min: 2, max: 2 },
+              async (v, [key, value]) => {
+                const opts = timeoutOption(v);
+                print([
+                  await withClient((c) => c.setSetting({ key: key!, value: value!, namespace: v.namespace as string | undefined }, opts)),
+                ]);
+              },
+              args,
+            );
+            return 0;
+          case 'unset':
+            await run(
+              { ...NAMESPACE, ...TIMEOUT },
+              { min: 1, max: 1 },
+              async (v, [key]) => {
+                const opts = timeoutOption(v);
+                print([await withClient((c) => c.unsetSetting({ key: key!, namespace: v.namespace as string | undefined }, opts))]);
+              },
+              args,
+            );
+            return 0;
+          default:
+            throw new UsageError(`config: expected get, set or unset, got ${sub === undefined ? 'nothing' : JSON.stringify(sub)}`);
+        }
+      }
       case 'rename':
         await run(TIMEOUT, { min: 2, max: 2 }, (v, [table, newName]) => {
           const opts = timeoutOption(v);
@@ -349,6 +511,11 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
     io.err(json ? JSON.stringify({ error: kind, message }) : `tablefate: ${kind}: ${message}`);
     return code;
   }
+}
+
+/** A table as typed: digits are an id, anything else a name (the SDK's validation says what is wrong with it). */
+function tableArg(text: string): string | number {
+  return /^[0-9]+$/.test(text) ? Number(text) : text;
 }
 
 function portArg(value: string | undefined, fallback: number, flag: string): number {

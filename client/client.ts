@@ -1,16 +1,28 @@
 import { randomUUID } from 'node:crypto';
+import os from 'node:os';
 import {
   Client,
   Connection,
   isGrpcServiceError,
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { reservedSchemaReason, TASK_QUEUE, type StorageDriverName } from '../domain/deployment';
-import { InvalidInputError, TableExistsError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
+import {
+  InvalidInputError,
+  OnHoldError,
+  TableExistsError,
+  TableFateError,
+  TableInTrashError,
+  TableNotFoundError,
+  WrongStateError,
+} from '../domain/errors';
+import { toLeaseInfo, type LeaseInfo } from '../domain/leases';
+import { defaultSettings, effectiveSetting, SETTING_KEYS, type EffectiveSetting } from '../domain/settings';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import {
   OPERATIONS,
@@ -22,11 +34,27 @@ import {
 } from '../domain/operations';
 import {
   describeRequestSchema,
+  configGetRequestSchema,
+  configSetRequestSchema,
+  configUnsetRequestSchema,
+  listLeasesRequestSchema,
+  purgeAllRequestSchema,
+  releaseLeaseRequestSchema,
+  renewLeaseRequestSchema,
+  retentionRequestSchema,
   OPERATION_REQUESTS,
   listRequestSchema,
   backoffSchema,
   parseRequest,
   type AdoptRequest,
+  type ConfigGetRequest,
+  type ConfigSetRequest,
+  type ConfigUnsetRequest,
+  type HoldRequest,
+  type ListLeasesRequest,
+  type PurgeAllRequest,
+  type ReleaseRequest,
+  type RetentionRequest,
   type CreateRequest,
   type DescribeRequest,
   type ListRequest,
@@ -44,8 +72,20 @@ import {
   type TableInfo,
   type TableRecord,
 } from '../domain/table';
-import { recallProgressQuery, trashedUpdate, type RecallProgress } from '../domain/contracts';
-import type { createTable, measureTables, purgeTable, reconcileTables, renameTable, trashTable, undeleteTable } from '../workflows';
+import { recallProgressQuery, retentionUpdate, trashedUpdate, type RecallProgress } from '../domain/contracts';
+import type {
+  configureTrash,
+  createTable,
+  holdTable,
+  leaseTable,
+  measureTables,
+  purgeTable,
+  reconcileTables,
+  renameTable,
+  trashTable,
+  undeleteTable,
+} from '../workflows';
+import type { SettingRow } from '../domain/settings';
 import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
@@ -79,6 +119,30 @@ export interface WriteOptions {
    * OperationTimeoutError; the operation itself is not stopped and goes on in the background.
    */
   timeoutMs?: number;
+}
+
+export interface LeaseOptions extends WriteOptions {
+  /** How long the lease lasts before it must be renewed, in seconds (DEFAULT_LEASE_TTL_SECONDS, 60, when absent). */
+  ttlSeconds?: number;
+  /** Who holds it, named by a drop that waits for it: `user@host` of this process by default. */
+  holder?: string;
+}
+
+/** How far a `purgeAll` is: tables done of all, and how each ended so far. */
+export interface PurgeAllProgress {
+  done: number;
+  total: number;
+  purged: number;
+  held: number;
+  failed: number;
+}
+
+/** What `purgeAll` did: the tables purged, those held (never purged), those skipped (recalled or purged meanwhile), and failures. */
+export interface PurgeAllSummary {
+  purged: number[];
+  held: number[];
+  skipped: Array<{ id: number; reason: string }>;
+  failed: Array<{ id: number; error: string }>;
 }
 
 export interface UndeleteOptions extends WriteOptions {
@@ -220,8 +284,8 @@ export class TableFateClient {
     const trashed = await this.writes.run(op, timeoutMs, async (started, signal) => {
       for (let first = true; ; first = false) {
         if (!first) table = await this.liveTable(name);
-        // TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
-        if (table.state !== 'READY' && table.state !== 'TRASHING') {
+        // DRAINING, TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
+        if (table.state !== 'READY' && table.state !== 'DRAINING' && table.state !== 'TRASHING') {
           throw new WrongStateError(`table ${label} (id ${table.id}) is ${table.state}`);
         }
         const start = new WithStartWorkflowOperation<typeof trashTable>(
@@ -323,6 +387,13 @@ export class TableFateClient {
     const timeoutMs = this.timeoutOf(opts);
     const table = await this.catalog.getTable(tableId);
     if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
+    // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
+    if (table.state === 'TRASHED' && table.hold) {
+      throw new OnHoldError(
+        `table ${tableId} is on hold since ${new Date(table.hold.since).toISOString()}` +
+          `${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}; release it first`,
+      );
+    }
     const record = OPERATIONS.purge;
     const workflowId = record.workflowId(tableId, this.catalog.id);
     const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
@@ -390,6 +461,257 @@ export class TableFateClient {
       started();
       return handle.result();
     });
+  }
+
+  /**
+   * Places a legal hold on a table (READY, or in the trash: by id, or by name the most recently trashed of that name
+   * when no live table bears it): while held, nothing purges it, not its expiry, not the trash's space cap, not a purge
+   * by hand (OnHold). Holding a table held for the same reason answers it as it is; for another reason is WrongState.
+   */
+  async hold(request: HoldRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table: ref, reason } = parseRequest(OPERATION_REQUESTS.hold, request);
+    return this.changeHold(OPERATIONS.hold, ref, { reason: reason ?? null }, opts);
+  }
+
+  /** Releases a table's legal hold; a trashed table whose expiry passed while it was held is purged right after. WrongState if not held. */
+  async release(request: ReleaseRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table: ref } = parseRequest(OPERATION_REQUESTS.release, request);
+    return this.changeHold(OPERATIONS.release, ref, null, opts);
+  }
+
+  private async changeHold(
+    record: typeof OPERATIONS.hold | typeof OPERATIONS.release,
+    ref: TableRef,
+    hold: { reason: string | null } | null,
+    opts: WriteOptions,
+  ): Promise<TableInfo> {
+    const timeoutMs = this.timeoutOf(opts);
+    const table = await this.anyTable(ref);
+    // (Checked again under the lock by the workflow; here, to answer at once.)
+    if (!hold && !table.hold) throw new WrongStateError(`table ${table.id} is not on hold; nothing to release`);
+    if (hold && table.hold && table.hold.reason === hold.reason) return toTableInfo(table);
+    const workflowId = record.workflowId(table.id, this.catalog.id);
+    const op = { workflowId, what: `${record.name} of table ${table.id}`, check: `\`tablefate describe ${table.id}\`` };
+    return this.writes.run(op, timeoutMs, async (started) => {
+      let handle: WorkflowHandle<typeof holdTable>;
+      try {
+        handle = await this.client.workflow.start<typeof holdTable>(
+          record.workflowType,
+          this.startOptions(
+            record,
+            workflowId,
+            { tableId: table.id, hold, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+            { tableId: table.id, namespace: table.namespace, name: table.name },
+            `${record.name} table ${table.id} (${formatTableName(table)})${hold?.reason ? `: ${hold.reason}` : ''}`,
+          ),
+        );
+      } catch (err) {
+        if (err instanceof WorkflowExecutionAlreadyStartedError)
+          throw new WrongStateError(`a ${record.name} of table ${table.id} is already running`);
+        throw err;
+      }
+      started();
+      return handle.result();
+    });
+  }
+
+  /**
+   * Gives a trashed table (by id, or by name the most recently trashed of that name) a new retention, counted from its
+   * drop time: its trash run moves the expiry in the catalog and re-arms its durable timer, so `describe` shows the new
+   * expiry at once; an expiry already past purges the table now. 1 s to 10 years, as a drop's.
+   */
+  async setRetention(request: RetentionRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
+    const timeoutMs = this.timeoutOf(opts);
+    const table = await this.trashedTable(ref);
+    if (table.state !== 'TRASHED')
+      throw new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table has a retention to change`);
+    const workflowId = OPERATIONS.trash.workflowId(table.id, this.catalog.id);
+    const op = { workflowId, what: `retention change of table ${table.id}`, check: `\`tablefate describe ${table.id}\`` };
+    return this.writes.run(op, timeoutMs, async (started) => {
+      started();
+      try {
+        return await this.client.workflow
+          .getHandle<typeof trashTable>(workflowId)
+          .executeUpdate(retentionUpdate, { args: [retentionSeconds] });
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError || (isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND)) {
+          throw new WrongStateError(
+            `the trash run of table ${table.id} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
+          );
+        }
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Takes a lease on a READY table (by id or name) for `ttlSeconds` (60 by default): while it lasts, a drop of the table
+   * waits for it (DRAINING) until it is released or expires, up to the drop's drain timeout. A table that is not READY
+   * (DRAINING: a drop waits already) is WrongState: schedule nothing on it.
+   */
+  async acquireLease(table: string | number, opts: LeaseOptions = {}): Promise<LeaseInfo> {
+    const request = parseRequest(OPERATION_REQUESTS.lease, { table, ttlSeconds: opts.ttlSeconds, holder: opts.holder });
+    const found = await this.anyTable(request.table);
+    if (found.state !== 'READY') {
+      throw new WrongStateError(
+        `table ${found.id} is ${found.state}${found.state === 'DRAINING' ? ': a drop waits for its leases to end, and it takes no new one' : ''}; only a READY table can be leased`,
+      );
+    }
+    const leaseId = randomUUID();
+    return this.runLease(
+      `${leaseId}:acquire`,
+      {
+        action: 'acquire',
+        leaseId,
+        tableId: found.id,
+        holder: request.holder ?? `${os.userInfo().username}@${os.hostname()}`,
+        ttlSeconds: request.ttlSeconds,
+      },
+      { tableId: found.id, namespace: found.namespace, name: found.name },
+      `lease table ${found.id} (${formatTableName(found)}) for ${request.ttlSeconds} s`,
+      opts,
+    );
+  }
+
+  /** Renews a lease for its ttl (or `ttlSeconds`) from now. An expired or released lease is LeaseNotFound: take a new one. */
+  async renewLease(leaseId: string, opts: Omit<LeaseOptions, 'holder'> = {}): Promise<LeaseInfo> {
+    const request = parseRequest(renewLeaseRequestSchema, { leaseId, ttlSeconds: opts.ttlSeconds });
+    return this.runLease(
+      `${request.leaseId}:renew:${randomUUID()}`,
+      { action: 'renew', ...request },
+      {},
+      `renew lease ${request.leaseId}`,
+      opts,
+    );
+  }
+
+  /** Releases a lease: a drop waiting for it goes on at once. LeaseNotFound if there is none by that id. */
+  async releaseLease(leaseId: string, opts: WriteOptions = {}): Promise<LeaseInfo> {
+    const request = parseRequest(releaseLeaseRequestSchema, { leaseId });
+    return this.runLease(
+      `${request.leaseId}:release:${randomUUID()}`,
+      { action: 'release', ...request },
+      {},
+      `release lease ${request.leaseId}`,
+      opts,
+    );
+  }
+
+  /** The leases that have not expired, of every table or of one (by id or name), soonest to expire first. */
+  async listLeases(request: ListLeasesRequest = {}): Promise<LeaseInfo[]> {
+    const { table } = parseRequest(listLeasesRequestSchema, request);
+    const tableId = table === undefined ? undefined : (await this.anyTable(table)).id;
+    return (await this.catalog.listLeases({ tableId, now: Date.now() })).map(toLeaseInfo);
+  }
+
+  private async runLease(
+    subject: string,
+    input: Parameters<typeof leaseTable>[0],
+    target: OperationTarget,
+    summary: string,
+    opts: WriteOptions,
+  ): Promise<LeaseInfo> {
+    const timeoutMs = this.timeoutOf(opts);
+    const record = OPERATIONS.lease;
+    const workflowId = record.workflowId(subject, this.catalog.id);
+    const op = { workflowId, what: summary, check: '`tablefate lease ls`' };
+    const lease = await this.writes.run(op, timeoutMs, async (started) => {
+      const handle = await this.client.workflow.start<typeof leaseTable>(
+        record.workflowType,
+        this.startOptions(record, workflowId, input, target, summary),
+      );
+      started();
+      return handle.result();
+    });
+    return toLeaseInfo(lease);
+  }
+
+  /**
+   * The runtime settings in force (every key, or one), globally or in a namespace, each with where its value comes
+   * from: the namespace's own, the global one, or the default.
+   */
+  async getSettings(request: ConfigGetRequest = {}): Promise<EffectiveSetting[]> {
+    const { key, namespace } = parseRequest(configGetRequestSchema, request);
+    const rows = await this.catalog.listSettings();
+    return (key ? [key] : SETTING_KEYS).map((k) => effectiveSetting(rows, k, namespace ?? null, defaultSettings()));
+  }
+
+  /** Sets a runtime setting (globally, or for a namespace), read by every worker from its next operation on. */
+  async setSetting(request: ConfigSetRequest, opts: WriteOptions = {}): Promise<EffectiveSetting> {
+    const { key, value, namespace } = parseRequest(configSetRequestSchema, request);
+    return this.configure({ key, namespace: namespace ?? null, value }, opts);
+  }
+
+  /** Unsets a runtime setting: the global value (for a namespace) or the default applies again. */
+  async unsetSetting(request: ConfigUnsetRequest, opts: WriteOptions = {}): Promise<EffectiveSetting> {
+    const { key, namespace } = parseRequest(configUnsetRequestSchema, request);
+    return this.configure({ key, namespace: namespace ?? null }, opts);
+  }
+
+  private async configure(change: Omit<Parameters<typeof configureTrash>[0], 'catalogId'>, opts: WriteOptions): Promise<EffectiveSetting> {
+    const timeoutMs = this.timeoutOf(opts);
+    const record = OPERATIONS.configure;
+    const workflowId = record.workflowId(randomUUID(), this.catalog.id);
+    const scope = change.namespace === null ? 'globally' : `for namespace ${change.namespace}`;
+    const what = change.value === undefined ? `unset ${change.key} ${scope}` : `set ${change.key} ${scope}`;
+    const rows: SettingRow[] = await this.writes.run({ workflowId, what, check: '`tablefate config get`' }, timeoutMs, async (started) => {
+      const handle = await this.client.workflow.start<typeof configureTrash>(record.workflowType, {
+        workflowId,
+        taskQueue: this.taskQueue,
+        args: [{ ...change, catalogId: this.catalog.id }],
+        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
+        staticSummary: what,
+      });
+      started();
+      return handle.result();
+    });
+    return effectiveSetting(rows, change.key, change.namespace, defaultSettings());
+  }
+
+  /** What `purgeAll` would purge now, changing nothing: the trashed tables (of `namespace`), those held apart. */
+  async planPurgeAll(request: PurgeAllRequest = {}): Promise<{ purge: TableInfo[]; held: TableInfo[] }> {
+    const { namespace } = parseRequest(purgeAllRequestSchema, request);
+    const trashed = (await this.catalog.listTables({ includeTrashed: true })).filter(
+      (t) => t.state === 'TRASHED' && (namespace === undefined || t.namespace === namespace),
+    );
+    return { purge: trashed.filter((t) => !t.hold).map(toTableInfo), held: trashed.filter((t) => t.hold).map(toTableInfo) };
+  }
+
+  /**
+   * Purges every trashed table (of `namespace`) that is not held: one purge operation per table, `concurrency` (4) at a
+   * time. A table held, recalled or purged meanwhile is counted apart; a failure does not stop the others.
+   */
+  async purgeAll(
+    request: PurgeAllRequest = {},
+    opts: WriteOptions & { onProgress?: (progress: PurgeAllProgress) => void } = {},
+  ): Promise<PurgeAllSummary> {
+    const { concurrency } = parseRequest(purgeAllRequestSchema, request);
+    const plan = await this.planPurgeAll(request);
+    const summary: PurgeAllSummary = { purged: [], held: plan.held.map((t) => t.id), skipped: [], failed: [] };
+    const queue = [...plan.purge];
+    const total = plan.purge.length;
+    let done = 0;
+    const report = () =>
+      opts.onProgress?.({ done, total, purged: summary.purged.length, held: summary.held.length, failed: summary.failed.length });
+    const purgeNext = async (): Promise<void> => {
+      for (let table = queue.shift(); table; table = queue.shift()) {
+        try {
+          await this.purge({ tableId: table.id }, opts);
+          summary.purged.push(table.id);
+        } catch (err) {
+          if (err instanceof OnHoldError) summary.held.push(table.id);
+          else if (err instanceof WrongStateError || err instanceof TableNotFoundError)
+            summary.skipped.push({ id: table.id, reason: err.message });
+          else summary.failed.push({ id: table.id, error: err instanceof TableFateError ? `${err.type}: ${err.message}` : String(err) });
+        }
+        done++;
+        report();
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, Math.max(total, 1)) }, purgeNext));
+    for (const list of [summary.purged, summary.held]) list.sort((a, b) => a - b);
+    return summary;
   }
 
   /**
@@ -512,6 +834,18 @@ export class TableFateClient {
     const trashed = await this.catalog.findTrashed(name);
     if (trashed) throw new TableInTrashError(`table ${formatTableName(name)} is in the trash, id ${trashed.id}`);
     throw new TableNotFoundError(`table ${formatTableName(name)} does not exist`);
+  }
+
+  /** Any table by id (not purged), or by name the live one, else the most recently trashed of that name. */
+  private async anyTable(ref: TableRef): Promise<TableRecord> {
+    if (ref.kind === 'id') {
+      const table = await this.catalog.getTable(ref.id);
+      if (!table || table.state === 'PURGED') throw new TableNotFoundError(`table ${ref.id} does not exist or was purged`);
+      return table;
+    }
+    const table = (await this.catalog.findByName(ref)) ?? (await this.catalog.findTrashed(ref));
+    if (!table) throw new TableNotFoundError(`table ${formatTableName(ref)} does not exist`);
+    return table;
   }
 
   /** The table an undelete names; its state is checked again, under the lock, by the workflow. */

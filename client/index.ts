@@ -2,7 +2,18 @@
  * The tablefate SDK: the client, its options, its configuration and every error it throws on purpose (all
  * TableFateErrors, each with a `type`). Imports no worker code.
  */
-export { DEFAULT_TIMEOUT_MS, TableFateClient, type TableFateClientOptions, type UndeleteOptions, type WriteOptions } from './client';
+export {
+  DEFAULT_TIMEOUT_MS,
+  TableFateClient,
+  type LeaseOptions,
+  type PurgeAllProgress,
+  type PurgeAllSummary,
+  type TableFateClientOptions,
+  type UndeleteOptions,
+  type WriteOptions,
+} from './client';
+export type { LeaseInfo } from '../domain/leases';
+export type { EffectiveSetting, SettingKey, SettingSource } from '../domain/settings';
 export { loadClientConfig, type ClientConfig } from '../config/client';
 export {
   CatalogNotFoundError,
@@ -20,6 +31,8 @@ export {
   WrongStateError,
   HasDependentsError,
   TableBusyError,
+  OnHoldError,
+  LeaseNotFoundError,
   type DomainErrorType,
   type OperationFailureType,
   type TableFateErrorType,
@@ -28,6 +41,14 @@ export type { TableInfo } from '../domain/table';
 export type { RecallProgress } from '../domain/contracts';
 export type {
   AdoptRequest,
+  ConfigGetRequest,
+  ConfigSetRequest,
+  ConfigUnsetRequest,
+  HoldRequest,
+  ListLeasesRequest,
+  PurgeAllRequest,
+  ReleaseRequest,
+  RetentionRequest,
   CreateRequest,
   DescribeRequest,
   ListRequest,

@@ -57,6 +57,21 @@ export const trashedUpdate = defineUpdate<TableInfo, [requestId: string]>('trash
  */
 export const endTimerSignal = defineSignal<[reason: 'restored' | 'purged', droppedAt: number]>('endTimer');
 
+/**
+ * Something a trash run waits on changed, and it should read its table again: a lease released (a drop that drains), a
+ * hold released (an expiry that waits for it).
+ */
+export const trashChangedSignal = defineSignal('trashChanged');
+
+/**
+ * A new retention for the trashed table, counted from its drop time (seconds): the trash run moves its expiry in the
+ * catalog and re-arms its durable timer (an expiry already past purges at once). Answers the table as it is then.
+ */
+export const retentionUpdate = defineUpdate<TableInfo, [retentionSeconds: number]>('retention');
+
+/** Wakes the trash's space cap (the evictTrash run), or starts it: a drop committed, or a cap was set. */
+export const evictSignal = defineSignal('evict');
+
 export interface TrashTimerState {
   droppedAt: number | null;
   expireAt: string | null;

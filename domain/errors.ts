@@ -15,6 +15,8 @@ export const DOMAIN_ERROR_TYPES = [
   'WrongState',
   'HasDependents',
   'TableBusy',
+  'OnHold',
+  'LeaseNotFound',
 ] as const;
 
 export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
@@ -105,6 +107,18 @@ export class TableBusyError extends TableFateError {
   override readonly name = 'TableBusyError';
 }
 
+/** The table is under a legal hold: nothing purges it until it is released; nothing changed. */
+export class OnHoldError extends TableFateError {
+  readonly type = 'OnHold';
+  override readonly name = 'OnHoldError';
+}
+
+/** No such lease: never taken, released already, or expired and forgotten. */
+export class LeaseNotFoundError extends TableFateError {
+  readonly type = 'LeaseNotFound';
+  override readonly name = 'LeaseNotFoundError';
+}
+
 const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> = {
   InvalidInput: InvalidInputError,
   TableNotFound: TableNotFoundError,
@@ -114,6 +128,8 @@ const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> 
   WrongState: WrongStateError,
   HasDependents: HasDependentsError,
   TableBusy: TableBusyError,
+  OnHold: OnHoldError,
+  LeaseNotFound: LeaseNotFoundError,
 };
 
 export function domainError(type: DomainErrorType, message: string): TableFateError {

@@ -87,7 +87,7 @@ export interface ReconcileReport {
 
 /** The operation that finishes a table left in each transitional state (it resumes from that state), from the records. */
 export const RESUMED_BY: Partial<Record<TableState, TableOp>> = Object.fromEntries(
-  Object.values(TABLE_OPERATIONS).flatMap((op) => (op.resume ? [[op.resume.from, op.name]] : [])),
+  Object.values(TABLE_OPERATIONS).flatMap((op) => (op.resume ? op.resume.from.map((state) => [state, op.name]) : [])),
 );
 
 /** Where a table's sets belong in a settled state; null: nowhere (no set should exist). */

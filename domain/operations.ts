@@ -4,9 +4,10 @@ import { SEARCH_ATTRIBUTES } from './search-attributes';
 import type { ReconcileInput, TableKey } from './health';
 import type { TableState } from './states';
 import { definitionOf, type ShardPlacement } from './table';
+import type { SettingKey, SettingValue } from './settings';
 
 /** The operations on a table; also the value of the `TableOp` search attribute. */
-export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename';
+export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename' | 'hold' | 'release' | 'lease';
 
 /**
  * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
@@ -89,10 +90,12 @@ export interface UndeleteInput extends OperationScope {
 export interface PurgeInput extends OperationScope {
   tableId: number;
   /**
-   * `manual`: purge a trashed table now. `expiry`: the trash timer fired for the trash that happened at
-   * `droppedAt`; if the table has been restored (or trashed again since), there is nothing to do.
+   * `manual`: purge a trashed table now (a held one is OnHold). `expiry`: the trash timer fired for the trash that
+   * happened at `droppedAt`; if the table has been restored (or trashed again since), is held, or its expiry was moved
+   * later meanwhile, there is nothing to do yet. `policy`: the trash's settings purge the table of the trash at
+   * `droppedAt` before its expiry (the trash is disabled, or over its space cap), unless it is held.
    */
-  trigger: 'manual' | 'expiry';
+  trigger: 'manual' | 'expiry' | 'policy';
   droppedAt?: number;
 }
 
@@ -101,6 +104,29 @@ export interface RenameInput extends OperationScope {
   /** The name the client resolved to `tableId`, when it was given a name: a table renamed since is refused. */
   expectedName?: TableName;
   newName: TableName;
+}
+
+/** A legal hold placed on a table (`hold`), or released (`hold` null). */
+export interface HoldInput extends OperationScope {
+  tableId: number;
+  /** The name the client resolved to `tableId`, when it was given a name. */
+  expectedName?: TableName;
+  hold: { reason: string | null } | null;
+}
+
+/** A lease taken on a READY table, renewed, or released (domain/leases.ts). */
+export type LeaseInput = CatalogScoped &
+  (
+    | { action: 'acquire'; leaseId: string; tableId: number; holder: string; ttlSeconds: number }
+    | { action: 'renew'; leaseId: string; ttlSeconds?: number }
+    | { action: 'release'; leaseId: string }
+  );
+
+/** A runtime setting set (`value`) or unset (no `value`), globally (`namespace` null) or for a namespace. */
+export interface ConfigureInput extends CatalogScoped {
+  key: SettingKey;
+  namespace: string | null;
+  value?: SettingValue;
 }
 
 /**
@@ -153,7 +179,8 @@ export interface OperationRecord<Name extends string, Subject, Input> {
    * from there (the same operation a user would run, resuming). Absent: it leaves no table half way.
    */
   resume?: {
-    from: TableState;
+    /** The transitional states it leaves a table in. */
+    from: readonly TableState[];
     subject: (table: TableKey) => Subject;
     input: (table: TableKey, context: ResumeContext) => Input;
   };
@@ -180,7 +207,7 @@ const create: OperationRecord<'create', TableName, CreateInput> = {
   // (Its first step, the prepare record, also takes the table's own lock: see the catalog's prepareCreate.)
   locks: (input) => [lockFor.name(input)],
   resume: {
-    from: 'CREATING',
+    from: ['CREATING'],
     subject: (table) => table,
     // With the definition it was asked for (columns, like, an adopted table): the same create, resumed.
     input: (table, { catalogId }) => ({
@@ -216,7 +243,8 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
   workflowId: (tableId, catalogId) => scoped(`trash:${tableId}`, catalogId),
   locks: (input) => [lockFor.table(input.tableId)],
   resume: {
-    from: 'TRASHING',
+    // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
+    from: ['DRAINING', 'TRASHING'],
     subject: byTableId,
     input: (table, { catalogId, requestId, retentionSeconds }) => ({ tableId: table.id, catalogId, requestId, retentionSeconds }),
   },
@@ -229,7 +257,7 @@ const undelete: OperationRecord<'undelete', number, UndeleteInput> = {
   workflowType: 'undeleteTable',
   workflowId: (tableId, catalogId) => scoped(`undelete:${tableId}`, catalogId),
   locks: (input) => [lockFor.table(input.tableId)],
-  resume: { from: 'RESTORING', subject: byTableId, input: (table, { catalogId }) => ({ tableId: table.id, catalogId }) },
+  resume: { from: ['RESTORING'], subject: byTableId, input: (table, { catalogId }) => ({ tableId: table.id, catalogId }) },
   start: { workflowIdConflictPolicy: 'FAIL' },
   searchAttributes: tableAttributes('undelete'),
 };
@@ -240,7 +268,7 @@ const purge: OperationRecord<'purge', number, PurgeInput> = {
   workflowId: (tableId, catalogId) => scoped(`purge:${tableId}`, catalogId),
   locks: (input) => [lockFor.table(input.tableId)],
   resume: {
-    from: 'PURGING',
+    from: ['PURGING'],
     subject: byTableId,
     input: (table, { catalogId }) => ({ tableId: table.id, catalogId, trigger: 'manual' }),
   },
@@ -259,6 +287,70 @@ const rename: OperationRecord<'rename', number, RenameInput> = {
   start: { workflowIdConflictPolicy: 'FAIL' },
   searchAttributes: tableAttributes('rename'),
 };
+
+/**
+ * A legal hold: one catalog change under the table's lock (nothing to undo). Held, a table is never purged: not by its
+ * expiry, not by the trash's space cap, not by a purge by hand (OnHold). Release wakes the table's trash run, whose
+ * expiry may have passed meanwhile.
+ */
+const hold: OperationRecord<'hold', number, HoldInput> = {
+  name: 'hold',
+  workflowType: 'holdTable',
+  workflowId: (tableId, catalogId) => scoped(`hold:${tableId}`, catalogId),
+  locks: (input) => [lockFor.table(input.tableId)],
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('hold'),
+};
+
+const release: OperationRecord<'release', number, HoldInput> = {
+  name: 'release',
+  workflowType: hold.workflowType,
+  workflowId: (tableId, catalogId) => scoped(`release:${tableId}`, catalogId),
+  locks: (input) => hold.locks(input),
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('release'),
+};
+
+/**
+ * A lease: one catalog change, atomic with the table's state (a lease is taken only while the table is READY, and a
+ * drop's move to DRAINING is ordered with it by the table's row), so it takes no operation lock: a lease never waits
+ * for a drop, and a drop waits for leases in its own code. Its subject is `<leaseId>:<action>` (a renewal adds its own
+ * request id): one run per request.
+ */
+const lease: OperationRecord<'lease', string, LeaseInput> = {
+  name: 'lease',
+  workflowType: 'leaseTable',
+  workflowId: (subject, catalogId) => scoped(`lease:${subject}`, catalogId),
+  locks: () => [],
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('lease'),
+};
+
+/** A runtime setting changed (`tablefate config set|unset`): one run per request; a new space cap evicts at once. */
+const configure: OperationRecord<'configure', string, ConfigureInput> = {
+  name: 'configure',
+  workflowType: 'configureTrash',
+  workflowId: (requestId, catalogId) => `config@${catalogId}-${requestId}`,
+  locks: () => [],
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: () => [],
+};
+
+/**
+ * The trash's space cap (trash.maxBytes): purges the oldest trashed tables that are not held until each cap holds.
+ * One run per catalog, started (or woken, if it runs) by a signal when a drop commits or a cap is set; it purges
+ * through `purge:<id>` runs, one at a time, under each table's lock.
+ */
+const evict: OperationRecord<'evict', void, EvictInput> = {
+  name: 'evict',
+  workflowType: 'evictTrash',
+  workflowId: (_subject, catalogId) => scoped('evict', catalogId),
+  locks: () => [],
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: () => [],
+};
+
+export type EvictInput = CatalogScoped;
 
 /** The tables whose sizes `describe` and `ls` ask of the nodes: each one's id and where its shards are. */
 export interface MeasureInput extends CatalogScoped {
@@ -298,12 +390,12 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The operations on a table, by name (their TableOp); each name is its record's `name`. */
-export const TABLE_OPERATIONS = { create, adopt, trash, undelete, purge, rename } as const satisfies {
+export const TABLE_OPERATIONS = { create, adopt, trash, undelete, purge, rename, hold, release, lease } as const satisfies {
   [Op in TableOp]: { name: Op };
 };
 
 /** Every operation, the reconciler's pass and the measure of sizes included. */
-export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile, measure } as const;
+export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile, measure, configure, evict } as const;
 
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {
@@ -313,6 +405,9 @@ export const workflowIdFor = {
   undelete: (tableId: number, catalogId?: string) => undelete.workflowId(tableId, catalogId),
   purge: (tableId: number, catalogId?: string) => purge.workflowId(tableId, catalogId),
   rename: (tableId: number, catalogId?: string) => rename.workflowId(tableId, catalogId),
+  hold: (tableId: number, catalogId?: string) => hold.workflowId(tableId, catalogId),
+  release: (tableId: number, catalogId?: string) => release.workflowId(tableId, catalogId),
+  evict: (catalogId?: string) => evict.workflowId(undefined, catalogId),
 };
 
 /** The search attributes of one operation's run, so the UI answers "what happened to table 42" in one query. */

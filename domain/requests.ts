@@ -4,6 +4,8 @@ import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import type { TableOp } from './operations';
 import { MAX_DRAIN_TIMEOUT_SECONDS, MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
+import { DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS } from './leases';
+import { isSettingKey, parseSettingValue, SETTING_KEYS, type SettingKey, type SettingValue } from './settings';
 
 const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
 
@@ -129,6 +131,77 @@ export const renameRequestSchema = z.strictObject({
   newName: tableNameSchema,
 });
 
+/** Free text a person gives (a hold's reason, a lease's holder): printable, on one line. */
+const noteSchema = (what: string, max: number) =>
+  z
+    .string()
+    .min(1, `${what} must not be empty`)
+    .max(max, `${what} is at most ${max} characters`)
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what it refuses
+    .regex(/^[^\u0000-\u001f\u007f]*$/, `${what} must be one line of printable text`);
+
+export const holdRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: a live table (a trashed one by its id). */
+  table: tableRefSchema,
+  /** Why it is held (a case number, a ticket): shown by describe and ls, and named by the purge it refuses. */
+  reason: noteSchema('a reason', 500).optional(),
+});
+
+export const releaseRequestSchema = z.strictObject({ table: tableRefSchema });
+
+/** A trashed table's new retention, counted from its drop time (the bounds of a drop's). */
+export const retentionRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
+  table: tableRefSchema,
+  retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS),
+});
+
+const leaseIdSchema = z
+  .string()
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'a lease id is the uuid its acquire printed');
+const ttlSchema = z.number().int().min(1).max(MAX_LEASE_TTL_SECONDS);
+
+export const leaseRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: a READY table. */
+  table: tableRefSchema,
+  ttlSeconds: ttlSchema.default(DEFAULT_LEASE_TTL_SECONDS),
+  /** Who holds it, named by a drop that waits for it (`user@host` by default). */
+  holder: noteSchema('a holder', 200).optional(),
+});
+
+export const renewLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema, ttlSeconds: ttlSchema.optional() });
+export const releaseLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema });
+export const listLeasesRequestSchema = z.strictObject({ table: tableRefSchema.optional() });
+
+const namespaceSchema = z.string().regex(IDENTIFIER, 'a namespace is 1 to 63 characters of a-z, 0-9 and _, starting with a letter');
+const settingKeySchema = z.string().refine(isSettingKey, { message: `a setting is one of ${SETTING_KEYS.join(', ')}` });
+
+/** `config get [key]`: one key or all, as they apply globally or in a namespace. */
+export const configGetRequestSchema = z.strictObject({
+  key: settingKeySchema.optional(),
+  namespace: namespaceSchema.optional(),
+});
+
+/** `config set <key> <value>`: the value as typed, checked for its key. */
+export const configSetRequestSchema = z
+  .strictObject({ key: settingKeySchema, value: z.string(), namespace: namespaceSchema.optional() })
+  .transform((r, ctx): { key: SettingKey; value: SettingValue; namespace?: string } => {
+    const parsed = parseSettingValue(r.key, r.value);
+    if ('refused' in parsed) {
+      ctx.addIssue({ code: 'custom', message: parsed.refused, path: ['value'] });
+      return z.NEVER;
+    }
+    return { key: r.key, value: parsed.value, namespace: r.namespace };
+  });
+
+export const configUnsetRequestSchema = z.strictObject({ key: settingKeySchema, namespace: namespaceSchema.optional() });
+
+/** Purge every trashed table that is not held (of one namespace), a few at a time. */
+export const purgeAllRequestSchema = z.strictObject({
+  namespace: namespaceSchema.optional(),
+  concurrency: z.number().int().min(1).max(16).default(4),
+});
+
 /**
  * Each table operation's request schema, linked to its record (OPERATIONS in domain/operations.ts) by the operation's
  * name. Kept apart from the records because workflow code imports those, and must not load the validation library.
@@ -140,6 +213,9 @@ export const OPERATION_REQUESTS = {
   undelete: undeleteRequestSchema,
   purge: purgeRequestSchema,
   rename: renameRequestSchema,
+  hold: holdRequestSchema,
+  release: releaseRequestSchema,
+  lease: leaseRequestSchema,
 } as const satisfies Record<TableOp, z.ZodType>;
 
 /** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
@@ -169,6 +245,17 @@ export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
 export type PurgeRequest = z.input<typeof purgeRequestSchema>;
 export type RenameRequest = z.input<typeof renameRequestSchema>;
 export type ListRequest = z.input<typeof listRequestSchema>;
+export type HoldRequest = z.input<typeof holdRequestSchema>;
+export type ReleaseRequest = z.input<typeof releaseRequestSchema>;
+export type RetentionRequest = z.input<typeof retentionRequestSchema>;
+export type LeaseRequest = z.input<typeof leaseRequestSchema>;
+export type RenewLeaseRequest = z.input<typeof renewLeaseRequestSchema>;
+export type ReleaseLeaseRequest = z.input<typeof releaseLeaseRequestSchema>;
+export type ListLeasesRequest = z.input<typeof listLeasesRequestSchema>;
+export type ConfigGetRequest = z.input<typeof configGetRequestSchema>;
+export type ConfigSetRequest = z.input<typeof configSetRequestSchema>;
+export type ConfigUnsetRequest = z.input<typeof configUnsetRequestSchema>;
+export type PurgeAllRequest = z.input<typeof purgeAllRequestSchema>;
 export type DescribeRequest = z.input<typeof describeRequestSchema>;
 
 /** Parses a request or throws InvalidInput naming every problem, with the field it concerns. */

@@ -1,5 +1,15 @@
 /** The life of a table. Only READY tables are usable by name. */
-export const TABLE_STATES = ['CREATING', 'READY', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED'] as const;
+export const TABLE_STATES = [
+  'CREATING',
+  'READY',
+  'DRAINING',
+  'TRASHING',
+  'TRASHED',
+  'RESTORING',
+  'PURGING',
+  'PURGED',
+  'CREATE_FAILED',
+] as const;
 
 export type TableState = (typeof TABLE_STATES)[number];
 
@@ -8,14 +18,17 @@ export type TableState = (typeof TABLE_STATES)[number];
  * A trashed table lets go of its name at once, so the name can be created again (Pegasus);
  * a failed create keeps it, so that the same create can resume (CeresDB's prepare record).
  */
-export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
+export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
 
 /** Every move a table may make; anything else is a bug or a race and is refused. */
 export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = {
   CREATING: ['READY', 'CREATE_FAILED'],
   CREATE_FAILED: ['CREATING'],
   // READY to READY: a rename, the one move that changes the name and nothing else.
-  READY: ['TRASHING', 'READY'],
+  // READY to DRAINING: a drop waits for the table's leases (Qserv's drain), taking no new one; straight to TRASHING
+  // when none is held.
+  READY: ['DRAINING', 'TRASHING', 'READY'],
+  DRAINING: ['TRASHING', 'READY'],
   TRASHING: ['TRASHED', 'READY'],
   TRASHED: ['RESTORING', 'PURGING'],
   RESTORING: ['READY', 'TRASHED'],

@@ -35,6 +35,14 @@ export interface TableRecord {
   expireAt: number | null;
   purgedAt: number | null;
   updatedAt: number;
+  /** A legal hold: while set, nothing purges the table (not its expiry, not the trash's space cap, not a purge by hand). */
+  hold: Hold | null;
+}
+
+/** A legal hold on a table, with why, and since when (epoch ms, workflow time). */
+export interface Hold {
+  reason: string | null;
+  since: number;
 }
 
 /** A table as the SDK and the command line show it: what `--json` prints. */
@@ -49,6 +57,8 @@ export interface TableInfo {
   droppedAt: string | null;
   expireAt: string | null;
   purgedAt: string | null;
+  /** The legal hold on it, if any: while held it is never purged. */
+  hold: { reason: string | null; since: string } | null;
   /**
    * With `withSizes`: the bytes its shards take on their nodes (for PostgreSQL the total relation size: heap, indexes
    * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
@@ -72,6 +82,7 @@ export function toTableInfo(table: TableRecord): TableInfo {
     droppedAt: iso(table.droppedAt),
     expireAt: iso(table.expireAt),
     purgedAt: iso(table.purgedAt),
+    hold: table.hold ? { reason: table.hold.reason, since: iso(table.hold.since)! } : null,
   };
 }
 

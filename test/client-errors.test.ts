@@ -109,10 +109,9 @@ test('a create whose workflow is cancelled while the caller waits is OperationFa
   expect((err as Error).message).toContain('tablefate describe errs.cancelled');
   const table = await slow.catalog.findByName({ namespace: 'errs', name: 'cancelled' });
   expect(table?.state).toBe('CREATE_FAILED');
-  expect(await slow.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([
-    null,
-    null,
-  ]);
+  expect(
+    await slow.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null, hold: null }),
+  ).toEqual([null, null]);
   // Its own locks are released (the trash terminated above may still hold its table's lock: nobody ended that run).
   expect((await slow.catalog.listLocks()).filter((lock) => lock.workflowId === workflowId)).toEqual([]);
 }, 40_000);

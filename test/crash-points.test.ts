@@ -174,7 +174,7 @@ test('a compensation whose worker dies after it released the lock in one lost ta
   expect(String((err as Error).message)).toMatch(/injected permanent fault/);
   const table = await h.catalog.findByName({ namespace: 'crash', name: 'undo' });
   expect(table?.state).toBe('CREATE_FAILED');
-  expect(await h.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null })).toEqual([
+  expect(await h.shardAreas({ ...table!, shards: 2, createdAt: '', droppedAt: null, expireAt: null, purgedAt: null, hold: null })).toEqual([
     null,
     null,
   ]);

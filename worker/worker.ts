@@ -90,6 +90,9 @@ function pick<T extends object>(from: T, names: readonly string[], keep: boolean
 export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<TableFateWorker> {
   const pruned = await opts.catalog.pruneJournal(Date.now() - JOURNAL_KEEP_MS);
   if (pruned > 0) opts.logger.info({ pruned }, 'pruned old catalog journal entries');
+  // Expired leases block nothing; a day after they expired they are forgotten (a lease's holder may still ask after it).
+  const leases = await opts.catalog.pruneLeases(Date.now() - 24 * 3600_000);
+  if (leases > 0) opts.logger.info({ leases }, 'forgot leases that expired over a day ago');
   const taskQueue = opts.taskQueue ?? TASK_QUEUE;
   let stop = () => undefined as void;
   const onFatal = (err: FatalStorageError) => {

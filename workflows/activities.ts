@@ -3,6 +3,8 @@ import { storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import type { Activities } from '../activities';
 import type { TableRecord } from '../domain/table';
+import type { TableName } from '../domain/names';
+import type { TableState } from '../domain/states';
 import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
 import { acquireLockBeforeWaits, PATCHES, shardChangesBeforeNodeActivities } from './patches';
 
@@ -14,7 +16,25 @@ const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval
  * the workflow task that asks for them, without a round trip through the server's task queues (measured: it
  * halves the time of every operation; see README).
  */
-const catalog = proxyLocalActivities<Pick<Activities, 'prepareCreate' | 'transition' | 'commitTrash' | 'getTable' | 'endTrashTimer'>>({
+const catalog = proxyLocalActivities<
+  Pick<
+    Activities,
+    | 'prepareCreate'
+    | 'transition'
+    | 'commitTrash'
+    | 'getTable'
+    | 'endTrashTimer'
+    | 'startDrain'
+    | 'liveLeases'
+    | 'changeHold'
+    | 'changeExpiry'
+    | 'changeLease'
+    | 'changeSetting'
+    | 'trashForEviction'
+    | 'wakeTrash'
+    | 'requestEviction'
+  >
+>({
   startToCloseTimeout: '30s',
   retry: RETRY,
 });
@@ -53,7 +73,7 @@ export function operationCalls(catalogId: string | undefined) {
   /** Whether the run's last change released its locks, and none has been taken since. */
   let released = false;
   /** The operation's last change, releasing the run's locks in the same local activity (one call less). */
-  const lastChange = async (change: (releaseLocks: boolean) => Promise<TableRecord>): Promise<TableRecord> => {
+  const lastChange = async <T extends TableRecord>(change: (releaseLocks: boolean) => Promise<T>): Promise<T> => {
     const releaseLocks = patched(PATCHES.lastChangeReleasesLocks);
     const table = await change(releaseLocks);
     released = releaseLocks;
@@ -84,6 +104,20 @@ export function operationCalls(catalogId: string | undefined) {
       lastChange((releaseLocks) => catalog.commitTrash({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') })),
     endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) =>
       catalog.endTrashTimer({ tableId, reason, droppedAt, ...scope }),
+    /** A drop's first change: DRAINING while the table has live leases, else TRASHING; with the leases to wait for. */
+    startDrain: (tableId: number, expectName?: TableName) =>
+      catalog.startDrain({ tableId, now: Date.now(), ...(expectName ? { expectName } : {}), ...step('startDrain') }),
+    liveLeases: (tableId: number) => catalog.liveLeases({ tableId, now: Date.now(), ...step('liveLeases') }),
+    /** A hold placed or released: the operation's last change, the locks go with it. */
+    changeHold: (args: Args<Activities['changeHold']>) =>
+      lastChange((releaseLocks) => catalog.changeHold({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('changeHold') })),
+    changeExpiry: (args: Args<Activities['changeExpiry']>) => catalog.changeExpiry({ ...args, ...step('changeExpiry') }),
+    changeLease: (args: Args<Activities['changeLease']>) => catalog.changeLease({ ...args, ...step('changeLease') }),
+    changeSetting: (args: Args<Activities['changeSetting']>) => catalog.changeSetting({ ...args, ...step('changeSetting') }),
+    trashForEviction: () => catalog.trashForEviction({ ...step('trashForEviction') }),
+    /** Tells the table's trash run to read it again, if the table is in one of `states` (any, without). */
+    wakeTrash: (tableId: number, states?: TableState[]) => catalog.wakeTrash({ tableId, ...(states ? { states } : {}), ...scope }),
+    requestEviction: () => catalog.requestEviction(scope),
     /**
      * One step's change on every shard of `table`, settling when every shard has (an undo must never race a change
      * still running). `onShard` hears each shard done.

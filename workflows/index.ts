@@ -6,3 +6,7 @@ export { purgeTable } from './purge';
 export { reconcileTables } from './reconcile';
 export { renameTable } from './rename';
 export { measureTables } from './measure';
+export { holdTable } from './hold';
+export { leaseTable } from './lease';
+export { configureTrash } from './configure';
+export { evictTrash } from './evict';

@@ -9,7 +9,13 @@ import type { Activities } from '../activities';
  * and its worker stopped) leaves the size of every table it holds a shard of unknown (null), rather than hold the
  * answer. Reads only: no lock, no journal.
  */
-export async function measureTables(input: MeasureInput): Promise<TableSize[]> {
+export function measureTables(input: MeasureInput): Promise<TableSize[]> {
+  return measureSizes(input.catalogId, input.tables);
+}
+
+/** The sizes of `tables`, each node asked for its shards (see measureTables); the trash's space cap asks it too. */
+export async function measureSizes(catalogId: string | undefined, tables: MeasureInput['tables']): Promise<TableSize[]> {
+  const input = { catalogId, tables };
   const byNode = new Map<string, ShardRef[]>();
   for (const table of input.tables) {
     for (const p of table.placement) {

@@ -58,6 +58,11 @@ export const PATCHES = {
    * a cancel request failed the update at once, while the shards were still being moved back).
    */
   answerAfterCompensation: 'answer-after-compensation',
+  /**
+   * v11: a drop first stops new leases (READY to DRAINING while the table has live ones, in one call that goes straight
+   * to TRASHING when it has none) and waits for them within its drain deadline (before: READY to TRASHING, no leases).
+   */
+  drainsLeases: 'drains-leases',
 } as const;
 
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;

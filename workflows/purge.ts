@@ -1,6 +1,6 @@
 import { log, patched } from '@temporalio/workflow';
 import { OPERATIONS, type PurgeInput } from '../domain/operations';
-import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { OnHoldError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
@@ -14,7 +14,8 @@ import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runS
 export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
   const purged = await purgeSteps(calls, input, { policy: input.lockWait, input });
-  if (input.trigger === 'manual' && purged.state === 'PURGED' && purged.droppedAt !== null) {
+  // (At expiry the trash run purges the table itself, and needs no telling.)
+  if (input.trigger !== 'expiry' && purged.state === 'PURGED' && purged.droppedAt !== null) {
     await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt, input.catalogId);
   }
   return toTableInfo(purged);
@@ -39,9 +40,11 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
 }
 
 /**
- * The table is TRASHED, in the trash this purge is for (an expiry's is the one at its drop time), or already on its
- * way: PURGING (an earlier purge stopped after it began deleting; this one finishes it and never goes back to
- * TRASHED, whatever fails: shards may be gone already) or PURGED (nothing left to do).
+ * The table is TRASHED, in the trash this purge is for (an expiry's or a policy's is the one at its drop time), or
+ * already on its way: PURGING (an earlier purge stopped after it began deleting; this one finishes it and never goes
+ * back to TRASHED, whatever fails: shards may be gone already) or PURGED (nothing left to do). A held table is never
+ * purged: a purge by hand is OnHold, naming the reason; an expiry or a policy finds nothing to do yet, as it does for an
+ * expiry moved later (a new retention) since its timer fired.
  */
 function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord> {
   return {
@@ -51,7 +54,7 @@ function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord
       if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
       if (table.state === 'PURGED') return finished(table);
       const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
-      if (input.trigger === 'expiry' && !inThatTrash) {
+      if (input.trigger !== 'manual' && !inThatTrash) {
         // Restored (or trashed again) since this timer was set: this expiry no longer applies.
         log.info('trash timer expired for a table no longer in that trash; nothing to purge', { tableId: table.id, state: table.state });
         return finished(table);
@@ -60,6 +63,17 @@ function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord
       if (table.state !== 'TRASHED') {
         throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
       }
+      if (table.hold) {
+        const why = table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)';
+        if (input.trigger === 'manual') {
+          throw asFailure(
+            new OnHoldError(`table ${table.id} is on hold since ${new Date(table.hold.since).toISOString()}${why}; release it first`),
+          );
+        }
+        log.info('table is on hold: not purged', { tableId: table.id, trigger: input.trigger });
+        return finished(table);
+      }
+      if (input.trigger === 'expiry' && table.expireAt! > Date.now()) return finished(table);
       return table;
     },
   };

@@ -171,17 +171,18 @@ export function changeState(
   };
 }
 
-/** A step that makes `change` on every shard of the table and, if it has an undo, `undo` on every shard to take it back. */
+/** A step that makes `change` (or the change `change()` makes, when the step runs) on every shard of the table and, if it has an undo, `undo` on every shard to take it back. */
 export function everyShard<T extends Carrying>(
   calls: OperationCalls,
   name: string,
-  change: ShardChange,
+  change: ShardChange | (() => ShardChange),
   { undo, onShard }: { undo?: ShardChange; onShard?: () => void } = {},
 ): Step<T> {
   return {
     name,
     call: async (carried) => {
-      await calls.changeShards(tableIn(carried), change, onShard);
+      // (A change made when the step runs: a drop's move takes the drain time its deadline leaves.)
+      await calls.changeShards(tableIn(carried), typeof change === 'function' ? change() : change, onShard);
       return carried;
     },
     ...(undo ? { undo: (carried: T) => calls.changeShards(tableIn(carried), undo) } : {}),

@@ -1,4 +1,5 @@
 import {
+  ApplicationFailure,
   CancellationScope,
   condition,
   allHandlersFinished,
@@ -12,8 +13,11 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { DEFAULT_EXPIRY_RETRY, pauseAfter, type PurgeInput, type TrashInput } from '../domain/operations';
-import { endTimerSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
-import type { TableRecord } from '../domain/table';
+import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
+import { toTableInfo, type TableRecord } from '../domain/table';
+import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
+import { WrongStateError } from '../domain/errors';
+import { asFailure } from './steps';
 import type { OperationCalls } from './activities';
 import { PATCHES, purgeAsChild } from './patches';
 import { purgeSteps } from './purge';
@@ -23,10 +27,43 @@ type Ending = 'restored' | 'purged';
 
 /**
  * A trash's expiry: the drop time and expiry it waits for, and what ends it before then. An undelete or a purge
- * ends it by signal (or, since v5, through the catalog's activity that sends it), and tools read it by query.
+ * ends it by signal (or, since v5, through the catalog's activity that sends it), and tools read it by query. A new
+ * retention moves it (the `retention` update: the catalog first, then the timer), and the `trashChanged` signal wakes
+ * whatever the run waits on to read its table again (a lease or a hold released).
  */
-export function trashTimer() {
+export function trashTimer(calls: OperationCalls, tableId: number) {
   const state: TrashTimerState = { droppedAt: null, expireAt: null, ended: null };
+  /** The expiry in epoch ms (state.expireAt is its ISO form, what the query shows). */
+  let expireAtMs: number | null = null;
+  let woken = false;
+  setHandler(trashChangedSignal, () => {
+    woken = true;
+  });
+  setHandler(
+    retentionUpdate,
+    async (retentionSeconds) => {
+      const table = await calls.changeExpiry({
+        tableId,
+        droppedAt: state.droppedAt!,
+        expireAt: state.droppedAt! + retentionSeconds * 1000,
+      });
+      // Moved in the catalog, which `describe` reads: now the timer, which the main wait re-arms on waking.
+      expireAtMs = table.expireAt;
+      state.expireAt = new Date(table.expireAt!).toISOString();
+      woken = true;
+      return toTableInfo(table);
+    },
+    {
+      validator: (retentionSeconds) => {
+        if (!Number.isInteger(retentionSeconds) || retentionSeconds < MIN_RETENTION_SECONDS || retentionSeconds > MAX_RETENTION_SECONDS) {
+          throw asFailure(new WrongStateError(`a retention is ${MIN_RETENTION_SECONDS} to ${MAX_RETENTION_SECONDS} whole seconds`));
+        }
+        if (state.droppedAt === null) throw ApplicationFailure.nonRetryable(`table ${tableId} is not in the trash yet`, 'WrongState');
+        if (state.ended !== null)
+          throw ApplicationFailure.nonRetryable(`table ${tableId}'s trash has ended (${state.ended})`, 'WrongState');
+      },
+    },
+  );
   // An end can be heard before this run knows its own drop time: its first workflow task (which commits the trash)
   // was lost after the commit, and an undelete or purge ended the trash meanwhile. Kept, it is applied once armed.
   const heardEarly: Array<{ reason: Ending; droppedAt: number }> = [];
@@ -40,10 +77,21 @@ export function trashTimer() {
     /** From the commit on, an undelete or a purge may end this trash: the timer knows which trash that is. */
     arm: (table: TableRecord): void => {
       state.droppedAt = table.droppedAt;
+      expireAtMs = table.expireAt;
       state.expireAt = new Date(table.expireAt!).toISOString();
       const early = heardEarly.find((end) => end.droppedAt === table.droppedAt);
       if (early && patched(PATCHES.endHeardBeforeArmed)) state.ended ??= early.reason;
     },
+    /** The expiry the run waits for now (moved by a new retention). */
+    expireAt: (): number => expireAtMs!,
+    /** Whether the run was told to read its table again since it last asked (and forgets it). */
+    takeWake: (): boolean => {
+      const was = woken;
+      woken = false;
+      return was;
+    },
+    /** For a `condition`: has the run been told to read its table again. */
+    isWoken: (): boolean => woken,
   };
 }
 
@@ -57,19 +105,38 @@ export type TrashTimer = ReturnType<typeof trashTimer>;
  */
 export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput, timer: TrashTimer): Promise<TrashTimerState> {
   const { state } = timer;
-  const waiting = `table ${trashed.id} is in the trash until ${state.expireAt}; recall it or purge it to end this trash`;
-  setCurrentDetails(waiting);
+  const waiting = () => `table ${trashed.id} is in the trash until ${state.expireAt}; recall it or purge it to end this trash`;
+  let cancelRequested = false;
+  const say = (details: string) => setCurrentDetails(cancelRequested ? `cancel request ignored: ${details}` : details);
+  say(waiting());
   CancellationScope.current().cancelRequested.catch(() => {
     log.warn('cancel request ignored: a trashed table keeps its expiry', { tableId: trashed.id, expireAt: state.expireAt });
-    setCurrentDetails(`cancel request ignored: ${waiting}`);
+    cancelRequested = true;
+    say(waiting());
   });
   return CancellationScope.nonCancellable(async () => {
-    // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
-    // server restarted in between.
-    const ended = await condition(() => state.ended !== null, Math.max(trashed.expireAt! - Date.now(), 1));
-    if (!ended) {
+    for (;;) {
+      // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
+      // server restarted in between. A new retention wakes the run, which waits again for the expiry it moved to.
+      const satisfied = await condition(() => state.ended !== null || timer.isWoken(), Math.max(timer.expireAt() - Date.now(), 1));
+      if (satisfied) {
+        if (state.ended !== null) break;
+        timer.takeWake();
+        say(waiting());
+        continue;
+      }
       state.ended = 'expired';
-      await purgeOnExpiry(calls, trashed, input);
+      const outcome = await purgeOnExpiry(calls, trashed, input);
+      if (outcome === 'done') break;
+      // Not yet: the expiry was moved later meanwhile, or the table is held, and its release wakes the run (it also
+      // looks again every day, should a wake be lost).
+      state.ended = null;
+      if (outcome === 'held') {
+        say(`table ${trashed.id} expired at ${state.expireAt} but is on hold: it is purged once the hold is released`);
+        await condition(() => state.ended !== null || timer.isWoken(), '1 day');
+        timer.takeWake();
+      }
+      say(waiting());
     }
     await condition(allHandlersFinished);
     return state;
@@ -84,7 +151,7 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
  * continues as new, re-armed on the same drop time, so that its history stays short however long the purge keeps
  * failing. A lock wait that outgrows its run does the same.
  */
-async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<void> {
+async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<'done' | 'held' | 'later'> {
   const { id: tableId, droppedAt, namespace, name } = trashed;
   const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId: input.catalogId, lockWait: input.lockWait };
   const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
@@ -96,7 +163,10 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
       try {
         const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
         // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
-        if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return;
+        if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return 'done';
+        // Still TRASHED in this trash: held, or its retention was made longer while the timer fired.
+        if (table.state === 'TRASHED' && table.hold) return 'held';
+        if (table.state === 'TRASHED' && table.expireAt! > Date.now()) return 'later';
       } catch (err) {
         if (err instanceof ContinueAsNew) throw err;
         failed(attempt)(err);
@@ -105,7 +175,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
       await purgeAsChild(purge, { namespace, name }, failed(attempt));
     }
     const now = await calls.getTable(tableId);
-    if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return;
+    if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return 'done';
     const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
     if (bounded && patched(PATCHES.expiryRetriesContinueAsNew)) {
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });

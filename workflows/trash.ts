@@ -9,16 +9,22 @@ import {
   isCancellation,
   log,
   patched,
+  setCurrentDetails,
   setHandler,
 } from '@temporalio/workflow';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
 import { trashedUpdate, type ShardChange, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import { describeLease, type Lease } from '../domain/leases';
+import { TableBusyError } from '../domain/errors';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
+import type { TrashCommitted } from '../activities';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
 import { PATCHES } from './patches';
-import { changeState, everyShard, runSteps, SHARDS } from './steps';
-import { inThatTrash, trashTimer, waitOutExpiry } from './trash-expiry';
+import { purgeSteps } from './purge';
+import { asFailure, changeState, everyShard, runSteps, SHARDS, type Step } from './steps';
+import { inThatTrash, trashTimer, waitOutExpiry, type TrashTimer } from './trash-expiry';
 
 /**
  * Soft-deletes a table: it becomes unreachable at once and its shards move to the trash. The caller is
@@ -28,9 +34,9 @@ import { inThatTrash, trashTimer, waitOutExpiry } from './trash-expiry';
  */
 export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
   const caller = answerTheCaller(input);
-  const timer = trashTimer();
   const calls = operationCalls(input.catalogId);
-  let trashed: TableRecord;
+  const timer = trashTimer(calls, input.tableId);
+  let trashed: TrashCommitted;
   try {
     if (input.rearm) {
       // The reconciler's run for a trash whose own run was lost: it takes over that trash's expiry, if it has one left.
@@ -42,7 +48,7 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
       }
       trashed = found.table;
     } else {
-      trashed = await moveToTrash(calls, input, timer.arm);
+      trashed = await moveToTrash(calls, input, timer);
     }
     timer.arm(trashed);
   } catch (err) {
@@ -51,27 +57,130 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     await caller.failed(err);
     throw err;
   }
+  // The trash is off where the table was dropped (trash.enabled false): it is deleted at once, unless it is held.
+  if (trashed.policy?.enabled === false && !trashed.hold) {
+    const purged = await purgeAtOnce(calls, trashed, input);
+    if (purged) {
+      timer.state.ended = 'purged';
+      caller.trashed(purged);
+      await condition(allHandlersFinished);
+      return timer.state;
+    }
+  }
   caller.trashed(trashed);
+  // A space cap where it was dropped: the cap's run looks at the trash again now that it holds this table too.
+  if (trashed.policy && trashed.policy.maxBytes !== null) await calls.requestEviction();
   return waitOutExpiry(calls, trashed, input, timer);
 }
 
-/** The steps of a trash, under the table's lock: READY -> TRASHING, shards to the trash area, TRASHED with its expiry. */
-function moveToTrash(calls: OperationCalls, input: TrashInput, committed: (table: TableRecord) => void): Promise<TableRecord> {
+/**
+ * The steps of a trash, under the table's lock: new leases stopped (DRAINING while leases are live, waiting for them),
+ * TRASHING, shards to the trash area, TRASHED with its expiry. Runs started before leases skip the drain.
+ */
+function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer): Promise<TrashCommitted> {
   const [tableLock] = OPERATIONS.trash.locks(input);
-  return withLock(calls, tableLock!, { policy: input.lockWait, input }, () =>
-    runSteps(
-      changeState(calls, input.tableId, ['READY', 'TRASHING'], input.expectedName),
-      everyShard(calls, 'move shards to trash', drained(SHARDS.toTrash, input), { undo: SHARDS.backFromTrash }),
-      {
-        name: 'commit trashed',
-        call: async (table) => {
-          const trashed = await calls.commitTrash({ tableId: table.id, now: Date.now(), retentionSeconds: input.retentionSeconds });
-          committed(trashed);
-          return trashed;
-        },
-      },
-    ),
-  );
+  const commitTrashed: Step<Drop, TrashCommitted> = {
+    name: 'commit trashed',
+    call: async (drop) => {
+      const trashed = await calls.commitTrash({ tableId: tableIn(drop).id, now: Date.now(), retentionSeconds: input.retentionSeconds });
+      timer.arm(trashed);
+      return trashed;
+    },
+  };
+  return withLock(calls, tableLock!, { policy: input.lockWait, input }, () => {
+    if (!patched(PATCHES.drainsLeases)) {
+      return runSteps<TableRecord>(
+        changeState(calls, input.tableId, ['READY', 'TRASHING'], input.expectedName),
+        everyShard(calls, 'move shards to trash', drained(SHARDS.toTrash, input), { undo: SHARDS.backFromTrash }),
+        commitTrashed,
+      );
+    }
+    // One deadline for the whole drain: the leases, then (PostgreSQL) the sessions using the table.
+    const deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
+    return runSteps<Drop>(
+      stopNewLeases(calls, input),
+      waitForLeases(calls, input.tableId, deadline, timer),
+      everyShard(calls, 'move shards to trash', () => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(deadline - Date.now(), 1000) }), {
+        undo: SHARDS.backFromTrash,
+      }),
+      commitTrashed as Step<Drop>,
+    ) as Promise<TrashCommitted>;
+  });
+}
+
+/** What a drop carries from step to step: the table, and the leases it waits for while DRAINING. */
+type Drop = TableRecord | { table: TableRecord; leases: Lease[] };
+const tableIn = (drop: Drop): TableRecord => ('table' in drop ? drop.table : drop);
+
+/**
+ * A drop's first change, which stops new leases: READY to DRAINING while the table has live leases, else straight to
+ * TRASHING (a table found DRAINING or TRASHING is a drop resumed). Undone by the move back to READY.
+ */
+function stopNewLeases(calls: OperationCalls, input: TrashInput): Step<void, Drop> {
+  return {
+    name: 'stop new leases',
+    call: () => calls.startDrain(input.tableId, input.expectedName),
+    undo: async () => {
+      await calls.transition({ tableId: input.tableId, from: ['DRAINING', 'TRASHING'], to: 'READY', now: Date.now() });
+    },
+  };
+}
+
+/**
+ * Qserv's drain: a DRAINING table waits until every lease is released (the release wakes the run) or has expired (it
+ * wakes at the soonest expiry), then moves on to TRASHING. Past the deadline the drop is TableBusy, naming the leases,
+ * and taken back (the first step's undo: READY again).
+ */
+function waitForLeases(calls: OperationCalls, tableId: number, deadline: number, timer: TrashTimer): Step<Drop> {
+  return {
+    name: 'wait for leases',
+    call: async (drop) => {
+      if (!('leases' in drop) || drop.table.state !== 'DRAINING') return drop;
+      let leases = drop.leases;
+      while (leases.length > 0) {
+        const left = deadline - Date.now();
+        if (left <= 0) {
+          throw asFailure(
+            new TableBusyError(
+              `table ${tableId} is still leased at the drop's drain deadline, ${new Date(deadline).toISOString()}: ` +
+                `${leases.map(describeLease).join('; ')}; the drop was taken back, the table is READY`,
+            ),
+          );
+        }
+        setCurrentDetails(`draining table ${tableId} until ${new Date(deadline).toISOString()}: ${leases.map(describeLease).join('; ')}`);
+        await condition(timer.isWoken, Math.max(Math.min(leases[0]!.expiresAt - Date.now(), left), 1));
+        timer.takeWake();
+        leases = await calls.liveLeases(tableId);
+      }
+      setCurrentDetails('');
+      const table = await calls.transition({ tableId, from: ['DRAINING'], to: 'TRASHING', now: Date.now() });
+      return { table, leases };
+    },
+  };
+}
+
+/**
+ * The trash is off (trash.enabled false): the table just trashed is purged in the same run, before its caller is
+ * answered (with the PURGED table). A purge that fails leaves it in the trash, for its expiry to purge (the caller
+ * hears TRASHED); one held meanwhile stays there until it is released.
+ */
+async function purgeAtOnce(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<TableRecord | undefined> {
+  const droppedAt = trashed.droppedAt!;
+  try {
+    const table = await purgeSteps(
+      calls,
+      { tableId: trashed.id, trigger: 'policy', droppedAt, catalogId: input.catalogId, lockWait: input.lockWait },
+      { policy: input.lockWait, input: { ...input, rearm: { droppedAt } } },
+    );
+    return table.state === 'PURGED' ? table : undefined;
+  } catch (err) {
+    if (err instanceof ContinueAsNew) throw err;
+    log.warn('the trash is disabled, but purging the table at once failed: it waits in the trash for its expiry', {
+      tableId: trashed.id,
+      error: String(err),
+    });
+    return undefined;
+  }
 }
 
 /** The move to the trash with the drop's drain deadline, when it names one (the PostgreSQL driver's; files ignore it). */

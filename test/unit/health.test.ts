@@ -33,6 +33,7 @@ function table(id: number, state: TableState, shards = 2): TableRecord {
     createdAt: LONG_AGO,
     droppedAt: trashed ? LONG_AGO + 1000 : null,
     expireAt: trashed ? NOW + 3_600_000 : null,
+    hold: null,
     purgedAt: state === 'PURGED' ? LONG_AGO + 2000 : null,
     updatedAt: LONG_AGO,
   };
