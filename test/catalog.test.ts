@@ -7,14 +7,24 @@ import { SqliteCatalog } from '../catalog/sqlite';
 import {
   MIGRATIONS as SQLITE_MIGRATIONS,
   SCHEMA_VERSION as SQLITE_SCHEMA_VERSION,
+  checkSchema as checkSqliteSchema,
   migrate as migrateSqlite,
 } from '../catalog/sqlite-schema';
 import type { Migration } from '../catalog/migrations';
 import { sqlList } from '../catalog/rows';
 import { PostgresCatalog } from '../catalog/postgres';
-import { MIGRATION_1_NAME_HOLDING_STATES, MIGRATION_1_STATES, SCHEMA_VERSION } from '../catalog/postgres-schema';
+import {
+  MIGRATION_1_NAME_HOLDING_STATES,
+  MIGRATION_1_STATES,
+  MIGRATION_2_NAME_HOLDING_STATES,
+  MIGRATION_2_STATES,
+  MIGRATIONS as PG_MIGRATIONS,
+  SCHEMA_VERSION,
+} from '../catalog/postgres-schema';
 import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
 import { CatalogNotFoundError } from '../domain/errors';
+import type { Lease } from '../domain/leases';
+import type { Hold } from '../domain/table';
 import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { placeShards } from '../domain/table';
 import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
@@ -30,6 +40,8 @@ interface Backend {
   open(store: string, opts?: { mustExist?: boolean; firstTableId?: number }): Promise<Catalog>;
   /** Whether nothing was made at `store`. */
   isUntouched(store: string): Promise<boolean>;
+  /** Runs SQL on `store` with the driver alone, beside the catalog open on it. */
+  exec(store: string, sql: string): Promise<void>;
   cleanUp(): Promise<void>;
 }
 
@@ -52,6 +64,16 @@ const sqlite: Backend = {
   // The constructor throws: inside then() that is a rejection, as PostgresCatalog.open's.
   open: (file, opts) => Promise.resolve().then(() => new SqliteCatalog(file, opts)),
   isUntouched: (file) => Promise.resolve(!fs.existsSync(path.dirname(file))),
+  exec: (file, sql) =>
+    Promise.resolve().then(() => {
+      const db = new Database(file);
+      try {
+        db.pragma('busy_timeout = 5000');
+        db.exec(sql);
+      } finally {
+        db.close();
+      }
+    }),
   cleanUp: async () => {
     await Promise.all(sqliteDirs.splice(0).map((dir) => fs.promises.rm(dir, { recursive: true, force: true })));
   },
@@ -62,6 +84,7 @@ const postgres: Backend = {
   newStore: () => pg.freshDatabase('catalog'),
   open: (url, opts) => PostgresCatalog.open(url, opts),
   isUntouched: (url) => withClient(url, async (c) => (await c.query(`SELECT 1 FROM pg_tables WHERE schemaname = 'public'`)).rowCount === 0),
+  exec: (url, sql) => withClient(url, async (c) => void (await c.query(sql))),
   cleanUp: () => Promise.resolve(),
 };
 
@@ -102,6 +125,63 @@ async function readyTable(name: string, now = 1) {
   await catalog.releaseLocks(creator);
   return table;
 }
+
+/** A table trashed at `at` for `retentionSeconds`, its trash's lock released (its run waits on a timer, holding none). */
+async function trashedTable(name: string, at = 10_000, retentionSeconds = 60) {
+  const table = await readyTable(name);
+  const op = await locked(`table:${table.id}`, owner(`trash:${table.id}`));
+  await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at - 1 });
+  const trashed = await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: at, retentionSeconds });
+  await catalog.releaseLocks(op);
+  return trashed;
+}
+
+/** A lease on `tableId` that runs out at `expiresAt`, taken `ttlSeconds` before. */
+const leaseOf = (tableId: number, id: string, expiresAt: number, ttlSeconds = 60): Lease => ({
+  id,
+  tableId,
+  holder: 'svc@host',
+  ttlSeconds,
+  acquiredAt: expiresAt - ttlSeconds * 1000,
+  expiresAt,
+});
+
+const acquire = (lease: Lease, step?: StepKey) => catalog.changeLease({ action: 'acquire', lease, step });
+
+/** The last of `migrations` whose SQL contains `marker`: the one that made what the marker names as it is now. */
+function lastMigrationWith(migrations: readonly Migration[], marker: string): Migration {
+  const found = migrations.filter((m) => m.sql.includes(marker)).at(-1);
+  if (!found) throw new Error(`no migration contains ${marker}`);
+  return found;
+}
+
+/**
+ * A catalog's rows as an older worker left them (the same SQL on both stores, and on every schema version): the id
+ * counter, a READY table, its lock held by a trash and that trash's journaled step.
+ */
+const OLD_ROWS = `
+  INSERT INTO counters (name, value) VALUES ('table_id', 7);
+  INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
+    VALUES (7, 'ns', 'old', 'READY', '{"shards":1}', '[{"shard":0,"node":"node-0"}]', 100, 101);
+  INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES ('table:7', 'trash:7', 'run-7', 102);
+  INSERT INTO journal (run_id, step, outcome, at) VALUES ('run-7', '1:acquireLock', '{"value":{"acquired":true}}', 103);
+`;
+
+/** OLD_ROWS's table as today's catalog reads it. */
+const OLD_TABLE = {
+  id: 7,
+  namespace: 'ns',
+  name: 'old',
+  state: 'READY',
+  params: { shards: 1 },
+  placement: [{ shard: 0, node: 'node-0' }],
+  createdAt: 100,
+  droppedAt: null,
+  expireAt: null,
+  purgedAt: null,
+  updatedAt: 101,
+  hold: null,
+};
 
 describe.each([sqlite, postgres])('$name catalog', (backend) => {
   let store: string;
@@ -463,6 +543,313 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect(resumed).toMatchObject({ outcome: 'prepared', resumed: true, table: { id: first.table.id } });
     expect(await catalog.holdsLock(`table:${first.table.id}`, retry)).toBe(true);
   });
+
+  test('settings: global and namespace values are set, replaced, listed and unset; a journaled call answers what it first did', async () => {
+    expect(await catalog.listSettings()).toEqual([]);
+    await catalog.changeSetting({ key: 'trash.retentionSeconds', namespace: null, value: 3600, now: 10 });
+    await catalog.changeSetting({ key: 'trash.retentionSeconds', namespace: 'ns', value: 600, now: 11 });
+    await catalog.changeSetting({ key: 'trash.maxBytes', namespace: null, value: null, now: 12 });
+    const all = await catalog.changeSetting({ key: 'trash.enabled', namespace: 'ns', value: false, now: 13 });
+    // By key, the global value before the namespaces'. A stored null (no cap) and a stored false are values, not absences.
+    expect(all).toEqual([
+      { key: 'trash.enabled', namespace: 'ns', value: false, updatedAt: 13 },
+      { key: 'trash.maxBytes', namespace: null, value: null, updatedAt: 12 },
+      { key: 'trash.retentionSeconds', namespace: null, value: 3600, updatedAt: 10 },
+      { key: 'trash.retentionSeconds', namespace: 'ns', value: 600, updatedAt: 11 },
+    ]);
+    expect(await catalog.listSettings()).toEqual(all);
+    // Set again: replaced, not added.
+    const replaced = await catalog.changeSetting({ key: 'trash.retentionSeconds', namespace: null, value: 7200, now: 14 });
+    expect(replaced).toEqual([all[0], all[1], { ...all[2], value: 7200, updatedAt: 14 }, all[3]]);
+
+    // A journaled list, then a change: the same step asked again answers the rows it answered first.
+    const step = { runId: 'run-s', step: '1:listSettings' };
+    expect(await catalog.listSettings(step)).toEqual(replaced);
+    const unset = await catalog.changeSetting({ key: 'trash.retentionSeconds', namespace: 'ns', now: 15 });
+    expect(unset).toEqual(replaced.slice(0, 3));
+    expect(await catalog.listSettings(step)).toEqual(replaced);
+    expect(await catalog.listSettings()).toEqual(unset);
+    expect(await catalog.listSettings({ runId: 'run-s', step: '2:listSettings' })).toEqual(unset);
+    // Unsetting what is not set changes nothing and is no error.
+    expect(await catalog.changeSetting({ key: 'trash.retentionSeconds', namespace: 'ns', now: 16 })).toEqual(unset);
+
+    // A journaled change is made once: made again under its key, it answers what it did and changes nothing.
+    const setStep = { runId: 'run-s', step: '3:changeSetting' };
+    const first = await catalog.changeSetting({ key: 'trash.maxBytes', namespace: 'ns', value: 1024, now: 17, step: setStep });
+    expect(first).toContainEqual({ key: 'trash.maxBytes', namespace: 'ns', value: 1024, updatedAt: 17 });
+    await catalog.changeSetting({ key: 'trash.maxBytes', namespace: 'ns', value: 2048, now: 18 });
+    expect(await catalog.changeSetting({ key: 'trash.maxBytes', namespace: 'ns', value: 1024, now: 19, step: setStep })).toEqual(first);
+    expect(await catalog.listSettings()).toContainEqual({ key: 'trash.maxBytes', namespace: 'ns', value: 2048, updatedAt: 18 });
+  });
+
+  test('a legal hold needs the table lock; the same reason again is a success, another is WrongState; updatedAt is left alone', async () => {
+    const table = await readyTable('t');
+    const who = owner('hold:1');
+    const hold = { reason: 'litigation 42', since: 50 };
+    const change = (h: Hold | null, by: LockOwner = who) => catalog.changeHold({ tableId: table.id, hold: h, owner: by });
+    await expect(change(hold)).rejects.toMatchObject({ name: 'LockLostError' });
+    await locked(`table:${table.id}`, who);
+    await expect(change(hold, owner('hold:2'))).rejects.toMatchObject({ name: 'LockLostError' });
+    await expect(
+      catalog.changeHold({ tableId: table.id, hold, owner: who, expectName: { namespace: 'ns', name: 'other' } }),
+    ).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.getTable(table.id)).toEqual(table);
+
+    const held = await change(hold);
+    expect(held).toEqual({ ...table, hold });
+    expect(await catalog.getTable(table.id)).toEqual(held);
+    // Held again for the same reason (a retry, later): the table as it is, held since the first time.
+    expect(await change({ reason: 'litigation 42', since: 60 })).toEqual(held);
+    await expect(change({ reason: 'audit', since: 70 })).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(change({ reason: null, since: 70 })).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.getTable(table.id)).toEqual(held);
+
+    // Released: the table as it was before; released again: WrongState.
+    expect(await change(null)).toEqual(table);
+    await expect(change(null)).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.getTable(table.id)).toEqual(table);
+
+    // A hold without a reason is a hold all the same.
+    const anonymous = await change({ reason: null, since: 80 });
+    expect(await catalog.getTable(table.id)).toEqual({ ...table, hold: { reason: null, since: 80 } });
+    expect(await change({ reason: null, since: 90 })).toEqual(anonymous);
+    await expect(change({ reason: 'audit', since: 90 })).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(catalog.changeHold({ tableId: 999, hold, owner: who })).rejects.toMatchObject({ type: 'TableNotFound' });
+  });
+
+  test('only a READY or trashed table can be held; a hold stays with its table into the trash', async () => {
+    const hold = { reason: 'r', since: 20_000 };
+    const trashed = await trashedTable('gone', 10_000, 60);
+    const holder = await locked(`table:${trashed.id}`, owner('hold:1'));
+    expect(await catalog.changeHold({ tableId: trashed.id, hold, owner: holder })).toEqual({ ...trashed, hold });
+    expect(await catalog.changeHold({ tableId: trashed.id, hold: null, owner: holder })).toEqual(trashed);
+
+    // Tables on their way somewhere, each under the lock of the operation moving it.
+    const creator = await locked('name:ns.new', owner('create:ns.new'));
+    const creating = await prepare('new', creator);
+    if (creating.outcome !== 'prepared') throw new Error('expected a new table');
+    await expect(catalog.changeHold({ tableId: creating.table.id, hold, owner: creator })).rejects.toMatchObject({ type: 'WrongState' });
+
+    const moving = await readyTable('moving');
+    const drop = await locked(`table:${moving.id}`, owner('trash:m'));
+    await acquire(leaseOf(moving.id, 'lease-m', 1_000_000));
+    expect((await catalog.startDrain({ tableId: moving.id, owner: drop, now: 5 })).table.state).toBe('DRAINING');
+    await expect(catalog.changeHold({ tableId: moving.id, hold, owner: drop })).rejects.toMatchObject({ type: 'WrongState' });
+    await catalog.transition({ tableId: moving.id, from: ['DRAINING'], to: 'TRASHING', owner: drop, now: 6 });
+    await expect(catalog.changeHold({ tableId: moving.id, hold, owner: drop })).rejects.toMatchObject({ type: 'WrongState' });
+    expect((await catalog.getTable(moving.id))?.hold).toBeNull();
+
+    // A held READY table dropped: the hold goes with it into the trash.
+    const kept = await readyTable('kept');
+    const op = await locked(`table:${kept.id}`, owner('trash:k'));
+    await catalog.changeHold({ tableId: kept.id, hold, owner: op });
+    await catalog.transition({ tableId: kept.id, from: ['READY'], to: 'TRASHING', owner: op, now: 30_000 });
+    const keptTrashed = await catalog.transition({
+      tableId: kept.id,
+      from: ['TRASHING'],
+      to: 'TRASHED',
+      owner: op,
+      now: 30_001,
+      retentionSeconds: 60,
+    });
+    expect(keptTrashed).toMatchObject({ state: 'TRASHED', hold });
+  });
+
+  test('the trash run moves its expiry: only the trash at its drop time, and not while another operation holds the table', async () => {
+    const trashed = await trashedTable('t', 10_000, 60);
+    expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
+    const run = owner(`trash:${trashed.id}`, 'run-trash');
+    const move = (expireAt: number, opts: { droppedAt?: number; by?: LockOwner; tableId?: number } = {}) =>
+      catalog.changeExpiry({ tableId: opts.tableId ?? trashed.id, droppedAt: opts.droppedAt ?? 10_000, expireAt, owner: opts.by ?? run });
+
+    const moved = await move(130_000);
+    expect(moved).toEqual({ ...trashed, expireAt: 130_000, updatedAt: moved.updatedAt });
+    expect(await catalog.getTable(trashed.id)).toEqual(moved);
+    expect(await move(130_000)).toEqual(moved);
+
+    // Another trash of the table (another drop time): WrongState, nothing changed.
+    await expect(move(200_000, { droppedAt: 9_999 })).rejects.toMatchObject({ type: 'WrongState' });
+    // A recall under way holds the table: WrongState, nothing changed.
+    const recall = await locked(`table:${trashed.id}`, owner('undelete:1'));
+    await expect(move(200_000)).rejects.toMatchObject({ type: 'WrongState' });
+    expect((await catalog.getTable(trashed.id))?.expireAt).toBe(130_000);
+    await catalog.releaseLocks(recall);
+    // The run itself may hold the lock.
+    await locked(`table:${trashed.id}`, run);
+    expect(await move(20_000)).toMatchObject({ state: 'TRASHED', droppedAt: 10_000, expireAt: 20_000 });
+    expect((await catalog.getTable(trashed.id))?.expireAt).toBe(20_000);
+    // Recalled: no longer in the trash.
+    await catalog.transition({ tableId: trashed.id, from: ['TRASHED'], to: 'RESTORING', owner: run, now: 21_000 });
+    await expect(move(300_000)).rejects.toMatchObject({ type: 'WrongState' });
+    await catalog.transition({ tableId: trashed.id, from: ['RESTORING'], to: 'READY', owner: run, now: 22_000 });
+    await catalog.releaseLocks(run);
+    await expect(move(300_000)).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.getTable(trashed.id)).toMatchObject({ state: 'READY', droppedAt: null, expireAt: null });
+  });
+
+  test('a drop of a READY table with a live lease starts DRAINING, with that lease; found DRAINING or TRASHING, it is answered as it is', async () => {
+    const table = await readyTable('t');
+    const other = await readyTable('u');
+    const live = leaseOf(table.id, 'lease-live', 5_000);
+    await acquire(live);
+    await acquire(leaseOf(table.id, 'lease-old', 500));
+    await acquire(leaseOf(other.id, 'lease-other', 9_000));
+    const drop = owner('trash:1', 'run-d');
+    const start = (now: number, more: { expectName?: { namespace: string; name: string }; step?: StepKey } = {}) =>
+      catalog.startDrain({ tableId: table.id, owner: drop, now, ...more });
+
+    await expect(start(1_000)).rejects.toMatchObject({ name: 'LockLostError' });
+    await locked(`table:${table.id}`, drop);
+    await expect(start(1_000, { expectName: { namespace: 'ns', name: 'other' } })).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.getTable(table.id)).toEqual(table);
+
+    const step = { runId: drop.runId, step: '2:startDrain' };
+    const drained = await start(1_000, { expectName: { namespace: 'ns', name: 't' }, step });
+    expect(drained).toEqual({ table: { ...table, state: 'DRAINING', updatedAt: 1_000 }, leases: [live] });
+    expect(await catalog.getTable(table.id)).toEqual(drained.table);
+    // It takes no new lease; the one it waits for can still be released.
+    await expect(acquire(leaseOf(table.id, 'lease-new', 8_000))).rejects.toMatchObject({ type: 'WrongState' });
+    // Found DRAINING: as it is, with the leases still live then.
+    expect(await start(2_000)).toEqual(drained);
+    expect(await start(6_000)).toEqual({ table: drained.table, leases: [] });
+
+    // The DRAINING table keeps its name: found by it, refused to a create and (the unique index) to a rename.
+    expect((await catalog.findByName({ namespace: 'ns', name: 't' }))?.id).toBe(table.id);
+    const creator = await locked('name:ns.t', owner('create:ns.t', 'run-c'));
+    await expect(prepare('t', creator)).rejects.toMatchObject({ type: 'TableExists' });
+    const renamer = await locked(`table:${other.id}`, owner('rename:u'));
+    await expect(
+      catalog.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 3_000, rename: { namespace: 'ns', name: 't' } }),
+    ).rejects.toMatchObject({ type: 'NameTaken' });
+    expect((await catalog.getTable(other.id))?.name).toBe('u');
+
+    // The drop goes on; found TRASHING, it is answered as it is. The journaled call answers what it did first.
+    const trashing = await catalog.transition({ tableId: table.id, from: ['DRAINING'], to: 'TRASHING', owner: drop, now: 7_000 });
+    expect(await start(8_000)).toEqual({ table: trashing, leases: [] });
+    expect(await start(8_000, { step })).toEqual(drained);
+    await expect(start(8_000, { expectName: { namespace: 'ns', name: 'other' } })).rejects.toMatchObject({ type: 'WrongState' });
+    // Trashed: no drop to start.
+    await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: drop, now: 9_000, retentionSeconds: 60 });
+    await expect(start(10_000)).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(catalog.startDrain({ tableId: 999, owner: drop, now: 1 })).rejects.toMatchObject({ type: 'TableNotFound' });
+  });
+
+  test('a drop of a READY table whose leases have all expired goes straight to TRASHING', async () => {
+    const table = await readyTable('t');
+    const other = await readyTable('u');
+    await acquire(leaseOf(table.id, 'lease-old', 500));
+    await acquire(leaseOf(other.id, 'lease-other', 9_000));
+    const drop = await locked(`table:${table.id}`, owner('trash:1'));
+    // A lease that ends at `now` has ended.
+    expect(await catalog.startDrain({ tableId: table.id, owner: drop, now: 500 })).toEqual({
+      table: { ...table, state: 'TRASHING', updatedAt: 500 },
+      leases: [],
+    });
+    expect((await catalog.getTable(table.id))?.state).toBe('TRASHING');
+  });
+
+  test('a lease is taken on a READY table only, renewed while it lasts, released once', async () => {
+    const table = await readyTable('t');
+    const lease = leaseOf(table.id, 'lease-1', 61_000);
+    expect(await acquire(lease)).toEqual(lease);
+    expect(await catalog.listLeases({ now: 2_000 })).toEqual([lease]);
+    expect(await catalog.listLeases({ tableId: table.id, now: 2_000 })).toEqual([lease]);
+    expect(await catalog.listLeases({ tableId: 999, now: 2_000 })).toEqual([]);
+    await expect(acquire({ ...lease, expiresAt: 99_000 })).rejects.toMatchObject({ type: 'WrongState' });
+    await expect(acquire(leaseOf(999, 'lease-x', 61_000))).rejects.toMatchObject({ type: 'TableNotFound' });
+
+    // Renewed: its ttl from now.
+    const renewed = await catalog.changeLease({ action: 'renew', leaseId: lease.id, now: 30_000 });
+    expect(renewed).toEqual({ ...lease, expiresAt: 90_000 });
+    expect(await catalog.listLeases({ now: 30_000 })).toEqual([renewed]);
+    const longer = await catalog.changeLease({ action: 'renew', leaseId: lease.id, now: 40_000, ttlSeconds: 120 });
+    expect(longer).toMatchObject({ id: lease.id, ttlSeconds: 120, expiresAt: 160_000, acquiredAt: lease.acquiredAt });
+    expect(await catalog.listLeases({ now: 100_000 })).toEqual([expect.objectContaining({ id: lease.id, expiresAt: 160_000 })]);
+    // Expired (at its expiry exactly): hidden from the list, and not renewed.
+    expect(await catalog.listLeases({ now: 160_000 })).toEqual([]);
+    await expect(catalog.changeLease({ action: 'renew', leaseId: lease.id, now: 160_000 })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+    await expect(catalog.changeLease({ action: 'renew', leaseId: 'no-such', now: 1 })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+
+    // Released: deleted, and answered as it was; a second release finds none.
+    const second = leaseOf(table.id, 'lease-2', 200_000);
+    await acquire(second);
+    expect(await catalog.changeLease({ action: 'release', leaseId: second.id })).toEqual(second);
+    expect(await catalog.listLeases({ now: 170_000 })).toEqual([]);
+    await expect(catalog.changeLease({ action: 'release', leaseId: second.id })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+    // An expired lease can still be released (its holder is done with it).
+    expect(await catalog.changeLease({ action: 'release', leaseId: lease.id })).toMatchObject({ id: lease.id });
+    await expect(catalog.changeLease({ action: 'release', leaseId: lease.id })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+
+    // A journaled acquire is made once: made again under its key after the lease was released, it answers the same and takes none.
+    const step = { runId: 'run-l', step: '1:changeLease' };
+    const third = leaseOf(table.id, 'lease-3', 300_000);
+    expect(await acquire(third, step)).toEqual(third);
+    await catalog.changeLease({ action: 'release', leaseId: third.id });
+    expect(await acquire(third, step)).toEqual(third);
+    expect(await catalog.listLeases({ now: 250_000 })).toEqual([]);
+  });
+
+  test('no lease is taken on a table that is not READY', async () => {
+    const trashed = await trashedTable('gone');
+    await expect(acquire(leaseOf(trashed.id, 'lease-t', 99_000))).rejects.toMatchObject({ type: 'WrongState' });
+    const creator = await locked('name:ns.new', owner('create:ns.new'));
+    const creating = await prepare('new', creator);
+    if (creating.outcome !== 'prepared') throw new Error('expected a new table');
+    await expect(acquire(leaseOf(creating.table.id, 'lease-c', 99_000))).rejects.toMatchObject({ type: 'WrongState' });
+    expect(await catalog.listLeases({ now: 0 })).toEqual([]);
+  });
+
+  // KNOWN BUG (catalog/rules.ts changeLease + CatalogTx.updateLeaseExpiry): a renew with ttlSeconds answers the lease
+  // with the new ttl but stores only the new expiry; the stored lease keeps its old ttl, so `lease ls` shows 60 s where
+  // the renew answered 120 s, and the next plain renew goes back to 60 s. Make this a plain `test` once it is fixed.
+  test.failing('a renew with a new ttl keeps that ttl: listed with it, and the next renew uses it', async () => {
+    const table = await readyTable('t');
+    await acquire(leaseOf(table.id, 'lease-1', 61_000));
+    const longer = await catalog.changeLease({ action: 'renew', leaseId: 'lease-1', now: 40_000, ttlSeconds: 120 });
+    expect(await catalog.listLeases({ now: 40_000 })).toEqual([longer]);
+    expect(await catalog.changeLease({ action: 'renew', leaseId: 'lease-1', now: 50_000 })).toMatchObject({
+      ttlSeconds: 120,
+      expiresAt: 170_000,
+    });
+  });
+
+  test('leases are listed soonest to expire first; pruning forgets those expired before a time, and only those', async () => {
+    const a = await readyTable('a');
+    const b = await readyTable('b');
+    const late = leaseOf(a.id, 'lease-late', 9_000);
+    const soon = leaseOf(b.id, 'lease-soon', 5_000);
+    const atCut = leaseOf(a.id, 'lease-at-cut', 3_000);
+    const gone = leaseOf(b.id, 'lease-gone', 2_999);
+    for (const lease of [late, soon, atCut, gone]) await acquire(lease);
+    expect(await catalog.listLeases({ now: 0 })).toEqual([gone, atCut, soon, late]);
+    expect(await catalog.listLeases({ tableId: a.id, now: 0 })).toEqual([atCut, late]);
+    expect(await catalog.listLeases({ now: 4_000 })).toEqual([soon, late]);
+
+    expect(await catalog.pruneLeases(3_000)).toBe(1);
+    expect(await catalog.pruneLeases(3_000)).toBe(0);
+    // The pruned lease is gone for good; the one that ran out at the cut is still there to release.
+    await expect(catalog.changeLease({ action: 'release', leaseId: gone.id })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+    expect(await catalog.listLeases({ now: 0 })).toEqual([atCut, soon, late]);
+    expect(await catalog.pruneLeases(10_000)).toBe(3);
+    expect(await catalog.listLeases({ now: 0 })).toEqual([]);
+  });
+
+  test("a new catalog's schema holds a name in exactly the domain's name-holding states, and takes every state", async () => {
+    const insert = (id: number, state: string) =>
+      backend.exec(
+        store,
+        `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
+         VALUES (${id}, 'raw', 'n-${state}', '${state}', '{"shards":1}', '[]', 1, 1)`,
+      );
+    for (const [i, state] of TABLE_STATES.entries()) {
+      await insert(100 + 2 * i, state);
+      const second = insert(101 + 2 * i, state);
+      if (NAME_HOLDING_STATES.includes(state)) await expect(second).rejects.toThrow(/unique constraint/i);
+      else await second;
+    }
+    const rows = await catalog.listTables({ includeTrashed: true });
+    expect(rows.filter((t) => t.namespace === 'raw').every((t) => t.hold === null)).toBe(true);
+  });
 });
 
 // Several workers on one database: what only a networked catalog has to get right.
@@ -568,9 +955,10 @@ describe('PostgreSQL catalog shared by several workers', () => {
       expect(new Set(opened.map((c) => c.id)).size).toBe(1);
       const versions = await withClient(
         fresh,
-        async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations`)).rows,
+        async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations ORDER BY version`)).rows,
       );
-      expect(versions).toEqual([{ version: SCHEMA_VERSION }]);
+      expect(versions).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version })));
+      expect(versions.at(-1)).toEqual({ version: SCHEMA_VERSION });
     } finally {
       await Promise.all(opened.map((c) => c.close()));
     }
@@ -620,9 +1008,83 @@ describe('PostgreSQL catalog shared by several workers', () => {
     await expect(PostgresCatalog.open(url, { mustExist: true })).rejects.toThrow(/newer than this tablefate knows/);
   });
 
-  test("migration 1 spells the domain's states as they are", () => {
-    expect(MIGRATION_1_STATES).toEqual([...TABLE_STATES]);
-    expect(MIGRATION_1_NAME_HOLDING_STATES).toEqual([...NAME_HOLDING_STATES]);
+  test("the latest migration spells the domain's states as they are; migration 1 keeps those it was released with", () => {
+    expect(MIGRATION_2_STATES).toEqual([...TABLE_STATES]);
+    expect(MIGRATION_2_NAME_HOLDING_STATES).toEqual([...NAME_HOLDING_STATES]);
+    // The last migration that builds the state check, and the last that builds the name index, are the one these
+    // lists come from (a later one that rebuilds either needs lists of its own, and this test moved to them).
+    const check = lastMigrationWith(PG_MIGRATIONS, 'CHECK (state IN (');
+    expect(check.version).toBe(2);
+    expect(check.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_2_STATES)}))`);
+    const index = lastMigrationWith(PG_MIGRATIONS, 'CREATE UNIQUE INDEX tables_name_holder');
+    expect(index.version).toBe(2);
+    expect(index.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_2_NAME_HOLDING_STATES)})`);
+    // Migration 1 is released: it spells the states as they were then (before DRAINING), never edited since.
+    expect(MIGRATION_1_STATES).toEqual(TABLE_STATES.filter((s) => s !== 'DRAINING'));
+    expect(MIGRATION_1_NAME_HOLDING_STATES).toEqual(NAME_HOLDING_STATES.filter((s) => s !== 'DRAINING'));
+    expect(PG_MIGRATIONS[0]!.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_1_STATES)}))`);
+    expect(PG_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_1_NAME_HOLDING_STATES)})`);
+  });
+
+  test('a database at schema version 1 with a table is migrated to the latest: the table reads back unheld, DRAINING is a state', async () => {
+    const old = await pg.freshDatabase('v1');
+    await withClient(old, async (c) => {
+      // What migrate() made of a new database when migration 1 was the last.
+      await c.query(`CREATE TABLE schema_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`);
+      for (const migration of PG_MIGRATIONS.slice(0, 1)) {
+        await c.query(migration.sql);
+        await c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, [migration.version]);
+      }
+      await c.query(`INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee01')`);
+      await c.query(OLD_ROWS);
+      // Version 1's check knows no DRAINING.
+      await expect(c.query(`UPDATE tables SET state = 'DRAINING' WHERE id = 7`)).rejects.toMatchObject({ code: '23514' });
+    });
+    // A reader never migrates: it refuses the database until a worker has.
+    await expect(PostgresCatalog.open(old, { mustExist: true })).rejects.toThrow(/lacks migrations 2/);
+
+    const worker = await PostgresCatalog.open(old);
+    const was = catalog;
+    catalog = worker;
+    try {
+      expect(worker.id).toBe('c0ffee01');
+      const versions = await withClient(old, async (c) => (await c.query(`SELECT version FROM schema_migrations ORDER BY version`)).rows);
+      expect(versions).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version })));
+      const table = await worker.getTable(7);
+      expect(table).toEqual(OLD_TABLE);
+      expect(await worker.listLocks()).toEqual([{ resource: 'table:7', workflowId: 'trash:7', runId: 'run-7', since: 102 }]);
+
+      // DRAINING is a state the check now takes, and one that holds its name (the rebuilt index).
+      await acquire(leaseOf(7, 'lease-7', 10_000));
+      const drop = owner('trash:7', 'run-7');
+      expect(await worker.startDrain({ tableId: 7, owner: drop, now: 1_000 })).toEqual({
+        table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
+        leases: [leaseOf(7, 'lease-7', 10_000)],
+      });
+      const other = await readyTable('other');
+      expect(other.id).toBe(8);
+      const renamer = await locked(`table:${other.id}`, owner('rename:8'));
+      await expect(
+        worker.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 2_000, rename: { namespace: 'ns', name: 'old' } }),
+      ).rejects.toMatchObject({ type: 'NameTaken' });
+      // The hold columns are there.
+      const hold = { reason: 'migrated', since: 3_000 };
+      expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);
+      // What is no state is still refused.
+      await expect(withClient(old, (c) => c.query(`UPDATE tables SET state = 'DRAINED' WHERE id = 7`))).rejects.toMatchObject({
+        code: '23514',
+      });
+      const reader = await PostgresCatalog.open(old, { mustExist: true });
+      try {
+        expect(await reader.getTable(7)).toMatchObject({ state: 'DRAINING', hold: null });
+        expect((await reader.getTable(other.id))?.hold).toEqual(hold);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      catalog = was;
+      await worker.close();
+    }
   });
 });
 
@@ -678,14 +1140,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     try {
       db.pragma('journal_mode = WAL');
       db.exec(schema);
-      db.exec(`
-        INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee00');
-        INSERT INTO counters (name, value) VALUES ('table_id', 7);
-        INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
-          VALUES (7, 'ns', 'old', 'READY', '{"shards":1}', '[{"shard":0,"node":"node-0"}]', 100, 101);
-        INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES ('table:7', 'trash:7', 'run-7', 102);
-        INSERT INTO journal (run_id, step, outcome, at) VALUES ('run-7', '1:acquireLock', '{"value":{"acquired":true}}', 103);
-      `);
+      db.exec(`INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee00');`);
+      db.exec(OLD_ROWS);
     } finally {
       db.close();
     }
@@ -705,11 +1161,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
   test('a file made before versions opens as the baseline, keeps its rows, and is at the latest version', async () => {
     const file = await unversionedFile();
-    // A reader takes it as it is, and writes nothing.
-    const reader = new SqliteCatalog(file, { mustExist: true });
-    expect(reader.id).toBe('c0ffee00');
-    expect((await reader.getTable(7))?.name).toBe('old');
-    await reader.close();
+    // A reader takes it as the baseline as it is, and writes nothing; the baseline is behind this code, so a reader of
+    // this code refuses it until a worker has migrated it.
+    expect(inspectFile(file, (db) => checkSqliteSchema(db, SQLITE_MIGRATIONS.slice(0, 1)))).toBe(true);
+    expect(() => new SqliteCatalog(file, { mustExist: true })).toThrow(/lacks migrations 2/);
     expect(userVersion(file)).toBe(0);
 
     const worker = new SqliteCatalog(file);
@@ -718,7 +1173,11 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     try {
       expect(userVersion(file)).toBe(SQLITE_SCHEMA_VERSION);
       expect(worker.id).toBe('c0ffee00');
-      expect(await worker.getTable(7)).toMatchObject({ id: 7, namespace: 'ns', name: 'old', state: 'READY', createdAt: 100 });
+      expect(await worker.getTable(7)).toMatchObject({ id: 7, namespace: 'ns', name: 'old', state: 'READY', createdAt: 100, hold: null });
+      const reader = new SqliteCatalog(file, { mustExist: true });
+      expect(reader.id).toBe('c0ffee00');
+      expect(await reader.getTable(7)).toEqual(await worker.getTable(7));
+      await reader.close();
       expect(await worker.listLocks()).toEqual([{ resource: 'table:7', workflowId: 'trash:7', runId: 'run-7', since: 102 }]);
       expect(await worker.stepOutcome({ runId: 'run-7', step: '1:acquireLock' })).toEqual({ value: { acquired: true } });
       // The counter goes on from where it was, and the name index still holds.
@@ -816,8 +1275,74 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     expect(() => new SqliteCatalog(file, { mustExist: true })).toThrow(/newer than this tablefate knows/);
   });
 
-  test("migration 1 spells the domain's name-holding states as they are", () => {
-    expect(SQLITE_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
+  test("the last migration that builds the name index spells the domain's name-holding states as they are", () => {
+    const index = lastMigrationWith(SQLITE_MIGRATIONS, 'CREATE UNIQUE INDEX tables_name_holder');
+    expect(index.version).toBe(SQLITE_SCHEMA_VERSION);
+    expect(index.sql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
+    // Migration 1 is released: its index keeps the states of then (before DRAINING), as the files it made have it.
+    expect(SQLITE_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_1_NAME_HOLDING_STATES)})`);
+    expect(UNVERSIONED_SCHEMA).toContain(`WHERE state IN (${sqlList(MIGRATION_1_NAME_HOLDING_STATES)})`);
+  });
+
+  test('a file at schema version 1 with a table is migrated to the latest: the table reads back unheld, DRAINING holds its name', async () => {
+    const file = await sqlite.newStore();
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    try {
+      db.pragma('journal_mode = WAL');
+      migrateSqlite(db, SQLITE_MIGRATIONS.slice(0, 1));
+      db.exec(`INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee01');`);
+      db.exec(OLD_ROWS);
+    } finally {
+      db.close();
+    }
+    expect(userVersion(file)).toBe(1);
+    // A reader never migrates: it refuses the file until a worker has, and leaves it as it is.
+    expect(() => new SqliteCatalog(file, { mustExist: true })).toThrow(/lacks migrations 2/);
+    expect(userVersion(file)).toBe(1);
+
+    const worker = new SqliteCatalog(file);
+    const was = catalog;
+    catalog = worker;
+    try {
+      expect(userVersion(file)).toBe(SQLITE_SCHEMA_VERSION);
+      expect(worker.id).toBe('c0ffee01');
+      expect(await worker.getTable(7)).toEqual(OLD_TABLE);
+      expect(await worker.stepOutcome({ runId: 'run-7', step: '1:acquireLock' })).toEqual({ value: { acquired: true } });
+      const indexSql = inspectFile(
+        file,
+        (d) => (d.prepare(`SELECT sql FROM sqlite_master WHERE name = 'tables_name_holder'`).get() as { sql: string }).sql,
+      );
+      expect(indexSql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
+
+      // The drop that holds table 7's lock drains it; DRAINING keeps the name from another table.
+      await acquire(leaseOf(7, 'lease-7', 10_000));
+      expect(await worker.startDrain({ tableId: 7, owner: owner('trash:7', 'run-7'), now: 1_000 })).toEqual({
+        table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
+        leases: [leaseOf(7, 'lease-7', 10_000)],
+      });
+      const other = await readyTable('other');
+      expect(other.id).toBe(8);
+      const renamer = await locked(`table:${other.id}`, owner('rename:8'));
+      await expect(
+        worker.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 2_000, rename: { namespace: 'ns', name: 'old' } }),
+      ).rejects.toMatchObject({ type: 'NameTaken' });
+      const hold = { reason: 'migrated', since: 3_000 };
+      expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);
+      expect(await worker.changeSetting({ key: 'trash.enabled', namespace: null, value: false, now: 4_000 })).toEqual([
+        { key: 'trash.enabled', namespace: null, value: false, updatedAt: 4_000 },
+      ]);
+      const reader = new SqliteCatalog(file, { mustExist: true });
+      try {
+        expect(await reader.getTable(7)).toMatchObject({ state: 'DRAINING', hold: null });
+        expect((await reader.getTable(other.id))?.hold).toEqual(hold);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      catalog = was;
+      await worker.close();
+    }
   });
 });
 

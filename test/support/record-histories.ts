@@ -394,6 +394,83 @@ async function main(): Promise<void> {
       await adopter.close();
       await postgres.stop();
     }
+
+    // (since v11) a drop that waits in DRAINING for a lease, which its release ends; the lease's runs; the trash then
+    // recorded once its retention, shortened into the past, has purged the table through the same run
+    const leased = await h.client.create({ table: 'rec.leased', shards: 2 });
+    const lease = await h.client.acquireLease(leased.id, { ttlSeconds: 300, holder: 'recorder' });
+    await h.client.renewLease(lease.id, { ttlSeconds: 600 });
+    const draining = h.client.trash({ table: 'rec.leased', retentionSeconds: 3600 });
+    await waitFor(
+      () => h.catalog.getTable(leased.id),
+      (t) => t?.state === 'DRAINING',
+      { what: 'the drop to drain' },
+    );
+    await h.client.releaseLease(lease.id);
+    await draining;
+    await save('lease-acquire', OPERATIONS.lease.workflowId(`${lease.id}:acquire`, h.catalog.id));
+    await h.client.setRetention({ table: leased.id, retentionSeconds: 1 });
+    await waitFor(
+      () => h.catalog.getTable(leased.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the shortened retention to purge' },
+    );
+    await save('trash-drained-retention-shortened', workflowIdFor.trash(leased.id, h.catalog.id));
+
+    // (since v11) a drop whose drain passes its deadline: TableBusy, taken back to READY
+    const busyLease = await h.client.create({ table: 'rec.busy_lease', shards: 1 });
+    const kept = await h.client.acquireLease(busyLease.id, { ttlSeconds: 300 });
+    await h.client.trash({ table: 'rec.busy_lease', drainTimeoutSeconds: 1 }).catch(() => undefined);
+    await save('trash-drain-busy', workflowIdFor.trash(busyLease.id, h.catalog.id));
+    await h.client.releaseLease(kept.id);
+
+    // (since v11) a held table: its hold, a trash whose expiry finds it held, the release that wakes it, the purge
+    const heldTable = await h.client.create({ table: 'rec.held', shards: 2 });
+    await h.client.hold({ table: heldTable.id, reason: 'recording' });
+    await save('hold', workflowIdFor.hold(heldTable.id, h.catalog.id));
+    await h.client.trash({ table: 'rec.held', retentionSeconds: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    await h.client.release({ table: heldTable.id });
+    await save('release', workflowIdFor.release(heldTable.id, h.catalog.id));
+    await waitFor(
+      () => h.catalog.getTable(heldTable.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the released table to be purged' },
+    );
+    await save('trash-held-then-released', workflowIdFor.trash(heldTable.id, h.catalog.id));
+
+    // (since v11) the trash switched off in a namespace: a drop purges at once in its own run
+    await h.client.setSetting({ key: 'trash.enabled', value: 'false', namespace: 'recoff' });
+    const off = await h.client.create({ table: 'recoff.gone', shards: 2 });
+    await h.client.trash({ table: 'recoff.gone' });
+    await save('trash-disabled', workflowIdFor.trash(off.id, h.catalog.id));
+
+    // (since v11) a space cap: a setting's run starts the eviction, which purges the oldest trashed table by a purge run
+    const capped = await h.client.create({ table: 'reccap.old', shards: 2 });
+    await h.client.create({ table: 'reccap.new', shards: 1 });
+    await h.client.trash({ table: 'reccap.old' });
+    await h.client.trash({ table: 'reccap.new' });
+    await h.client.setSetting({ key: 'trash.maxBytes', value: '1', namespace: 'reccap' });
+    await waitFor(
+      () => h.catalog.getTable(capped.id),
+      (t) => t?.state === 'PURGED',
+      { what: 'the space cap to purge the oldest' },
+    );
+    const evictId = workflowIdFor.evict(h.catalog.id);
+    await h.client.unsetSetting({ key: 'trash.maxBytes', namespace: 'reccap' });
+    await save('evict', evictId);
+    await save('purge-for-space', workflowIdFor.purge(capped.id, h.catalog.id));
+    // (Visibility lags a moment behind the runs.)
+    const configured = await waitFor(
+      async () => {
+        for await (const run of h.temporal.workflow.list({ query: `WorkflowType = '${OPERATIONS.configure.workflowType}'` }))
+          return run.workflowId;
+        return undefined;
+      },
+      (id) => id !== undefined,
+      { what: 'a configure run in visibility' },
+    );
+    await save('configure', configured!);
   } finally {
     await h.close();
     await server.stop();
