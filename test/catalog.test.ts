@@ -719,7 +719,14 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     await expect(prepare('t', creator)).rejects.toMatchObject({ type: 'TableExists' });
     const renamer = await locked(`table:${other.id}`, owner('rename:u'));
     await expect(
-      catalog.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 3_000, rename: { namespace: 'ns', name: 't' } }),
+      catalog.transition({
+        tableId: other.id,
+        from: ['READY'],
+        to: 'READY',
+        owner: renamer,
+        now: 3_000,
+        rename: { namespace: 'ns', name: 't' },
+      }),
     ).rejects.toMatchObject({ type: 'NameTaken' });
     expect((await catalog.getTable(other.id))?.name).toBe('u');
 
@@ -767,7 +774,9 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect(await catalog.listLeases({ now: 100_000 })).toEqual([expect.objectContaining({ id: lease.id, expiresAt: 160_000 })]);
     // Expired (at its expiry exactly): hidden from the list, and not renewed.
     expect(await catalog.listLeases({ now: 160_000 })).toEqual([]);
-    await expect(catalog.changeLease({ action: 'renew', leaseId: lease.id, now: 160_000 })).rejects.toMatchObject({ type: 'LeaseNotFound' });
+    await expect(catalog.changeLease({ action: 'renew', leaseId: lease.id, now: 160_000 })).rejects.toMatchObject({
+      type: 'LeaseNotFound',
+    });
     await expect(catalog.changeLease({ action: 'renew', leaseId: 'no-such', now: 1 })).rejects.toMatchObject({ type: 'LeaseNotFound' });
 
     // Released: deleted, and answered as it was; a second release finds none.
@@ -1065,7 +1074,14 @@ describe('PostgreSQL catalog shared by several workers', () => {
       expect(other.id).toBe(8);
       const renamer = await locked(`table:${other.id}`, owner('rename:8'));
       await expect(
-        worker.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 2_000, rename: { namespace: 'ns', name: 'old' } }),
+        worker.transition({
+          tableId: other.id,
+          from: ['READY'],
+          to: 'READY',
+          owner: renamer,
+          now: 2_000,
+          rename: { namespace: 'ns', name: 'old' },
+        }),
       ).rejects.toMatchObject({ type: 'NameTaken' });
       // The hold columns are there.
       const hold = { reason: 'migrated', since: 3_000 };
@@ -1325,7 +1341,14 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       expect(other.id).toBe(8);
       const renamer = await locked(`table:${other.id}`, owner('rename:8'));
       await expect(
-        worker.transition({ tableId: other.id, from: ['READY'], to: 'READY', owner: renamer, now: 2_000, rename: { namespace: 'ns', name: 'old' } }),
+        worker.transition({
+          tableId: other.id,
+          from: ['READY'],
+          to: 'READY',
+          owner: renamer,
+          now: 2_000,
+          rename: { namespace: 'ns', name: 'old' },
+        }),
       ).rejects.toMatchObject({ type: 'NameTaken' });
       const hold = { reason: 'migrated', since: 3_000 };
       expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);

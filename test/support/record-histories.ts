@@ -409,6 +409,20 @@ async function main(): Promise<void> {
     await h.client.releaseLease(lease.id);
     await draining;
     await save('lease-acquire', OPERATIONS.lease.workflowId(`${lease.id}:acquire`, h.catalog.id));
+    // A renewal's and a release's run ids carry a request id of their own: found by their prefix.
+    for (const action of ['renew', 'release']) {
+      const prefix = `lease:${lease.id}:${action}:`;
+      const id = await waitFor(
+        async () => {
+          for await (const run of h.temporal.workflow.list({ query: `WorkflowType = '${OPERATIONS.lease.workflowType}'` }))
+            if (run.workflowId.startsWith(prefix)) return run.workflowId;
+          return undefined;
+        },
+        (found) => found !== undefined,
+        { what: `the lease's ${action} run in visibility` },
+      );
+      await save(`lease-${action}`, id!);
+    }
     await h.client.setRetention({ table: leased.id, retentionSeconds: 1 });
     await waitFor(
       () => h.catalog.getTable(leased.id),
