@@ -359,8 +359,8 @@ class PgTx implements CatalogTx {
     );
   }
 
-  async updateLeaseExpiry(id: string, expiresAt: number): Promise<void> {
-    await this.db.query(`UPDATE leases SET expires_at = $2 WHERE id = $1`, [id, expiresAt]);
+  async renewLease(id: string, ttlSeconds: number, expiresAt: number): Promise<void> {
+    await this.db.query(`UPDATE leases SET ttl_seconds = $2, expires_at = $3 WHERE id = $1`, [id, ttlSeconds, expiresAt]);
   }
 
   async deleteLease(id: string): Promise<boolean> {

@@ -350,7 +350,7 @@ async function changeLease(tx: CatalogTx, req: LeaseRequest): Promise<Lease> {
   }
   const ttlSeconds = req.ttlSeconds ?? lease.ttlSeconds;
   const renewed = { ...lease, ttlSeconds, expiresAt: req.now + ttlSeconds * 1000 };
-  await tx.updateLeaseExpiry(lease.id, renewed.expiresAt);
+  await tx.renewLease(lease.id, renewed.ttlSeconds, renewed.expiresAt);
   return renewed;
 }
 

@@ -290,8 +290,8 @@ class SqliteTx implements CatalogTx {
     );
   }
 
-  async updateLeaseExpiry(id: string, expiresAt: number): Promise<void> {
-    this.run(`UPDATE leases SET expires_at = ? WHERE id = ?`, expiresAt, id);
+  async renewLease(id: string, ttlSeconds: number, expiresAt: number): Promise<void> {
+    this.run(`UPDATE leases SET ttl_seconds = ?, expires_at = ? WHERE id = ?`, ttlSeconds, expiresAt, id);
   }
 
   async deleteLease(id: string): Promise<boolean> {

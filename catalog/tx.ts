@@ -63,7 +63,8 @@ export interface CatalogTx {
   /** A lease, expired or not; `forUpdate` keeps its row locked until the transaction ends. */
   leaseById(id: string, opts?: RowLock): Promise<Lease | undefined>;
   insertLease(lease: Lease): Promise<void>;
-  updateLeaseExpiry(id: string, expiresAt: number): Promise<void>;
+  /** A lease's new ttl and expiry (a renewal). */
+  renewLease(id: string, ttlSeconds: number, expiresAt: number): Promise<void>;
   /** Deletes a lease; whether there was one. */
   deleteLease(id: string): Promise<boolean>;
   /** Deletes the leases that expired before `before`; how many. */

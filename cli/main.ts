@@ -37,8 +37,10 @@ const USAGE = `usage: tablefate <command> [options]
   adopt <schema.table> [--node node-N]        PostgreSQL storage: make an existing table (on node-N, default
                                               node-0) a tablefate table, so that drop/recall/purge protect it
   drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S]
-                                              move a table to the trash (default retention 7 days); PostgreSQL:
-                                              wait up to S (default 60) for sessions using it, then TableBusy
+                                              move a table to the trash (default retention 7 days, or the
+                                              trash.retentionSeconds in force); first wait up to S (default 60)
+                                              for its leases (DRAINING) and, PostgreSQL, sessions using it, then
+                                              TableBusy
   recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name
   purge <id>                                  delete a trashed table now (a held one: OnHold, exit 4)
   purge --all [--namespace ns] --yes          purge every trashed table that is not held, a few at a time;
@@ -354,7 +356,7 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         return 0;
       case 'lease': {
         const [sub, ...args] = rest;
-        const print = (value: LeaseInfo | LeaseInfo[]) => {
+        const print = (value: LeaseInfo | LeaseInfo[]): void => {
           if (json) io.out(JSON.stringify(value, null, 2));
           else io.out(formatLeaseList(([] as LeaseInfo[]).concat(value)));
         };
@@ -421,13 +423,15 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       case 'config': {
         const [sub, ...args] = rest;
         const NAMESPACE = { namespace: { type: 'string' } } as const;
-        const print = (settings: EffectiveSetting[]) => io.out(json ? JSON.stringify(settings, null, 2) : formatSettings(settings));
+        const print = (settings: EffectiveSetting[]): void => io.out(json ? JSON.stringify(settings, null, 2) : formatSettings(settings));
         switch (sub) {
           case 'get':
             await run(
               NAMESPACE,
               { min: 0, max: 1 },
-              async (v, [key]) => print(await withClient((c) => c.getSettings({ key, namespace: v.namespace as string | undefined }))),
+              async (v, [key]) => {
+                print(await withClient((c) => c.getSettings({ key, namespace: v.namespace as string | undefined })));
+              },
               args,
             );
             return 0;

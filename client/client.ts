@@ -22,6 +22,7 @@ import {
   WrongStateError,
 } from '../domain/errors';
 import { toLeaseInfo, type LeaseInfo } from '../domain/leases';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { defaultSettings, effectiveSetting, SETTING_KEYS, type EffectiveSetting } from '../domain/settings';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import {
@@ -163,6 +164,8 @@ export class TableFateClient {
   private readonly catalog: CatalogReader;
   private readonly taskQueue: string;
   private readonly defaultTimeoutMs: number;
+  /** Whether the client was given its default timeout (a drop's own default then gives way to it). */
+  private readonly defaultTimeoutGiven: boolean;
   private readonly lockWait: LockWaitPolicy | undefined;
   private readonly expiryRetry: Backoff | undefined;
   private readonly storageDriver: StorageDriverName;
@@ -175,6 +178,7 @@ export class TableFateClient {
     this.catalog = opts.catalog;
     this.taskQueue = opts.taskQueue ?? TASK_QUEUE;
     this.defaultTimeoutMs = timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs');
+    this.defaultTimeoutGiven = opts.defaultTimeoutMs !== undefined;
     this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(backoffSchema, opts.lockWait);
     this.expiryRetry = opts.expiryRetry === undefined ? undefined : parseRequest(backoffSchema, opts.expiryRetry);
     this.storageDriver = opts.storageDriver ?? 'files';
@@ -274,7 +278,12 @@ export class TableFateClient {
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */
   async trash(request: TrashRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
-    const timeoutMs = this.timeoutOf(opts);
+    // A drop may wait for its drain (leases, PostgreSQL sessions) up to its drain timeout: unless the call or the client
+    // says otherwise,
+    // it waits for its answer that long and a little more, so that a drain is not mistaken for a server that does not answer.
+    const drainMs = (drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
+    const timeoutMs =
+      opts.timeoutMs === undefined && !this.defaultTimeoutGiven ? Math.max(this.defaultTimeoutMs, drainMs + 30_000) : this.timeoutOf(opts);
     const label = formatTableName(name);
     const requestId = randomUUID();
     let table = await this.liveTable(name);

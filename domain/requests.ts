@@ -174,7 +174,13 @@ export const releaseLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema
 export const listLeasesRequestSchema = z.strictObject({ table: tableRefSchema.optional() });
 
 const namespaceSchema = z.string().regex(IDENTIFIER, 'a namespace is 1 to 63 characters of a-z, 0-9 and _, starting with a letter');
-const settingKeySchema = z.string().refine(isSettingKey, { message: `a setting is one of ${SETTING_KEYS.join(', ')}` });
+const settingKeySchema = z
+  .string()
+  .superRefine((key, ctx) => {
+    if (!isSettingKey(key))
+      ctx.addIssue({ code: 'custom', message: `no setting "${key}": a setting is one of ${SETTING_KEYS.join(', ')}` });
+  })
+  .transform((key) => key as SettingKey);
 
 /** `config get [key]`: one key or all, as they apply globally or in a namespace. */
 export const configGetRequestSchema = z.strictObject({

@@ -808,10 +808,7 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
     expect(await catalog.listLeases({ now: 0 })).toEqual([]);
   });
 
-  // KNOWN BUG (catalog/rules.ts changeLease + CatalogTx.updateLeaseExpiry): a renew with ttlSeconds answers the lease
-  // with the new ttl but stores only the new expiry; the stored lease keeps its old ttl, so `lease ls` shows 60 s where
-  // the renew answered 120 s, and the next plain renew goes back to 60 s. Make this a plain `test` once it is fixed.
-  test.failing('a renew with a new ttl keeps that ttl: listed with it, and the next renew uses it', async () => {
+  test('a renew with a new ttl keeps that ttl: listed with it, and the next renew uses it', async () => {
     const table = await readyTable('t');
     await acquire(leaseOf(table.id, 'lease-1', 61_000));
     const longer = await catalog.changeLease({ action: 'renew', leaseId: 'lease-1', now: 40_000, ttlSeconds: 120 });
@@ -1057,7 +1054,10 @@ describe('PostgreSQL catalog shared by several workers', () => {
     catalog = worker;
     try {
       expect(worker.id).toBe('c0ffee01');
-      const versions = await withClient(old, async (c) => (await c.query(`SELECT version FROM schema_migrations ORDER BY version`)).rows);
+      const versions = await withClient(
+        old,
+        async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations ORDER BY version`)).rows,
+      );
       expect(versions).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version })));
       const table = await worker.getTable(7);
       expect(table).toEqual(OLD_TABLE);

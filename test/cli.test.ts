@@ -141,7 +141,7 @@ function expectTableShape(table: TableInfo) {
  */
 function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
   const [header, ...rows] = text.replace(/\n$/, '').split('\n');
-  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}EXPIRES$/);
+  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}EXPIRES {2,}HOLD$/);
   const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
   return {
     header: header!,
@@ -172,6 +172,7 @@ function rowFor(t: TableInfo): Record<string, string> {
     CREATED: t.createdAt,
     DROPPED: t.droppedAt ?? '-',
     EXPIRES: t.expireAt ?? '-',
+    HOLD: t.hold ? (t.hold.reason ?? 'held') : '-',
   };
 }
 
@@ -197,7 +198,7 @@ test('--help (and help, and <command> --help) prints the usage of every command 
     for (const command of ['create', 'drop|trash', 'recall|undelete', 'purge', 'ls', 'describe', 'worker', 'dev', '--json']) {
       expect(r!.stdout).toContain(command);
     }
-    expect(r!.stdout).toContain('exit codes: 0 ok, 2 invalid input, 3 not found or in the trash, 4 exists');
+    expect(r!.stdout).toContain('exit codes: 0 ok, 2 invalid input, 3 not found, in the trash, or no such lease, 4 exists');
     expect(r!.stdout).toMatch(/--timeout S: how long a write\s+waits for its answer \(default 60\)/);
     expect(r!.stdout).toMatch(/5 no answer within --timeout .*\s*6 no catalog, no worker or no server .*\s*7 the operation failed/);
   }
@@ -247,6 +248,7 @@ test('create prints the table (--json: the TableInfo object), is idempotent, and
     dropped: '-',
     expires: '-',
     purged: '-',
+    hold: '-',
   });
 });
 
@@ -289,7 +291,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['ls', '--bogus'], 'Usage', /--bogus/],
     [['create'], 'Usage', /create: expected 1 argument\(s\), got 0/],
     [['recall'], 'Usage', /recall: expected 1 to 2 argument/],
-    [['purge'], 'Usage', /purge: expected 1 argument/],
+    [['purge'], 'Usage', /purge: give a table id, or --all/],
     [['recall', String(binned!.id), 'cli.a', 'cli.b'], 'Usage', /got 3/],
     [['create', 'cli.hurry', '--timeout', '0'], 'InvalidInput', /--timeout must be a number of seconds above 0 .*not "0"/],
     [['drop', 'cli.keep', '--timeout', 'soon'], 'InvalidInput', /--timeout .*not "soon"/],

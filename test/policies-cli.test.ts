@@ -186,11 +186,11 @@ describe('config', () => {
       [
         ['config', 'set', 'trash.nope', '1'],
         'InvalidInput',
-        /key: a setting is one of trash\.enabled, trash\.retentionSeconds, trash\.maxBytes/,
+        /key: no setting "trash.nope": a setting is one of trash\.enabled, trash\.retentionSeconds, trash\.maxBytes/,
       ],
-      [['config', 'set', 'trash.nope', '1', '--namespace', 'cfg'], 'InvalidInput', /key: a setting is one of/],
-      [['config', 'unset', 'trash.nope'], 'InvalidInput', /key: a setting is one of/],
-      [['config', 'get', 'trash.nope'], 'InvalidInput', /key: a setting is one of/],
+      [['config', 'set', 'trash.nope', '1', '--namespace', 'cfg'], 'InvalidInput', /key: no setting "trash.nope": a setting is one of/],
+      [['config', 'unset', 'trash.nope'], 'InvalidInput', /key: no setting "trash.nope": a setting is one of/],
+      [['config', 'get', 'trash.nope'], 'InvalidInput', /key: no setting "trash.nope": a setting is one of/],
       [['config', 'set', 'trash.enabled', 'maybe'], 'InvalidInput', /trash\.enabled is true or false, not "maybe"/],
       [['config', 'set', 'trash.enabled', 'maybe', '--namespace', 'cfg'], 'InvalidInput', /not "maybe"/],
       [['config', 'set', 'trash.retentionSeconds', '0'], 'InvalidInput', /trash\.retentionSeconds is a whole number of seconds .*not "0"/],
@@ -233,6 +233,13 @@ describe('config', () => {
       { key: 'trash.maxBytes', value: null, source: 'default', namespace: 'cfg' },
     ]);
     expect(parseColumns((await inProcess('config', 'get')).stdout).rows).toEqual(text.rows);
+
+    // (Last, so that all of the above is checked whatever this says.) A bad key is refused naming it, as a bad value is
+    // (README: "A bad key or value is exit 2, naming it"), not only the keys there are.
+    const badKeys = results.filter((r) => r.args.includes('trash.nope'));
+    expect(badKeys.map((r) => ({ args: r.args, stderr: r.stderr }))).toEqual(
+      badKeys.map((r) => ({ args: r.args, stderr: matching(/trash\.nope/) })),
+    );
   });
 });
 
