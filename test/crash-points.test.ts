@@ -3,6 +3,8 @@ import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
 import type { trashTable } from '../workflows';
+import { toTableInfo } from '../domain/table';
+import { waitFor } from './support/wait';
 
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:
 // the work happened, the history does not know it, and the next worker runs the task again. These tests put
@@ -180,6 +182,84 @@ test('a compensation whose worker dies after it released the lock in one lost ta
   ]);
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
+});
+
+test('a drop whose worker dies once the table is DRAINING, its run then lost, is resumed by the reconciler and waits for the lease', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.draining', shards: 2 });
+  const lease = await h.client.acquireLease(table.id, { ttlSeconds: 300 });
+  await h.stopWorker();
+  const worker = await crashingWorker('startDrain');
+  const dropping = h.client.trash({ table: 'crash.draining', retentionSeconds: 3600 }).catch((err: unknown) => err);
+  expect(await worker.exited).toBe('SIGKILL');
+  expect((await h.catalog.getTable(table.id))?.state).toBe('DRAINING');
+  // The run is lost for good (an operator terminated it): only the reconciler can finish the drop now.
+  await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).terminate('test: a lost drop');
+  await dropping;
+  await h.startWorker();
+  const report = await h.reconcile();
+  expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'stuck', state: 'DRAINING', resume: 'trash' }));
+  // Resumed, it drains again: still DRAINING while the lease lasts, no new lease meanwhile.
+  const resumed = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+  await expect(h.client.acquireLease(table.id)).rejects.toThrow(/DRAINING/);
+  expect((await h.catalog.getTable(table.id))?.state).toBe('DRAINING');
+  await h.client.releaseLease(lease.id);
+  const trashed = await waitFor(
+    () => h.catalog.getTable(table.id),
+    (t) => t?.state === 'TRASHED',
+    { what: 'the resumed drop to trash the table' },
+  );
+  expect(await h.shardAreas({ ...toTableInfo(trashed!) })).toEqual(['trash', 'trash']);
+  expect((await resumed.query(trashTimerQuery)).ended).toBeNull();
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+test('a drop with the trash off whose worker dies after the commit purges at once on the next worker, as the commit said', async () => {
+  await h.startWorker();
+  await h.client.setSetting({ key: 'trash.enabled', value: 'false', namespace: 'crashoff' });
+  const table = await h.client.create({ table: 'crashoff.t', shards: 2 });
+  await h.stopWorker();
+  const worker = await crashingWorker('commitTrash');
+  const dropping = h.client.trash({ table: 'crashoff.t' });
+  expect(await worker.exited).toBe('SIGKILL');
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+  // Switched on again before the lost task is repeated: the repeat answers the commit, and its policy, from the journal.
+  await h.startWorker();
+  await h.client.unsetSetting({ key: 'trash.enabled', namespace: 'crashoff' });
+  const answer = await dropping;
+  expect(answer.state).toBe('PURGED');
+  expect(await h.shardAreas(answer)).toEqual([null, null]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+test('a worker that runs every call twice holds, leases, drains, changes a retention and a setting as once', async () => {
+  const twice = await Harness.start({ everyCallTwice: true });
+  try {
+    const table = await twice.client.create({ table: 'flaky.policy', shards: 2 });
+    expect((await twice.client.hold({ table: table.id, reason: 'r' })).hold?.reason).toBe('r');
+    const lease = await twice.client.acquireLease(table.id, { ttlSeconds: 60 });
+    expect(await twice.client.listLeases({ table: table.id })).toHaveLength(1);
+    const dropping = twice.client.trash({ table: 'flaky.policy', retentionSeconds: 3600 });
+    await waitFor(
+      () => twice.catalog.getTable(table.id),
+      (t) => t?.state === 'DRAINING',
+      { what: 'the drain' },
+    );
+    await twice.client.releaseLease(lease.id);
+    const trashed = await dropping;
+    expect(await twice.shardAreas(trashed)).toEqual(['trash', 'trash']);
+    const changed = await twice.client.setRetention({ table: table.id, retentionSeconds: 7200 });
+    expect(Date.parse(changed.expireAt!) - Date.parse(trashed.droppedAt!)).toBe(7200_000);
+    expect((await twice.client.release({ table: table.id })).hold).toBeNull();
+    expect(await twice.client.setSetting({ key: 'trash.maxBytes', value: '123', namespace: 'flaky' })).toMatchObject({ value: 123 });
+    expect((await twice.catalog.listSettings()).filter((r) => r.namespace === 'flaky')).toHaveLength(1);
+    expect((await twice.client.purge({ tableId: table.id })).state).toBe('PURGED');
+    expect(await twice.catalog.listLocks()).toEqual([]);
+  } finally {
+    await twice.close();
+  }
 });
 
 test('a worker that runs every call twice still walks a table through its whole life', async () => {
