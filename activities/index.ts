@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
-import { placeTable, type CreateParams, type TableRecord } from '../domain/table';
+import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import { OPERATIONS, workflowIdFor } from '../domain/operations';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -259,16 +259,25 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * What the trash's space cap needs: the settings, and every TRASHED table with where its shards are (journaled,
-     * so that a repeated pass decides as the first did).
+     * What the trash's space cap needs, a page at a time (a whole trash would pass the payload limit of a local
+     * activity's result): the settings, and the TRASHED tables among those with ids above `afterId` (PAGE of them
+     * looked at), with where their shards are. `lastId` null: that was the last page.
      */
-    async trashForEviction(input: CallScope): Promise<{ settings: SettingRow[]; tables: TableRecord[] }> {
-      const owner = inScope(input);
-      const step = stepOf(owner, input);
-      const settings = await catalog.listSettings(step && { ...step, step: `${step.step}/settings` });
-      // (A read of rows that only this run's purges change, one at a time: a repeat reads what the first read left.)
-      const tables = (await catalog.listTables({ includeTrashed: true })).filter((t) => t.state === 'TRASHED');
-      return { settings, tables };
+    async trashPage(input: CallScope & { afterId: number }): Promise<TrashPage> {
+      inScope(input);
+      const settings = await catalog.listSettings();
+      const page = await catalog.listTables({ includeTrashed: true, afterId: input.afterId, limit: TRASH_PAGE });
+      const tables = page
+        .filter((t) => t.state === 'TRASHED')
+        .map((t) => ({
+          id: t.id,
+          namespace: t.namespace,
+          name: t.name,
+          droppedAt: t.droppedAt!,
+          held: t.hold !== null,
+          placement: t.placement,
+        }));
+      return { settings, tables, lastId: page.length < TRASH_PAGE ? null : page.at(-1)!.id };
     },
 
     /**
@@ -332,6 +341,16 @@ export type OrchestrationActivities = ReturnType<typeof createActivities>;
 
 /** Every activity a workflow can call, wherever it runs. */
 export type Activities = OrchestrationActivities & StorageActivities;
+
+/** Tables the space cap reads in one call. */
+const TRASH_PAGE = 500;
+
+/** A page of the trash, for its space cap. */
+export interface TrashPage {
+  settings: SettingRow[];
+  tables: Array<{ id: number; namespace: string; name: string; droppedAt: number; held: boolean; placement: ShardPlacement[] }>;
+  lastId: number | null;
+}
 
 /** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
 export type TrashCommitted = TableRecord & { policy?: TrashPolicy };

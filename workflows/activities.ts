@@ -30,7 +30,7 @@ const catalog = proxyLocalActivities<
     | 'changeExpiry'
     | 'changeLease'
     | 'changeSetting'
-    | 'trashForEviction'
+    | 'trashPage'
     | 'wakeTrash'
     | 'requestEviction'
   >
@@ -114,7 +114,7 @@ export function operationCalls(catalogId: string | undefined) {
     changeExpiry: (args: Args<Activities['changeExpiry']>) => catalog.changeExpiry({ ...args, ...step('changeExpiry') }),
     changeLease: (args: Args<Activities['changeLease']>) => catalog.changeLease({ ...args, ...step('changeLease') }),
     changeSetting: (args: Args<Activities['changeSetting']>) => catalog.changeSetting({ ...args, ...step('changeSetting') }),
-    trashForEviction: () => catalog.trashForEviction({ ...step('trashForEviction') }),
+    trashPage: (afterId: number) => catalog.trashPage({ afterId, ...scope }),
     /** Tells the table's trash run to read it again, if the table is in one of `states` (any, without). */
     wakeTrash: (tableId: number, states?: TableState[]) => catalog.wakeTrash({ tableId, ...(states ? { states } : {}), ...scope }),
     requestEviction: () => catalog.requestEviction(scope),

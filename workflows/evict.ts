@@ -2,9 +2,10 @@ import { continueAsNew, executeChild, log, setCurrentDetails, setHandler, workfl
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { OPERATIONS, type EvictInput, type PurgeInput } from '../domain/operations';
 import { evictSignal } from '../domain/contracts';
-import { spaceCaps } from '../domain/settings';
-import type { TableInfo, TableRecord } from '../domain/table';
-import { operationCalls } from './activities';
+import { spaceCaps, type SettingRow } from '../domain/settings';
+import type { TableInfo } from '../domain/table';
+import type { TrashPage } from '../activities';
+import { operationCalls, type OperationCalls } from './activities';
 import { measureSizes } from './measure';
 import type { purgeTable } from './purge';
 
@@ -20,6 +21,9 @@ export interface EvictionPass {
   /** Tables whose size no node gave (counted as 0), or whose purge did not happen (recalled, held, purged meanwhile). */
   skipped: number[];
 }
+
+/** Tables measured in one question to the nodes. */
+const MEASURED_PER_CALL = 500;
 
 /** Looks at the trash this many times at most in a run, then continues as new (each look is a handful of events). */
 const PASSES_PER_RUN = 50;
@@ -42,7 +46,7 @@ export async function evictTrash(input: EvictInput): Promise<EvictionPass[]> {
   for (let looks = 0; again; looks++) {
     if (looks >= PASSES_PER_RUN || workflowInfo().continueAsNewSuggested) await continueAsNew<typeof evictTrash>(input);
     again = false;
-    const { settings, tables } = await calls.trashForEviction();
+    const { settings, tables } = await readTrash(calls);
     const capped = spaceCaps(
       settings,
       tables.map((t) => t.namespace),
@@ -56,16 +60,27 @@ export async function evictTrash(input: EvictInput): Promise<EvictionPass[]> {
   return passes;
 }
 
+type Trashed = TrashPage['tables'][number];
+
+/** The settings, and every trashed table, read a page at a time. */
+async function readTrash(calls: OperationCalls): Promise<{ settings: SettingRow[]; tables: Trashed[] }> {
+  const tables: Trashed[] = [];
+  for (let afterId = 0; ;) {
+    const page = await calls.trashPage(afterId);
+    tables.push(...page.tables);
+    if (page.lastId === null) return { settings: page.settings, tables };
+    afterId = page.lastId;
+  }
+}
+
 /** Purges the oldest of `tables` (not held) until their bytes fit `cap.maxBytes`. */
-async function evictUnder(cap: { scope: string; maxBytes: number }, tables: TableRecord[], input: EvictInput): Promise<EvictionPass> {
-  const sizes = new Map(
-    (
-      await measureSizes(
-        input.catalogId,
-        tables.map((t) => ({ id: t.id, placement: t.placement })),
-      )
-    ).map((s) => [s.id, s.bytes]),
-  );
+async function evictUnder(cap: { scope: string; maxBytes: number }, tables: Trashed[], input: EvictInput): Promise<EvictionPass> {
+  const sizes = new Map<number, number | null>();
+  // A few hundred tables a question, as the client asks them: a whole trash's placements would pass the payload limit.
+  for (let from = 0; from < tables.length; from += MEASURED_PER_CALL) {
+    const chunk = tables.slice(from, from + MEASURED_PER_CALL).map((t) => ({ id: t.id, placement: t.placement }));
+    for (const size of await measureSizes(input.catalogId, chunk)) sizes.set(size.id, size.bytes);
+  }
   const pass: EvictionPass = { scope: cap.scope, maxBytes: cap.maxBytes, bytesBefore: 0, bytesAfter: 0, purged: [], held: [], skipped: [] };
   for (const t of tables) {
     const bytes = sizes.get(t.id);
@@ -73,10 +88,10 @@ async function evictUnder(cap: { scope: string; maxBytes: number }, tables: Tabl
     else pass.bytesBefore += bytes;
   }
   let bytes = pass.bytesBefore;
-  const oldestFirst = [...tables].sort((a, b) => a.droppedAt! - b.droppedAt! || a.id - b.id);
+  const oldestFirst = [...tables].sort((a, b) => a.droppedAt - b.droppedAt || a.id - b.id);
   for (const table of oldestFirst) {
     if (bytes <= cap.maxBytes) break;
-    if (table.hold) {
+    if (table.held) {
       pass.held.push(table.id);
       continue;
     }
@@ -97,9 +112,9 @@ async function evictUnder(cap: { scope: string; maxBytes: number }, tables: Tabl
 }
 
 /** One table purged for space by a `purge:<id>` run; false if it was not (held or recalled meanwhile, a purge running, a failure). */
-async function purgeForSpace(table: TableRecord, input: EvictInput): Promise<boolean> {
+async function purgeForSpace(table: Trashed, input: EvictInput): Promise<boolean> {
   const record = OPERATIONS.purge;
-  const purge: PurgeInput = { tableId: table.id, trigger: 'policy', droppedAt: table.droppedAt!, catalogId: input.catalogId };
+  const purge: PurgeInput = { tableId: table.id, trigger: 'policy', droppedAt: table.droppedAt, catalogId: input.catalogId };
   try {
     const purged: TableInfo = await executeChild<typeof purgeTable>(record.workflowType, {
       workflowId: record.workflowId(table.id, input.catalogId),

@@ -238,7 +238,7 @@ async function main(): Promise<void> {
       address: server.address,
       taskQueue: h.taskQueue,
       bundleFile,
-      activity: 'transition',
+      activity: 'startDrain',
     });
     const lostTrash = h.client.trash({ table: 'rec.resumed', retentionSeconds: 2 }).catch(() => undefined);
     await dying.exited;
