@@ -59,76 +59,41 @@ export function toHolder(row: LockRow): LockHolder {
   return { resource: row.resource, workflowId: row.owner_workflow_id, runId: row.owner_run_id, since: row.since };
 }
 
-/** A table's values in the column order of an INSERT into `tables` (both stores write the same row). */
-export function tableRowValues(t: TableRecord): unknown[] {
-  return [
-    t.id,
-    t.namespace,
-    t.name,
-    t.state,
-    JSON.stringify(t.params),
-    JSON.stringify(t.placement),
-    t.createdAt,
-    t.droppedAt,
-    t.expireAt,
-    t.purgedAt,
-    t.updatedAt,
-    t.hold?.reason ?? null,
-    t.hold?.since ?? null,
-  ];
-}
+/** A table's columns and how each is read off its record, in the order of the stores' INSERT (both write the same row). */
+const TABLE_ROW: Array<[column: string, value: (t: TableRecord) => unknown]> = [
+  ['id', (t) => t.id],
+  ['namespace', (t) => t.namespace],
+  ['name', (t) => t.name],
+  ['state', (t) => t.state],
+  ['params', (t) => JSON.stringify(t.params)],
+  ['placement', (t) => JSON.stringify(t.placement)],
+  ['created_at', (t) => t.createdAt],
+  ['dropped_at', (t) => t.droppedAt],
+  ['expire_at', (t) => t.expireAt],
+  ['purged_at', (t) => t.purgedAt],
+  ['updated_at', (t) => t.updatedAt],
+  ['hold_reason', (t) => t.hold?.reason ?? null],
+  ['held_at', (t) => t.hold?.since ?? null],
+];
 
 /** The columns of an INSERT into `tables`, in the order of tableRowValues. */
-export const TABLE_COLUMNS = [
-  'id',
-  'namespace',
-  'name',
-  'state',
-  'params',
-  'placement',
-  'created_at',
-  'dropped_at',
-  'expire_at',
-  'purged_at',
-  'updated_at',
-  'hold_reason',
-  'held_at',
-];
+export const TABLE_COLUMNS = TABLE_ROW.map(([column]) => column);
+
+/** A table's values in the column order of an INSERT into `tables`. */
+export const tableRowValues = (t: TableRecord): unknown[] => TABLE_ROW.map(([, value]) => value(t));
+
+/** What an UPDATE never changes: a row's identity and birth. */
+const FIXED = ['id', 'created_at'];
+const UPDATED_ROW = TABLE_ROW.filter(([column]) => !FIXED.includes(column));
 
 /**
- * The columns a table's row changes through (every one but id and createdAt), in the order of the stores' UPDATE, then
+ * The columns a table's row changes through (every one but id and created_at), in the order of the stores' UPDATE, then
  * the row's id and the state it must still be in: one list for both stores.
  */
-export const UPDATED_TABLE_COLUMNS = [
-  'state',
-  'namespace',
-  'name',
-  'params',
-  'placement',
-  'dropped_at',
-  'expire_at',
-  'purged_at',
-  'updated_at',
-  'hold_reason',
-  'held_at',
-];
+export const UPDATED_TABLE_COLUMNS = UPDATED_ROW.map(([column]) => column);
 
 export function tableUpdateValues(t: TableRecord, expected: TableState): unknown[] {
-  return [
-    t.state,
-    t.namespace,
-    t.name,
-    JSON.stringify(t.params),
-    JSON.stringify(t.placement),
-    t.droppedAt,
-    t.expireAt,
-    t.purgedAt,
-    t.updatedAt,
-    t.hold?.reason ?? null,
-    t.hold?.since ?? null,
-    t.id,
-    expected,
-  ];
+  return [...UPDATED_ROW.map(([, value]) => value(t)), t.id, expected];
 }
 
 /** A row of `settings`: namespace '' is the global value; the value is its JSON text. */

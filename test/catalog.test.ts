@@ -24,7 +24,7 @@ import {
 import type { Catalog, LockHolder, LockOwner, StepKey } from '../catalog/catalog';
 import { CatalogNotFoundError } from '../domain/errors';
 import type { Lease } from '../domain/leases';
-import type { Hold } from '../domain/table';
+import type { Hold, TableRecord } from '../domain/table';
 import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { placeShards } from '../domain/table';
 import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
@@ -182,6 +182,35 @@ const OLD_TABLE = {
   updatedAt: 101,
   hold: null,
 };
+
+/**
+ * What a catalog migrated from OLD_ROWS must now do (it is `catalog` for the helpers): the drop that holds table 7's lock
+ * drains it while a lease lives, DRAINING keeps the name from another table, and the hold columns are there. Answers
+ * the other table and the hold placed on it.
+ */
+async function servesVersion2(worker: Catalog): Promise<{ other: TableRecord; hold: { reason: string; since: number } }> {
+  await acquire(leaseOf(7, 'lease-7', 10_000));
+  expect(await worker.startDrain({ tableId: 7, owner: owner('trash:7', 'run-7'), now: 1_000 })).toEqual({
+    table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
+    leases: [leaseOf(7, 'lease-7', 10_000)],
+  });
+  const other = await readyTable('other');
+  expect(other.id).toBe(8);
+  const renamer = await locked(`table:${other.id}`, owner('rename:8'));
+  await expect(
+    worker.transition({
+      tableId: other.id,
+      from: ['READY'],
+      to: 'READY',
+      owner: renamer,
+      now: 2_000,
+      rename: { namespace: 'ns', name: 'old' },
+    }),
+  ).rejects.toMatchObject({ type: 'NameTaken' });
+  const hold = { reason: 'migrated', since: 3_000 };
+  expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);
+  return { other, hold };
+}
 
 describe.each([sqlite, postgres])('$name catalog', (backend) => {
   let store: string;
@@ -1064,28 +1093,7 @@ describe('PostgreSQL catalog shared by several workers', () => {
       expect(await worker.listLocks()).toEqual([{ resource: 'table:7', workflowId: 'trash:7', runId: 'run-7', since: 102 }]);
 
       // DRAINING is a state the check now takes, and one that holds its name (the rebuilt index).
-      await acquire(leaseOf(7, 'lease-7', 10_000));
-      const drop = owner('trash:7', 'run-7');
-      expect(await worker.startDrain({ tableId: 7, owner: drop, now: 1_000 })).toEqual({
-        table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
-        leases: [leaseOf(7, 'lease-7', 10_000)],
-      });
-      const other = await readyTable('other');
-      expect(other.id).toBe(8);
-      const renamer = await locked(`table:${other.id}`, owner('rename:8'));
-      await expect(
-        worker.transition({
-          tableId: other.id,
-          from: ['READY'],
-          to: 'READY',
-          owner: renamer,
-          now: 2_000,
-          rename: { namespace: 'ns', name: 'old' },
-        }),
-      ).rejects.toMatchObject({ type: 'NameTaken' });
-      // The hold columns are there.
-      const hold = { reason: 'migrated', since: 3_000 };
-      expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);
+      const { other, hold } = await servesVersion2(worker);
       // What is no state is still refused.
       await expect(withClient(old, (c) => c.query(`UPDATE tables SET state = 'DRAINED' WHERE id = 7`))).rejects.toMatchObject({
         code: '23514',
@@ -1331,27 +1339,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       );
       expect(indexSql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
 
-      // The drop that holds table 7's lock drains it; DRAINING keeps the name from another table.
-      await acquire(leaseOf(7, 'lease-7', 10_000));
-      expect(await worker.startDrain({ tableId: 7, owner: owner('trash:7', 'run-7'), now: 1_000 })).toEqual({
-        table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
-        leases: [leaseOf(7, 'lease-7', 10_000)],
-      });
-      const other = await readyTable('other');
-      expect(other.id).toBe(8);
-      const renamer = await locked(`table:${other.id}`, owner('rename:8'));
-      await expect(
-        worker.transition({
-          tableId: other.id,
-          from: ['READY'],
-          to: 'READY',
-          owner: renamer,
-          now: 2_000,
-          rename: { namespace: 'ns', name: 'old' },
-        }),
-      ).rejects.toMatchObject({ type: 'NameTaken' });
-      const hold = { reason: 'migrated', since: 3_000 };
-      expect((await worker.changeHold({ tableId: other.id, hold, owner: renamer })).hold).toEqual(hold);
+      const { other, hold } = await servesVersion2(worker);
       expect(await worker.changeSetting({ key: 'trash.enabled', namespace: null, value: false, now: 4_000 })).toEqual([
         { key: 'trash.enabled', namespace: null, value: false, updatedAt: 4_000 },
       ]);
