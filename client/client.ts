@@ -537,12 +537,20 @@ export class TableFateClient {
       throw new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table has a retention to change`);
     const workflowId = OPERATIONS.trash.workflowId(table.id, this.catalog.id);
     const op = { workflowId, what: `retention change of table ${table.id}`, check: `\`tablefate describe ${table.id}\`` };
-    return this.writes.run(op, timeoutMs, async (started) => {
+    return this.writes.run(op, timeoutMs, async (started, signal) => {
       started();
+      const run = this.client.workflow.getHandle<typeof trashTable>(workflowId);
       try {
-        return await this.client.workflow
-          .getHandle<typeof trashTable>(workflowId)
-          .executeUpdate(retentionUpdate, { args: [retentionSeconds] });
+        for (;;) {
+          try {
+            return await run.executeUpdate(retentionUpdate, { args: [retentionSeconds] });
+          } catch (err) {
+            // The catalog says TRASHED but the run does not know it yet (the task that committed was lost, and is being
+            // repeated): ask again shortly; the call's deadline bounds it.
+            if (!/not in the trash yet/.test(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
+            await new Promise((resolve) => setTimeout(resolve, 500));
+          }
+        }
       } catch (err) {
         if (err instanceof WorkflowNotFoundError || (isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND)) {
           throw new WrongStateError(

@@ -1,4 +1,5 @@
 import { runChaosInTest } from './chaos/in-jest';
+import { POLICY_KINDS } from './chaos/scenario';
 
 /**
  * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer
@@ -21,9 +22,11 @@ test('under worker kills and a server restart, every answer stays true and catal
     convergenceTimeoutMs: 50_000,
   });
 
-  // Not vacuous: the operations ran, some were answered, and the chaos really happened.
+  // Not vacuous: the operations ran, some were answered, the trash's policies (holds, retentions, leases) among them,
+  // and the chaos really happened.
   expect(report.ops.length).toBeGreaterThan(0);
   expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);
+  expect(report.ops.filter((op) => POLICY_KINDS.includes(op.request.kind)).length).toBeGreaterThan(0);
   expect(report.stats.workerKills).toBeGreaterThan(0);
   expect(report.stats.serverRestarts).toBe(1);
   expect(report.convergence).toBeDefined();

@@ -1,4 +1,5 @@
-import { Harness } from './support/harness';
+import { Worker } from '@temporalio/worker';
+import { Harness, workflowBundle } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { failureOf, sleep, waitFor } from './support/wait';
 import { workflowIdFor } from '../domain/operations';
@@ -58,6 +59,18 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await expect(h.client.release({ table: table.id })).rejects.toThrow(/does not exist or was purged/);
   });
 
+  test('a held table past its expiry is not being purged: it can be recalled, and keeps its hold', async () => {
+    const table = await h.client.create({ table: 'hold.recall', shards: 1 });
+    await h.client.hold({ table: table.id, reason: 'keep' });
+    const trashed = await h.client.trash({ table: 'hold.recall', retentionSeconds: 1 });
+    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 1500);
+    const back = await h.client.undelete({ table: table.id });
+    expect(back).toMatchObject({ state: 'READY', hold: { reason: 'keep' } });
+    expect(await h.shardAreas(back)).toEqual(['live']);
+    expect(await trashRun(table.id).result()).toMatchObject({ ended: 'restored' });
+    await h.client.release({ table: table.id });
+  });
+
   test('releasing a table not held is WrongState, and holds are refused for tables that are not READY or trashed', async () => {
     const table = await h.client.create({ table: 'hold.plain', shards: 1 });
     await expect(h.client.release({ table: 'hold.plain' })).rejects.toThrow(WrongStateError);
@@ -79,6 +92,27 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     const after = await trashRun(table.id).describe();
     expect(after.runId).toBe(runId);
     expect(await trashRun(table.id).result()).toMatchObject({ ended: 'expired' });
+  });
+
+  test('two retention changes that reach the run in one workflow task are made in turn, and the run replays', async () => {
+    const table = await h.client.create({ table: 'ret.twice', shards: 1 });
+    const trashed = await h.client.trash({ table: 'ret.twice', retentionSeconds: 3600 });
+    await h.stopWorker();
+    // Both wait for a worker: the next one's first task takes both updates at once.
+    const first = h.client.setRetention({ table: table.id, retentionSeconds: 7200 }, { timeoutMs: 60_000 });
+    await sleep(300);
+    const second = h.client.setRetention({ table: table.id, retentionSeconds: 5400 }, { timeoutMs: 60_000 });
+    await sleep(300);
+    await h.startWorker();
+    const answers = await Promise.all([first, second]);
+    const dropped = Date.parse(trashed.droppedAt!);
+    expect(answers.map((t) => Date.parse(t.expireAt!) - dropped).sort()).toEqual([5400_000, 7200_000]);
+    const stored = (await h.catalog.getTable(table.id))!.expireAt!;
+    expect([dropped + 5400_000, dropped + 7200_000]).toContain(stored);
+    expect((await trashRun(table.id).query(trashTimerQuery)).expireAt).toBe(new Date(stored).toISOString());
+    // What a worker that lost the run from its cache does: replay its history so far, exactly.
+    const history = await trashRun(table.id).fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowIdFor.trash(table.id, h.catalog.id));
   });
 
   test('a retention made longer shows at once and holds the table past its first expiry', async () => {

@@ -14,10 +14,10 @@ import {
 } from '@temporalio/workflow';
 import { DEFAULT_EXPIRY_RETRY, pauseAfter, type PurgeInput, type TrashInput } from '../domain/operations';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
-import { toTableInfo, type TableRecord } from '../domain/table';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
-import { asFailure } from './steps';
+import { asFailure, domainFailure } from './steps';
 import type { OperationCalls } from './activities';
 import { PATCHES, purgeAsChild } from './patches';
 import { purgeSteps } from './purge';
@@ -39,19 +39,20 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
   setHandler(trashChangedSignal, () => {
     woken = true;
   });
+  /**
+   * Retention changes asked and not yet answered. The run's own wait makes each one's catalog change, one at a time, and
+   * never the handler: two handlers' local activities side by side in one workflow task do not replay in the order they
+   * ran (the timer's cancel lands between their answers the first time, after both on replay).
+   */
+  const retentions: Array<{ seconds: number; outcome?: { table: TableInfo } | { error: unknown } }> = [];
   setHandler(
     retentionUpdate,
     async (retentionSeconds) => {
-      const table = await calls.changeExpiry({
-        tableId,
-        droppedAt: state.droppedAt!,
-        expireAt: state.droppedAt! + retentionSeconds * 1000,
-      });
-      // Moved in the catalog, which `describe` reads: now the timer, which the main wait re-arms on waking.
-      expireAtMs = table.expireAt;
-      state.expireAt = new Date(table.expireAt!).toISOString();
-      woken = true;
-      return toTableInfo(table);
+      const request: (typeof retentions)[number] = { seconds: retentionSeconds };
+      retentions.push(request);
+      await condition(() => request.outcome !== undefined);
+      if ('error' in request.outcome!) throw request.outcome.error;
+      return request.outcome!.table;
     },
     {
       validator: (retentionSeconds) => {
@@ -64,6 +65,7 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
       },
     },
   );
+  const pending = () => retentions.filter((r) => r.outcome === undefined);
   // An end can be heard before this run knows its own drop time: its first workflow task (which commits the trash)
   // was lost after the commit, and an undelete or purge ended the trash meanwhile. Kept, it is applied once armed.
   const heardEarly: Array<{ reason: Ending; droppedAt: number }> = [];
@@ -92,6 +94,36 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
     },
     /** For a `condition`: has the run been told to read its table again. */
     isWoken: (): boolean => woken,
+    /** For a `condition`: has the run been told to read its table again, or asked for a new retention. */
+    hasWork: (): boolean => woken || pending().length > 0,
+    /**
+     * Makes the retention changes asked, in the order they came: the catalog's expiry first (`describe` reads it), then
+     * the timer's, which the wait re-arms on its next turn. Each asker hears the table, or why it was refused.
+     */
+    applyRetentions: async (): Promise<void> => {
+      for (let request = pending()[0]; request; request = pending()[0]) {
+        try {
+          const table = await calls.changeExpiry({
+            tableId,
+            droppedAt: state.droppedAt!,
+            expireAt: state.droppedAt! + request.seconds * 1000,
+          });
+          expireAtMs = table.expireAt;
+          state.expireAt = new Date(table.expireAt!).toISOString();
+          request.outcome = { table: toTableInfo(table) };
+        } catch (err) {
+          request.outcome = { error: domainFailure(err) };
+        }
+      }
+    },
+    /** Answers the retention changes still waiting, when the trash ends before it could make them. */
+    refuseRetentions: (): void => {
+      for (const request of pending()) {
+        request.outcome = {
+          error: ApplicationFailure.nonRetryable(`table ${tableId}'s trash has ended (${state.ended ?? 'expired'})`, 'WrongState'),
+        };
+      }
+    },
   };
 }
 
@@ -118,10 +150,11 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
     for (;;) {
       // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
       // server restarted in between. A new retention wakes the run, which waits again for the expiry it moved to.
-      const satisfied = await condition(() => state.ended !== null || timer.isWoken(), Math.max(timer.expireAt() - Date.now(), 1));
+      const satisfied = await condition(() => state.ended !== null || timer.hasWork(), Math.max(timer.expireAt() - Date.now(), 1));
       if (satisfied) {
         if (state.ended !== null) break;
         timer.takeWake();
+        await timer.applyRetentions();
         say(waiting());
         continue;
       }
@@ -133,11 +166,13 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
       state.ended = null;
       if (outcome === 'held') {
         say(`table ${trashed.id} expired at ${state.expireAt} but is on hold: it is purged once the hold is released`);
-        await condition(() => state.ended !== null || timer.isWoken(), '1 day');
+        await condition(() => state.ended !== null || timer.hasWork(), '1 day');
         timer.takeWake();
+        await timer.applyRetentions();
       }
       say(waiting());
     }
+    timer.refuseRetentions();
     await condition(allHandlersFinished);
     return state;
   });

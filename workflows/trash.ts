@@ -63,6 +63,7 @@ export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
     if (purged) {
       timer.state.ended = 'purged';
       caller.trashed(purged);
+      timer.refuseRetentions();
       await condition(allHandlersFinished);
       return timer.state;
     }

@@ -71,7 +71,8 @@ function check(calls: OperationCalls, input: UndeleteInput): Step<void, Recall> 
       if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
         throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
       }
-      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now()) {
+      // (Past its expiry but held, it is not being purged: its data waits for the release, and may be recalled.)
+      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now() && !table.hold) {
         throw asFailure(new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`));
       }
       return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };

@@ -1,6 +1,6 @@
 import type { TableRecord } from '../../domain/table';
 import type { Problem } from './problems';
-import type { OpRecord, OpRequest } from './scenario';
+import { requestedId, type OpRecord, type OpRequest } from './scenario';
 
 /**
  * Every answer a client got must still be true at the end, as far as later operations allow. Later operations
@@ -16,9 +16,22 @@ import type { OpRecord, OpRequest } from './scenario';
  */
 const EXPECTED_REFUSALS: Readonly<Record<OpRequest['kind'], ReadonlySet<string>>> = {
   create: new Set(['TableExistsError']),
-  trash: new Set(['TableNotFoundError', 'TableInTrashError', 'WrongStateError']),
+  // TableBusy: a drop whose drain met its deadline with a lease still live (policies.ts checks there was one).
+  trash: new Set(['TableNotFoundError', 'TableInTrashError', 'WrongStateError', 'TableBusyError']),
   undelete: new Set(['TableNotFoundError', 'WrongStateError', 'NameTakenError']),
-  purge: new Set(['TableNotFoundError', 'WrongStateError']),
+  // OnHold: the table is held (policies.ts checks a hold could have been on it).
+  purge: new Set(['TableNotFoundError', 'WrongStateError', 'OnHoldError']),
+  // WrongState: held for the other reason, not READY or trashed, or a hold of it running already.
+  hold: new Set(['TableNotFoundError', 'WrongStateError']),
+  // WrongState: not held, or a release of it running already.
+  release: new Set(['TableNotFoundError', 'WrongStateError']),
+  // WrongState: no longer in the trash, its trash run busy (a recall or a purge holds the table) or not running.
+  retention: new Set(['TableNotFoundError', 'WrongStateError']),
+  // WrongState: the table is not READY (DRAINING: a drop waits for its leases, and takes no new one).
+  lease: new Set(['TableNotFoundError', 'WrongStateError']),
+  // LeaseNotFound: released already, or expired.
+  renewLease: new Set(['LeaseNotFoundError']),
+  releaseLease: new Set(['LeaseNotFoundError']),
 };
 
 /**
@@ -34,21 +47,37 @@ const NOT_DONE_FAILURES = new Set(['TrashRunAnswered']);
 
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
 
-function describeOp(op: OpRecord): string {
-  const r = op.request;
-  const what =
-    r.kind === 'create'
-      ? `create ${r.table} (${r.shards} shards)`
-      : r.kind === 'trash'
-        ? `trash ${r.table} (${r.retentionSeconds} s)`
-        : r.kind === 'undelete'
-          ? `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}`
-          : `purge ${r.tableId}`;
-  return `op #${op.seq} (client ${op.client}, ${new Date(op.startedAt).toISOString()}) ${what}`;
+function describeRequest(r: OpRequest): string {
+  switch (r.kind) {
+    case 'create':
+      return `create ${r.table} (${r.shards} shards)`;
+    case 'trash':
+      return `trash ${r.table} (${r.retentionSeconds} s${r.drainTimeoutSeconds === undefined ? '' : `, drain timeout ${r.drainTimeoutSeconds} s`})`;
+    case 'undelete':
+      return `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}`;
+    case 'purge':
+      return `purge ${r.tableId}`;
+    case 'hold':
+      return `hold ${r.tableId} (${JSON.stringify(r.reason)})`;
+    case 'release':
+      return `release ${r.tableId}`;
+    case 'retention':
+      return `retention of ${r.tableId}: ${r.retentionSeconds} s (${r.aim})`;
+    case 'lease':
+      return `lease ${r.tableId} for ${r.ttlSeconds} s`;
+    case 'renewLease':
+      return `renew lease ${r.leaseId} (table ${r.tableId})`;
+    case 'releaseLease':
+      return `release lease ${r.leaseId} (table ${r.tableId})`;
+  }
+}
+
+export function describeOp(op: OpRecord): string {
+  return `op #${op.seq} (client ${op.client}, ${new Date(op.startedAt).toISOString()}) ${describeRequest(op.request)}`;
 }
 
 /** Whether `op` may have changed something after time `t`. */
-function couldActAfter(op: OpRecord, t: number): boolean {
+export function couldActAfter(op: OpRecord, t: number): boolean {
   if (op.outcome.kind === 'rejected') return false;
   if (op.outcome.kind === 'unknown' || op.outcome.kind === 'failed') return true;
   return op.endedAt > t;
@@ -56,11 +85,17 @@ function couldActAfter(op: OpRecord, t: number): boolean {
 
 /** The table id an operation aimed at, as far as the run knows it (a name resolves when the call is made). */
 function targetOf(op: OpRecord): number | undefined {
-  return op.request.kind === 'undelete' || op.request.kind === 'purge' ? op.request.tableId : op.before?.id;
+  return requestedId(op.request) ?? op.before?.id;
 }
 
 /** Calls of `kind` that may have acted on table `id` (or, for calls by name, on a name it had) after `t`. */
-function explainers(ops: readonly OpRecord[], kind: OpRequest['kind'], id: number, names: ReadonlySet<string>, t: number): OpRecord[] {
+export function explainers(
+  ops: readonly OpRecord[],
+  kind: OpRequest['kind'],
+  id: number,
+  names: ReadonlySet<string>,
+  t: number,
+): OpRecord[] {
   return ops.filter((op) => {
     if (op.request.kind !== kind || !couldActAfter(op, t)) return false;
     if (targetOf(op) === id) return true;
@@ -69,7 +104,7 @@ function explainers(ops: readonly OpRecord[], kind: OpRequest['kind'], id: numbe
 }
 
 /** Every name table `id` is known to have had. */
-function namesOf(ops: readonly OpRecord[], id: number, now: TableRecord | undefined): Set<string> {
+export function namesOf(ops: readonly OpRecord[], id: number, now: TableRecord | undefined): Set<string> {
   const names = new Set<string>();
   if (now) names.add(nameOf(now));
   for (const op of ops) {
@@ -110,18 +145,25 @@ export function checkAnswers(
       }
       // "Not found" for an id that existed before the call and is not purged now: ids are never deleted, and
       // a purged table never comes back, so it was there the whole time.
-      if (outcome.type === 'TableNotFoundError' && (request.kind === 'undelete' || request.kind === 'purge')) {
-        const now = tables.get(request.tableId);
+      const requested = requestedId(request);
+      if (
+        outcome.type === 'TableNotFoundError' &&
+        requested !== undefined &&
+        request.kind !== 'renewLease' &&
+        request.kind !== 'releaseLease'
+      ) {
+        const now = tables.get(requested);
         if (op.before && op.before.state !== 'PURGED' && now && now.state !== 'PURGED') {
           problem(
             op,
-            `answered TableNotFound (${outcome.message}), but table ${request.tableId} was ${op.before.state} ` +
+            `answered TableNotFound (${outcome.message}), but table ${requested} was ${op.before.state} ` +
               `before the call and is ${now.state} now`,
           );
         }
       }
       continue;
     }
+    // (A lease's answer is judged with the other leases, in policies.ts.)
     if (outcome.kind !== 'ok') continue;
 
     const answer = outcome.table;
@@ -184,6 +226,27 @@ export function checkAnswers(
         if (now.state !== 'PURGED') problem(op, `answered PURGED, but ${label} is ${now.state} now`);
         break;
       }
+      case 'hold': {
+        // Held, for the reason asked, and only a READY or trashed table (whether it stays held is judged in policies.ts).
+        if (answer.id !== request.tableId || answer.hold?.reason !== request.reason || !['READY', 'TRASHED'].includes(answer.state)) {
+          problem(op, `answered ${label} ${answer.state}, hold ${JSON.stringify(answer.hold)}`);
+        }
+        break;
+      }
+      case 'release': {
+        if (answer.id !== request.tableId || answer.hold !== null) {
+          problem(op, `answered ${label} ${answer.state}, hold ${JSON.stringify(answer.hold)}`);
+        }
+        break;
+      }
+      case 'retention':
+        // Judged in policies.ts, with the other retention changes of the table.
+        break;
+      case 'lease':
+      case 'renewLease':
+      case 'releaseLease':
+        problem(op, `answered a table (${label}), where a lease was expected`);
+        break;
     }
   }
 

@@ -24,15 +24,16 @@ const MAX_DIAGNOSED = 12;
 
 /**
  * What keeps the system from being at rest. A trash expiring before `horizon` counts: the wait must see it
- * purged, not stop just before its timer fires.
+ * purged, not stop just before its timer fires. With `heldAtRest`, a held table in the trash is at rest whatever its
+ * expiry: its hold keeps it there (the look at the holds before the run releases them).
  */
-export function unsettledReasons(s: Snapshot, horizon: number): string[] {
+export function unsettledReasons(s: Snapshot, horizon: number, opts: { heldAtRest?: boolean } = {}): string[] {
   const reasons: string[] = [];
   const state = new Map(s.tables.map((t) => [t.id, t]));
   for (const t of s.tables) {
     const label = `table ${t.id} (${t.namespace}.${t.name})`;
     if (TRANSITIONAL_STATES.includes(t.state)) reasons.push(`${label} is ${t.state} since ${iso(t.updatedAt)}`);
-    if (t.state === 'TRASHED' && t.expireAt !== null && t.expireAt <= horizon) {
+    if (t.state === 'TRASHED' && t.expireAt !== null && t.expireAt <= horizon && !(opts.heldAtRest === true && t.hold !== null)) {
       const late = s.at - t.expireAt;
       const when = late >= 0 ? `expired ${(late / 1000).toFixed(1)} s ago` : `expires in ${(-late / 1000).toFixed(1)} s`;
       reasons.push(`${label} is TRASHED and ${when}`);
@@ -54,14 +55,12 @@ export function unsettledReasons(s: Snapshot, horizon: number): string[] {
 }
 
 /** The workflows worth asking the server about when the system did not come to rest. */
-function suspects(s: Snapshot, horizon: number): Array<{ workflowId: string; runId?: string }> {
+function suspects(s: Snapshot, horizon: number, heldAtRest: boolean): Array<{ workflowId: string; runId?: string }> {
   const found = new Map<string, { workflowId: string; runId?: string }>();
   for (const lock of s.locks) found.set(lock.workflowId, { workflowId: lock.workflowId, runId: lock.runId });
-  const stuck = new Set(
-    s.tables
-      .filter((t) => TRANSITIONAL_STATES.includes(t.state) || (t.state === 'TRASHED' && t.expireAt !== null && t.expireAt <= horizon))
-      .map((t) => t.id),
-  );
+  const expiring = (t: Snapshot['tables'][number]) =>
+    t.state === 'TRASHED' && t.expireAt !== null && t.expireAt <= horizon && !(heldAtRest && t.hold !== null);
+  const stuck = new Set(s.tables.filter((t) => TRANSITIONAL_STATES.includes(t.state) || expiring(t)).map((t) => t.id));
   const byId = new Map(s.tables.map((t) => [t.id, t]));
   for (const wf of s.running) {
     const table = wf.tableId === undefined ? undefined : byId.get(wf.tableId);
@@ -80,7 +79,10 @@ export async function waitForConvergence(opts: {
   log: (line: string) => void;
   /** What the run knows of a worker identity (`<pid>@<host>`): whether it killed it, and when. */
   workerFate: (identity: string) => string;
+  /** A held table in the trash is at rest past its expiry (while the run's holds are still on). */
+  heldAtRest?: boolean;
 }): Promise<Convergence> {
+  const heldAtRest = opts.heldAtRest === true;
   const started = Date.now();
   const horizon = started + opts.timeoutMs;
   let lastReport = 0;
@@ -89,7 +91,7 @@ export async function waitForConvergence(opts: {
     let reasons: string[];
     try {
       snapshot = await takeSnapshot(opts.catalog, opts.temporal, opts.knownIds());
-      reasons = unsettledReasons(snapshot, horizon);
+      reasons = unsettledReasons(snapshot, horizon, { heldAtRest });
     } catch (err) {
       reasons = [`cannot look: ${(err as Error).message.split('\n')[0]}`];
     }
@@ -98,7 +100,7 @@ export async function waitForConvergence(opts: {
     if (waitedMs >= opts.timeoutMs || opts.signal.aborted) {
       snapshot ??= await takeSnapshot(opts.catalog, opts.temporal, opts.knownIds());
       const diagnosis: string[] = [];
-      for (const wf of suspects(snapshot, horizon)) {
+      for (const wf of suspects(snapshot, horizon, heldAtRest)) {
         diagnosis.push(await describeWorkflow(opts.temporal, wf.workflowId, wf.runId, opts.workerFate));
       }
       return { converged: false, waitedMs, unsettled: reasons, diagnosis, snapshot };

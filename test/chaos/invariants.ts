@@ -8,6 +8,7 @@ import type { WorkerExit } from './monkey';
 import { runningTrashWorkflows, takeSnapshot, TRANSITIONAL_STATES } from './observe';
 import type { Problem } from './problems';
 import { idsMentioned, type OpRecord } from './scenario';
+import { checkPolicyAnswers, type FinalRelease } from './policies';
 
 /**
  * Every invariant, checked after the run came to rest (or gave up waiting). All of them are checked, and
@@ -38,6 +39,10 @@ export interface Evidence {
   workerExits: readonly WorkerExit[];
   /** The user's own tables hold some of the scenario's names (postgres driver): a create may find its name taken. */
   userTables?: boolean;
+  /** The run's storage driver (files when absent): with postgres a drop may be TableBusy for sessions, not leases. */
+  driver?: 'files' | 'postgres';
+  /** The releases of every hold the run made before the last wait for rest: from then on no table is held. */
+  finalReleases?: readonly FinalRelease[];
 }
 
 export interface Findings {
@@ -88,13 +93,51 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
       detail: `lock ${lock.resource} held by ${lock.workflowId} (run ${lock.runId}) since ${iso(lock.since)}`,
     });
   }
+  // The run released every hold before this last wait for rest (policies.ts): no table is held now, and a table
+  // whose hold was released (by a client, or by the run) is purged once its expiry passed, as any other.
+  const finalReleases = evidence.finalReleases ?? [];
+  for (const release of finalReleases) {
+    if (release.outcome.kind !== 'ok') {
+      problems.push({
+        invariant: 'holds',
+        detail:
+          `the run's release of table ${release.tableId}'s hold (${release.state}) at ${iso(release.at)} answered ` +
+          (release.outcome.kind === 'rejected' || release.outcome.kind === 'failed'
+            ? `${release.outcome.type}: ${release.outcome.message}`
+            : `nothing: ${release.outcome.kind === 'unknown' ? release.outcome.reason : ''}`),
+      });
+    }
+  }
+  const releasedAt = (id: number): number | undefined => {
+    const times = [
+      ...finalReleases.filter((r) => r.tableId === id && r.outcome.kind === 'ok').map((r) => r.at),
+      ...evidence.ops
+        .filter((op) => op.request.kind === 'release' && op.request.tableId === id && op.outcome.kind === 'ok')
+        .map((op) => op.endedAt),
+    ];
+    return times.length === 0 ? undefined : Math.max(...times);
+  };
   for (const t of snapshot.tables) {
     const label = `table ${t.id} (${t.namespace}.${t.name})`;
     if (TRANSITIONAL_STATES.includes(t.state)) {
       problems.push({ invariant: 'states', detail: `${label} is ${t.state} since ${iso(t.updatedAt)}` });
     }
+    if (t.hold !== null) {
+      problems.push({
+        invariant: 'holds',
+        detail: `${label} (${t.state}) is still held (${JSON.stringify(t.hold)}) after the run released every hold`,
+      });
+    }
     if (t.state === 'TRASHED' && t.expireAt !== null && t.expireAt < snapshot.at - EXPIRY_GRACE_MS) {
-      problems.push({ invariant: 'expiry', detail: `${label} expired at ${iso(t.expireAt)} and is still TRASHED` });
+      const released = releasedAt(t.id);
+      if (t.hold === null && released !== undefined) {
+        problems.push({
+          invariant: 'holds',
+          detail: `${label} expired at ${iso(t.expireAt)}, its hold was released at ${iso(released)}, and it is still TRASHED`,
+        });
+      } else {
+        problems.push({ invariant: 'expiry', detail: `${label} expired at ${iso(t.expireAt)} and is still TRASHED` });
+      }
     }
   }
   // Every table in the trash has its timer running, exactly one (the list can lag: doubtful ones are asked again).
@@ -127,6 +170,9 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   const answers = checkAnswers(evidence.ops, byId, { userTables: evidence.userTables });
   problems.push(...answers.problems);
   notes.push(...answers.notes);
+  const policies = checkPolicyAnswers(evidence.ops, byId, { driver: evidence.driver ?? 'files' });
+  problems.push(...policies.problems);
+  notes.push(...policies.notes);
 
   for (const exit of evidence.workerExits) {
     if (exit.code === EX_SOFTWARE) {

@@ -4,11 +4,23 @@ import type { OpKind, OpRecord } from './scenario';
 
 /** The summary a person reads after a run: what was done, what was broken, and where the evidence is. */
 
-const KINDS: readonly OpKind[] = ['create', 'trash', 'undelete', 'purge'];
+const KINDS: readonly OpKind[] = [
+  'create',
+  'trash',
+  'undelete',
+  'purge',
+  'hold',
+  'release',
+  'retention',
+  'lease',
+  'renewLease',
+  'releaseLease',
+];
 
 function outcomeLabel(op: OpRecord): string {
   switch (op.outcome.kind) {
     case 'ok':
+    case 'leased':
       return 'ok';
     case 'rejected':
       return op.outcome.type;
@@ -94,7 +106,24 @@ export function formatReport(report: ChaosReport): string {
   for (const kind of KINDS) {
     const ops = report.ops.filter((op) => op.request.kind === kind);
     const outcomes = countBy(ops, outcomeLabel).map(([label, n]) => `${label} ${n}`);
-    lines.push(`  ${kind.padEnd(9)} ${String(ops.length).padStart(4)}: ${outcomes.join(', ') || '-'}`);
+    lines.push(`  ${kind.padEnd(12)} ${String(ops.length).padStart(4)}: ${outcomes.join(', ') || '-'}`);
+  }
+  const drains = report.ops.filter((op) => op.request.kind === 'trash' && op.request.drainTimeoutSeconds !== undefined);
+  const aims = countBy(
+    report.ops.filter((op) => op.request.kind === 'retention' && op.outcome.kind === 'ok'),
+    (op) => (op.request.kind === 'retention' ? op.request.aim : ''),
+  );
+  lines.push(
+    `  policies: ${drains.length} drops with a short drain timeout (${countBy(drains, outcomeLabel)
+      .map(([label, n]) => `${label} ${n}`)
+      .join(', ')}); retentions answered: ${aims.map(([aim, n]) => `${aim} ${n}`).join(', ') || 'none'}`,
+  );
+  if (report.holds) {
+    const { held, heldPastExpiry, released } = report.holds;
+    lines.push(
+      `  holds: ${held} table(s) held at rest before the release (${heldPastExpiry} of them in the trash past their expiry); ` +
+        `${released.length} released by the run then (${released.filter((r) => r.state === 'TRASHED' && r.expireAt !== null && r.expireAt < r.at).length} expired)`,
+    );
   }
   const unknown = countBy(
     report.ops.filter((op) => op.outcome.kind === 'unknown'),
@@ -115,10 +144,17 @@ export function formatReport(report: ChaosReport): string {
       `${stats.workersNeverReady} never polled`,
   );
   lines.push(`  dev server: ${stats.serverRestarts} of ${options.serverRestarts} SIGKILL + restarts on the same port and db`);
+  if (report.holdCheckpoint) {
+    lines.push(
+      report.holdCheckpoint.converged
+        ? `  at rest with the holds on ${seconds(report.holdCheckpoint.waitedMs)} after the chaos stopped`
+        : `  NOT at rest with the holds on after ${seconds(report.holdCheckpoint.waitedMs)}`,
+    );
+  }
   if (report.convergence) {
     lines.push(
       report.convergence.converged
-        ? `  at rest ${seconds(report.convergence.waitedMs)} after the chaos stopped`
+        ? `  at rest ${seconds(report.convergence.waitedMs)} after the holds were released`
         : `  NOT at rest after ${seconds(report.convergence.waitedMs)} (limit ${seconds(options.convergenceTimeoutMs)})`,
     );
   }

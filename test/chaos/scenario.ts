@@ -7,6 +7,7 @@ import { applicationFailureOf } from '../../client/errors';
 import type { Catalog } from '../../catalog/catalog';
 import { catalogLocation, openCatalog } from '../../catalog/open';
 import { isDomainErrorType, TableFateError } from '../../domain/errors';
+import type { LeaseInfo } from '../../domain/leases';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import type { Random } from './random';
 import { catalogPath, type StorageDriverName } from '../../domain/deployment';
@@ -15,20 +16,43 @@ import { within } from './time';
 
 /**
  * The load: several SDK clients, each in its own loop, issuing mixed operations on a small pool of names
- * (so that names are reused and operations contend), and recording every answer they get.
+ * (so that names are reused and operations contend), and recording every answer they get. Beside a table's life
+ * (create, trash, undelete, purge) the mix has the trash's policies (issue 17): legal holds placed and released on
+ * live and trashed tables, retention changes of trashed tables (into the past, a few seconds on, or past the run),
+ * and short leases (1 to 5 s), some released, some renewed, some left to expire, often followed at once by a drop of
+ * their table with a short drain timeout (TableBusy is then a fair answer).
  */
 
 export type OpRequest =
   | { kind: 'create'; table: string; shards: number; columns?: string }
-  | { kind: 'trash'; table: string; retentionSeconds: number }
+  /** `drainTimeoutSeconds`: how long the drop waits for the table's leases (and, postgres, its sessions); 60 s when absent. */
+  | { kind: 'trash'; table: string; retentionSeconds: number; drainTimeoutSeconds?: number }
   | { kind: 'undelete'; tableId: number; newName?: string }
-  | { kind: 'purge'; tableId: number };
+  | { kind: 'purge'; tableId: number }
+  | { kind: 'hold'; tableId: number; reason: string }
+  | { kind: 'release'; tableId: number }
+  /** `aim`: what the draw meant the new expiry to be (already past, a few seconds on, or past the run), for the report. */
+  | { kind: 'retention'; tableId: number; retentionSeconds: number; aim: RetentionAim }
+  | { kind: 'lease'; tableId: number; ttlSeconds: number; holder: string }
+  /** `tableId`: the table the lease was taken on, as far as the run knows (for the report and the checks). */
+  | { kind: 'renewLease'; leaseId: string; tableId: number }
+  | { kind: 'releaseLease'; leaseId: string; tableId: number };
 
 export type OpKind = OpRequest['kind'];
+
+export type RetentionAim = 'past' | 'soon' | 'long';
+
+/** The operations of the trash's policies (the rest is a table's life). */
+export const POLICY_KINDS: readonly OpKind[] = ['hold', 'release', 'retention', 'lease', 'renewLease', 'releaseLease'];
+
+/** The lease operations, whose answer is a lease, not a table. */
+const LEASE_KINDS: readonly OpKind[] = ['lease', 'renewLease', 'releaseLease'];
 
 export type Outcome =
   /** The call succeeded with this table. */
   | { kind: 'ok'; table: TableInfo }
+  /** A lease call succeeded with this lease (taken, renewed or released). */
+  | { kind: 'leased'; lease: LeaseInfo }
   /** A typed domain error (its class name). */
   | { kind: 'rejected'; type: string; message: string }
   /** The operation's workflow failed with a failure that is no domain error (LockLost, StorageFault, ...). */
@@ -47,13 +71,20 @@ export interface OpRecord {
   outcome: Outcome;
 }
 
+/** The table id a request names, when it names one by id. */
+export function requestedId(request: OpRequest): number | undefined {
+  return 'tableId' in request ? request.tableId : undefined;
+}
+
 /** Every table id the calls aimed at or were answered with. */
 export function idsMentioned(ops: readonly OpRecord[]): number[] {
   const ids: number[] = [];
   for (const op of ops) {
     if (op.before) ids.push(op.before.id);
     if (op.outcome.kind === 'ok') ids.push(op.outcome.table.id);
-    if (op.request.kind === 'undelete' || op.request.kind === 'purge') ids.push(op.request.tableId);
+    if (op.outcome.kind === 'leased') ids.push(op.outcome.lease.tableId);
+    const requested = requestedId(op.request);
+    if (requested !== undefined) ids.push(requested);
   }
   return ids;
 }
@@ -122,13 +153,63 @@ const POSTGRES_NAMES: ReadonlyArray<readonly [string, number]> = [
 /** How often a create or a recall's new name aims at a name a user's table holds. */
 const USER_NAME_CHANCE = 0.1;
 
-const OP_WEIGHTS: Readonly<Record<OpKind, number>> = { create: 35, trash: 30, undelete: 20, purge: 15 };
+/** A table's life first (about three calls in four), then the trash's policies. */
+const OP_WEIGHTS: Readonly<Record<OpKind, number>> = {
+  create: 30,
+  trash: 26,
+  undelete: 16,
+  purge: 12,
+  hold: 7,
+  release: 6,
+  retention: 7,
+  lease: 10,
+  renewLease: 3,
+  releaseLease: 3,
+};
 
 /** Short retentions expire during and right after the run; long ones outlive it (and must keep their timers). */
 const SHORT_RETENTION_S: readonly [number, number] = [2, 6];
 const LONG_RETENTION_S = 3600;
 
+/**
+ * The reasons a hold gives: two, so that a hold of a table held for the other one is refused (WrongState), and one
+ * for the same one answers the table as it is.
+ */
+const HOLD_REASONS: readonly string[] = ['chaos legal hold, case 17', 'chaos audit 2026-12'];
+
+/** Leases live 1 to 5 s: they end during the run, released, or expired. */
+const LEASE_TTL_S: readonly [number, number] = [1, 5];
+/** A drop that names a drain timeout waits this long at most for the leases (else the default, 60 s). */
+const DRAIN_TIMEOUT_S: readonly [number, number] = [1, 4];
+/** How often a drop names a short drain timeout of its own. */
+const SHORT_DRAIN_CHANCE = 0.3;
+/**
+ * Right after a lease is taken, how often its client drops the table at once (it waits in DRAINING), releases the
+ * lease, or renews it; otherwise the lease is left to expire (or to another client's renewal or release).
+ */
+const AFTER_LEASE: Readonly<Record<'drop' | 'release' | 'renew' | 'nothing', number>> = { drop: 55, release: 10, renew: 10, nothing: 25 };
+
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
+
+/** What the clients share: the leases they were answered (to renew or release, even once expired). */
+interface Shared {
+  leases: LeaseInfo[];
+}
+
+/** A new retention for a trashed table, counted from its drop time: into the past, a few seconds on, or past the run. */
+function retentionFor(rng: Random, target: TableRecord): { retentionSeconds: number; aim: RetentionAim } {
+  const aim = rng.weighted<RetentionAim>({ past: 4, soon: 3, long: 3 });
+  if (target.droppedAt === null) return { retentionSeconds: rng.int(...SHORT_RETENTION_S), aim };
+  const elapsed = (Date.now() - target.droppedAt) / 1000;
+  switch (aim) {
+    case 'past':
+      return { retentionSeconds: Math.max(1, Math.floor(elapsed) - rng.int(0, 2)), aim };
+    case 'soon':
+      return { retentionSeconds: Math.ceil(elapsed) + rng.int(3, 10), aim };
+    case 'long':
+      return { retentionSeconds: LONG_RETENTION_S + rng.int(0, 600), aim };
+  }
+}
 
 /** Draws the next operation, aiming it at what the catalog holds now (with a few shots that must miss). */
 async function pickOperation(
@@ -136,19 +217,33 @@ async function pickOperation(
   catalog: Catalog,
   columns: string | undefined,
   userNames: readonly string[],
+  holder: string,
+  shared: Shared,
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
   const aimsAtUser = () => userNames.length > 0 && rng.chance(USER_NAME_CHANCE);
   const tables = await catalog.listTables({ includeTrashed: true });
   const ready = tables.filter((t) => t.state === 'READY');
   const trashed = tables.filter((t) => t.state === 'TRASHED');
+  const held = tables.filter((t) => t.hold !== null);
   const byName = async (table: string) => {
     const [namespace, name] = table.split('.') as [string, string];
     return catalog.findByName({ namespace, name });
   };
+  /** `preferred` now and then missing on purpose (`miss`), any table then. */
+  const aimAt = (preferred: readonly TableRecord[], miss: number) =>
+    preferred.length > 0 && !rng.chance(miss) ? rng.pick(preferred) : rng.pick(tables);
+  const leaseTo = async (kind: 'renewLease' | 'releaseLease') => {
+    // Mostly a lease that is live now; sometimes one the run was answered, maybe expired or released already.
+    const live = await catalog.listLeases({ now: Date.now() });
+    const lease = live.length > 0 && !rng.chance(0.3) ? rng.pick(live) : rng.pick(shared.leases);
+    const request: OpRequest = { kind, leaseId: lease.id, tableId: lease.tableId };
+    return { request, before: await catalog.getTable(lease.tableId) };
+  };
 
   let kind = rng.weighted(OP_WEIGHTS);
-  if ((kind === 'undelete' || kind === 'purge') && trashed.length === 0 && tables.length === 0) kind = 'create';
+  if (kind !== 'create' && kind !== 'trash' && tables.length === 0) kind = 'create';
+  if ((kind === 'renewLease' || kind === 'releaseLease') && shared.leases.length === 0) kind = 'lease';
   switch (kind) {
     case 'create': {
       const [table, usual] = aimsAtUser() ? ([rng.pick(userNames), 1] as const) : rng.pick(names);
@@ -159,32 +254,114 @@ async function pickOperation(
     }
     case 'trash': {
       const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(names)[0];
-      const retentionSeconds = rng.chance(0.8) ? rng.int(...SHORT_RETENTION_S) : LONG_RETENTION_S;
-      return { request: { kind, table, retentionSeconds }, before: await byName(table) };
+      return { request: trashOf(rng, table), before: await byName(table) };
     }
     case 'undelete': {
-      const target = trashed.length > 0 && !rng.chance(0.1) ? rng.pick(trashed) : rng.pick(tables);
+      const target = aimAt(trashed, 0.1);
       const newName = rng.chance(0.3) ? (aimsAtUser() ? rng.pick(userNames) : rng.pick(names)[0]) : undefined;
       const request: OpRequest = newName ? { kind, tableId: target.id, newName } : { kind, tableId: target.id };
       return { request, before: await catalog.getTable(target.id) };
     }
     case 'purge': {
-      const target = trashed.length > 0 && !rng.chance(0.2) ? rng.pick(trashed) : rng.pick(tables);
+      const target = aimAt(trashed, 0.2);
       return { request: { kind, tableId: target.id }, before: await catalog.getTable(target.id) };
     }
+    case 'hold': {
+      const target = aimAt([...ready, ...trashed], 0.1);
+      return { request: { kind, tableId: target.id, reason: rng.pick(HOLD_REASONS) }, before: await catalog.getTable(target.id) };
+    }
+    case 'release': {
+      const target = aimAt(held, 0.2);
+      return { request: { kind, tableId: target.id }, before: await catalog.getTable(target.id) };
+    }
+    case 'retention': {
+      const target = aimAt(trashed, 0.1);
+      return { request: { kind, tableId: target.id, ...retentionFor(rng, target) }, before: await catalog.getTable(target.id) };
+    }
+    case 'lease': {
+      const target = aimAt(ready, 0.1);
+      const request: OpRequest = { kind, tableId: target.id, ttlSeconds: rng.int(...LEASE_TTL_S), holder };
+      return { request, before: await catalog.getTable(target.id) };
+    }
+    case 'renewLease':
+    case 'releaseLease':
+      return leaseTo(kind);
   }
 }
 
-function callSdk(client: TableFateClient, request: OpRequest): Promise<TableInfo> {
+/** A drop of `table`, with a short retention mostly, and now and then a short drain timeout of its own. */
+function trashOf(rng: Random, table: string, drainTimeoutSeconds?: number): OpRequest {
+  const retentionSeconds = rng.chance(0.8) ? rng.int(...SHORT_RETENTION_S) : LONG_RETENTION_S;
+  const drain = drainTimeoutSeconds ?? (rng.chance(SHORT_DRAIN_CHANCE) ? rng.int(...DRAIN_TIMEOUT_S) : undefined);
+  return drain === undefined
+    ? { kind: 'trash', table, retentionSeconds }
+    : { kind: 'trash', table, retentionSeconds, drainTimeoutSeconds: drain };
+}
+
+/**
+ * What a client does right after a lease was taken: often drop its table at once, with a short drain timeout (the
+ * drop waits in DRAINING for the lease: it ends released, expired, or the drop is TableBusy), or release or renew it.
+ */
+function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | undefined): OpRequest | undefined {
+  switch (rng.weighted(AFTER_LEASE)) {
+    case 'drop':
+      return table ? trashOf(rng, nameOf(table), rng.int(...DRAIN_TIMEOUT_S)) : undefined;
+    case 'release':
+      return { kind: 'releaseLease', leaseId: lease.id, tableId: lease.tableId };
+    case 'renew':
+      return { kind: 'renewLease', leaseId: lease.id, tableId: lease.tableId };
+    case 'nothing':
+      return undefined;
+  }
+}
+
+/** The table a planned request aims at, as the catalog holds it now. */
+async function targetNow(catalog: Catalog, request: OpRequest): Promise<TableRecord | undefined> {
+  const requested = requestedId(request);
+  if (requested !== undefined) return catalog.getTable(requested);
+  if (request.kind !== 'trash' && request.kind !== 'create') return undefined;
+  const [namespace, name] = request.table.split('.') as [string, string];
+  return catalog.findByName({ namespace, name });
+}
+
+/** A successful call's answer: a table, or a lease. */
+type Answer = Extract<Outcome, { kind: 'ok' | 'leased' }>;
+
+const tableAnswer = (table: TableInfo): Answer => ({ kind: 'ok', table });
+const leaseAnswer = (lease: LeaseInfo): Answer => ({ kind: 'leased', lease });
+
+function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
   switch (request.kind) {
     case 'create':
-      return client.create({ table: request.table, shards: request.shards, ...(request.columns ? { columns: request.columns } : {}) });
+      return client
+        .create({ table: request.table, shards: request.shards, ...(request.columns ? { columns: request.columns } : {}) })
+        .then(tableAnswer);
     case 'trash':
-      return client.trash({ table: request.table, retentionSeconds: request.retentionSeconds });
+      return client
+        .trash({
+          table: request.table,
+          retentionSeconds: request.retentionSeconds,
+          ...(request.drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds: request.drainTimeoutSeconds }),
+        })
+        .then(tableAnswer);
     case 'undelete':
-      return client.undelete(request.newName ? { table: request.tableId, newName: request.newName } : { table: request.tableId });
+      return client
+        .undelete(request.newName ? { table: request.tableId, newName: request.newName } : { table: request.tableId })
+        .then(tableAnswer);
     case 'purge':
-      return client.purge({ tableId: request.tableId });
+      return client.purge({ tableId: request.tableId }).then(tableAnswer);
+    case 'hold':
+      return client.hold({ table: request.tableId, reason: request.reason }).then(tableAnswer);
+    case 'release':
+      return client.release({ table: request.tableId }).then(tableAnswer);
+    case 'retention':
+      return client.setRetention({ table: request.tableId, retentionSeconds: request.retentionSeconds }).then(tableAnswer);
+    case 'lease':
+      return client.acquireLease(request.tableId, { ttlSeconds: request.ttlSeconds, holder: request.holder }).then(leaseAnswer);
+    case 'renewLease':
+      return client.renewLease(request.leaseId).then(leaseAnswer);
+    case 'releaseLease':
+      return client.releaseLease(request.leaseId).then(leaseAnswer);
   }
 }
 
@@ -199,7 +376,7 @@ function outcomeOfType(type: string, message: string, className: string): Outcom
 }
 
 /** What the caller learned from an error: a domain answer, a failed operation, or nothing at all. */
-function classify(err: unknown): Outcome {
+export function classify(err: unknown): Outcome {
   if (err instanceof TableFateError) return outcomeOfType(err.type, err.message, err.name);
   const failure = applicationFailureOf(err);
   if (failure) return { kind: 'failed', type: failure.type ?? 'ApplicationFailure', message: failure.message };
@@ -247,7 +424,7 @@ class CallerClient implements Caller {
       (): Outcome => ({ kind: 'unknown', reason: 'the run was interrupted' }),
     );
     const call = this.connection.withAbortSignal(cancel.signal, () => callSdk(this.sdk, request));
-    const answer = call.then((table): Outcome => ({ kind: 'ok', table }), classify);
+    const answer = call.then((answered): Outcome => answered, classify);
     this.pending.add(answer);
     void answer.finally(() => this.pending.delete(answer));
     try {
@@ -280,11 +457,30 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
         ...common,
       ];
     case 'trash':
-      return ['trash', request.table, '--reserve-seconds', String(request.retentionSeconds), ...common];
+      return [
+        'trash',
+        request.table,
+        '--reserve-seconds',
+        String(request.retentionSeconds),
+        ...(request.drainTimeoutSeconds === undefined ? [] : ['--drain-timeout', String(request.drainTimeoutSeconds)]),
+        ...common,
+      ];
     case 'undelete':
       return ['undelete', String(request.tableId), ...(request.newName ? [request.newName] : []), ...common];
     case 'purge':
       return ['purge', String(request.tableId), ...common];
+    case 'hold':
+      return ['hold', String(request.tableId), '--reason', request.reason, ...common];
+    case 'release':
+      return ['release', String(request.tableId), ...common];
+    case 'retention':
+      return ['retention', String(request.tableId), String(request.retentionSeconds), ...common];
+    case 'lease':
+      return ['lease', 'acquire', String(request.tableId), '--ttl', String(request.ttlSeconds), '--holder', request.holder, ...common];
+    case 'renewLease':
+      return ['lease', 'renew', request.leaseId, ...common];
+    case 'releaseLease':
+      return ['lease', 'release', request.leaseId, ...common];
   }
 }
 
@@ -334,7 +530,10 @@ class CommandLineCaller implements Caller {
         clearTimeout(timer);
         signal.removeEventListener('abort', kill);
         this.running.delete(child);
-        if (code === 0) return resolve({ kind: 'ok', table: JSON.parse(stdout) as TableInfo });
+        if (code === 0) {
+          if (LEASE_KINDS.includes(request.kind)) return resolve({ kind: 'leased', lease: JSON.parse(stdout) as LeaseInfo });
+          return resolve({ kind: 'ok', table: JSON.parse(stdout) as TableInfo });
+        }
         if (killedBy) return resolve({ kind: 'unknown', reason: `the command was killed (${killedBy}) without an answer` });
         try {
           const error = JSON.parse(stderr.trim().split('\n').pop() ?? '') as { error: string; message: string };
@@ -369,16 +568,27 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
     throw err;
   }
 
+  const shared: Shared = { leases: [] };
   const lane = async (client: Caller, index: number) => {
     const rng = opts.rng.fork(`client-${index}`);
+    const holder = `chaos-client-${index}@chaos`;
+    /** What this client does next, planned by the last answer (a drop right after a lease, say). */
+    let planned: OpRequest | undefined;
     while (issued < opts.ops && !opts.signal.aborted && Date.now() < opts.deadline) {
       const seq = issued++;
-      const { request, before } = await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? []);
+      const { request, before } = planned
+        ? { request: planned, before: await targetNow(opts.catalog, planned) }
+        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared);
+      planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();
       const outcome = await client.answer(request, opts.callTimeoutMs, opts.signal);
       const record: OpRecord = { seq, client: index, request, before, startedAt, endedAt: Date.now(), outcome };
       records.push(record);
+      if (outcome.kind === 'leased' && request.kind === 'lease') {
+        shared.leases.push(outcome.lease);
+        planned = followUpOfLease(rng, outcome.lease, before);
+      }
       await opts.onAnswer(record);
       opts.onProgress(records.length);
       // A caller that got no answer waits a little before it tries something else, as a real one would.

@@ -431,6 +431,20 @@ async function main(): Promise<void> {
     );
     await save('trash-drained-retention-shortened', workflowIdFor.trash(leased.id, h.catalog.id));
 
+    // (since v11) two retention changes that reach the trash run in one workflow task: made in turn by its wait, the
+    // second into the past, which purges the table
+    const twice = await h.client.create({ table: 'rec.twice', shards: 1 });
+    await h.client.trash({ table: 'rec.twice', retentionSeconds: 3600 });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await h.stopWorker();
+    const longer = h.client.setRetention({ table: twice.id, retentionSeconds: 7200 }, { timeoutMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const past = h.client.setRetention({ table: twice.id, retentionSeconds: 1 }, { timeoutMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await h.startWorker();
+    await Promise.all([longer, past]);
+    await save('trash-two-retentions-one-task', workflowIdFor.trash(twice.id, h.catalog.id));
+
     // (since v11) a drop whose drain passes its deadline: TableBusy, taken back to READY
     const busyLease = await h.client.create({ table: 'rec.busy_lease', shards: 1 });
     const kept = await h.client.acquireLease(busyLease.id, { ttlSeconds: 300 });
