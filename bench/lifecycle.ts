@@ -1,6 +1,6 @@
 /**
- * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete and purge
- * through the SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same dev server, the
+ * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete and purge, and
+ * the trash's policies (a hold, its release, a lease taken and released, a trashed table's new retention) through the SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same dev server, the
  * same worker process and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each
  * as a multiple of the floor's, then throughput: 32 creates at once against 32 floors at once.
  *
@@ -19,7 +19,7 @@ import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';
 
-const OPS = ['create', 'trash', 'undelete', 'purge'] as const;
+const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention'] as const;
 type Op = (typeof OPS)[number];
 const FLOOR_QUEUE = 'bench-floor';
 const CONCURRENCY = 32;
@@ -60,7 +60,7 @@ async function main(): Promise<void> {
   );
   const floor = () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: `floor-${randomUUID()}` });
 
-  const samples: Record<Op | 'floor', number[]> = { floor: [], create: [], trash: [], undelete: [], purge: [] };
+  const samples = Object.fromEntries(['floor', ...OPS].map((op) => [op, [] as number[]])) as Record<Op | 'floor', number[]>;
   const throughput = { floor: [] as number[], create: [] as number[] };
   let bySize: Array<{ label: string; bytes: number; trashMs: number[] }> = [];
   try {
@@ -74,7 +74,16 @@ async function main(): Promise<void> {
       await timed(sink('trash'), () => client.trash({ table: name }));
       await timed(sink('floor'), floor);
       await timed(sink('undelete'), () => client.undelete({ table: table.id }));
+      // The trash's policies: a legal hold and its release, a lease taken and released, a trashed table's retention.
+      await timed(sink('floor'), floor);
+      await timed(sink('hold'), () => client.hold({ table: table.id, reason: 'bench' }));
+      await timed(sink('release'), () => client.release({ table: table.id }));
+      await timed(sink('floor'), floor);
+      const lease = await timed(sink('lease'), () => client.acquireLease(table.id));
+      await timed(sink('unlease'), () => client.releaseLease(lease.id));
       await client.trash({ table: name });
+      await timed(sink('floor'), floor);
+      await timed(sink('retention'), () => client.setRetention({ table: table.id, retentionSeconds: 7200 }));
       await timed(sink('floor'), floor);
       await timed(sink('purge'), () => client.purge({ tableId: table.id }));
     }

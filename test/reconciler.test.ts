@@ -221,7 +221,11 @@ describe('the reconciler', () => {
       const trashId = workflowIdFor.trash(table.id, h.catalog.id);
       const retentionSeconds = 4321;
       // (A drop's first change is startDrain's: straight to TRASHING, the table having no lease.)
-      const { runId } = await killedAfterTransition(trashId, () => h.client.trash({ table: 'rec.killedtrash', retentionSeconds }), 'startDrain');
+      const { runId } = await killedAfterTransition(
+        trashId,
+        () => h.client.trash({ table: 'rec.killedtrash', retentionSeconds }),
+        'startDrain',
+      );
       expect(await h.shardAreas(table)).toEqual(['live', 'live']);
 
       const key = { id: table.id, namespace: 'rec', name: 'killedtrash', shards: 2, params: { shards: 2 } };

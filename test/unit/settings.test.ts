@@ -40,7 +40,9 @@ describe('parseSettingValue', () => {
   });
 
   test('config set is refused at the edge, naming the key and the value', () => {
-    expect(() => parseRequest(configSetRequestSchema, { key: 'trash.nope', value: '1' })).toThrow(/key: no setting "trash.nope": a setting is one of trash.enabled/);
+    expect(() => parseRequest(configSetRequestSchema, { key: 'trash.nope', value: '1' })).toThrow(
+      /key: no setting "trash.nope": a setting is one of trash.enabled/,
+    );
     expect(() => parseRequest(configSetRequestSchema, { key: 'trash.enabled', value: 'maybe' })).toThrow(
       /value: trash.enabled is true or false, not "maybe"/,
     );
