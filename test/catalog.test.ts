@@ -876,12 +876,19 @@ describe.each([sqlite, postgres])('$name catalog', (backend) => {
         `INSERT INTO tables (id, namespace, name, state, params, placement, created_at, updated_at)
          VALUES (${id}, 'raw', 'n-${state}', '${state}', '{"shards":1}', '[]', 1, 1)`,
       );
+    // Each state's outcome, compared at once: a failure names the state (and the error) that went wrong.
+    const outcomes: Array<{ state: string; second: string }> = [];
     for (const [i, state] of TABLE_STATES.entries()) {
       await insert(100 + 2 * i, state);
-      const second = insert(101 + 2 * i, state);
-      if (NAME_HOLDING_STATES.includes(state)) await expect(second).rejects.toThrow(/unique constraint/i);
-      else await second;
+      const second = await insert(101 + 2 * i, state).then(
+        () => 'inserted',
+        (err: unknown) => (/unique constraint/i.test(String(err)) ? 'refused: name taken' : `failed: ${String(err)}`),
+      );
+      outcomes.push({ state, second });
     }
+    expect(outcomes).toEqual(
+      TABLE_STATES.map((state) => ({ state, second: NAME_HOLDING_STATES.includes(state) ? 'refused: name taken' : 'inserted' })),
+    );
     const rows = await catalog.listTables({ includeTrashed: true });
     expect(rows.filter((t) => t.namespace === 'raw').every((t) => t.hold === null)).toBe(true);
   });
