@@ -26,10 +26,9 @@ export function newPool(config: PoolConfig): Pool {
  * than given back to the pool.
  */
 export async function inPgTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>, setup: string[] = []): Promise<T> {
-  const client = await pool.connect();
+  const client = await begun(pool);
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
     for (const statement of setup) await client.query(statement);
     const result = await fn(client);
     await client.query('COMMIT');
@@ -39,5 +38,26 @@ export async function inPgTransaction<T>(pool: Pool, fn: (c: PoolClient) => Prom
     throw err;
   } finally {
     client.release(broken);
+  }
+}
+
+/** How many connections a transaction tries to begin on before it fails. */
+const BEGIN_ATTEMPTS = 3;
+
+/**
+ * A connection of `pool` with a transaction begun on it. A connection the server ended while it sat idle in the pool
+ * (a restart, `pg_terminate_backend`) can be handed out before the pool has heard: its BEGIN fails, nothing was done on
+ * it, so it is closed and another one tried, a few times, rather than fail the caller's first statement.
+ */
+async function begun(pool: Pool): Promise<PoolClient> {
+  for (let attempt = 1; ; attempt++) {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      return client;
+    } catch (err) {
+      client.release(err instanceof Error ? err : new Error(String(err)));
+      if (attempt >= BEGIN_ATTEMPTS) throw err;
+    }
   }
 }
