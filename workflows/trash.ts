@@ -13,7 +13,7 @@ import {
   setHandler,
 } from '@temporalio/workflow';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
-import { trashedUpdate, type ShardChange, type TrashTimerState } from '../domain/contracts';
+import { trashedUpdate, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { describeLease, type Lease } from '../domain/leases';
 import { TableBusyError } from '../domain/errors';
@@ -21,9 +21,9 @@ import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashCommitted } from '../activities';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
-import { PATCHES } from './patches';
+import { PATCHES, trashStepsBeforeLeases } from './patches';
 import { purgeSteps } from './purge';
-import { asFailure, changeState, everyShard, runSteps, SHARDS, type Step } from './steps';
+import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
 import { inThatTrash, trashTimer, waitOutExpiry, type TrashTimer } from './trash-expiry';
 
 /**
@@ -89,13 +89,7 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer
     },
   };
   return withLock(calls, tableLock!, { policy: input.lockWait, input }, () => {
-    if (!patched(PATCHES.drainsLeases)) {
-      return runSteps<TableRecord>(
-        changeState(calls, input.tableId, ['READY', 'TRASHING'], input.expectedName),
-        everyShard(calls, 'move shards to trash', drained(SHARDS.toTrash, input), { undo: SHARDS.backFromTrash }),
-        commitTrashed,
-      );
-    }
+    if (!patched(PATCHES.drainsLeases)) return trashStepsBeforeLeases(calls, input, commitTrashed);
     // One deadline for the whole drain: the leases, then (PostgreSQL) the sessions using the table.
     const deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
     return runSteps<Drop>(
@@ -183,12 +177,6 @@ async function purgeAtOnce(calls: OperationCalls, trashed: TableRecord, input: T
     return undefined;
   }
 }
-
-/** The move to the trash with the drop's drain deadline, when it names one (the PostgreSQL driver's; files ignore it). */
-const drained = (change: ShardChange, input: TrashInput): ShardChange =>
-  input.drainTimeoutSeconds === undefined || change.method !== 'moveShard'
-    ? change
-    : { ...change, drainTimeoutMs: input.drainTimeoutSeconds * 1000 };
 
 type Outcome = { table: TableInfo } | { error: unknown };
 
