@@ -7,6 +7,7 @@ import {
   WithStartWorkflowOperation,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
+  type Workflow,
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
@@ -365,24 +366,13 @@ export class TableFateClient {
     const workflowId = record.workflowId(tableId, this.catalog.id);
     const op = { workflowId, what: `undelete of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
     return this.writes.run(op, timeoutMs, async (started, signal) => {
-      let handle: WorkflowHandle<typeof undeleteTable>;
-      try {
-        handle = await this.client.workflow.start<typeof undeleteTable>(
-          record.workflowType,
-          this.startOptions(
-            record,
-            workflowId,
-            { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
-            { tableId, namespace: target.namespace, name: target.name },
-            `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
-          ),
-        );
-      } catch (err) {
-        if (err instanceof WorkflowExecutionAlreadyStartedError) {
-          throw new WrongStateError(`an undelete of table ${tableId} is already running`);
-        }
-        throw err;
-      }
+      const handle = await this.startAlone<typeof undeleteTable>(
+        record,
+        workflowId,
+        { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+        { tableId, namespace: target.namespace, name: target.name },
+        `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
+      );
       started();
       const result = handle.result();
       if (opts.onProgress) await reportProgress(handle, result, opts.onProgress, signal);
@@ -450,23 +440,13 @@ export class TableFateClient {
     const to = formatTableName(newName);
     const op = { workflowId, what: `rename of table ${tableId} to ${to}`, check: `\`tablefate describe ${tableId}\`` };
     return this.writes.run(op, timeoutMs, async (started) => {
-      let handle: WorkflowHandle<typeof renameTable>;
-      try {
-        handle = await this.client.workflow.start<typeof renameTable>(
-          record.workflowType,
-          this.startOptions(
-            record,
-            workflowId,
-            { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
-            { tableId, ...newName },
-            `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
-          ),
-        );
-      } catch (err) {
-        if (err instanceof WorkflowExecutionAlreadyStartedError)
-          throw new WrongStateError(`a rename of table ${tableId} is already running`);
-        throw err;
-      }
+      const handle = await this.startAlone<typeof renameTable>(
+        record,
+        workflowId,
+        { tableId, newName, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+        { tableId, ...newName },
+        `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
+      );
       started();
       return handle.result();
     });
@@ -502,23 +482,13 @@ export class TableFateClient {
     const workflowId = record.workflowId(table.id, this.catalog.id);
     const op = { workflowId, what: `${record.name} of table ${table.id}`, check: `\`tablefate describe ${table.id}\`` };
     return this.writes.run(op, timeoutMs, async (started) => {
-      let handle: WorkflowHandle<typeof holdTable>;
-      try {
-        handle = await this.client.workflow.start<typeof holdTable>(
-          record.workflowType,
-          this.startOptions(
-            record,
-            workflowId,
-            { tableId: table.id, hold, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
-            { tableId: table.id, namespace: table.namespace, name: table.name },
-            `${record.name} table ${table.id} (${formatTableName(table)})${hold?.reason ? `: ${hold.reason}` : ''}`,
-          ),
-        );
-      } catch (err) {
-        if (err instanceof WorkflowExecutionAlreadyStartedError)
-          throw new WrongStateError(`a ${record.name} of table ${table.id} is already running`);
-        throw err;
-      }
+      const handle = await this.startAlone<typeof holdTable>(
+        record,
+        workflowId,
+        { tableId: table.id, hold, expectedName: ref.kind === 'name' ? { namespace: ref.namespace, name: ref.name } : undefined },
+        { tableId: table.id, namespace: table.namespace, name: table.name },
+        `${record.name} table ${table.id} (${formatTableName(table)})${hold?.reason ? `: ${hold.reason}` : ''}`,
+      );
       started();
       return handle.result();
     });
@@ -833,6 +803,25 @@ export class TableFateClient {
       staticSummary: summary,
       ...op.start,
     };
+  }
+
+  /**
+   * Starts the one run of an operation whose second request must not join the first (its record's conflict policy is
+   * FAIL): a run of that id going on is WrongState, "a rename of table 12 is already running".
+   */
+  private async startAlone<W extends Workflow>(
+    op: AnyOperation,
+    workflowId: string,
+    input: object,
+    table: OperationTarget & { tableId: number },
+    summary: string,
+  ): Promise<WorkflowHandle<W>> {
+    try {
+      return await this.client.workflow.start<W>(op.workflowType, this.startOptions(op, workflowId, input, table, summary) as never);
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      throw new WrongStateError(`${/^[aeiou]/.test(op.name) ? 'an' : 'a'} ${op.name} of table ${table.tableId} is already running`);
+    }
   }
 
   /** Whether the latest run of `workflowId` is running (a later run, after a continue-as-new). */
