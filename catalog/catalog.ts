@@ -99,6 +99,8 @@ export interface CatalogReader {
    * them with `afterId` (ids above it) and `limit` (at most that many).
    */
   listTables(opts: ListOptions): Promise<TableRecord[]>;
+  /** How many tables are in each state, tombstones (PURGED) included; a state no table is in is absent. */
+  countByState(): Promise<Partial<Record<TableState, number>>>;
   /** The runtime settings stored, global (namespace null) and namespaces'; with `step`, journaled. */
   listSettings(step?: StepKey): Promise<SettingRow[]>;
   /** The leases not expired at `now`, of every table or of one, soonest to expire first; with `step`, journaled. */

@@ -211,6 +211,11 @@ class PgTx implements CatalogTx {
     return rows.map(toRecord);
   }
 
+  async countByState(): Promise<Partial<Record<TableState, number>>> {
+    const { rows } = await this.db.query<{ state: TableState; n: string }>(`SELECT state, count(*) AS n FROM tables GROUP BY state`);
+    return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
+  }
+
   async nextTableId(): Promise<number> {
     const { rows } = await this.db.query<{ value: number }>(
       `INSERT INTO counters (name, value) VALUES ('table_id', $1)

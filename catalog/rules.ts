@@ -10,7 +10,7 @@ import {
 } from '../domain/errors';
 import { formatTableName, type TableName } from '../domain/names';
 import { lockFor } from '../domain/operations';
-import { canTransition, columnsOnEntering } from '../domain/states';
+import { canTransition, columnsOnEntering, type TableState } from '../domain/states';
 import { describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
 import type { Lease } from '../domain/leases';
 import { describeLease } from '../domain/leases';
@@ -90,6 +90,10 @@ export abstract class TransactionalCatalog implements Catalog {
 
   listTables(opts: ListOptions): Promise<TableRecord[]> {
     return this.runOutside((tx) => tx.listTables(opts));
+  }
+
+  countByState(): Promise<Partial<Record<TableState, number>>> {
+    return this.runOutside((tx) => tx.countByState());
   }
 
   acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {

@@ -172,6 +172,11 @@ class SqliteTx implements CatalogTx {
     return rows.map(toRecord);
   }
 
+  async countByState(): Promise<Partial<Record<TableState, number>>> {
+    const rows = this.statement(`SELECT state, count(*) AS n FROM tables GROUP BY state`).all() as Array<{ state: TableState; n: number }>;
+    return Object.fromEntries(rows.map((row) => [row.state, row.n]));
+  }
+
   async nextTableId(): Promise<number> {
     const row = this.statement(
       `INSERT INTO counters (name, value) VALUES ('table_id', ?) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value`,

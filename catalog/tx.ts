@@ -17,6 +17,7 @@ export interface CatalogTx {
   /** The most recently dropped TRASHED table of this name, if any. */
   newestTrashed(name: TableName): Promise<TableRecord | undefined>;
   listTables(opts: ListOptions): Promise<TableRecord[]>;
+  countByState(): Promise<Partial<Record<TableState, number>>>;
   /** The next table id: the counter (seeded with the catalog's first id) incremented in place. */
   nextTableId(): Promise<number>;
   /** Inserts the table's row; false if another table holds its name (the transaction stays usable). */

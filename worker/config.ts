@@ -1,3 +1,4 @@
+import net from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import type { ClientConfig } from '../config/client';
@@ -44,6 +45,19 @@ function wholeNumber(fallback: number, min: number, max: number, unit = '') {
     });
 }
 
+/** `host:port` for the metrics endpoint, or a clear refusal. */
+export function parseMetricsAddress(value: string): string {
+  const match = /^(.*):([0-9]{1,5})$/.exec(value);
+  const host = match?.[1]?.replace(/^\[(.*)\]$/, '$1');
+  const port = Number(match?.[2]);
+  if (!match || !(port >= 0 && port <= 65535) || !(host === 'localhost' || net.isIP(host ?? '') !== 0)) {
+    throw new InvalidInputError(
+      `the metrics address must be host:port with an IP address or localhost as host (0.0.0.0:9464, 127.0.0.1:9464), not ${JSON.stringify(value)}`,
+    );
+  }
+  return host === 'localhost' ? `127.0.0.1:${port}` : value;
+}
+
 const envSchema = clientEnvSchema.extend({
   TABLEFATE_DEFAULT_RETENTION_SECONDS: wholeNumber(DEFAULT_RETENTION_SECONDS, MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS, 'seconds'),
   TABLEFATE_STORAGE_NODES: wholeNumber(3, 1, MAX_STORAGE_NODES),
@@ -52,6 +66,19 @@ const envSchema = clientEnvSchema.extend({
   TABLEFATE_ORPHAN_GRACE_SECONDS: wholeNumber(DEFAULT_ORPHAN_GRACE_SECONDS, 0, MAX_ORPHAN_GRACE_SECONDS, 'seconds'),
   TABLEFATE_WORKFLOW_CACHE: wholeNumber(DEFAULT_WORKFLOW_CACHE, MIN_WORKFLOW_CACHE, MAX_WORKFLOW_CACHE, 'workflow runs'),
   TABLEFATE_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  TABLEFATE_LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+  TABLEFATE_METRICS_ADDRESS: z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw === '') return undefined;
+      try {
+        return parseMetricsAddress(raw);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    }),
 });
 
 /** The worker's configuration: the client's (home: catalog, storage nodes, dev-server db, cached CLI), and more. */
@@ -68,6 +95,10 @@ export interface Config extends ClientConfig {
   /** How many workflow runs the orchestrating worker keeps in memory between their tasks. */
   workflowCache: number;
   logLevel: z.infer<typeof envSchema>['TABLEFATE_LOG_LEVEL'];
+  /** JSON lines or readable ones; absent: readable on a terminal, JSON otherwise. */
+  logFormat?: 'json' | 'pretty';
+  /** Where the worker serves Prometheus metrics (host:port, `/metrics`); none when absent. */
+  metricsAddress?: string;
 }
 
 /** Reads the configuration from the environment; a bad value fails here, once, with the variable's name. */
@@ -93,6 +124,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     orphanGraceSeconds: e.TABLEFATE_ORPHAN_GRACE_SECONDS,
     workflowCache: e.TABLEFATE_WORKFLOW_CACHE,
     logLevel: e.TABLEFATE_LOG_LEVEL,
+    ...(e.TABLEFATE_LOG_FORMAT ? { logFormat: e.TABLEFATE_LOG_FORMAT } : {}),
+    ...(e.TABLEFATE_METRICS_ADDRESS ? { metricsAddress: e.TABLEFATE_METRICS_ADDRESS } : {}),
   };
 }
 

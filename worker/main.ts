@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { TemporalSecurity } from '../config/connection';
-import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } from '../catalog/open';
 import type { Catalog } from '../catalog/catalog';
 import { LocalFileStorage } from '../storage/local-files';
@@ -13,39 +13,13 @@ import { ensureReconcileSchedule, reconcileScheduleId, removeReconcileSchedule }
 import { DevServer } from './dev-server';
 import { registerSearchAttributes } from './search-attributes';
 import { createLogger, type Logger } from './logger';
+import { installRuntime } from './telemetry';
+import { startCatalogGauges, startTrashBytesGauge } from './gauges';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from './worker';
 import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
 import { redactUrl } from '../domain/deployment';
 import { storageQueue } from '../domain/operations';
-
-const SDK_LEVELS: Record<string, LogLevel> = {
-  trace: 'TRACE',
-  debug: 'DEBUG',
-  info: 'INFO',
-  warn: 'WARN',
-  error: 'ERROR',
-  fatal: 'ERROR',
-  silent: 'ERROR',
-};
-
-/** What the SDK says when a worker has no workflows to run (each storage node's worker). */
-const ACTIVITY_ONLY_WARNING = 'No workflows registered, not polling for workflow tasks';
-
-/** Sends the Temporal SDK's own logs through pino, at the configured level. Once per process. */
-function routeSdkLogs(logger: Logger, level: string): void {
-  const sdk = logger.child({ component: 'temporal' });
-  Runtime.install({
-    // Ctrl-C is ours to handle: stop the worker, then the dev server, in that order.
-    shutdownSignals: [],
-    logger: new DefaultLogger(SDK_LEVELS[level] ?? 'WARN', ({ level: l, message, meta }) => {
-      // A storage node's worker runs activities only, by design: the SDK's warning about it is no news.
-      if (message.startsWith(ACTIVITY_ONLY_WARNING)) return;
-      const method = l === 'TRACE' ? 'trace' : l === 'DEBUG' ? 'debug' : l === 'INFO' ? 'info' : l === 'WARN' ? 'warn' : 'error';
-      sdk[method](meta ?? {}, message);
-    }),
-  });
-}
 
 /** Resolves on the first Ctrl-C or SIGTERM. */
 function untilInterrupted(): Promise<NodeJS.Signals> {
@@ -172,6 +146,11 @@ export async function runWorker(
         workflowBundle: { codePath },
       }),
     );
+    if (config.metricsAddress) {
+      const gauges = [startCatalogGauges({ catalog, connection, namespace: config.temporalNamespace, taskQueue: TASK_QUEUE, logger })];
+      if ('createShard' in served) gauges.push(startTrashBytesGauge({ catalog, storage: served, logger }));
+      atClose(() => Promise.resolve(gauges.forEach((stop) => stop())));
+    }
     await scheduleReconciler(config, server, catalog.id, logger);
     logger.info(
       {
@@ -275,8 +254,8 @@ export async function storageNodeCommand(config: Config, node: string, store: No
       `storage node ${JSON.stringify(node)} is not one of the ${nodes.length} configured (TABLEFATE_STORAGE_NODES=${config.storageNodes}: ${nodes.join(', ')})`,
     );
   }
-  const logger = createLogger(config.logLevel, { component: 'tablefate', node });
-  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const logger = createLogger(config.logLevel, { component: 'tablefate', node }, config.logFormat);
+  installRuntime(logger, config.logLevel, config.metricsAddress);
   const stop = untilInterrupted();
   let files: LocalFileStorage | undefined;
   if ('dir' in store) {
@@ -293,6 +272,10 @@ export async function storageNodeCommand(config: Config, node: string, store: No
       const tables = new PostgresStorage([{ node, url: (store as { postgres: string }).postgres }], catalog.id);
       atClose(() => tables.close());
       storage = tables;
+    }
+    if (config.metricsAddress) {
+      const stopGauge = startTrashBytesGauge({ catalog, storage, logger });
+      atClose(() => Promise.resolve(stopGauge()));
     }
     const worker = await createStorageNodeWorker({
       connection,
@@ -325,8 +308,8 @@ export async function storageNodeCommand(config: Config, node: string, store: No
  */
 export async function workerCommand(config: Config, mode: StorageMode = 'local'): Promise<number> {
   if (mode === 'local' && config.storageDriver === 'files') await checkStorageNodes(config);
-  const logger = createLogger(config.logLevel, { component: 'tablefate' });
-  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const logger = createLogger(config.logLevel, { component: 'tablefate' }, config.logFormat);
+  installRuntime(logger, config.logLevel, config.metricsAddress);
   const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
   const connection = await Connection.connect(server);
   try {
@@ -351,8 +334,8 @@ export interface DevOptions {
 export async function devCommand(config: Config, opts: DevOptions, print: (line: string) => void): Promise<number> {
   // Before the server starts: a configuration that strands shards is refused without starting anything.
   await checkStorageNodes(config);
-  const logger = createLogger(config.logLevel, { component: 'tablefate' });
-  routeSdkLogs(logger, config.logLevel === 'info' ? 'warn' : config.logLevel);
+  const logger = createLogger(config.logLevel, { component: 'tablefate' }, config.logFormat);
+  installRuntime(logger, config.logLevel, config.metricsAddress);
   const interrupted = untilInterrupted();
   const server = await DevServer.start({
     stateDir: config.home,

@@ -6,6 +6,8 @@ import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { TASK_QUEUE } from './config';
 import { DEFAULT_WORKFLOW_CACHE } from '../domain/limits';
 import type { Logger } from './logger';
+import { WORKFLOW_CODE } from './workflow-bundle';
+import { activityLogFields } from './telemetry';
 
 export interface TableFateWorkerOptions {
   connection: NativeConnection;
@@ -122,14 +124,19 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     : undefined;
   const all = { ...orchestration, ...storageActivities } as Activities;
   const activities = opts.wrapActivities ? opts.wrapActivities(all) : all;
-  const common = { connection: opts.connection, namespace: opts.namespace };
+  const common = { connection: opts.connection, namespace: opts.namespace, interceptors: { activity: [activityLogFields] } };
   const workers = [
     await Worker.create({
       ...common,
       taskQueue,
       maxCachedWorkflows: opts.maxCachedWorkflows ?? DEFAULT_WORKFLOW_CACHE,
       activities: local ? activities : pick(activities, STORAGE_ACTIVITY_NAMES, false),
-      ...(opts.workflowBundle ? { workflowBundle: opts.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+      ...(opts.workflowBundle
+        ? { workflowBundle: opts.workflowBundle }
+        : {
+            workflowsPath: WORKFLOW_CODE.workflowsPath,
+            interceptors: { ...common.interceptors, workflowModules: WORKFLOW_CODE.workflowInterceptorModules },
+          }),
     }),
   ];
   if (local) {
@@ -179,6 +186,7 @@ export async function createStorageNodeWorker(opts: StorageNodeWorkerOptions): P
     connection: opts.connection,
     namespace: opts.namespace,
     ...STORAGE_WORKER_OPTIONS,
+    interceptors: { activity: [activityLogFields] },
     taskQueue: storageQueue(opts.taskQueue ?? TASK_QUEUE, opts.node),
     activities: pick(wrapped, STORAGE_ACTIVITY_NAMES, true),
   });

@@ -5,6 +5,15 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 
 /**
+ * The workflow code a worker runs, with the interceptors every run carries (the step it is on, in the web UI and the
+ * logs; the operations' metrics): every bundle of it is made from this, and a worker without a bundle loads it so.
+ */
+export const WORKFLOW_CODE = {
+  workflowsPath: require.resolve('../workflows'),
+  workflowInterceptorModules: [require.resolve('../workflows/observe')],
+};
+
+/**
  * A workflow bundle file built beforehand from this same code (the test suite builds one per run for every worker
  * it starts): the worker loads it, and neither bundles nor removes it.
  */
@@ -41,7 +50,7 @@ export async function withWorkflowBundle<T>(use: (codePath: string) => Promise<T
 async function bundleInto(codePath: string): Promise<void> {
   const quiet = () => undefined;
   const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../workflows'),
+    ...WORKFLOW_CODE,
     logger: { trace: quiet, debug: quiet, info: quiet, warn: quiet, log: quiet, error: (message) => process.stderr.write(`${message}\n`) },
   });
   await fs.promises.writeFile(codePath, bundle.code);

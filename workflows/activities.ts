@@ -49,14 +49,30 @@ const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>
  * workflow waits until a cancelled change has really stopped (and put back the set it was renaming) before it runs
  * anything else, an undo above all: two changes of one shard must never run at once.
  */
-const shardsOnNode = (node: string) =>
+const shardsOnNode = (node: string, summary: string) =>
   proxyActivities<Pick<Activities, 'changeShardsOnNode'>>({
     startToCloseTimeout: '1 hour',
     heartbeatTimeout: '20s',
     retry: RETRY,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     taskQueue: storageQueue(workflowInfo().taskQueue, node),
+    summary,
   }).changeShardsOnNode;
+
+/** What a change does to shards, as a person reads it in the web UI: "move shards 0, 2 of table 12 to trash on node-1". */
+export function describeShardChange(change: ShardChange, tableId: number, shards: readonly number[], node: string): string {
+  const listed = shards.length <= 8 ? shards.join(', ') : `${shards.slice(0, 8).join(', ')} and ${shards.length - 8} more`;
+  const which = `${shards.length === 1 ? 'shard' : 'shards'} ${listed} of table ${tableId}`;
+  const doing = {
+    createShard: `create ${which}`,
+    dropShard: `drop ${which}`,
+    markGarbage: `mark ${which} as garbage`,
+    unmarkGarbage: `take back the garbage mark of ${which}`,
+    deleteGarbage: `delete ${which} (purge)`,
+    moveShard: change.method === 'moveShard' ? (change.to === 'trash' ? `move ${which} to trash` : `move ${which} back from trash`) : '',
+  }[change.method];
+  return `${doing} on ${node}`;
+}
 
 type Args<F> = F extends (input: infer I) => unknown ? Omit<I, keyof CallScope> : never;
 
@@ -80,9 +96,11 @@ export function operationCalls(catalogId: string | undefined) {
     return table;
   };
   const changeShardsBefore = shardChangesBeforeNodeActivities(scope, step);
+  /** A local activity called with a summary the web UI shows beside it. */
+  const said = (summary: string) => ({ summary });
   return {
     tryLock: async (lock: string) => {
-      const attempt = await locking.tryLock({ lock, ...step('tryLock') });
+      const attempt = await locking.tryLock.executeWithOptions(said(`take lock ${lock}`), [{ lock, ...step('tryLock') }]);
       if (attempt.acquired) released = false;
       return attempt;
     },
@@ -92,32 +110,67 @@ export function operationCalls(catalogId: string | undefined) {
       released = false;
     },
     /** Releases every lock the run holds (nothing to do when its last change did). */
-    releaseLocks: () => (released ? Promise.resolve() : locking.releaseLock(scope)),
+    releaseLocks: () => (released ? Promise.resolve() : locking.releaseLock.executeWithOptions(said("release this run's locks"), [scope])),
     /** The transition that ends the operation: the locks go with it. */
     commit: (args: Args<Activities['transition']>) =>
-      lastChange((releaseLocks) => catalog.transition({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('transition') })),
-    prepareCreate: (args: Args<Activities['prepareCreate']>) => catalog.prepareCreate({ ...args, ...step('prepareCreate') }),
-    getTable: (tableId: number) => catalog.getTable({ tableId, ...step('getTable') }),
-    transition: (args: Args<Activities['transition']>) => catalog.transition({ ...args, ...step('transition') }),
+      lastChange((releaseLocks) =>
+        catalog.transition.executeWithOptions(said(`${describeTransition(args)}, releasing the locks`), [
+          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('transition') },
+        ]),
+      ),
+    prepareCreate: (args: Args<Activities['prepareCreate']>) =>
+      catalog.prepareCreate.executeWithOptions(said(`prepare table ${args.namespace}.${args.name}: its id, shards and locks`), [
+        { ...args, ...step('prepareCreate') },
+      ]),
+    getTable: (tableId: number) => catalog.getTable.executeWithOptions(said(`read table ${tableId}`), [{ tableId, ...step('getTable') }]),
+    transition: (args: Args<Activities['transition']>) =>
+      catalog.transition.executeWithOptions(said(describeTransition(args)), [{ ...args, ...step('transition') }]),
     /** TRASHING -> TRASHED, the trash's last change under its lock: the locks go with it. */
     commitTrash: (args: Args<Activities['commitTrash']>) =>
-      lastChange((releaseLocks) => catalog.commitTrash({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') })),
+      lastChange((releaseLocks) =>
+        catalog.commitTrash.executeWithOptions(said(`table ${args.tableId}: TRASHING to TRASHED, its expiry set, releasing the locks`), [
+          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') },
+        ]),
+      ),
     endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) =>
-      catalog.endTrashTimer({ tableId, reason, droppedAt, ...scope }),
+      catalog.endTrashTimer.executeWithOptions(said(`end the trash timer of table ${tableId} (${reason})`), [
+        { tableId, reason, droppedAt, ...scope },
+      ]),
     /** A drop's first change: DRAINING while the table has live leases, else TRASHING; with the leases to wait for. */
     startDrain: (tableId: number, expectName?: TableName) =>
-      catalog.startDrain({ tableId, now: Date.now(), ...(expectName ? { expectName } : {}), ...step('startDrain') }),
-    liveLeases: (tableId: number) => catalog.liveLeases({ tableId, now: Date.now(), ...step('liveLeases') }),
+      catalog.startDrain.executeWithOptions(said(`table ${tableId}: READY to DRAINING (leases live) or TRASHING; no new leases`), [
+        { tableId, now: Date.now(), ...(expectName ? { expectName } : {}), ...step('startDrain') },
+      ]),
+    liveLeases: (tableId: number) =>
+      catalog.liveLeases.executeWithOptions(said(`read the live leases of table ${tableId}`), [
+        { tableId, now: Date.now(), ...step('liveLeases') },
+      ]),
     /** A hold placed or released: the operation's last change, the locks go with it. */
     changeHold: (args: Args<Activities['changeHold']>) =>
-      lastChange((releaseLocks) => catalog.changeHold({ ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('changeHold') })),
-    changeExpiry: (args: Args<Activities['changeExpiry']>) => catalog.changeExpiry({ ...args, ...step('changeExpiry') }),
-    changeLease: (args: Args<Activities['changeLease']>) => catalog.changeLease({ ...args, ...step('changeLease') }),
-    changeSetting: (args: Args<Activities['changeSetting']>) => catalog.changeSetting({ ...args, ...step('changeSetting') }),
-    trashPage: (afterId: number) => catalog.trashPage({ afterId, ...scope }),
+      lastChange((releaseLocks) =>
+        catalog.changeHold.executeWithOptions(said(`${args.hold ? 'place a hold on' : 'release the hold of'} table ${args.tableId}`), [
+          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('changeHold') },
+        ]),
+      ),
+    changeExpiry: (args: Args<Activities['changeExpiry']>) =>
+      catalog.changeExpiry.executeWithOptions(said(`table ${args.tableId} expires at ${new Date(args.expireAt).toISOString()}`), [
+        { ...args, ...step('changeExpiry') },
+      ]),
+    changeLease: (args: Args<Activities['changeLease']>) =>
+      catalog.changeLease.executeWithOptions(said(`lease ${args.request.action}`), [{ ...args, ...step('changeLease') }]),
+    changeSetting: (args: Args<Activities['changeSetting']>) =>
+      catalog.changeSetting.executeWithOptions(
+        said(`${'value' in args ? 'set' : 'unset'} ${args.key}${args.namespace ? ` for ${args.namespace}` : ''}`),
+        [{ ...args, ...step('changeSetting') }],
+      ),
+    trashPage: (afterId: number) =>
+      catalog.trashPage.executeWithOptions(said(`read the trash after table ${afterId}`), [{ afterId, ...scope }]),
     /** Tells the table's trash run to read it again, if the table is in one of `states` (any, without). */
-    wakeTrash: (tableId: number, states?: TableState[]) => catalog.wakeTrash({ tableId, ...(states ? { states } : {}), ...scope }),
-    requestEviction: () => catalog.requestEviction(scope),
+    wakeTrash: (tableId: number, states?: TableState[]) =>
+      catalog.wakeTrash.executeWithOptions(said(`wake the trash run of table ${tableId}`), [
+        { tableId, ...(states ? { states } : {}), ...scope },
+      ]),
+    requestEviction: () => catalog.requestEviction.executeWithOptions(said('ask the trash space cap to look again'), [scope]),
     /**
      * One step's change on every shard of `table`, settling when every shard has (an undo must never race a change
      * still running). `onShard` hears each shard done.
@@ -126,11 +179,23 @@ export function operationCalls(catalogId: string | undefined) {
       const shards = shardsOf(table);
       if (!patched(PATCHES.shardChangesOnNodeActivities)) return changeShardsBefore(shards, change, onShard);
       return settleAll(nodesOf(shards), async ([node, held]) => {
-        await shardsOnNode(node)({ change, shards: held, ...scope });
+        const summary = describeShardChange(
+          change,
+          table.id,
+          held.map((shard) => shard.shard),
+          node,
+        );
+        await shardsOnNode(node, summary)({ change, shards: held, ...scope });
         held.forEach(() => onShard());
       });
     },
   };
+}
+
+/** A transition as the web UI shows it: "table 12: READY to TRASHING". */
+function describeTransition(args: { tableId: number; from: readonly TableState[]; to: TableState; rename?: TableName }): string {
+  const renamed = args.rename ? ` as ${args.rename.namespace}.${args.rename.name}` : '';
+  return `table ${args.tableId}: ${args.from.join(' or ')} to ${args.to}${renamed}`;
 }
 
 /** The shards grouped by the node that holds them, in placement order. */

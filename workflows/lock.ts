@@ -2,6 +2,7 @@ import { CancellationScope, continueAsNew, log, patched, setCurrentDetails, slee
 import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
 import type { OperationCalls } from './activities';
 import { PATCHES } from './patches';
+import { reportLockWait } from './observe';
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
 export interface Waiting {
@@ -48,11 +49,15 @@ export async function untilFree<T>(
   waiting: Waiting,
 ): Promise<T> {
   const policy = waiting.policy ?? DEFAULT_LOCK_WAIT;
+  const since = Date.now();
   for (let tries = 1; ; tries++) {
     const answer = await attempt();
     const holder = holderOf(answer);
     if (holder === undefined) {
-      if (tries > 1) setCurrentDetails('');
+      if (tries > 1) {
+        setCurrentDetails('');
+        reportLockWait((Date.now() - since) / 1000);
+      }
       return answer;
     }
     if (tries === 1) {
@@ -63,6 +68,6 @@ export async function untilFree<T>(
       log.info('still waiting; continuing as new to keep the history short', { what, holder, tries });
       await continueAsNew(waiting.input);
     }
-    await sleep(pauseAfter(policy, tries));
+    await sleep(pauseAfter(policy, tries), { summary: `wait for ${what}, held by ${holder} (try ${tries})` });
   }
 }

@@ -5,6 +5,7 @@ import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { OperationCalls } from './activities';
+import { enterStep, stepProgress, undoingStep } from './observe';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
 export class Finished<T> {
@@ -61,6 +62,7 @@ export async function runSteps<T>(first: Step<void, T>, ...rest: Array<Step<T>>)
   let begun: Array<Step<T>> = [];
   let onlyForward = false;
   try {
+    enterStep(first.name);
     const answer = await first.call();
     table = valueOf(answer);
     if (answer instanceof Finished) return table;
@@ -70,6 +72,7 @@ export async function runSteps<T>(first: Step<void, T>, ...rest: Array<Step<T>>)
       if (step.pointOfNoReturn) begun = [];
       if (!onlyForward && !step.pointOfNoReturn) begun.push(step);
       if (step.pointOfNoReturn) onlyForward = true;
+      enterStep(step.name);
       const result = await step.call(table);
       table = valueOf(result);
       if (result instanceof Finished) return table;
@@ -97,6 +100,7 @@ async function compensate<T>(steps: Array<Step<T>>, table: T): Promise<void> {
   await CancellationScope.nonCancellable(async () => {
     for (const step of steps) {
       if (!step.undo) continue;
+      undoingStep(step.name);
       try {
         await step.undo(table);
       } catch (undoErr) {
@@ -182,10 +186,25 @@ export function everyShard<T extends Carrying>(
     name,
     call: async (carried) => {
       // (A change made when the step runs: a drop's move takes the drain time its deadline leaves.)
-      await calls.changeShards(tableIn(carried), typeof change === 'function' ? change() : change, onShard);
+      await calls.changeShards(
+        tableIn(carried),
+        typeof change === 'function' ? change() : change,
+        counted(name, tableIn(carried), onShard),
+      );
       return carried;
     },
-    ...(undo ? { undo: (carried: T) => calls.changeShards(tableIn(carried), undo) } : {}),
+    ...(undo ? { undo: (carried: T) => calls.changeShards(tableIn(carried), undo, counted(`undo ${name}`, tableIn(carried))) } : {}),
+  };
+}
+
+/** Says how many of the table's shards the step has done so far ("move shards to trash: 3/8"), and tells `onShard`. */
+function counted(name: string, table: TableRecord, onShard?: () => void): () => void {
+  const total = table.placement.length;
+  let done = 0;
+  stepProgress(name, done, total);
+  return () => {
+    stepProgress(name, ++done, total);
+    onShard?.();
   };
 }
 

@@ -7,7 +7,6 @@ import {
   ContinueAsNew,
   log,
   patched,
-  setCurrentDetails,
   setHandler,
   sleep,
   workflowInfo,
@@ -21,6 +20,7 @@ import { asFailure, domainFailure } from './steps';
 import type { OperationCalls } from './activities';
 import { PATCHES, purgeAsChild } from './patches';
 import { purgeSteps } from './purge';
+import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 import type { trashTable } from './trash';
 
 type Ending = 'restored' | 'purged';
@@ -139,7 +139,7 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
   const { state } = timer;
   const waiting = () => `table ${trashed.id} is in the trash until ${state.expireAt}; recall it or purge it to end this trash`;
   let cancelRequested = false;
-  const say = (details: string) => setCurrentDetails(cancelRequested ? `cancel request ignored: ${details}` : details);
+  const say = (details: string) => waitingFor(cancelRequested ? `cancel request ignored: ${details}` : details);
   say(waiting());
   CancellationScope.current().cancelRequested.catch(() => {
     log.warn('cancel request ignored: a trashed table keeps its expiry', { tableId: trashed.id, expireAt: state.expireAt });
@@ -150,7 +150,9 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
     for (;;) {
       // The durable timer: it lives in the Temporal server's history, so it fires even if every worker and the
       // server restarted in between. A new retention wakes the run, which waits again for the expiry it moved to.
-      const satisfied = await condition(() => state.ended !== null || timer.hasWork(), Math.max(timer.expireAt() - Date.now(), 1));
+      const satisfied = await condition(() => state.ended !== null || timer.hasWork(), Math.max(timer.expireAt() - Date.now(), 1), {
+        summary: `purge table ${trashed.id} at ${state.expireAt}`,
+      });
       if (satisfied) {
         if (state.ended !== null) break;
         timer.takeWake();
@@ -166,7 +168,9 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
       state.ended = null;
       if (outcome === 'held') {
         say(`table ${trashed.id} expired at ${state.expireAt} but is on hold: it is purged once the hold is released`);
-        await condition(() => state.ended !== null || timer.hasWork(), '1 day');
+        await condition(() => state.ended !== null || timer.hasWork(), '1 day', {
+          summary: `look again at held table ${trashed.id} (its release wakes the run sooner)`,
+        });
         timer.takeWake();
         await timer.applyRetentions();
       }
@@ -205,6 +209,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
       } catch (err) {
         if (err instanceof ContinueAsNew) throw err;
         failed(attempt)(err);
+        reportExpiryPurgeFailure();
       }
     } else {
       await purgeAsChild(purge, { namespace, name }, failed(attempt));
@@ -216,7 +221,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
       await continueAsNew<typeof trashTable>(rearmed);
     }
-    await sleep(pauseAfter(pace, attempt + 1));
+    await sleep(pauseAfter(pace, attempt + 1), { summary: `try again to purge table ${tableId} (try ${attempt + 2})` });
   }
 }
 

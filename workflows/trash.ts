@@ -23,6 +23,7 @@ import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
 import { PATCHES, trashStepsBeforeLeases } from './patches';
 import { purgeSteps } from './purge';
+import { reportOutcome } from './observe';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
 import { inThatTrash, trashTimer, waitOutExpiry, type TrashTimer } from './trash-expiry';
 
@@ -143,7 +144,9 @@ function waitForLeases(calls: OperationCalls, tableId: number, deadline: number,
           );
         }
         setCurrentDetails(`draining table ${tableId} until ${new Date(deadline).toISOString()}: ${leases.map(describeLease).join('; ')}`);
-        await condition(timer.isWoken, Math.max(Math.min(leases[0]!.expiresAt - Date.now(), left), 1));
+        await condition(timer.isWoken, Math.max(Math.min(leases[0]!.expiresAt - Date.now(), left), 1), {
+          summary: `wait for the leases on table ${tableId} (a release wakes it; gives up at ${new Date(deadline).toISOString()})`,
+        });
         timer.takeWake();
         leases = await calls.liveLeases(tableId);
       }
@@ -217,6 +220,7 @@ function answerTheCaller(input: TrashInput) {
     /** The table is in the trash: the caller hears it. */
     trashed(table: TableRecord): void {
       outcome = { table: toTableInfo(table) };
+      reportOutcome('succeeded');
     },
     /** The trash failed, and what it had done is taken back: every caller waiting hears why before the run ends. */
     async failed(error: unknown): Promise<void> {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/temporal-cli';
-import { WORKFLOW_BUNDLE_ENV } from '../../worker/workflow-bundle';
+import { WORKFLOW_BUNDLE_ENV, WORKFLOW_CODE } from '../../worker/workflow-bundle';
 import { SHARED_POSTGRES_ENV, startPostgres, type TestPostgres } from './postgres';
 import { quietBundlerLogger } from './quiet-bundler';
 
@@ -39,9 +39,7 @@ export default async function globalSetup(): Promise<void> {
       return DevServer.start({ stateDir: tempDir, cliPath: cli, headless: true, namespace: 'default' });
     }),
     startPostgres(),
-    bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: quietBundlerLogger }).then((bundle) =>
-      fs.promises.writeFile(bundleFile, bundle.code),
-    ),
+    bundleWorkflowCode({ ...WORKFLOW_CODE, logger: quietBundlerLogger }).then((bundle) => fs.promises.writeFile(bundleFile, bundle.code)),
   ]);
   const [serverStart, postgresStart, bundled] = started;
   if (serverStart.status === 'rejected' || postgresStart.status === 'rejected' || bundled.status === 'rejected') {

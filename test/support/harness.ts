@@ -21,7 +21,7 @@ import { TableFateClient } from '../../client/client';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from '../../worker/worker';
 import type { Activities } from '../../activities';
 import { createLogger } from '../../worker/logger';
-import { WORKFLOW_BUNDLE_ENV } from '../../worker/workflow-bundle';
+import { WORKFLOW_BUNDLE_ENV, WORKFLOW_CODE } from '../../worker/workflow-bundle';
 import { quietBundlerLogger } from './quiet-bundler';
 import { taskTimeoutInterceptor } from './task-timeout';
 import { testNamespace, testServerAddress } from './test-server';
@@ -50,7 +50,7 @@ export function workflowBundle(): Promise<WorkflowBundle> {
   const built = process.env[WORKFLOW_BUNDLE_ENV];
   bundle ??= built
     ? fs.promises.readFile(built, 'utf8').then((code) => ({ code }))
-    : bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: quietBundlerLogger });
+    : bundleWorkflowCode({ ...WORKFLOW_CODE, logger: quietBundlerLogger });
   return bundle;
 }
 

@@ -58,7 +58,7 @@ async function scratchRoot(): Promise<string> {
 }
 
 /** A TCP port free on 127.0.0.1 now (the OS picks it). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.unref();

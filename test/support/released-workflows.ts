@@ -10,6 +10,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { execFileSync } from 'node:child_process';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { WORKFLOW_CODE } from '../../worker/workflow-bundle';
 
 const DIR = path.resolve(__dirname, '../released');
 
@@ -33,7 +34,7 @@ async function freeze(tag: string): Promise<void> {
   const target = fileOf(tag);
   if (fs.existsSync(target)) throw new Error(`${path.basename(target)} exists: a release's code is frozen once`);
   const bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../../workflows'),
+    ...WORKFLOW_CODE,
     // No source map: the readable code alone, small enough to keep in the repository.
     webpackConfigHook: (config) => ({ ...config, devtool: false }),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },

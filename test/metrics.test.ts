@@ -1,0 +1,178 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { runCli, type CliProcess } from './support/cli';
+import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { freePort } from './support/postgres';
+import { testServerAddress } from './support/test-server';
+import { waitFor } from './support/wait';
+import { exportedName, METRICS } from '../domain/metrics';
+
+/*
+ * The metrics endpoint of `tablefate worker` (TABLEFATE_METRICS_ADDRESS), scraped over HTTP the way Prometheus does,
+ * after operations the command line ran: Temporal's worker metrics and ours on one endpoint, counters that moved by
+ * exactly the operations run, and gauges read from the catalog. A second worker, started after the first is killed,
+ * replays the open trash run when a recall wakes it: the trash it replays must not be counted again. The file has a
+ * Temporal namespace of its own, so that its worker's `tablefate` task queue is no other file's.
+ */
+
+const NAMESPACE = 'tablefate-metrics-test';
+const WEEK = String(7 * 24 * 3600);
+
+let home: string;
+let env: NodeJS.ProcessEnv;
+let connection: Connection | undefined;
+let worker: CliProcess | undefined;
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** The samples of a Prometheus text exposition. */
+function parseExposition(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ([^ ]+)/.exec(line);
+    if (!match) continue;
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of (match[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!;
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+async function scrape(port: number): Promise<Sample[]> {
+  const response = await fetch(`http://127.0.0.1:${port}/metrics`);
+  expect(response.status).toBe(200);
+  return parseExposition(await response.text());
+}
+
+/** The sum of a metric's samples whose labels include `labels` (0 when it has none). */
+function valueOf(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
+  return samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0);
+}
+
+const ours = (samples: Sample[]) => samples.filter((s) => s.name.startsWith('tablefate_'));
+
+async function startWorker(port: number): Promise<CliProcess> {
+  return startCliWorker(connection!, { ...env, TABLEFATE_METRICS_ADDRESS: `127.0.0.1:${port}` });
+}
+
+async function cli(...args: string[]) {
+  const result = await runCli(args, { env });
+  expect({ args, code: result.code, stderr: result.stderr }).toEqual({ args, code: 0, stderr: '' });
+  return result;
+}
+
+beforeAll(async () => {
+  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-metrics-'));
+  env = {
+    ...process.env,
+    TABLEFATE_HOME: home,
+    TEMPORAL_ADDRESS: testServerAddress(),
+    TEMPORAL_NAMESPACE: NAMESPACE,
+    TABLEFATE_LOG_LEVEL: 'warn',
+    TABLEFATE_RECONCILE_SECONDS: '0',
+  };
+  connection = await Connection.connect({ address: testServerAddress() });
+  await ensureNamespace(connection, NAMESPACE);
+});
+
+afterAll(async () => {
+  try {
+    if (worker && !worker.exitStatus) await worker.stop('SIGINT');
+  } finally {
+    await connection?.close();
+    if (home) await fs.promises.rm(home, { recursive: true, force: true });
+  }
+});
+
+test("a worker serves Temporal's metrics and ours on one endpoint; counters move by the operations run, and a replay counts nothing again", async () => {
+  const firstPort = await freePort();
+  worker = await startWorker(firstPort);
+  await cli('create', 'metrics.kept', '--shards', '2');
+  await cli('create', 'metrics.dropped', '--shards', '2');
+  await cli('create', 'metrics.other', '--shards', '1');
+  await cli('drop', 'metrics.dropped', '-r', WEEK);
+  // Refused by the catalog inside the run: a failed operation, with its reason.
+  const refused = await runCli(['rename', 'metrics.kept', 'metrics.other'], { env });
+  expect(refused.code).toBe(4);
+
+  const started = (op: string) => ({ operation: op });
+  const first = await scrape(firstPort);
+  expect({
+    createsStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('create')),
+    createsSucceeded: valueOf(first, exportedName(METRICS.operationsSucceeded), started('create')),
+    trashesStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('trash')),
+    trashesSucceeded: valueOf(first, exportedName(METRICS.operationsSucceeded), started('trash')),
+    renamesStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('rename')),
+    renamesFailed: valueOf(first, exportedName(METRICS.operationsFailed), { operation: 'rename', error: 'NameTaken' }),
+    createDurations: valueOf(first, `${METRICS.operationDuration.name}_count`, { operation: 'create', outcome: 'succeeded' }),
+  }).toEqual({
+    createsStarted: 3,
+    createsSucceeded: 3,
+    trashesStarted: 1,
+    trashesSucceeded: 1,
+    renamesStarted: 1,
+    renamesFailed: 1,
+    createDurations: 3,
+  });
+  // Temporal's own worker metrics, on the same endpoint.
+  expect(valueOf(first, 'temporal_workflow_completed_total')).toBeGreaterThanOrEqual(3);
+  expect(first.some((s) => s.name.startsWith('temporal_worker_task_slots_available'))).toBe(true);
+
+  // A new worker: the trash run is in no cache of its, and the recall's wake makes it replay the run from its start.
+  expect(await worker.stop('SIGINT')).toEqual({ code: 0, signal: null });
+  const secondPort = await freePort();
+  worker = await startWorker(secondPort);
+  // Its gauges are read from the catalog and the server when it starts.
+  const gauges = await waitFor(
+    () => scrape(secondPort),
+    (samples) => samples.some((s) => s.name === METRICS.trashTimersPending.name),
+    { timeoutMs: 20_000, what: 'the gauges' },
+  );
+  expect({
+    ready: valueOf(gauges, METRICS.tables.name, { state: 'READY' }),
+    trashed: valueOf(gauges, METRICS.tables.name, { state: 'TRASHED' }),
+    draining: valueOf(gauges, METRICS.drainsWaiting.name),
+    timers: valueOf(gauges, METRICS.trashTimersPending.name),
+    trashBytesPositive: valueOf(gauges, METRICS.trashBytes.name) > 0,
+  }).toEqual({ ready: 2, trashed: 1, draining: 0, timers: 1, trashBytesPositive: true });
+
+  await cli('recall', 'metrics.dropped');
+  const second = await waitFor(
+    () => scrape(secondPort),
+    (samples) => valueOf(samples, exportedName(METRICS.operationsSucceeded), started('undelete')) === 1,
+    { timeoutMs: 10_000, what: 'the recall to be counted' },
+  );
+  // The recall, once; the trash it ended was replayed by this worker (its run closed here) and counted nowhere again.
+  expect(
+    ours(second)
+      .filter((s) => s.name.endsWith('_total') && s.value > 0)
+      .map((s) => [s.name, s.labels.operation, s.value]),
+  ).toEqual([
+    [exportedName(METRICS.operationsStarted), 'undelete', 1],
+    [exportedName(METRICS.operationsSucceeded), 'undelete', 1],
+  ]);
+  // And the trash run, woken by the recall, closed on this worker: it did replay there.
+  const closed = await waitFor(
+    () => scrape(secondPort),
+    (samples) => valueOf(samples, 'temporal_workflow_completed_total', { workflow_type: 'trashTable' }) > 0,
+    { timeoutMs: 10_000, what: 'the trash run to close on the second worker' },
+  );
+  expect(valueOf(closed, 'temporal_workflow_completed_total', { workflow_type: 'trashTable' })).toBe(1);
+  expect(ours(closed).filter((s) => s.name.endsWith('_total') && s.value > 0)).toHaveLength(2);
+});
+
+test('a metrics address that is not host:port is refused before the worker starts, naming the variable', async () => {
+  const result = await runCli(['worker'], { env: { ...env, TABLEFATE_METRICS_ADDRESS: 'metrics.example:99999' } });
+  expect({ code: result.code, stderr: result.stderr }).toEqual({
+    code: 2,
+    stderr: expect.stringMatching(/TABLEFATE_METRICS_ADDRESS.*host:port/) as unknown,
+  });
+});
