@@ -1,4 +1,5 @@
 import type { TableInfo } from '../domain/table';
+import type { OperationInfo } from '../domain/operations';
 import type { LeaseInfo } from '../domain/leases';
 import { formatSettingValue, type EffectiveSetting } from '../domain/settings';
 import { describeFinding, type ReconcileReport } from '../domain/health';
@@ -62,6 +63,43 @@ const SETTING_COLUMNS: Array<[header: string, value: (s: EffectiveSetting) => st
 /** Settings in force, with where each value comes from (`config get`). */
 export function formatSettings(settings: readonly EffectiveSetting[]): string {
   return formatColumns(SETTING_COLUMNS, settings);
+}
+
+const OPERATION_COLUMNS: Array<[header: string, value: (o: OperationInfo) => string]> = [
+  ['STARTED', (o) => o.startedAt],
+  ['OPERATION', (o) => o.operation],
+  ['TABLE', (o) => (o.tableId === null ? '-' : String(o.tableId))],
+  ['NAME', (o) => o.table ?? '-'],
+  ['STATUS', (o) => o.status],
+  ['CLOSED', (o) => o.closedAt ?? '-'],
+  ['BY', (o) => o.startedBy],
+  ['WORKFLOW', (o) => o.workflowId],
+  ['STEP', (o) => o.currentStep ?? '-'],
+];
+
+/** Operations as aligned columns (`ops`), newest first as given; STEP is a running one's current details. */
+export function formatOperations(operations: readonly OperationInfo[]): string {
+  return formatColumns(OPERATION_COLUMNS, operations);
+}
+
+/** One table's life (`history`): a line of what the catalog says of it now, then its operations (without its id). */
+export function formatHistory(history: { table: TableInfo; operations: readonly OperationInfo[] }): string {
+  const t = history.table;
+  const now =
+    t.state === 'PURGED'
+      ? `PURGED at ${t.purgedAt ?? '?'} (a tombstone)`
+      : t.state === 'TRASHED'
+        ? `TRASHED since ${t.droppedAt ?? '?'}, expires ${t.expireAt ?? '?'}`
+        : t.state;
+  const hold = t.hold ? `, on hold${t.hold.reason ? `: ${t.hold.reason}` : ''}` : '';
+  const head = `table ${t.id} ${t.namespace}.${t.name}: ${now}${hold}`;
+  if (history.operations.length === 0) {
+    return `${head}\nno operation on it is left in the server's visibility (runs are kept for the namespace's retention)`;
+  }
+  return `${head}\n\n${formatColumns(
+    OPERATION_COLUMNS.filter(([header]) => header !== 'TABLE'),
+    history.operations,
+  )}`;
 }
 
 function formatColumns<T>(columns: Array<[header: string, value: (row: T) => string]>, items: readonly T[]): string {

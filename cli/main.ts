@@ -6,7 +6,8 @@ import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFa
 import type { TableInfo } from '../domain/table';
 import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client/client';
 import { applicationFailureOf } from '../client/errors';
-import { formatHealth, formatLeaseList, formatSettings, formatTable, formatTableList } from './format';
+import { formatHealth, formatHistory, formatLeaseList, formatOperations, formatSettings, formatTable, formatTableList } from './format';
+import { DEFAULT_OPERATIONS_LIMIT } from '../domain/requests';
 import type { LeaseInfo } from '../domain/leases';
 import type { EffectiveSetting } from '../domain/settings';
 import { purgeAllCommand } from './purge-all';
@@ -63,11 +64,20 @@ const USAGE = `usage: tablefate <command> [options]
   rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)
   ls [-a|--all] [--limit N] [--after ID]      live tables by id; -a adds trashed ones; a page of N after ID
   describe <id|ns.name>                       one table (by id: any, tombstones included)
+  ops [--table <id|ns.name>] [--running] [--limit N]
+                                              operations, newest first (default the 50 newest), from the
+                                              server's visibility; STEP: what a running one is doing
+  history <id|ns.name>                        one table's life: every operation on it, when, how it ended and
+                                              who started it (a purged table by its id)
+  cancel <workflow-id>                        cancel a running operation (an id ops lists): it takes back what
+                                              it did; prints the table after. A trash that only waits for its
+                                              expiry is refused (exit 4): recall or purge the table instead
   quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
   doctor                                      what the reconciler would repair now (asks a worker; changes nothing)
 
-every command takes --json. the table commands (create to describe) take --timeout S: how long a write
+every command takes --json. the table commands (create to describe) and cancel take --timeout S: how long a write
 waits for its answer (default 60); past it, it exits 5 and the operation goes on in the background.
+on a terminal (and without --json), a write that waits shows on stderr what its run is doing.
 environment: TABLEFATE_HOME (default ./.tablefate), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
 TEMPORAL_NAMESPACE (default default).
 exit codes: 0 ok, 2 invalid input, 3 not found, in the trash, or no such lease, 4 exists, name taken, wrong
@@ -77,7 +87,9 @@ state, has dependents, busy or on hold,
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
 worker, storage-node and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
 doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node;
-purge --all exits 0 when every table it tried was purged, 7 when one failed.`;
+purge --all exits 0 when every table it tried was purged, 7 when one failed;
+cancel exits 3 when no run of this catalog has that workflow id, 4 when the run is not running or is a trash that
+only waits for its expiry (nothing cancelled).`;
 
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
@@ -93,6 +105,7 @@ const EXIT_CODES: Record<TableFateErrorType, number> = {
   TableBusy: 4,
   OnHold: 4,
   LeaseNotFound: 3,
+  OperationNotFound: 3,
   // The call gave up waiting; the operation goes on in the background.
   OperationTimeout: 5,
   // Nothing could start: the deployment is not there (or not where the environment says).
@@ -207,6 +220,19 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         io.err(`size unknown (?) for ${unknown} table(s): no worker answered for a node holding them (see tablefate doctor)`);
       return tables;
     };
+    /**
+     * What a person watching sees of a long wait: the run's current details on stderr, each new line once, prefixed with
+     * the command; nothing for a script (stderr not a terminal) or with --json.
+     */
+    const progress = (label: string): ((details: string) => void) | undefined => {
+      if (!io.errIsTTY || json) return undefined;
+      let last = '';
+      return (details) => {
+        if (details === last) return;
+        last = details;
+        io.err(`${label}: ${details}`);
+      };
+    };
     const withClient = async <T>(fn: (client: TableFateClient) => Promise<T>): Promise<T> => {
       const client = await TableFateClient.connect(loadClientConfig(env));
       try {
@@ -281,14 +307,16 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
             const opts = timeoutOption(v);
             const shards = numberArg(v.shards as string | undefined) as number;
             const definition = { columns: v.columns as string | undefined, like: v.like as string | undefined };
-            return withClient((c) => c.create({ table: table!, shards, ...definition }, opts));
+            return withClient((c) => c.create({ table: table!, shards, ...definition }, { ...opts, onDetails: progress(command) }));
           },
         );
         return 0;
       case 'adopt':
         await run({ node: { type: 'string' }, ...TIMEOUT }, { min: 1, max: 1 }, (v, [table]) => {
           const opts = timeoutOption(v);
-          return withClient((c) => c.adopt({ table: table!, node: v.node as string | undefined }, opts));
+          return withClient((c) =>
+            c.adopt({ table: table!, node: v.node as string | undefined }, { ...opts, onDetails: progress(command) }),
+          );
         });
         return 0;
       case 'drop':
@@ -300,7 +328,10 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
             const opts = timeoutOption(v);
             const retentionSeconds = numberArg(v['reserve-seconds'] as string | undefined) as number;
             const drainTimeoutSeconds = numberArg(v['drain-timeout'] as string | undefined) as number;
-            return withClient((c) => c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds }, opts));
+            // A drop that drains waits for its table's leases: a person sees which, and until when.
+            return withClient((c) =>
+              c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds }, { ...opts, onDetails: progress(command) }),
+            );
           },
         );
         return 0;
@@ -308,11 +339,13 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       case 'undelete':
         await run(TIMEOUT, { min: 1, max: 2 }, (v, [table, newName]) => {
           const opts = timeoutOption(v);
+          // Progress for a person watching; scripts (no terminal, or --json) get only the result. The shards back are said
+          // as the run's details say a step's progress, so that the two sources show one line each.
+          const show = progress(command);
           return withClient((c) =>
             c.undelete(
               { table: table!, newName },
-              // Progress for a person watching; scripts (no terminal, or --json) get only the result.
-              io.errIsTTY && !json ? { ...opts, onProgress: (p) => io.err(`recall: ${p.shardsBack}/${p.shards} shards back`) } : opts,
+              show ? { ...opts, onDetails: show, onProgress: (p) => show(`move shards back: ${p.shardsBack}/${p.shards}`) } : opts,
             ),
           );
         });
@@ -327,7 +360,7 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
             if (v.all !== true) {
               if (id === undefined || v.namespace !== undefined || v.yes !== undefined)
                 throw new UsageError('purge: give a table id, or --all [--namespace ns] --yes');
-              return withClient((c) => c.purge({ tableId: id }, opts));
+              return withClient((c) => c.purge({ tableId: id }, { ...opts, onDetails: progress(command) }));
             }
             if (id !== undefined) throw new UsageError('purge --all takes no table id');
             const request = { namespace: v.namespace as string | undefined };
@@ -466,7 +499,7 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       case 'rename':
         await run(TIMEOUT, { min: 2, max: 2 }, (v, [table, newName]) => {
           const opts = timeoutOption(v);
-          return withClient((c) => c.rename({ table: table!, newName: newName! }, opts));
+          return withClient((c) => c.rename({ table: table!, newName: newName! }, { ...opts, onDetails: progress(command) }));
         });
         return 0;
       case 'ls':
@@ -492,6 +525,33 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         await run(TIMEOUT, { min: 1, max: 1 }, (v, [table]) => {
           timeoutOption(v);
           return withClient(async (c) => unknownSizes(await c.describe({ table: table!, withSizes: true })));
+        });
+        return 0;
+      case 'ops':
+        await run({ table: { type: 'string' }, running: { type: 'boolean' }, limit: { type: 'string' } }, { min: 0, max: 0 }, async (v) => {
+          const limit = numberArg(v.limit as string | undefined) as number | undefined;
+          const table = v.table === undefined ? undefined : tableArg(v.table as string);
+          const operations = await withClient((c) => c.operations({ table, running: v.running === true, limit }));
+          io.out(json ? JSON.stringify(operations, null, 2) : formatOperations(operations));
+          // A full page may have older ones behind it (on stderr: the listing stays clean).
+          if (!json && operations.length === (limit ?? DEFAULT_OPERATIONS_LIMIT))
+            io.err(`the newest ${operations.length} shown; older ones may follow: --limit N (at most 1000)`);
+        });
+        return 0;
+      case 'history':
+        await run({}, { min: 1, max: 1 }, async (_v, [table]) => {
+          const history = await withClient((c) => c.history({ table: tableArg(table!) }));
+          io.out(json ? JSON.stringify(history, null, 2) : formatHistory(history));
+        });
+        return 0;
+      case 'cancel':
+        await run(TIMEOUT, { min: 1, max: 1 }, async (v, [workflowId]) => {
+          const opts = timeoutOption(v);
+          // Waits for the run to close, having taken back what it did; a person sees the compensation go.
+          const outcome = await withClient((c) => c.cancel({ workflowId: workflowId! }, { ...opts, onDetails: progress(command) }));
+          if (json) io.out(JSON.stringify(outcome, null, 2));
+          else if (outcome.table) io.out(formatTable(outcome.table));
+          else io.out(`${outcome.operation.workflowId} was cancelled before it had a table: nothing of it remains`);
         });
         return 0;
       default:

@@ -8,6 +8,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   type Workflow,
+  type WorkflowExecutionDescription,
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
@@ -16,6 +17,7 @@ import { reservedSchemaReason, TASK_QUEUE, type StorageDriverName } from '../dom
 import {
   InvalidInputError,
   OnHoldError,
+  OperationNotFoundError,
   TableExistsError,
   TableFateError,
   TableInTrashError,
@@ -28,14 +30,21 @@ import { defaultSettings, effectiveSetting, SETTING_KEYS, type EffectiveSetting 
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import {
   OPERATIONS,
+  STARTED_BY_MEMO,
   type AnyOperation,
   type Backoff,
   type LockWaitPolicy,
+  type OperationInfo,
   type OperationTarget,
   type TableSize,
 } from '../domain/operations';
+import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import {
   describeRequestSchema,
+  cancelRequestSchema,
+  historyRequestSchema,
+  identitySchema,
+  operationsRequestSchema,
   configGetRequestSchema,
   configSetRequestSchema,
   configUnsetRequestSchema,
@@ -49,6 +58,9 @@ import {
   backoffSchema,
   parseRequest,
   type AdoptRequest,
+  type CancelRequest,
+  type HistoryRequest,
+  type OperationsRequest,
   type ConfigGetRequest,
   type ConfigSetRequest,
   type ConfigUnsetRequest,
@@ -92,6 +104,7 @@ import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
+import { listRuns, ofCatalog, operationsQuery, toOperationInfo, withCurrentSteps } from './operations';
 
 export { DEFAULT_TIMEOUT_MS };
 
@@ -99,6 +112,20 @@ export { DEFAULT_TIMEOUT_MS };
 const MEASURE_TIMEOUT_MS = 15_000;
 /** At most this many tables in one measure run: their placements stay far below the server's payload limit. */
 const MEASURED_PER_RUN = 500;
+/** How long `operations` and `history` wait for the server's visibility before they fail (ServerUnreachable). */
+const VISIBILITY_TIMEOUT_MS = 15_000;
+
+/** `user@host` of this process: who the operations a client starts are started by, unless it says otherwise. */
+export function defaultIdentity(): string {
+  let user: string;
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // (No entry for this uid: a container's, say.)
+    user = process.env.USER ?? process.env.LOGNAME ?? `uid ${process.getuid?.() ?? '?'}`;
+  }
+  return `${user}@${os.hostname()}`;
+}
 
 export interface TableFateClientOptions {
   client: Client;
@@ -113,6 +140,11 @@ export interface TableFateClientOptions {
   expiryRetry?: Backoff;
   /** The deployment's storage driver (TABLEFATE_STORAGE_DRIVER; `files` when absent): what a create may ask for. */
   storageDriver?: StorageDriverName;
+  /**
+   * Who starts the operations this client starts (a service's name, a person): recorded in each run's input and memo
+   * (`startedBy`), and shown by `history` and `operations`. `user@host` of this process by default.
+   */
+  identity?: string;
 }
 
 export interface WriteOptions {
@@ -121,12 +153,29 @@ export interface WriteOptions {
    * OperationTimeoutError; the operation itself is not stopped and goes on in the background.
    */
   timeoutMs?: number;
+  /**
+   * Hears what the operation's run says it is doing (its current details: `draining table 5 until ...: lease ...`,
+   * `move shards to trash: 3/8`) each time that changes, from a second into the wait on: for a person watching.
+   */
+  onDetails?: (details: string) => void;
+}
+
+/** One table's life (`history`): the table as the catalog has it now, and every run of an operation on it, newest first. */
+export interface TableHistory {
+  table: TableInfo;
+  operations: OperationInfo[];
+}
+
+/** What a `cancel` leaves: the run, closed, and its table as the catalog has it after (null: the run had no table yet). */
+export interface CancelOutcome {
+  operation: OperationInfo;
+  table: TableInfo | null;
 }
 
 export interface LeaseOptions extends WriteOptions {
   /** How long the lease lasts before it must be renewed, in seconds (DEFAULT_LEASE_TTL_SECONDS, 60, when absent). */
   ttlSeconds?: number;
-  /** Who holds it, named by a drop that waits for it: `user@host` of this process by default. */
+  /** Who holds it, named by a drop that waits for it: the client's identity (`user@host` of this process by default). */
   holder?: string;
 }
 
@@ -170,6 +219,8 @@ export class TableFateClient {
   private readonly lockWait: LockWaitPolicy | undefined;
   private readonly expiryRetry: Backoff | undefined;
   private readonly storageDriver: StorageDriverName;
+  /** Who starts the operations this client starts (TableFateClientOptions.identity). */
+  private readonly startedBy: string;
   private readonly owned: Array<() => Promise<void>> = [];
   /** The worker check, the deadline and the typed errors around every write. */
   private readonly writes: WriteRunner;
@@ -183,6 +234,7 @@ export class TableFateClient {
     this.lockWait = opts.lockWait === undefined ? undefined : parseRequest(backoffSchema, opts.lockWait);
     this.expiryRetry = opts.expiryRetry === undefined ? undefined : parseRequest(backoffSchema, opts.expiryRetry);
     this.storageDriver = opts.storageDriver ?? 'files';
+    this.startedBy = parseRequest(identitySchema, opts.identity ?? defaultIdentity());
     this.writes = new WriteRunner(this.client, this.taskQueue);
   }
 
@@ -191,7 +243,10 @@ export class TableFateClient {
    * in `config.home`) and a connection to the Temporal server. A missing catalog is a CatalogNotFoundError, and
    * nothing is created in its place.
    */
-  static async connect(config: ClientConfig = loadClientConfig(), opts: { defaultTimeoutMs?: number } = {}): Promise<TableFateClient> {
+  static async connect(
+    config: ClientConfig = loadClientConfig(),
+    opts: { defaultTimeoutMs?: number; identity?: string } = {},
+  ): Promise<TableFateClient> {
     const location = catalogLocation(config.catalogUrl, config.home);
     let catalog: CatalogReader;
     try {
@@ -206,6 +261,7 @@ export class TableFateClient {
       catalog,
       defaultTimeoutMs: opts.defaultTimeoutMs,
       storageDriver: config.storageDriver,
+      identity: opts.identity,
     });
     client.owned.push(
       () => catalog.close(),
@@ -250,7 +306,7 @@ export class TableFateClient {
     const timeoutMs = this.timeoutOf(opts);
     const label = formatTableName(table);
     const workflowId = record.workflowId(table, this.catalog.id);
-    const op = { workflowId, what: `${record.name} of ${label}`, check: `\`tablefate describe ${label}\`` };
+    const op = { workflowId, what: `${record.name} of ${label}`, check: `\`tablefate describe ${label}\``, onDetails: opts.onDetails };
     const created = await this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.client.workflow.start<typeof createTable>(
         record.workflowType,
@@ -290,7 +346,12 @@ export class TableFateClient {
     let table = await this.liveTable(name);
     const record = OPERATIONS.trash;
     const workflowId = () => record.workflowId(table.id, this.catalog.id);
-    const op = { workflowId: workflowId(), what: `trash of ${label} (id ${table.id})`, check: `\`tablefate describe ${table.id}\`` };
+    const op = {
+      workflowId: workflowId(),
+      what: `trash of ${label} (id ${table.id})`,
+      check: `\`tablefate describe ${table.id}\``,
+      onDetails: opts.onDetails,
+    };
     const trashed = await this.writes.run(op, timeoutMs, async (started, signal) => {
       for (let first = true; ; first = false) {
         if (!first) table = await this.liveTable(name);
@@ -364,7 +425,7 @@ export class TableFateClient {
     const target = newName ?? trashed;
     const record = OPERATIONS.undelete;
     const workflowId = record.workflowId(tableId, this.catalog.id);
-    const op = { workflowId, what: `undelete of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
+    const op = { workflowId, what: `undelete of table ${tableId}`, check: `\`tablefate describe ${tableId}\``, onDetails: opts.onDetails };
     return this.writes.run(op, timeoutMs, async (started, signal) => {
       const handle = await this.startAlone<typeof undeleteTable>(
         record,
@@ -395,7 +456,7 @@ export class TableFateClient {
     }
     const record = OPERATIONS.purge;
     const workflowId = record.workflowId(tableId, this.catalog.id);
-    const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\`` };
+    const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\``, onDetails: opts.onDetails };
     const purged = await this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.client.workflow.start<typeof purgeTable>(
         record.workflowType,
@@ -438,7 +499,12 @@ export class TableFateClient {
     const record = OPERATIONS.rename;
     const workflowId = record.workflowId(tableId, this.catalog.id);
     const to = formatTableName(newName);
-    const op = { workflowId, what: `rename of table ${tableId} to ${to}`, check: `\`tablefate describe ${tableId}\`` };
+    const op = {
+      workflowId,
+      what: `rename of table ${tableId} to ${to}`,
+      check: `\`tablefate describe ${tableId}\``,
+      onDetails: opts.onDetails,
+    };
     return this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.startAlone<typeof renameTable>(
         record,
@@ -480,7 +546,12 @@ export class TableFateClient {
     if (!hold && !table.hold) throw new WrongStateError(`table ${table.id} is not on hold; nothing to release`);
     if (hold && table.hold && table.hold.reason === hold.reason) return toTableInfo(table);
     const workflowId = record.workflowId(table.id, this.catalog.id);
-    const op = { workflowId, what: `${record.name} of table ${table.id}`, check: `\`tablefate describe ${table.id}\`` };
+    const op = {
+      workflowId,
+      what: `${record.name} of table ${table.id}`,
+      check: `\`tablefate describe ${table.id}\``,
+      onDetails: opts.onDetails,
+    };
     return this.writes.run(op, timeoutMs, async (started) => {
       const handle = await this.startAlone<typeof holdTable>(
         record,
@@ -552,7 +623,7 @@ export class TableFateClient {
         action: 'acquire',
         leaseId,
         tableId: found.id,
-        holder: request.holder ?? `${os.userInfo().username}@${os.hostname()}`,
+        holder: request.holder ?? this.startedBy,
         ttlSeconds: request.ttlSeconds,
       },
       { tableId: found.id, namespace: found.namespace, name: found.name },
@@ -643,13 +714,10 @@ export class TableFateClient {
     const scope = change.namespace === null ? 'globally' : `for namespace ${change.namespace}`;
     const what = change.value === undefined ? `unset ${change.key} ${scope}` : `set ${change.key} ${scope}`;
     const rows: SettingRow[] = await this.writes.run({ workflowId, what, check: '`tablefate config get`' }, timeoutMs, async (started) => {
-      const handle = await this.client.workflow.start<typeof configureTrash>(record.workflowType, {
-        workflowId,
-        taskQueue: this.taskQueue,
-        args: [{ ...change, catalogId: this.catalog.id }],
-        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
-        staticSummary: what,
-      });
+      const handle = await this.client.workflow.start<typeof configureTrash>(
+        record.workflowType,
+        this.startOptions(record, workflowId, change, {}, what),
+      );
       started();
       return handle.result();
     });
@@ -711,13 +779,16 @@ export class TableFateClient {
     const workflowId = record.workflowId({ mode: 'report', requestId: randomUUID() }, this.catalog.id);
     const op = { workflowId, what: 'health report', check: `the workflow ${workflowId} in the web UI` };
     return this.writes.run(op, timeoutMs, async (started) => {
-      const handle = await this.client.workflow.start<typeof reconcileTables>(record.workflowType, {
-        workflowId,
-        taskQueue: this.taskQueue,
-        args: [{ catalogId: this.catalog.id, mode: 'report' }],
-        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
-        staticSummary: 'doctor: what the reconciler would do now (changes nothing)',
-      });
+      const handle = await this.client.workflow.start<typeof reconcileTables>(
+        record.workflowType,
+        this.startOptions(
+          record,
+          workflowId,
+          { mode: 'report' as const },
+          {},
+          'doctor: what the reconciler would do now (changes nothing)',
+        ),
+      );
       started();
       return handle.result();
     });
@@ -748,6 +819,173 @@ export class TableFateClient {
   }
 
   /**
+   * The operations of this catalog, newest first, from Temporal's visibility (the runs' search attributes): of one table
+   * (`table`: by id any table, a purged one included; by name the live one, else the most recently trashed), only the
+   * running ones (`running`), at most `limit` (50). A running one has its `currentStep`, as its workflow says it (asked of
+   * a worker; null when none answers). Needs the server, not a worker.
+   */
+  async operations(request: OperationsRequest = {}): Promise<OperationInfo[]> {
+    const { table, running, limit } = parseRequest(operationsRequestSchema, request);
+    const tableId = table === undefined ? undefined : (await this.tableOfHistory(table)).id;
+    return this.runsOf({ tableId, running }, limit);
+  }
+
+  /**
+   * One table's life: the table as the catalog has it now (its state, its name, a tombstone's purge), and every run of
+   * an operation on it (by its TableId), newest first, with when it started and closed, how it ended and who started
+   * it. By id any table, a purged one included; by name the live one, else the most recently trashed. The runs are
+   * those the server still keeps (the namespace's retention).
+   */
+  async history(request: HistoryRequest): Promise<TableHistory> {
+    const { table: ref } = parseRequest(historyRequestSchema, request);
+    const table = await this.tableOfHistory(ref);
+    return { table: toTableInfo(table), operations: await this.runsOf({ tableId: table.id }) };
+  }
+
+  /** The runs of this catalog's table operations that visibility finds, with the running ones' current steps. */
+  private async runsOf(filter: { tableId?: number; running?: boolean }, limit?: number): Promise<OperationInfo[]> {
+    const query = operationsQuery(filter);
+    return this.writes.read('listing of operations', VISIBILITY_TIMEOUT_MS, async () => {
+      const runs = await listRuns(this.client, this.catalog.id, query, limit);
+      const hasWorker = runs.some((run) => run.status.name === 'RUNNING') && (await this.writes.workerPolling());
+      return withCurrentSteps(this.client, runs, hasWorker);
+    });
+  }
+
+  /** The table `history` and `operations` name: by id any (tombstones too), by name the live one or the most recently trashed. */
+  private async tableOfHistory(ref: TableRef): Promise<TableRecord> {
+    if (ref.kind === 'id') {
+      const table = await this.catalog.getTable(ref.id);
+      if (!table) throw new TableNotFoundError(`table ${ref.id} does not exist`);
+      return table;
+    }
+    const table = (await this.catalog.findByName(ref)) ?? (await this.catalog.findTrashed(ref));
+    if (!table) {
+      throw new TableNotFoundError(`no live or trashed table is named ${formatTableName(ref)} (a purged table answers by its id)`);
+    }
+    return table;
+  }
+
+  /**
+   * Cancels a running operation of this catalog, by its workflow id (as `operations` lists it), and waits until its run
+   * has closed: the run takes back what it had done (its undos run where the cancel cannot reach them, and its lock is
+   * released), and whoever waited for it hears it was cancelled. Answers the run, closed, and its table as it is after.
+   *
+   * Refused, changing nothing: an id that is not of a run of this catalog (OperationNotFound), a run that is not a table
+   * operation (InvalidInput), one that has closed (WrongState), and a trash whose table is in the trash already
+   * (WrongState): that run is the table's expiry timer, which ignores a cancel; recall or purge the table instead. A run
+   * that finished before the cancel reached it is WrongState, naming the table's state; one that failed throws how.
+   */
+  async cancel(request: CancelRequest, opts: WriteOptions = {}): Promise<CancelOutcome> {
+    const { workflowId } = parseRequest(cancelRequestSchema, request);
+    const timeoutMs = this.timeoutOf(opts);
+    const notFound = () =>
+      new OperationNotFoundError(
+        `no operation of this catalog runs or ran as ${workflowId} (this catalog's workflow ids end in @${this.catalog.id}; see \`tablefate ops\`)`,
+        workflowId,
+      );
+    if (!ofCatalog(workflowId, this.catalog.id)) throw notFound();
+    const op = { workflowId, what: `cancel of ${workflowId}`, check: `\`tablefate ops\``, onDetails: opts.onDetails };
+    return this.writes.run(op, timeoutMs, async (started, signal) => {
+      let run: WorkflowExecutionDescription;
+      try {
+        run = await this.client.workflow.getHandle(workflowId).describe();
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError || (isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND)) throw notFound();
+        throw err;
+      }
+      const operation = run.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableOp);
+      if (operation === undefined) {
+        throw new InvalidInputError(
+          `${workflowId} is a ${run.type} run, not a table operation: cancel takes an id \`tablefate ops\` lists`,
+        );
+      }
+      const tableId = run.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableId);
+      const what = `${operation}${tableId === undefined ? '' : ` of table ${tableId}`}`;
+      if (run.status.name !== 'RUNNING') {
+        throw new WrongStateError(
+          `${workflowId} (${what}) is not running: it ended ${run.status.name} at ${run.closeTime?.toISOString() ?? '?'}; nothing to cancel`,
+        );
+      }
+      if (operation === OPERATIONS.trash.name && tableId !== undefined) await this.refuseTrashTimer(workflowId, tableId);
+      const handle = this.client.workflow.getHandle(workflowId, run.runId);
+      await handle.cancel();
+      started();
+      let failure: Error | undefined;
+      // The wait for the run to close ends with this call, whichever way it ends (it could otherwise outlive it by days).
+      const waiting = new AbortController();
+      const stopWaiting = () => waiting.abort();
+      signal.addEventListener('abort', stopWaiting);
+      try {
+        const result = this.client.connection
+          .withAbortSignal(waiting.signal, () => handle.result())
+          .catch((err: unknown) => (failure = err instanceof Error ? err : new Error(String(err))));
+        // A trash that committed between the look above and the cancel is its table's expiry timer now, which ignores it.
+        if (operation === OPERATIONS.trash.name && tableId !== undefined)
+          await this.untilClosedOrTrashed(result, workflowId, tableId, signal);
+        await result;
+      } finally {
+        signal.removeEventListener('abort', stopWaiting);
+        waiting.abort();
+      }
+      const closed = await this.client.workflow.getHandle(workflowId).describe();
+      // (A create has its table's id from its prepare on: the run's search attributes have it once it is known.)
+      const closedTableId = closed.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableId) ?? tableId;
+      const table = closedTableId === undefined ? undefined : await this.catalog.getTable(closedTableId);
+      if (closed.status.name === 'CANCELLED') return { operation: toOperationInfo(closed), table: table ? toTableInfo(table) : null };
+      if (closed.status.name === 'COMPLETED') {
+        throw new WrongStateError(
+          `${workflowId} (${what}) finished before the cancel reached it${table ? `: table ${table.id} is ${table.state}` : ''}`,
+        );
+      }
+      throw failure ?? new WrongStateError(`${workflowId} (${what}) ended ${closed.status.name}, not cancelled`);
+    });
+  }
+
+  /**
+   * Waits for a cancelled trash's run to close, unless its table reaches the trash first: the trash committed before the
+   * cancel reached it, and its run, the table's expiry timer now, ignores the cancel (WrongState, as for a refused one).
+   */
+  private async untilClosedOrTrashed(result: Promise<unknown>, workflowId: string, tableId: number, signal: AbortSignal): Promise<void> {
+    let closed = false;
+    const settled = result.then(() => (closed = true));
+    while (!closed && !signal.aborted) {
+      const table = await this.catalog.getTable(tableId);
+      if (table && (table.state === 'TRASHED' || table.state === 'PURGING' || table.state === 'PURGED')) {
+        throw new WrongStateError(
+          `${workflowId} finished before the cancel reached it: table ${tableId} is ${table.state}, and its run, the timer ` +
+            `that keeps its data until it expires, ignores the cancel. To bring the table back: \`tablefate recall ${tableId}\``,
+        );
+      }
+      await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 500))]);
+    }
+  }
+
+  /**
+   * A trash whose table is in the trash (or being purged) is done: its run now only waits for the expiry, and is what
+   * keeps the data until then (it ignores a cancel). Refused, pointing at what ends a trash: a recall, a purge.
+   */
+  private async refuseTrashTimer(workflowId: string, tableId: number): Promise<void> {
+    const table = await this.catalog.getTable(tableId);
+    if (!table) return;
+    if (table.state === 'TRASHED') {
+      const until = table.expireAt === null ? '' : ` until ${new Date(table.expireAt).toISOString()}`;
+      const held = table.hold ? ` (it is on hold: \`tablefate release ${tableId}\` before a purge)` : '';
+      throw new WrongStateError(
+        `${workflowId} is the trash of table ${tableId}, done: the table is TRASHED${until}, and this run is the timer that keeps ` +
+          `its data until it expires (a cancel would not bring it back, and the run ignores one). ` +
+          `To bring the table back: \`tablefate recall ${tableId}\`; to delete it now: \`tablefate purge ${tableId}\`${held}`,
+      );
+    }
+    if (table.state === 'PURGING' || table.state === 'PURGED') {
+      throw new WrongStateError(
+        `${workflowId} is the trash of table ${tableId}, which is ${table.state === 'PURGED' ? 'purged' : 'being purged'}: ` +
+          'the trash is done, and a purge only goes forward; nothing to cancel',
+      );
+    }
+  }
+
+  /**
    * The tables with their sizes, asked of the nodes through a worker (measureTables), a run per MEASURED_PER_RUN tables
    * (a whole catalog's placements would pass the server's limit on a payload). A size that cannot be had (no worker, a
    * node that does not answer, no server) is null: a read never fails for want of a size.
@@ -769,13 +1007,16 @@ export class TableFateClient {
     const workflowId = record.workflowId(randomUUID(), this.catalog.id);
     const op = { workflowId, what: 'measure of table sizes', check: `the workflow ${workflowId} in the web UI` };
     return this.writes.run(op, MEASURE_TIMEOUT_MS, async (started) => {
-      const handle = await this.client.workflow.start<typeof measureTables>(record.workflowType, {
-        workflowId,
-        taskQueue: this.taskQueue,
-        args: [{ catalogId: this.catalog.id, tables: tables.map((t) => ({ id: t.id, placement: t.placement })) }],
-        workflowIdConflictPolicy: record.start.workflowIdConflictPolicy,
-        staticSummary: `measure ${tables.length} table(s) (reads only)`,
-      });
+      const handle = await this.client.workflow.start<typeof measureTables>(
+        record.workflowType,
+        this.startOptions(
+          record,
+          workflowId,
+          { tables: tables.map((t) => ({ id: t.id, placement: t.placement })) },
+          {},
+          `measure ${tables.length} table(s) (reads only)`,
+        ),
+      );
       started();
       return handle.result();
     });
@@ -791,15 +1032,19 @@ export class TableFateClient {
   }
 
   /**
-   * What every operation's start shares, as its record says: its id, the task queue, the catalog it belongs to, its
-   * search attributes and what the UI shows, and what a second request for the same id does.
+   * What every start shares, as its record says: its id, the task queue, the catalog it belongs to, who started it (in
+   * its input and its memo, where `history` reads it), its search attributes and what the UI shows, and what a second
+   * request for the same id does. Every run this client starts is started with these.
    */
   private startOptions<I extends object>(op: AnyOperation, workflowId: string, input: I, table: OperationTarget, summary: string) {
     return {
       workflowId,
       taskQueue: this.taskQueue,
-      args: [{ ...input, catalogId: this.catalog.id, lockWait: this.lockWait }] as [I & { catalogId: string }],
+      args: [{ ...input, catalogId: this.catalog.id, lockWait: this.lockWait, startedBy: this.startedBy }] as [
+        I & { catalogId: string; startedBy: string },
+      ],
       typedSearchAttributes: op.searchAttributes(table),
+      memo: { [STARTED_BY_MEMO]: this.startedBy },
       staticSummary: summary,
       ...op.start,
     };

@@ -5,14 +5,17 @@
 export {
   DEFAULT_TIMEOUT_MS,
   TableFateClient,
+  type CancelOutcome,
   type LeaseOptions,
   type PurgeAllProgress,
   type PurgeAllSummary,
   type TableFateClientOptions,
+  type TableHistory,
   type UndeleteOptions,
   type WriteOptions,
 } from './client';
 export type { LeaseInfo } from '../domain/leases';
+export type { OperationInfo, OperationStatus } from '../domain/operations';
 export type { EffectiveSetting, SettingKey, SettingSource } from '../domain/settings';
 export { loadClientConfig, type ClientConfig } from '../config/client';
 export {
@@ -33,6 +36,7 @@ export {
   TableBusyError,
   OnHoldError,
   LeaseNotFoundError,
+  OperationNotFoundError,
   type DomainErrorType,
   type OperationFailureType,
   type TableFateErrorType,
@@ -41,6 +45,9 @@ export type { TableInfo } from '../domain/table';
 export type { RecallProgress } from '../domain/contracts';
 export type {
   AdoptRequest,
+  CancelRequest,
+  HistoryRequest,
+  OperationsRequest,
   ConfigGetRequest,
   ConfigSetRequest,
   ConfigUnsetRequest,

@@ -1,5 +1,6 @@
 import type { Client, Connection, ConnectionLike } from '@temporalio/client';
-import { InvalidInputError, NoWorkerError, OperationTimeoutError, ServerUnreachableError } from '../domain/errors';
+import { InvalidInputError, NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateError } from '../domain/errors';
+import { watchDetails } from './details';
 import { isDeadlineOrCancelled, isUnreachable, toTableFateError, unreachable } from './errors';
 
 /** How long a write waits for its answer unless told otherwise. */
@@ -18,6 +19,8 @@ export interface Operation {
   what: string;
   /** How to see where it is: "`tablefate describe shop.orders`". */
   check: string;
+  /** Hears what the run says it is doing (its current details), each time that changes, while the write waits for it. */
+  onDetails?: (details: string) => void;
 }
 
 /** A timeout in ms as given (above 0, at most a day), or the fallback when absent; anything else is InvalidInput. */
@@ -37,6 +40,8 @@ export class WriteRunner {
   /** Until when a worker is believed to poll the task queue (see ensureWorker). */
   private workerSeenUntil = 0;
   private workerCheck: Promise<void> | undefined;
+  /** Whether the server has answered a read once (see read). */
+  private serverAnswered = false;
 
   constructor(
     private readonly client: Client,
@@ -69,7 +74,9 @@ export class WriteRunner {
     const work = this.connection.withAbortSignal(abort.signal, async () => {
       await this.ensureWorker();
       checked = true;
-      return body(() => (started = true), abort.signal);
+      const answer = body(() => (started = true), abort.signal);
+      if (op.onDetails) void watchDetails(this.client, op.workflowId, answer, op.onDetails, abort.signal);
+      return answer;
     });
     work.catch(() => undefined); // settled after a timeout, unheard
     try {
@@ -90,6 +97,41 @@ export class WriteRunner {
       throw typed;
     } finally {
       clearTimeout(timer);
+    }
+  }
+
+  /**
+   * A read of the server's (visibility, a run's description) within `timeoutMs`, needing no worker: a server that
+   * cannot be reached or does not answer in time is ServerUnreachableError; a TableFateError passes as it is.
+   */
+  async read<T>(what: string, timeoutMs: number, call: () => Promise<T>): Promise<T> {
+    try {
+      // A server that does not answer at all fails within SERVER_ANSWER_MS, as a write's worker check does.
+      if (!this.serverAnswered) {
+        await this.detached(SERVER_ANSWER_MS, () => this.client.workflowService.getSystemInfo({}));
+        this.serverAnswered = true;
+      }
+      return await this.connection.withDeadline(Date.now() + timeoutMs, call);
+    } catch (err) {
+      if (err instanceof TableFateError) throw err;
+      if (isUnreachable(err)) throw unreachable(err, this.address);
+      if (isDeadlineOrCancelled(err)) {
+        const within = this.serverAnswered ? timeoutMs : SERVER_ANSWER_MS;
+        throw unreachable(err, this.address, `no answer to the ${what} within ${within / 1000} s`);
+      }
+      throw err;
+    }
+  }
+
+  /** Whether a worker polls the task queue now (as ensureWorker finds it, without waiting for one); false if unsure. */
+  async workerPolling(): Promise<boolean> {
+    if (Date.now() < this.workerSeenUntil) return true;
+    try {
+      const count = await this.pollerCount(this.client.options.namespace);
+      if (count > 0) this.workerSeenUntil = Date.now() + WORKER_SEEN_TTL_MS;
+      return count > 0;
+    } catch {
+      return false;
     }
   }
 

@@ -3,7 +3,8 @@
  * - domain failures (the request is refused: nothing changed). Each type name crosses the workflow boundary
  *   unchanged (as the `type` of a non-retryable ApplicationFailure), so the client rebuilds the same class;
  * - OperationFailedError: the operation ran and failed otherwise (OPERATION_FAILURE_TYPES);
- * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError.
+ * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError,
+ *   OperationNotFoundError.
  * The command line's exit code follows the type (cli/main.ts, README).
  */
 export const DOMAIN_ERROR_TYPES = [
@@ -54,7 +55,7 @@ export function isOperationFailureType(type: unknown): type is OperationFailureT
 
 /** Every `type` a TableFateError can have: the domain's, an operation's failure, or the client's own. */
 export type TableFateErrorType =
-  DomainErrorType | OperationFailureType | 'OperationTimeout' | 'NoWorker' | 'CatalogNotFound' | 'ServerUnreachable';
+  DomainErrorType | OperationFailureType | 'OperationTimeout' | 'NoWorker' | 'CatalogNotFound' | 'ServerUnreachable' | 'OperationNotFound';
 
 /** Everything the SDK throws on purpose is one of these: `type` says which, `name` is the class's name. */
 export abstract class TableFateError extends Error {
@@ -182,6 +183,22 @@ export class NoWorkerError extends TableFateError {
     readonly taskQueue: string,
     readonly namespace: string,
     readonly address: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * No operation of this catalog runs or ran under that workflow id (`tablefate cancel`): an id of another catalog, a
+ * typing error, or a run the server has forgotten (past the namespace's retention). Nothing was changed.
+ */
+export class OperationNotFoundError extends TableFateError {
+  readonly type = 'OperationNotFound';
+  override readonly name = 'OperationNotFoundError';
+
+  constructor(
+    message: string,
+    readonly workflowId: string,
   ) {
     super(message);
   }

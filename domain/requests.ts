@@ -235,6 +235,33 @@ export const listRequestSchema = z.strictObject({
 
 export const describeRequestSchema = z.strictObject({ table: tableRefSchema, withSizes: z.boolean().default(false) });
 
+/** The most runs `operations` lists at once, and how many without a limit: the newest first. */
+export const MAX_OPERATIONS_LIMIT = 1000;
+export const DEFAULT_OPERATIONS_LIMIT = 50;
+
+/** Operations, newest first: of one table (by id any, tombstones included; by name the live or most recently trashed). */
+export const operationsRequestSchema = z.strictObject({
+  table: tableRefSchema.optional(),
+  /** Only the runs still running. */
+  running: z.boolean().default(false),
+  limit: z.number().int('a limit is a whole number').min(1).max(MAX_OPERATIONS_LIMIT).default(DEFAULT_OPERATIONS_LIMIT),
+});
+
+/** One table's life: every operation on it (by id any table, a purged one included; by name the live or most recently trashed). */
+export const historyRequestSchema = z.strictObject({ table: tableRefSchema });
+
+/** A running operation to cancel, by the workflow id `operations` lists (`trash:12@<catalog>`). */
+export const cancelRequestSchema = z.strictObject({
+  workflowId: z
+    .string()
+    .min(1, 'a workflow id must not be empty')
+    .max(1000, 'a workflow id is at most 1000 characters')
+    .regex(/^[^\s]+$/, 'a workflow id has no spaces; copy it from `tablefate ops`'),
+});
+
+/** Who starts the operations a client starts (TableFateClientOptions.identity), recorded in each run's memo. */
+export const identitySchema = noteSchema('an identity', 200);
+
 /** How a workflow paces a try it repeats (see Backoff): whole milliseconds, at least one try per run. */
 export const backoffSchema = z
   .strictObject({
@@ -263,6 +290,9 @@ export type ConfigSetRequest = z.input<typeof configSetRequestSchema>;
 export type ConfigUnsetRequest = z.input<typeof configUnsetRequestSchema>;
 export type PurgeAllRequest = z.input<typeof purgeAllRequestSchema>;
 export type DescribeRequest = z.input<typeof describeRequestSchema>;
+export type OperationsRequest = z.input<typeof operationsRequestSchema>;
+export type HistoryRequest = z.input<typeof historyRequestSchema>;
+export type CancelRequest = z.input<typeof cancelRequestSchema>;
 
 /** Parses a request or throws InvalidInput naming every problem, with the field it concerns. */
 export function parseRequest<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
