@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { loadClientConfig } from '../config/client';
-import { loadConfig } from '../worker/config';
+import { loadConfig, type Config } from '../worker/config';
 import { quarantineCommand } from './quarantine';
 import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../domain/errors';
 import type { TableInfo } from '../domain/table';
@@ -31,6 +31,9 @@ const USAGE = `usage: tablefate <command> [options]
   storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
                | --postgres <url>             <path>/<node>, or its tables in that database; needs the catalog
                                               (TABLEFATE_CATALOG_URL)
+  (dev, worker, storage-node) [--metrics-address host:port]
+                                              serve Prometheus metrics at http://host:port/metrics
+                                              (or TABLEFATE_METRICS_ADDRESS; docs/operations.md)
   create <ns.name> [--shards N]               create a table (default 4 shards)
          [--columns "<defs>" | --like <schema.table>]
                                               PostgreSQL storage: its columns, as inside CREATE TABLE (...),
@@ -145,6 +148,15 @@ const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' 
 /** Every table command's: how long a write waits for its answer, in seconds. */
 const TIMEOUT = { timeout: { type: 'string' } } as const;
 
+/** The commands that run a worker serve Prometheus metrics there (TABLEFATE_METRICS_ADDRESS, which the flag overrides). */
+const METRICS_ADDRESS = { 'metrics-address': { type: 'string' } } as const;
+
+/** A worker command's configuration: the environment's, with `--metrics-address` over TABLEFATE_METRICS_ADDRESS. */
+function workerConfig(env: NodeJS.ProcessEnv, values: Record<string, unknown>): Config {
+  const flag = values['metrics-address'];
+  return loadConfig(typeof flag === 'string' ? { ...env, TABLEFATE_METRICS_ADDRESS: flag } : env);
+}
+
 /** `--timeout S` as the SDK's option; absent: the SDK's default (DEFAULT_TIMEOUT_MS). */
 function timeoutOption(values: Record<string, string | boolean | undefined>): WriteOptions {
   const value = values.timeout;
@@ -247,31 +259,31 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         // 70 (EX_SOFTWARE) after a fatal storage error, which must survive to the process's exit code.
         let exitCode = 0;
         await run(
-          { headless: { type: 'boolean' }, port: { type: 'string' }, 'ui-port': { type: 'string' } },
+          { headless: { type: 'boolean' }, port: { type: 'string' }, 'ui-port': { type: 'string' }, ...METRICS_ADDRESS },
           { min: 0, max: 0 },
           async (v) => {
             const port = portArg(v.port as string | undefined, 7233, '--port');
             const uiPort = portArg(v['ui-port'] as string | undefined, 8233, '--ui-port');
             // The worker's configuration only for the worker's commands: a variable only workers read never
             // stops a table command.
-            exitCode = await workerCommands().devCommand(loadConfig(env), { headless: v.headless === true, port, uiPort }, io.out);
+            exitCode = await workerCommands().devCommand(workerConfig(env, v), { headless: v.headless === true, port, uiPort }, io.out);
           },
         );
         return exitCode;
       }
       case 'worker': {
         let exitCode = 0;
-        await run({ storage: { type: 'string' } }, { min: 0, max: 0 }, async (v) => {
+        await run({ storage: { type: 'string' }, ...METRICS_ADDRESS }, { min: 0, max: 0 }, async (v) => {
           const mode = v.storage ?? 'local';
           if (mode !== 'local' && mode !== 'remote')
             throw new UsageError(`worker: --storage is local or remote, got ${JSON.stringify(mode)}`);
-          exitCode = await workerCommands().workerCommand(loadConfig(env), mode);
+          exitCode = await workerCommands().workerCommand(workerConfig(env, v), mode);
         });
         return exitCode;
       }
       case 'storage-node': {
         let exitCode = 0;
-        await run({ dir: { type: 'string' }, postgres: { type: 'string' } }, { min: 1, max: 1 }, async (v, [node]) => {
+        await run({ dir: { type: 'string' }, postgres: { type: 'string' }, ...METRICS_ADDRESS }, { min: 1, max: 1 }, async (v, [node]) => {
           const dir = typeof v.dir === 'string' && v.dir !== '' ? v.dir : undefined;
           const postgres = typeof v.postgres === 'string' && v.postgres !== '' ? v.postgres : undefined;
           if ((dir === undefined) === (postgres === undefined))
@@ -279,7 +291,7 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
               'storage-node: give --dir <path> (the node keeps its files under <path>/<node>) or --postgres <url> (its tables in that database)',
             );
           exitCode = await workerCommands().storageNodeCommand(
-            loadConfig(env),
+            workerConfig(env, v),
             node!,
             dir !== undefined ? { dir } : { postgres: postgres! },
           );

@@ -59,8 +59,10 @@ function valueOf(samples: Sample[], name: string, labels: Record<string, string>
 
 const ours = (samples: Sample[]) => samples.filter((s) => s.name.startsWith('tablefate_'));
 
-async function startWorker(port: number): Promise<CliProcess> {
-  return startCliWorker(connection!, { ...env, TABLEFATE_METRICS_ADDRESS: `127.0.0.1:${port}` });
+/** A worker serving metrics on `port`: told by the environment, or by the flag (which wins over it). */
+async function startWorker(port: number, by: 'env' | 'flag'): Promise<CliProcess> {
+  if (by === 'env') return startCliWorker(connection!, { ...env, TABLEFATE_METRICS_ADDRESS: `127.0.0.1:${port}` });
+  return startCliWorker(connection!, { ...env, TABLEFATE_METRICS_ADDRESS: '127.0.0.1:1' }, ['--metrics-address', `localhost:${port}`]);
 }
 
 async function cli(...args: string[]) {
@@ -94,7 +96,7 @@ afterAll(async () => {
 
 test("a worker serves Temporal's metrics and ours on one endpoint; counters move by the operations run, and a replay counts nothing again", async () => {
   const firstPort = await freePort();
-  worker = await startWorker(firstPort);
+  worker = await startWorker(firstPort, 'env');
   await cli('create', 'metrics.kept', '--shards', '2');
   await cli('create', 'metrics.dropped', '--shards', '2');
   await cli('create', 'metrics.other', '--shards', '1');
@@ -129,7 +131,7 @@ test("a worker serves Temporal's metrics and ours on one endpoint; counters move
   // A new worker: the trash run is in no cache of its, and the recall's wake makes it replay the run from its start.
   expect(await worker.stop('SIGINT')).toEqual({ code: 0, signal: null });
   const secondPort = await freePort();
-  worker = await startWorker(secondPort);
+  worker = await startWorker(secondPort, 'flag');
   // Its gauges are read from the catalog and the server when it starts.
   const gauges = await waitFor(
     () => scrape(secondPort),

@@ -39,6 +39,7 @@ const inProcess = (...args: string[]) => runCliInProcess(args, { env });
 
 // Jest's asymmetric matchers are typed `any`; typed `unknown` they can sit in an expected value lint-clean.
 const matching = (pattern: RegExp): unknown => expect.stringMatching(pattern);
+const like = (object: Record<string, unknown>): unknown => expect.objectContaining(object);
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 beforeAll(async () => {
@@ -263,6 +264,13 @@ test('a cancel of a drop that waits for a lease takes it back: the table is READ
     out: [],
     err: [dropErr[0], matching(/^tablefate: WorkflowCancelled: .*was cancelled.*taken back/)],
   });
+  // The worker's log says so, on a line that names the run, its table and the step it stopped at.
+  const takingBack = worker!.stderr
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line.msg === 'the operation stopped; taking back what it did' && line.workflowId === trashRun!.workflowId);
+  expect(takingBack).toEqual([like({ tableId: table.id, table: 'ops.leased', step: 'wait for leases', undo: ['stop new leases'] })]);
   // The lease was never the drop's to end; the run shows as cancelled in the table's history.
   expect(okJson<LeaseInfo[]>(await inProcess('lease', 'ls', '--table', String(table.id), '--json'))).toEqual([lease]);
   expect(okJson<TableInfo>(await inProcess('describe', String(table.id), '--json')).state).toBe('READY');

@@ -90,6 +90,12 @@ export async function runSteps<T>(first: Step<void, T>, ...rest: Array<Step<T>>)
     if (type && NOT_OURS.includes(type)) {
       log.error('the operation no longer owns its table; stopping without undoing anything', { error: String(err) });
     } else if (table !== undefined) {
+      if (begun.some((step) => step.undo)) {
+        log.warn('the operation stopped; taking back what it did', {
+          error: String(failure),
+          undo: begun.filter((s) => s.undo).map((s) => s.name),
+        });
+      }
       await compensate(begun.reverse(), table);
     }
     throw failure;

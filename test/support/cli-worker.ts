@@ -26,9 +26,9 @@ export async function ensureNamespace(connection: Connection, namespace: string)
  * Starts `tablefate worker` as a child process with `env` and waits until the server sees this very process
  * polling the tablefate task queue of `env.TEMPORAL_NAMESPACE`.
  */
-export async function startCliWorker(connection: Connection, env: NodeJS.ProcessEnv): Promise<CliProcess> {
+export async function startCliWorker(connection: Connection, env: NodeJS.ProcessEnv, options: readonly string[] = []): Promise<CliProcess> {
   const namespace = env.TEMPORAL_NAMESPACE ?? 'default';
-  const worker = CliProcess.start(['worker'], env);
+  const worker = CliProcess.start(['worker', ...options], env);
   await waitFor(
     async () => {
       if (worker.exitStatus) {

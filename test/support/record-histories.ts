@@ -452,6 +452,20 @@ async function main(): Promise<void> {
     await save('trash-drain-busy', workflowIdFor.trash(busyLease.id, h.catalog.id));
     await h.client.releaseLease(kept.id);
 
+    // (since v12) a drop cancelled while it drains (`tablefate cancel`): taken back to READY, the lease kept
+    const cancelledDrain = await h.client.create({ table: 'rec.cancelled_drain', shards: 1 });
+    const drainLease = await h.client.acquireLease(cancelledDrain.id, { ttlSeconds: 300 });
+    const cancelledDrop = h.client.trash({ table: 'rec.cancelled_drain', drainTimeoutSeconds: 300 }).catch(() => undefined);
+    await waitFor(
+      () => h.catalog.getTable(cancelledDrain.id),
+      (t) => t?.state === 'DRAINING',
+      { what: 'the drop to drain' },
+    );
+    await h.client.cancel({ workflowId: workflowIdFor.trash(cancelledDrain.id, h.catalog.id) });
+    await cancelledDrop;
+    await save('trash-cancelled-while-draining', workflowIdFor.trash(cancelledDrain.id, h.catalog.id));
+    await h.client.releaseLease(drainLease.id);
+
     // (since v11) a held table: its hold, a trash whose expiry finds it held, the release that wakes it, the purge
     const heldTable = await h.client.create({ table: 'rec.held', shards: 2 });
     await h.client.hold({ table: heldTable.id, reason: 'recording' });
