@@ -26,7 +26,7 @@ export const METRICS = {
     name: 'tablefate_operations_failed',
     kind: 'counter',
     labels: ['operation', 'error'],
-    help: 'Operations that failed with nothing to take back: refused (wrong state, name taken, ...) or stopped for good.',
+    help: 'Operations that failed and were not taken back: refused before changing anything, stopped for good, or whose undo failed.',
   },
   operationDuration: {
     name: 'tablefate_operation_duration_seconds',

@@ -105,12 +105,18 @@ test("a worker serves Temporal's metrics and ours on one endpoint; counters move
   const refused = await runCli(['rename', 'metrics.kept', 'metrics.other'], { env });
   expect(refused.code).toBe(4);
 
+  // Begun (DRAINING), then taken back at its drain deadline: a compensated operation, with its reason.
+  await cli('lease', 'acquire', 'metrics.other', '--ttl', '600');
+  const busy = await runCli(['drop', 'metrics.other', '--drain-timeout', '1'], { env });
+  expect({ code: busy.code, stderr: busy.stderr }).toEqual({ code: 4, stderr: expect.stringContaining('TableBusy') as unknown });
+
   const started = (op: string) => ({ operation: op });
   const first = await scrape(firstPort);
   expect({
     createsStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('create')),
     createsSucceeded: valueOf(first, exportedName(METRICS.operationsSucceeded), started('create')),
     trashesStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('trash')),
+    trashesCompensated: valueOf(first, exportedName(METRICS.operationsCompensated), { operation: 'trash', error: 'TableBusy' }),
     trashesSucceeded: valueOf(first, exportedName(METRICS.operationsSucceeded), started('trash')),
     renamesStarted: valueOf(first, exportedName(METRICS.operationsStarted), started('rename')),
     renamesFailed: valueOf(first, exportedName(METRICS.operationsFailed), { operation: 'rename', error: 'NameTaken' }),
@@ -118,7 +124,8 @@ test("a worker serves Temporal's metrics and ours on one endpoint; counters move
   }).toEqual({
     createsStarted: 3,
     createsSucceeded: 3,
-    trashesStarted: 1,
+    trashesStarted: 2,
+    trashesCompensated: 1,
     trashesSucceeded: 1,
     renamesStarted: 1,
     renamesFailed: 1,

@@ -50,7 +50,7 @@ export function parseMetricsAddress(value: string): string {
   const match = /^(.*):([0-9]{1,5})$/.exec(value);
   const host = match?.[1]?.replace(/^\[(.*)\]$/, '$1');
   const port = Number(match?.[2]);
-  if (!match || !(port >= 0 && port <= 65535) || !(host === 'localhost' || net.isIP(host ?? '') !== 0)) {
+  if (!match || !(port >= 1 && port <= 65535) || !(host === 'localhost' || net.isIP(host ?? '') !== 0)) {
     throw new InvalidInputError(
       `the metrics address must be host:port with an IP address or localhost as host (0.0.0.0:9464, 127.0.0.1:9464), not ${JSON.stringify(value)}`,
     );

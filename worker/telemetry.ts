@@ -24,7 +24,8 @@ const OURS = new Set(['workflow', 'activity']);
  * a Prometheus endpoint that serves Temporal's worker metrics (`temporal_*`) and ours (`tablefate_*`, domain/metrics.ts).
  */
 export function installRuntime(logger: Logger, level: string, metricsAddress?: string): void {
-  const sdk = logger.child({ component: 'temporal' });
+  // (Each line says which part of the SDK wrote it in its own sdkComponent: workflow, activity, worker, core.)
+  const sdk = logger;
   const threshold = SDK_LEVELS[level] ?? 'INFO';
   const sdkThreshold = threshold === 'INFO' ? 'WARN' : threshold;
   const rank: Record<LogLevel, number> = { TRACE: 0, DEBUG: 1, INFO: 2, WARN: 3, ERROR: 4 };
@@ -39,7 +40,9 @@ export function installRuntime(logger: Logger, level: string, metricsAddress?: s
       if (message.startsWith(ACTIVITY_ONLY_WARNING)) return;
       if (!OURS.has(String(meta?.sdkComponent)) && rank[l] < rank[sdkThreshold]) return;
       const method = l === 'TRACE' ? 'trace' : l === 'DEBUG' ? 'debug' : l === 'INFO' ? 'info' : l === 'WARN' ? 'warn' : 'error';
-      sdk[method](meta ?? {}, message);
+      // An error in `error` is pino's `err`, which it serializes (message, type, stack) instead of printing {}.
+      const { error, ...rest } = meta ?? {};
+      sdk[method](error instanceof Error ? { ...rest, err: error } : (meta ?? {}), message);
     }),
     ...(metricsAddress
       ? {

@@ -7,7 +7,7 @@ import {
   workflowInfo,
   type WorkflowInterceptorsFactory,
 } from '@temporalio/workflow';
-import { METRICS, type OperationOutcome } from '../domain/metrics';
+import { METRICS, type MetricSpec, type OperationOutcome } from '../domain/metrics';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 
 /*
@@ -21,7 +21,7 @@ import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 let step: string | undefined;
 /** The run's operation has had its outcome counted (a trash counts it when its caller is answered). */
 let reported = false;
-/** The run took back what it had begun (runSteps's compensation ran). */
+/** The run took back what it had begun (runSteps's compensation ran to its end). */
 let compensated = false;
 
 /** The step begins: the UI and the logs say so. */
@@ -38,9 +38,13 @@ export function stepProgress(name: string, done: number, total: number): void {
 
 /** The run is taking back step `name` (compensation). */
 export function undoingStep(name: string): void {
-  compensated = true;
   step = `undo ${name}`;
   setCurrentDetails(`taking back: ${name}`);
+}
+
+/** Every undo of the run's compensation ran: the operation was taken back (an undo that failed leaves it failed). */
+export function tookBack(): void {
+  compensated = true;
 }
 
 /** The run waits, or rests, with nothing running: the details say why, the logs name no step. */
@@ -74,25 +78,27 @@ export function reportOutcome(outcome: OperationOutcome, error?: string): void {
   if (reported) return;
   reported = true;
   const operation = operationOf();
-  const meter = metricMeter;
-  if (outcome === 'succeeded') meter.createCounter(METRICS.operationsSucceeded.name).add(1, { operation });
-  else if (outcome === 'compensated') meter.createCounter(METRICS.operationsCompensated.name).add(1, { operation, error: error ?? '' });
-  else meter.createCounter(METRICS.operationsFailed.name).add(1, { operation, error: error ?? '' });
+  if (outcome === 'succeeded') counter(METRICS.operationsSucceeded).add(1, { operation });
+  else if (outcome === 'compensated') counter(METRICS.operationsCompensated).add(1, { operation, error: error ?? '' });
+  else counter(METRICS.operationsFailed).add(1, { operation, error: error ?? '' });
   const seconds = (Date.now() - workflowInfo().startTime.getTime()) / 1000;
-  meter.createHistogram(METRICS.operationDuration.name, 'float', 's').record(Math.max(seconds, 0), { operation, outcome });
+  histogram(METRICS.operationDuration).record(Math.max(seconds, 0), { operation, outcome });
 }
 
 /** The operation waited `seconds` for a lock another held. */
 export function reportLockWait(seconds: number): void {
   const operation = operationOf();
-  metricMeter.createCounter(METRICS.lockWaits.name).add(1, { operation });
-  metricMeter.createHistogram(METRICS.lockWaitDuration.name, 'float', 's').record(Math.max(seconds, 0), { operation });
+  counter(METRICS.lockWaits).add(1, { operation });
+  histogram(METRICS.lockWaitDuration).record(Math.max(seconds, 0), { operation });
 }
 
 /** A purge at a trash's expiry failed; it is tried again. */
 export function reportExpiryPurgeFailure(): void {
-  metricMeter.createCounter(METRICS.expiryPurgeFailures.name).add(1);
+  counter(METRICS.expiryPurgeFailures).add(1);
 }
+
+const counter = (spec: MetricSpec) => metricMeter.createCounter(spec.name, undefined, spec.help);
+const histogram = (spec: MetricSpec) => metricMeter.createHistogram(spec.name, 'float', 's', spec.help);
 
 /** Why an operation failed, as a metric label: the domain failure's type, or Cancelled. */
 function errorType(err: unknown): string {
@@ -117,7 +123,7 @@ export const interceptors: WorkflowInterceptorsFactory = () => ({
       async execute(input, next) {
         if (carriesOn(input.args)) reported = true;
         else if (workflowInfo().continuedFromExecutionRunId === undefined) {
-          metricMeter.createCounter(METRICS.operationsStarted.name).add(1, { operation: operationOf() });
+          counter(METRICS.operationsStarted).add(1, { operation: operationOf() });
         }
         try {
           const result = await next(input);

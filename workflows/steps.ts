@@ -5,7 +5,7 @@ import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { OperationCalls } from './activities';
-import { enterStep, stepProgress, undoingStep } from './observe';
+import { enterStep, stepProgress, tookBack, undoingStep } from './observe';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
 export class Finished<T> {
@@ -114,9 +114,10 @@ async function compensate<T>(steps: Array<Step<T>>, table: T): Promise<void> {
           step: step.name,
           error: String(undoErr),
         });
-        break;
+        return;
       }
     }
+    if (steps.some((step) => step.undo)) tookBack();
   });
 }
 
