@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { DevServer } from '../worker/dev-server';
 import { indexedValueType } from '../worker/search-attributes';
-import { findTemporalCli } from '../worker/temporal-cli';
+import { findGoTool, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../worker/go-tools';
 import { testNamespace, testServerAddress } from './support/test-server';
 
 /** Runs `fn` with TEMPORAL_CLI_PATH set to `value` (or unset), then puts it back. */
@@ -92,6 +92,50 @@ describe('findTemporalCli', () => {
     await withCliPathEnv(undefined, async () => {
       await expect(findTemporalCli({ stateDir })).resolves.toBe(cached);
     });
+  });
+});
+
+describe("the server's own binaries, for a cluster", () => {
+  test('the Temporal server and its SQL tool are found like the CLI: their own variable, then the cache', async () => {
+    const stateDir = path.join(tempDir, 'server-tools');
+    const cachedSql = path.join(stateDir, 'bin', 'sql');
+    await fs.promises.mkdir(path.dirname(cachedSql), { recursive: true });
+    await fs.promises.writeFile(cachedSql, '#!/bin/sh\n', { mode: 0o755 });
+    const server = path.join(tempDir, 'my-temporal-server');
+    await fs.promises.writeFile(server, '#!/bin/sh\n', { mode: 0o755 });
+    const saved = { server: process.env.TEMPORAL_SERVER_PATH, sql: process.env.TEMPORAL_SQL_TOOL_PATH };
+    process.env.TEMPORAL_SERVER_PATH = server;
+    delete process.env.TEMPORAL_SQL_TOOL_PATH;
+    try {
+      await expect(findGoTool(TEMPORAL_SERVER, { stateDir })).resolves.toBe(server);
+      await expect(findGoTool(TEMPORAL_SQL_TOOL, { stateDir })).resolves.toBe(cachedSql);
+      process.env.TEMPORAL_SERVER_PATH = path.join(tempDir, 'no-such-server');
+      await expect(findGoTool(TEMPORAL_SERVER, { stateDir })).rejects.toThrow(/TEMPORAL_SERVER_PATH is set to .* not there/);
+    } finally {
+      for (const [name, value] of [
+        ['TEMPORAL_SERVER_PATH', saved.server],
+        ['TEMPORAL_SQL_TOOL_PATH', saved.sql],
+      ] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
+  test('without Go and without a copy, the error says how to install the server, of the release the CLI holds', async () => {
+    const savedPath = process.env.PATH;
+    const savedServer = process.env.TEMPORAL_SERVER_PATH;
+    process.env.PATH = path.join(tempDir, 'empty-path');
+    delete process.env.TEMPORAL_SERVER_PATH;
+    try {
+      await expect(findGoTool(TEMPORAL_SERVER, { stateDir: path.join(tempDir, 'no-tools') })).rejects.toThrow(
+        /the Temporal server was not found: .*Go is not installed.*go install go\.temporal\.io\/server\/cmd\/server@v1\.29\.1.*TEMPORAL_SERVER_PATH/,
+      );
+    } finally {
+      process.env.PATH = savedPath;
+      if (savedServer === undefined) delete process.env.TEMPORAL_SERVER_PATH;
+      else process.env.TEMPORAL_SERVER_PATH = savedServer;
+    }
   });
 });
 

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { statePaths } from './config';
 import { registerSearchAttributes } from './search-attributes';
-import { findTemporalCli } from './temporal-cli';
+import { findTemporalCli } from './go-tools';
 
 const HOST = '127.0.0.1';
 const LOG_TAIL_LINES = 20;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
 import { DevServer } from '../../worker/dev-server';
-import { findTemporalCli } from '../../worker/temporal-cli';
+import { findTemporalCli } from '../../worker/go-tools';
 import { TASK_QUEUE } from '../../worker/config';
 import { within } from './time';
 import { BIN, PROJECT_ROOT } from '../support/cli';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { DevServer } from '../../worker/dev-server';
-import { findTemporalCli } from '../../worker/temporal-cli';
+import { findTemporalCli } from '../../worker/go-tools';
 import { WORKFLOW_BUNDLE_ENV, WORKFLOW_CODE } from '../../worker/workflow-bundle';
 import { SHARED_POSTGRES_ENV, startPostgres, type TestPostgres } from './postgres';
 import { quietBundlerLogger } from './quiet-bundler';

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { DevServer } from '../../worker/dev-server';
-import { findTemporalCli } from '../../worker/temporal-cli';
+import { findTemporalCli } from '../../worker/go-tools';
 import { OPERATIONS, workflowIdFor } from '../../domain/operations';
 import { Harness, workflowBundle } from './harness';
 import { BreakingRenames, RenameGate } from './rename-gate';
