@@ -104,6 +104,7 @@ import type { ReconcileReport } from '../domain/health';
 import { loadClientConfig, type ClientConfig } from '../config/client';
 import { applicationFailureOf } from './errors';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
+import { watchChanges } from './details';
 import { listRuns, ofCatalog, operationsQuery, toOperationInfo, withCurrentSteps } from './operations';
 
 export { DEFAULT_TIMEOUT_MS };
@@ -826,7 +827,7 @@ export class TableFateClient {
    */
   async operations(request: OperationsRequest = {}): Promise<OperationInfo[]> {
     const { table, running, limit } = parseRequest(operationsRequestSchema, request);
-    const tableId = table === undefined ? undefined : (await this.tableOfHistory(table)).id;
+    const tableId = table === undefined ? undefined : (await this.anyTable(table, { tombstones: true })).id;
     return this.runsOf({ tableId, running }, limit);
   }
 
@@ -838,7 +839,7 @@ export class TableFateClient {
    */
   async history(request: HistoryRequest): Promise<TableHistory> {
     const { table: ref } = parseRequest(historyRequestSchema, request);
-    const table = await this.tableOfHistory(ref);
+    const table = await this.anyTable(ref, { tombstones: true });
     return { table: toTableInfo(table), operations: await this.runsOf({ tableId: table.id }) };
   }
 
@@ -850,20 +851,6 @@ export class TableFateClient {
       const hasWorker = runs.some((run) => run.status.name === 'RUNNING') && (await this.writes.workerPolling());
       return withCurrentSteps(this.client, runs, hasWorker);
     });
-  }
-
-  /** The table `history` and `operations` name: by id any (tombstones too), by name the live one or the most recently trashed. */
-  private async tableOfHistory(ref: TableRef): Promise<TableRecord> {
-    if (ref.kind === 'id') {
-      const table = await this.catalog.getTable(ref.id);
-      if (!table) throw new TableNotFoundError(`table ${ref.id} does not exist`);
-      return table;
-    }
-    const table = (await this.catalog.findByName(ref)) ?? (await this.catalog.findTrashed(ref));
-    if (!table) {
-      throw new TableNotFoundError(`no live or trashed table is named ${formatTableName(ref)} (a purged table answers by its id)`);
-    }
-    return table;
   }
 
   /**
@@ -1087,15 +1074,24 @@ export class TableFateClient {
     throw new TableNotFoundError(`table ${formatTableName(name)} does not exist`);
   }
 
-  /** Any table by id (not purged), or by name the live one, else the most recently trashed of that name. */
-  private async anyTable(ref: TableRef): Promise<TableRecord> {
+  /**
+   * Any table by id (not purged; with `tombstones`, purged too: `history` and `operations`), or by name the live one,
+   * else the most recently trashed of that name.
+   */
+  private async anyTable(ref: TableRef, { tombstones = false } = {}): Promise<TableRecord> {
     if (ref.kind === 'id') {
       const table = await this.catalog.getTable(ref.id);
-      if (!table || table.state === 'PURGED') throw new TableNotFoundError(`table ${ref.id} does not exist or was purged`);
+      if (!table) throw new TableNotFoundError(`table ${ref.id} does not exist${tombstones ? '' : ' or was purged'}`);
+      if (!tombstones && table.state === 'PURGED') throw new TableNotFoundError(`table ${ref.id} does not exist or was purged`);
       return table;
     }
     const table = (await this.catalog.findByName(ref)) ?? (await this.catalog.findTrashed(ref));
-    if (!table) throw new TableNotFoundError(`table ${formatTableName(ref)} does not exist`);
+    if (!table) {
+      const name = formatTableName(ref);
+      throw new TableNotFoundError(
+        tombstones ? `no live or trashed table is named ${name} (a purged table answers by its id)` : `table ${name} does not exist`,
+      );
+    }
     return table;
   }
 
@@ -1160,24 +1156,21 @@ async function closedRunError(run: WorkflowHandle, fallback: unknown): Promise<u
 const PROGRESS_POLL_MS = 300;
 
 /** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
-async function reportProgress(
+function reportProgress(
   handle: WorkflowHandle<typeof undeleteTable>,
   result: Promise<unknown>,
   onProgress: (progress: RecallProgress) => void,
   signal: AbortSignal,
 ): Promise<void> {
-  let ended = false;
-  const settled = result.then(
-    () => (ended = true),
-    () => (ended = true),
+  return watchChanges(
+    async () => {
+      const progress = await handle.query(recallProgressQuery).catch(() => undefined);
+      return progress && progress.shards > 0 ? progress : null;
+    },
+    (progress) => JSON.stringify(progress),
+    result,
+    onProgress,
+    signal,
+    { afterMs: 0, everyMs: PROGRESS_POLL_MS },
   );
-  let last = '';
-  while (!ended && !signal.aborted) {
-    const progress = await handle.query(recallProgressQuery).catch(() => undefined);
-    if (progress && progress.shards > 0 && JSON.stringify(progress) !== last) {
-      last = JSON.stringify(progress);
-      onProgress(progress);
-    }
-    await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, PROGRESS_POLL_MS))]);
-  }
 }

@@ -39,16 +39,17 @@ export async function currentDetails(
 }
 
 /**
- * Shows what a write's run says it is doing while the caller waits for it: from WATCH_AFTER_MS on, asks the run's
- * current details every WATCH_EVERY_MS and tells `onDetails` each new line, until `until` settles or `signal` aborts.
- * The one way every write shows progress (a drop that drains, a recall, a purge, a cancel's compensation).
+ * Asks `ask` while `until` is pending (first after `afterMs`, then every `everyMs`) and tells `onChange` each answer that
+ * is not null and differs from the last (by `key`), until `until` settles or `signal` aborts. The one poll behind
+ * every progress a caller watches: a run's current details, a recall's shard count.
  */
-export async function watchDetails(
-  client: Client,
-  workflowId: string,
+export async function watchChanges<T>(
+  ask: () => Promise<T | null>,
+  key: (answer: T) => string,
   until: Promise<unknown>,
-  onDetails: (details: string) => void,
+  onChange: (answer: T) => void,
   signal: AbortSignal,
+  { afterMs, everyMs }: { afterMs: number; everyMs: number },
 ): Promise<void> {
   let ended = false;
   const settled = until.then(
@@ -56,12 +57,36 @@ export async function watchDetails(
     () => (ended = true),
   );
   const pause = (ms: number) => Promise.race([settled, new Promise((resolve) => setTimeout(resolve, ms).unref())]);
-  await pause(WATCH_AFTER_MS);
+  await pause(afterMs);
   let last: string | null = null;
   while (!ended && !signal.aborted) {
-    const details = await currentDetails(client, workflowId);
-    if (!ended && !signal.aborted && details !== null && details !== last) onDetails(details);
-    last = details;
-    await pause(WATCH_EVERY_MS);
+    const answer = await ask();
+    if (!ended && !signal.aborted && answer !== null && key(answer) !== last) {
+      last = key(answer);
+      onChange(answer);
+    }
+    await pause(everyMs);
   }
+}
+
+/**
+ * Shows what a write's run says it is doing while the caller waits for it: from WATCH_AFTER_MS on, asks the run's
+ * current details every WATCH_EVERY_MS and tells `onDetails` each new line. The one way every write shows progress
+ * (a drop that drains, a recall, a purge, a cancel's compensation).
+ */
+export function watchDetails(
+  client: Client,
+  workflowId: string,
+  until: Promise<unknown>,
+  onDetails: (details: string) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  return watchChanges(
+    () => currentDetails(client, workflowId),
+    (details) => details,
+    until,
+    onDetails,
+    signal,
+    { afterMs: WATCH_AFTER_MS, everyMs: WATCH_EVERY_MS },
+  );
 }

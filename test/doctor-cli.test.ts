@@ -1,10 +1,9 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { CliProcess, jsonOf, runCli, runCliInProcess, type CliResult } from './support/cli';
 import { testServerAddress } from './support/test-server';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { waitFor } from './support/wait';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
@@ -43,17 +42,9 @@ async function startWorker(): Promise<CliProcess> {
 }
 
 beforeAll(async () => {
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-doctor-'));
+  ({ home, env } = await cliTestHome('doctor', NAMESPACE));
   connection = await Connection.connect({ address: testServerAddress() });
   temporal = new Client({ connection, namespace: NAMESPACE });
-  env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
-    TABLEFATE_LOG_LEVEL: 'warn',
-    TABLEFATE_RECONCILE_SECONDS: '0',
-  };
   await ensureNamespace(connection, NAMESPACE);
   // The catalog a worker would create on its first start, made here so that the doctor can be asked before any
   // worker has run (a missing catalog is another error, CatalogNotFound). The worker opens this same one.

@@ -1,9 +1,7 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { runCli, type CliProcess } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { freePort } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import { waitFor } from './support/wait';
@@ -72,15 +70,7 @@ async function cli(...args: string[]) {
 }
 
 beforeAll(async () => {
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-metrics-'));
-  env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
-    TABLEFATE_LOG_LEVEL: 'warn',
-    TABLEFATE_RECONCILE_SECONDS: '0',
-  };
+  ({ home, env } = await cliTestHome('metrics', NAMESPACE));
   connection = await Connection.connect({ address: testServerAddress() });
   await ensureNamespace(connection, NAMESPACE);
 });

@@ -1,9 +1,7 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { testServerAddress } from './support/test-server';
 import { failureOf, waitFor } from './support/wait';
 import { defaultIdentity, TableFateClient, type TableHistory } from '../client/client';
@@ -43,15 +41,7 @@ const like = (object: Record<string, unknown>): unknown => expect.objectContaini
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 beforeAll(async () => {
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-operators-'));
-  env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
-    TABLEFATE_LOG_LEVEL: 'warn',
-    TABLEFATE_RECONCILE_SECONDS: '0',
-  };
+  ({ home, env } = await cliTestHome('operators', NAMESPACE));
   connection = await Connection.connect({ address: testServerAddress() });
   temporal = new Client({ connection, namespace: NAMESPACE });
   await ensureNamespace(connection, NAMESPACE);

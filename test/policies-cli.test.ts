@@ -1,9 +1,7 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { testServerAddress } from './support/test-server';
 import type { EffectiveSetting } from '../domain/settings';
 import type { LeaseInfo } from '../domain/leases';
@@ -36,15 +34,7 @@ const matching = (pattern: RegExp): unknown => expect.stringMatching(pattern);
 const anyString = (): unknown => expect.any(String);
 
 beforeAll(async () => {
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-policies-'));
-  env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
-    TABLEFATE_LOG_LEVEL: 'warn',
-    TABLEFATE_RECONCILE_SECONDS: '0',
-  };
+  ({ home, env } = await cliTestHome('policies', NAMESPACE));
   connection = await Connection.connect({ address: testServerAddress() });
   await ensureNamespace(connection, NAMESPACE);
   worker = await startCliWorker(connection, env);

@@ -1,7 +1,11 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import { TASK_QUEUE } from '../../domain/deployment';
 import { CliProcess } from './cli';
+import { testServerAddress } from './test-server';
 import { waitFor } from './wait';
 
 /** Registers a Temporal namespace of a test file's own (if it is not there yet) and waits until the server has it. */
@@ -41,4 +45,22 @@ export async function startCliWorker(connection: Connection, env: NodeJS.Process
     { timeoutMs: 90_000, intervalMs: 250, what: `tablefate worker ${worker.pid} to poll` },
   );
   return worker;
+}
+
+/**
+ * A state directory of a test file's own (a temp dir named after `prefix`), and the environment its commands and its
+ * `tablefate worker` run in: the shared test server, the file's Temporal `namespace`, warnings only, no reconcile
+ * schedule (it would repair things under the tests, and outlive them on the shared server).
+ */
+export async function cliTestHome(prefix: string, namespace: string): Promise<{ home: string; env: NodeJS.ProcessEnv }> {
+  const home = await fs.promises.mkdtemp(path.join(os.tmpdir(), `tablefate-${prefix}-`));
+  const env = {
+    ...process.env,
+    TABLEFATE_HOME: home,
+    TEMPORAL_ADDRESS: testServerAddress(),
+    TEMPORAL_NAMESPACE: namespace,
+    TABLEFATE_LOG_LEVEL: 'warn',
+    TABLEFATE_RECONCILE_SECONDS: '0',
+  };
+  return { home, env };
 }
