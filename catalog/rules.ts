@@ -11,7 +11,7 @@ import {
 import { formatTableName, type TableName } from '../domain/names';
 import { lockFor } from '../domain/operations';
 import { canTransition, columnsOnEntering, type TableState } from '../domain/states';
-import { describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
+import { canBeHeld, describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
 import type { Lease } from '../domain/leases';
 import { describeLease } from '../domain/leases';
 import type { SettingRow } from '../domain/settings';
@@ -271,7 +271,7 @@ async function changeHold(tx: CatalogTx, req: HoldChange): Promise<TableRecord> 
   await assertHolds(tx, lockFor.table(req.tableId), req.owner);
   checkName(current, req.tableId, req.expectName);
   if (req.hold) {
-    if (current.state !== 'READY' && current.state !== 'TRASHED') {
+    if (!canBeHeld(current)) {
       throw new WrongStateError(`table ${req.tableId} is ${current.state}; only a READY or trashed table can be held`);
     }
     if (current.hold) {

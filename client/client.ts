@@ -78,6 +78,7 @@ import {
   type UndeleteRequest,
 } from '../domain/requests';
 import {
+  canBeHeld,
   definitionOf,
   describeCreateParams,
   sameCreateParams,
@@ -545,7 +546,9 @@ export class TableFateClient {
     const table = await this.anyTable(ref);
     // (Checked again under the lock by the workflow; here, to answer at once.)
     if (!hold && !table.hold) throw new WrongStateError(`table ${table.id} is not on hold; nothing to release`);
-    if (hold && table.hold && table.hold.reason === hold.reason) return toTableInfo(table);
+    // Held already for this reason answers the table as it is, as the workflow would: only where it could be held now
+    // (a recall of a held table under way is waited for, then answered READY and held).
+    if (hold && table.hold && table.hold.reason === hold.reason && canBeHeld(table)) return toTableInfo(table);
     const workflowId = record.workflowId(table.id, this.catalog.id);
     const op = {
       workflowId,

@@ -46,6 +46,9 @@ export interface Hold {
 }
 
 /** A table as the SDK and the command line show it: what `--json` prints. */
+/** Only a READY or trashed table can be held: any other is on its way somewhere, and its operation holds the lock. */
+export const canBeHeld = (table: Pick<TableRecord, 'state'>): boolean => table.state === 'READY' || table.state === 'TRASHED';
+
 export interface TableInfo {
   id: number;
   namespace: string;

@@ -102,8 +102,8 @@ describe('on the shared server', () => {
   });
 });
 
-// Before the table is in the trash, a cancel is an ordinary one: the trash stops and takes back what it moved.
-describe('a trash still moving its shards', () => {
+// Operations held half way, at a disk whose renames wait at a gate.
+describe('while shards are moving', () => {
   const gate = new RenameGate();
   let slow: Harness;
   beforeAll(async () => {
@@ -114,7 +114,8 @@ describe('a trash still moving its shards', () => {
     await slow.close();
   });
 
-  test('is compensated by a cancel request: the table is READY with its shards live, and the run ends cancelled', async () => {
+  // Before the table is in the trash, a cancel is an ordinary one: the trash stops and takes back what it moved.
+  test('a trash is compensated by a cancel request: the table is READY with its shards live, and the run ends cancelled', async () => {
     const table = await slow.client.create({ table: 'timer.moving', shards: 2 });
     const run = slow.temporal.workflow.getHandle(workflowIdFor.trash(table.id, slow.catalog.id));
     gate.hold();
@@ -132,6 +133,26 @@ describe('a trash still moving its shards', () => {
     expect(await slow.catalog.getTable(table.id)).toMatchObject({ state: 'READY', droppedAt: null, expireAt: null });
     expect(await slow.shardAreas(table)).toEqual(['live', 'live']);
     expect(await slow.catalog.listLocks()).toEqual([]);
+  }, 40_000);
+
+  test('a hold asked again for its reason while the held table is being recalled waits for the recall and answers it READY', async () => {
+    const table = await slow.client.create({ table: 'timer.heldrecall', shards: 2 });
+    await slow.client.hold({ table: table.id, reason: 'audit' });
+    await slow.client.trash({ table: 'timer.heldrecall', retentionSeconds: 3600 });
+    gate.hold();
+    let recall: Promise<unknown>;
+    let again: Promise<unknown>;
+    try {
+      recall = slow.client.undelete({ table: table.id });
+      await gate.someoneWaiting(table.id);
+      expect(await slow.catalog.getTable(table.id)).toMatchObject({ state: 'RESTORING', hold: { reason: 'audit' } });
+      again = slow.client.hold({ table: table.id, reason: 'audit' });
+    } finally {
+      gate.open();
+    }
+    expect(await recall).toMatchObject({ state: 'READY' });
+    expect(await again).toMatchObject({ id: table.id, state: 'READY', hold: { reason: 'audit' } });
+    await slow.client.release({ table: table.id });
   }, 40_000);
 });
 
