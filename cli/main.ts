@@ -11,6 +11,7 @@ import { DEFAULT_OPERATIONS_LIMIT } from '../domain/requests';
 import type { LeaseInfo } from '../domain/leases';
 import type { EffectiveSetting } from '../domain/settings';
 import { purgeAllCommand } from './purge-all';
+import { portArg } from './args';
 
 /**
  * The commands that run a worker (`dev`, `worker`, `storage-node`), loaded only when one of them runs: the SDK's
@@ -22,6 +23,12 @@ function workerCommands(): typeof import('../worker/main') {
   return require('../worker/main') as typeof import('../worker/main');
 }
 
+/** `tablefate cluster`, loaded only when it runs (it starts processes and builds binaries; no table command needs it). */
+function clusterCommands(): typeof import('./cluster') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('./cluster') as typeof import('./cluster');
+}
+
 const USAGE = `usage: tablefate <command> [options]
 
   dev [--headless] [--port N] [--ui-port N]   dev server + worker in the foreground (npm start)
@@ -31,6 +38,8 @@ const USAGE = `usage: tablefate <command> [options]
   storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
                | --postgres <url>             <path>/<node>, or its tables in that database; needs the catalog
                                               (TABLEFATE_CATALOG_URL)
+  cluster up|status|down                      a Temporal cluster on PostgreSQL on this host, each service its
+                                              own process (tablefate cluster --help)
   (dev, worker, storage-node) [--metrics-address host:port]
                                               serve Prometheus metrics at http://host:port/metrics
                                               (or TABLEFATE_METRICS_ADDRESS; docs/operations.md)
@@ -300,6 +309,8 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
       }
       case 'quarantine':
         return await quarantineCommand(rest, loadConfig(env), io);
+      case 'cluster':
+        return await clusterCommands().clusterCommand(rest, loadConfig(env).home, io);
       case 'doctor': {
         let healthy = true;
         await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {
@@ -592,15 +603,6 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
 /** A table as typed: digits are an id, anything else a name (the SDK's validation says what is wrong with it). */
 function tableArg(text: string): string | number {
   return /^[0-9]+$/.test(text) ? Number(text) : text;
-}
-
-function portArg(value: string | undefined, fallback: number, flag: string): number {
-  if (value === undefined) return fallback;
-  const port = Number(value);
-  if (!/^[0-9]+$/.test(value) || port < 1 || port > 65535) {
-    throw new InvalidInputError(`${flag} must be a port number (1 to 65535), not "${value}"`);
-  }
-  return port;
 }
 
 const processIo = (): CliIo => ({

@@ -98,7 +98,7 @@ describe('findTemporalCli', () => {
 describe("the server's own binaries, for a cluster", () => {
   test('the Temporal server and its SQL tool are found like the CLI: their own variable, then the cache', async () => {
     const stateDir = path.join(tempDir, 'server-tools');
-    const cachedSql = path.join(stateDir, 'bin', 'sql');
+    const cachedSql = path.join(stateDir, 'bin', 'temporal-sql-tool');
     await fs.promises.mkdir(path.dirname(cachedSql), { recursive: true });
     await fs.promises.writeFile(cachedSql, '#!/bin/sh\n', { mode: 0o755 });
     const server = path.join(tempDir, 'my-temporal-server');

@@ -1,15 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { statePaths } from './config';
 import { registerSearchAttributes } from './search-attributes';
 import { findTemporalCli } from './go-tools';
+import { assertPortFree, freePorts, HOST, logTail, LOG_TAIL_LINES, tcpAccepts } from './local-host';
 
-const HOST = '127.0.0.1';
-const LOG_TAIL_LINES = 20;
 const STOP_GRACE_MS = 10_000;
 
 export interface DevServerOptions {
@@ -51,81 +49,6 @@ export const EMBEDDED_DYNAMIC_CONFIG: Readonly<Record<string, number>> = {
 
 /** The server could not bind a port: another process took it. */
 class PortInUseError extends Error {}
-
-/** `n` distinct ports that were free a moment ago (bound to port 0 on 127.0.0.1 together, then released). */
-async function freePorts(n: number): Promise<number[]> {
-  const servers: net.Server[] = [];
-  try {
-    const ports: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const server = net.createServer();
-      servers.push(server);
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, HOST, () => resolve());
-      });
-      ports.push((server.address() as net.AddressInfo).port);
-    }
-    return ports;
-  } finally {
-    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-  }
-}
-
-/**
- * Throws if `port` cannot be bound on 127.0.0.1. Without this, a server that fails to bind a given port
- * would look ready: the readiness probe would reach whatever already listens there.
- */
-async function assertPortFree(port: number, what: string): Promise<void> {
-  const server = net.createServer();
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, HOST, () => resolve());
-    });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new Error(
-      `cannot start the Temporal dev server: ${what} ${HOST}:${port} is ${code === 'EADDRINUSE' ? 'already in use' : `unusable (${code ?? String(err)})`}`,
-    );
-  } finally {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-  }
-}
-
-/** Whether something accepts TCP connections on 127.0.0.1:`port` right now. */
-function tcpAccepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: HOST, port });
-    socket.setTimeout(1000);
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
-}
-
-/** The last `lines` lines written to `file` from byte `from` on. */
-async function logTail(file: string, from: number, lines = LOG_TAIL_LINES): Promise<string> {
-  try {
-    const handle = await fs.promises.open(file, 'r');
-    try {
-      const { size } = await handle.stat();
-      const start = Math.max(from, size - 64 * 1024);
-      const buffer = Buffer.alloc(Math.max(0, size - start));
-      await handle.read(buffer, 0, buffer.length, start);
-      const text = buffer.toString('utf8').trimEnd();
-      return text ? text.split('\n').slice(-lines).join('\n') : '(nothing)';
-    } finally {
-      await handle.close();
-    }
-  } catch (err) {
-    return `(cannot read the log: ${(err as Error).message})`;
-  }
-}
 
 interface Exit {
   code: number | null;
@@ -213,8 +136,8 @@ export class DevServer {
     const port = opts.port ?? pickedPort!;
     const uiPort = headless ? null : (opts.uiPort ?? pickedUiPort!);
     const address = `${HOST}:${port}`;
-    if (opts.port !== undefined) await assertPortFree(port, 'gRPC port');
-    if (uiPort !== null && opts.uiPort !== undefined) await assertPortFree(uiPort, 'UI port');
+    if (opts.port !== undefined) await assertPortFree(port, 'gRPC port', 'the Temporal dev server');
+    if (uiPort !== null && opts.uiPort !== undefined) await assertPortFree(uiPort, 'UI port', 'the Temporal dev server');
 
     // --http-port and --metrics-port default to random free ports, so two servers never collide on them.
     const args = ['server', 'start-dev', '--db-filename', dbFile, '--ip', HOST, '--port', String(port)];

@@ -1,7 +1,10 @@
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { statePaths } from './config';
+
+const execFileAsync = promisify(execFile);
 
 /**
  * A Temporal binary tablefate builds from its Go module when it is not at hand: the CLI (which holds the dev server), and
@@ -12,8 +15,10 @@ import { statePaths } from './config';
 export interface GoTool {
   /** What a person calls it. */
   what: string;
-  /** The binary's name, on PATH and in the cache (`go install` names it after its package's directory). */
+  /** The binary's name, on PATH and in the cache (as in Temporal's images). */
   exe: string;
+  /** The name `go install` gives it: its package's directory. */
+  builtAs: string;
   /** The environment variable that names a binary to use instead. */
   envVar: string;
   goPackage: string;
@@ -32,6 +37,7 @@ export const TEMPORAL_SERVER_VERSION = '1.29.1';
 export const TEMPORAL_CLI: GoTool = {
   what: 'the Temporal CLI (temporal)',
   exe: exe('temporal'),
+  builtAs: exe('temporal'),
   envVar: 'TEMPORAL_CLI_PATH',
   goPackage: 'github.com/temporalio/cli/cmd/temporal',
   version: TEMPORAL_CLI_VERSION,
@@ -41,7 +47,8 @@ export const TEMPORAL_CLI: GoTool = {
 /** The server (`server start --service frontend|history|matching|worker`): its module has no replace directive. */
 export const TEMPORAL_SERVER: GoTool = {
   what: 'the Temporal server',
-  exe: exe('server'),
+  exe: exe('temporal-server'),
+  builtAs: exe('server'),
   envVar: 'TEMPORAL_SERVER_PATH',
   goPackage: 'go.temporal.io/server/cmd/server',
   version: TEMPORAL_SERVER_VERSION,
@@ -51,11 +58,23 @@ export const TEMPORAL_SERVER: GoTool = {
 /** The server's schema tool for SQL stores (create-database, setup-schema, update-schema). */
 export const TEMPORAL_SQL_TOOL: GoTool = {
   what: "the Temporal server's SQL schema tool",
-  exe: exe('sql'),
+  exe: exe('temporal-sql-tool'),
+  builtAs: exe('sql'),
   envVar: 'TEMPORAL_SQL_TOOL_PATH',
   goPackage: 'go.temporal.io/server/cmd/tools/sql',
   version: TEMPORAL_SERVER_VERSION,
   elsewhere: 'use temporal-sql-tool from the temporalio/admin-tools image of the same release',
+};
+
+/** The Temporal web UI's server, the release inside CLI 1.5.1 (its module embeds the UI; no replace directive either). */
+export const TEMPORAL_UI_SERVER: GoTool = {
+  what: 'the Temporal web UI server',
+  exe: exe('temporal-ui-server'),
+  builtAs: exe('server'),
+  envVar: 'TEMPORAL_UI_SERVER_PATH',
+  goPackage: 'github.com/temporalio/ui-server/v2/cmd/server',
+  version: '2.42.1',
+  elsewhere: 'use the temporalio/ui image of the same release, or run the cluster headless',
 };
 
 /** How a tool is installed by hand, as told to users. */
@@ -201,7 +220,7 @@ async function buildWithGo(tool: GoTool, go: string, binDir: string, target: str
           );
       });
     });
-    const built = path.join(buildDir, tool.exe);
+    const built = path.join(buildDir, tool.builtAs);
     const problem = await notExecutable(built);
     if (problem) throw new Error(`go install succeeded but ${built} is ${problem}`);
     await fs.promises.rename(built, target);
@@ -211,4 +230,42 @@ async function buildWithGo(tool: GoTool, go: string, binDir: string, target: str
   }
   log(`built ${tool.what} into ${target} in ${Math.round((Date.now() - started) / 1000)} s`);
   return target;
+}
+
+/** The environment variable that names the server's PostgreSQL schema directory instead of its Go module's. */
+export const TEMPORAL_SCHEMA_DIR_ENV = 'TEMPORAL_SCHEMA_DIR';
+
+/**
+ * The server's PostgreSQL schema files (`temporal/versioned`, `visibility/versioned`), of the release the cluster runs:
+ * $TEMPORAL_SCHEMA_DIR, or `schema/postgresql/v12` in the server's Go module source, which `go mod download` fetches
+ * into Go's module cache (at once when the server was built here).
+ */
+export async function findServerSchemas(opts: FindToolOptions): Promise<string> {
+  const fromEnv = process.env[TEMPORAL_SCHEMA_DIR_ENV];
+  const module = `go.temporal.io/server@v${TEMPORAL_SERVER_VERSION}`;
+  let dir: string;
+  if (fromEnv) {
+    dir = path.resolve(fromEnv);
+  } else {
+    const go = await onPath(GO_EXE);
+    if (!go) {
+      throw new Error(
+        `the Temporal server's schema files were not found: Go is not installed to fetch ${module}. ` +
+          `Set ${TEMPORAL_SCHEMA_DIR_ENV} to a copy of its schema/postgresql/v12 directory (the admin-tools image has it at ` +
+          `/etc/temporal/schema/postgresql/v12)`,
+      );
+    }
+    (opts.log ?? defaultLog)(`looking up the schema files of ${module} (go mod download)`);
+    const { stdout } = await execFileAsync(go, ['mod', 'download', '-json', module], { maxBuffer: 1 << 20 }).catch((err: unknown) => {
+      const failed = err as { stdout?: string; message: string };
+      throw new Error(`\`go mod download -json ${module}\` failed: ${failed.stdout?.trim() || failed.message}`);
+    });
+    dir = path.join((JSON.parse(stdout) as { Dir: string }).Dir, 'schema', 'postgresql', 'v12');
+  }
+  for (const sub of ['temporal/versioned', 'visibility/versioned']) {
+    if (!fs.existsSync(path.join(dir, sub))) {
+      throw new Error(`${dir} holds no ${sub}: not the PostgreSQL (v12) schema directory of the Temporal server`);
+    }
+  }
+  return dir;
 }

@@ -5,16 +5,19 @@
 # not have yet. So after the server and admin-tools images move to a new version (always together), the next
 # `up` brings both schemas to it before the new server starts.
 # The password comes from SQL_PASSWORD (temporal-sql-tool reads it), never from the command line.
+# `tablefate cluster up` runs this same script with the tool and the schema files of the server's Go module
+# (TEMPORAL_SQL_TOOL, TEMPORAL_SCHEMA_DIR); the admin-tools image has both at the defaults below.
 set -eu
 
 : "${POSTGRES_SEEDS:?POSTGRES_SEEDS must name the PostgreSQL host}"
 : "${POSTGRES_USER:?POSTGRES_USER must name the login}"
 : "${SQL_PASSWORD:?SQL_PASSWORD must hold the login password}"
 port=${DB_PORT:-5432}
-schemas=/etc/temporal/schema/postgresql/v12
+schemas=${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema/postgresql/v12}
+tool=${TEMPORAL_SQL_TOOL:-temporal-sql-tool}
 
 sql_tool() {
-  temporal-sql-tool --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$port" -u "$POSTGRES_USER" "$@"
+  "$tool" --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$port" -u "$POSTGRES_USER" "$@"
 }
 
 # The history store and the visibility store: same steps, each with its own schema directory.

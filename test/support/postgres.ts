@@ -1,13 +1,11 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { findPostgresBin, ownDirectoryForPostgres, runPostgresProgram } from '../../worker/local-postgres';
 
-const run = promisify(execFile);
 
 /** A throwaway PostgreSQL server: `url` names its `postgres` database (user `postgres`, no password: trust). */
 export interface TestPostgres {
@@ -15,30 +13,6 @@ export interface TestPostgres {
   /** A new, empty database on this server, and its url: each test (or test file) gets rows of its own. */
   freshDatabase(prefix?: string): Promise<string>;
   stop(): Promise<void>;
-}
-
-/** The directory that holds initdb and pg_ctl: on PATH, or Debian's /usr/lib/postgresql/<version>/bin. */
-export function findPostgresBin(): string {
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (dir && fs.existsSync(path.join(dir, 'initdb')) && fs.existsSync(path.join(dir, 'pg_ctl'))) return dir;
-  }
-  const root = '/usr/lib/postgresql';
-  const versions = fs.existsSync(root)
-    ? fs
-        .readdirSync(root)
-        .filter((v) => fs.existsSync(path.join(root, v, 'bin', 'initdb')))
-        .sort((a, b) => Number(b) - Number(a))
-    : [];
-  if (versions[0] === undefined) {
-    throw new Error('PostgreSQL is not installed (no initdb on PATH nor in /usr/lib/postgresql/*/bin): apt-get install postgresql');
-  }
-  return path.join(root, versions[0], 'bin');
-}
-
-/** util-linux's runuser, which PATH may lack (/usr/sbin is not on every user's PATH). */
-function runuser(): string {
-  const found = ['/usr/sbin/runuser', '/sbin/runuser', '/usr/bin/runuser'].find((file) => fs.existsSync(file));
-  return found ?? 'runuser';
 }
 
 /**
@@ -80,17 +54,10 @@ export async function startPostgres(opts: { tls?: { cert: string; key: string } 
   const asRoot = process.getuid?.() === 0;
   const dir = await fs.promises.mkdtemp(path.join(await scratchRoot(), 'tablefate-pg-'));
   const data = path.join(dir, 'data');
-  const as = async (cmd: string, args: string[]) => {
-    const file = path.join(bin, cmd);
-    return asRoot ? run(runuser(), ['-u', 'postgres', '--', file, ...args]) : run(file, args);
-  };
+  const as = (cmd: string, args: string[]) => runPostgresProgram(bin, cmd, args);
   let started = false;
   try {
-    if (asRoot) {
-      const { stdout } = await run('id', ['-u', 'postgres']);
-      const { stdout: gid } = await run('id', ['-g', 'postgres']);
-      await fs.promises.chown(dir, Number(stdout.trim()), Number(gid.trim()));
-    }
+    await ownDirectoryForPostgres(dir);
     await as('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync', '--no-instructions']);
     // TLS: the server's certificate and key, copied where the server's user owns them (it refuses a key others can read).
     const tlsOptions: string[] = [];
