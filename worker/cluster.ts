@@ -63,6 +63,8 @@ export interface ClusterState {
     user: string;
     /** Kept here (the file is the user's alone, mode 0600): every process started again needs it. */
     password: string;
+    /** Temporal's two databases: `temporal` and `temporal_visibility` unless asked otherwise. */
+    names: { history: string; visibility: string };
     /** The server this host runs for the cluster, or null when it was given. */
     local: { dataDir: string; bin: string } | null;
   };
@@ -77,6 +79,10 @@ export interface ClusterUpOptions {
    * password@host:port). Absent: a server of this host's PostgreSQL installation under the state directory.
    */
   postgresUrl?: string;
+  /** Temporal's two databases' names, if not `temporal` and `temporal_visibility` (two clusters on one PostgreSQL). */
+  databaseNames?: { history: string; visibility: string };
+  /** Where the Temporal binaries are cached (and built), if not `stateDir`'s `bin`. */
+  toolDir?: string;
   /** The frontend's gRPC port; a free one by default. */
   port?: number;
   /** The web UI's port; a free one by default. */
@@ -157,7 +163,7 @@ function runs(pid: number | null, exe: string | null): boolean {
 /** The port that shows a process is up: the worker service serves no gRPC, only its membership (ringpop) port. */
 const listenPort = (proc: ClusterProcess) => (proc.service === 'worker' ? proc.membershipPort : proc.port);
 
-function parsePostgresUrl(url: string): ClusterState['database'] {
+function parsePostgresUrl(url: string): Omit<ClusterState['database'], 'names'> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -178,11 +184,16 @@ function parsePostgresUrl(url: string): ClusterState['database'] {
 }
 
 export class TemporalCluster {
+  /** Where the Temporal binaries are found (and built). */
+  private toolDir: string;
+
   private constructor(
     readonly stateDir: string,
     private state: ClusterState,
     private readonly log: (line: string) => void,
-  ) {}
+  ) {
+    this.toolDir = stateDir;
+  }
 
   get address(): string {
     return this.state.address;
@@ -202,7 +213,7 @@ export class TemporalCluster {
   }
 
   /** The cluster whose state is under `stateDir`, or null if none was ever brought up there. */
-  static async load(stateDir: string, log: (line: string) => void = defaultLog): Promise<TemporalCluster | null> {
+  static async load(stateDir: string, log: (line: string) => void = defaultLog, toolDir?: string): Promise<TemporalCluster | null> {
     const file = clusterPaths(stateDir).state;
     let text: string;
     try {
@@ -213,7 +224,9 @@ export class TemporalCluster {
     }
     const state = JSON.parse(text) as ClusterState;
     if (state.version !== 1) throw new ClusterStateError(`${file}: version ${String(state.version)} is not one this tablefate reads`);
-    return new TemporalCluster(stateDir, state, log);
+    const cluster = new TemporalCluster(stateDir, state, log);
+    if (toolDir) cluster.toolDir = toolDir;
+    return cluster;
   }
 
   /**
@@ -225,10 +238,11 @@ export class TemporalCluster {
     const log = opts.log ?? defaultLog;
     const paths = clusterPaths(opts.stateDir);
     await fs.promises.mkdir(paths.logs, { recursive: true });
-    const existing = await TemporalCluster.load(opts.stateDir, log);
+    const existing = await TemporalCluster.load(opts.stateDir, log, opts.toolDir);
     const cluster = existing ?? new TemporalCluster(opts.stateDir, await TemporalCluster.plan(opts), log);
     if (existing) existing.checkSameAsAsked(opts);
-    const toolDir = opts.stateDir;
+    const toolDir = opts.toolDir ?? opts.stateDir;
+    cluster.toolDir = toolDir;
     const server = await findGoTool(TEMPORAL_SERVER, { stateDir: toolDir, log });
     await cluster.save();
 
@@ -295,9 +309,14 @@ export class TemporalCluster {
     }));
     const uiPort = opts.headless ? null : (opts.uiPort ?? take());
     if (uiPort !== null) processes.push({ name: 'ui', service: 'ui', port: uiPort, membershipPort: 0, httpPort: 0, pid: null, exe: null });
+    const names = opts.databaseNames ?? { history: 'temporal', visibility: 'temporal_visibility' };
+    for (const name of [names.history, names.visibility]) {
+      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`not a plain PostgreSQL database name: ${JSON.stringify(name)}`);
+    }
     const database = opts.postgresUrl
-      ? parsePostgresUrl(opts.postgresUrl)
+      ? { ...parsePostgresUrl(opts.postgresUrl), names }
       : {
+          names,
           host: HOST,
           port: take(),
           user: 'postgres',
@@ -397,7 +416,7 @@ export class TemporalCluster {
       await findGoTool(TEMPORAL_SQL_TOOL, { stateDir: toolDir, log: this.log }),
       await findServerSchemas({ stateDir: toolDir, log: this.log }),
     ];
-    this.log(`setting up the schemas of temporal and temporal_visibility on ${db.host}:${db.port} (${SETUP_SCHEMA_SCRIPT})`);
+    this.log(`setting up the schemas of ${db.names.history} and ${db.names.visibility} on ${db.host}:${db.port} (${SETUP_SCHEMA_SCRIPT})`);
     try {
       await execFileAsync('sh', [SETUP_SCHEMA_SCRIPT], {
         env: {
@@ -408,6 +427,8 @@ export class TemporalCluster {
           SQL_PASSWORD: db.password,
           TEMPORAL_SQL_TOOL: sqlTool,
           TEMPORAL_SCHEMA_DIR: schemas,
+          TEMPORAL_DB_NAME: db.names.history,
+          TEMPORAL_VISIBILITY_DB_NAME: db.names.visibility,
         },
         maxBuffer: 16 << 20,
       });
@@ -428,6 +449,8 @@ export class TemporalCluster {
       TEMPORAL_DB_PORT: String(db.port),
       TEMPORAL_DB_USER: db.user,
       TEMPORAL_DB_PASSWORD: db.password,
+      TEMPORAL_DB_NAME: db.names.history,
+      TEMPORAL_VISIBILITY_DB_NAME: db.names.visibility,
       TEMPORAL_HISTORY_SHARDS: String(this.state.historyShards),
       TEMPORAL_BIND_IP: HOST,
       TEMPORAL_BROADCAST_ADDRESS: HOST,
@@ -612,7 +635,7 @@ export class TemporalCluster {
     if (runs(proc.pid, proc.exe)) return;
     const exe =
       proc.exe ??
-      (await findGoTool(proc.service === 'ui' ? TEMPORAL_UI_SERVER : TEMPORAL_SERVER, { stateDir: this.stateDir, log: this.log }));
+      (await findGoTool(proc.service === 'ui' ? TEMPORAL_UI_SERVER : TEMPORAL_SERVER, { stateDir: this.toolDir, log: this.log }));
     await this.spawn(proc, exe);
     await this.waitListening(proc, Date.now() + timeoutMs);
   }

@@ -11,7 +11,7 @@ set -eu
 
 : "${POSTGRES_SEEDS:?POSTGRES_SEEDS must name the PostgreSQL host}"
 : "${POSTGRES_USER:?POSTGRES_USER must name the login}"
-: "${SQL_PASSWORD:?SQL_PASSWORD must hold the login password}"
+: "${SQL_PASSWORD?SQL_PASSWORD must hold the login password (empty for a login that needs none)}"
 port=${DB_PORT:-5432}
 schemas=${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema/postgresql/v12}
 tool=${TEMPORAL_SQL_TOOL:-temporal-sql-tool}
@@ -20,8 +20,10 @@ sql_tool() {
   "$tool" --plugin postgres12 --ep "$POSTGRES_SEEDS" -p "$port" -u "$POSTGRES_USER" "$@"
 }
 
-# The history store and the visibility store: same steps, each with its own schema directory.
-for pair in temporal:temporal temporal_visibility:visibility; do
+# The history store and the visibility store: same steps, each with its own schema directory. Their names are
+# temporal and temporal_visibility unless TEMPORAL_DB_NAME and TEMPORAL_VISIBILITY_DB_NAME say otherwise (as for
+# the server: deploy/temporal/cluster.yaml).
+for pair in "${TEMPORAL_DB_NAME:-temporal}:temporal" "${TEMPORAL_VISIBILITY_DB_NAME:-temporal_visibility}:visibility"; do
   db=${pair%%:*}
   dir=${pair#*:}
   echo "setup-schema: database $db"

@@ -1,14 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
-import { workerPolls, WorkerProcess, type ChaosServer, type Exit, type PolledQueue } from './processes';
+import { workerPolls, WorkerProcess, type ChaosTemporal, type Exit, type PolledQueue } from './processes';
 import type { Random } from './random';
 import { TASK_QUEUE } from '../../worker/config';
 
 /**
  * Keeps tablefate's processes running (by default one `tablefate worker`), each in a slot of its own, and, while
  * unleashed, SIGKILLs those it may kill at seeded random moments (some right after an operation starts: then a
- * random one of those that poll), restarting each after a short pause; on request it crashes the dev server and
- * brings it back on the same port and db file.
+ * random one of those that poll), restarting each after a short pause; on request it crashes the Temporal server (a
+ * dev server, or one history process of a cluster) and brings it back on the same ports and database.
  */
 
 /** One process the monkey keeps running: `tablefate <args>`, ready once it polls `queue`. */
@@ -36,7 +36,7 @@ export function workerSpecs(count: number, args: readonly string[] = ['worker'])
 
 export interface MonkeyOptions {
   rng: Random;
-  server: ChaosServer;
+  server: ChaosTemporal;
   /** A connection to the server, to see whether a worker polls yet. */
   admin: Connection;
   namespace: string;
@@ -217,19 +217,22 @@ export class ChaosMonkey {
     this.killTimers.add(timer);
   }
 
-  /** SIGKILLs the dev server, leaves it dead a moment, and starts it again on the same port and db file. */
+  /**
+   * SIGKILLs the server (a dev server; one history process of a cluster), leaves it dead a moment, and starts it
+   * again on the same ports and database.
+   */
   async restartServer(): Promise<void> {
     const downtime = this.opts.rng.between(...this.opts.serverDowntimeMs);
     this.serverEpoch++;
     this.serverDown = true;
     try {
-      this.opts.log(`dev server: SIGKILL (down for ${(downtime / 1000).toFixed(1)} s)`);
-      await this.opts.server.crash();
+      const killed = await this.opts.server.crash();
+      this.opts.log(`${killed}: SIGKILL (down for ${(downtime / 1000).toFixed(1)} s)`);
       await sleep(downtime);
       const started = Date.now();
       await this.opts.server.bringUp();
       this.stats.serverRestarts++;
-      this.opts.log(`dev server: up again on ${this.opts.server.address} after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      this.opts.log(`${killed}: up again after ${((Date.now() - started) / 1000).toFixed(1)} s`);
     } finally {
       this.serverDown = false;
     }

@@ -6,13 +6,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
 import { DevServer } from '../../worker/dev-server';
 import { findTemporalCli } from '../../worker/go-tools';
+import { TemporalCluster } from '../../worker/cluster';
 import { TASK_QUEUE } from '../../worker/config';
 import { within } from './time';
 import { BIN, PROJECT_ROOT } from '../support/cli';
 
 /**
  * The processes a chaos run owns, and the only ways it touches them: a `tablefate worker` child started as an
- * operator would, and a Temporal dev server that can be crashed and brought back on the same port and db.
+ * operator would, and a Temporal server (a dev server, or a cluster's history processes) that can be crashed and brought
+ * back on the same ports and database.
  */
 
 export interface Exit {
@@ -130,8 +132,77 @@ async function freePort(): Promise<number> {
 
 const RESTART_ATTEMPTS = 5;
 
+/** The Temporal server of a run, as the monkey crashes it: all of it (a dev server), or one process of a cluster. */
+export interface ChaosTemporal {
+  readonly address: string;
+  /** The log to read after a run (the dev server's, or the cluster's frontend's). */
+  readonly logFile: string;
+  /** What `crash` kills, for the report: `dev server`, `history processes`. */
+  readonly crashes: string;
+  /** SIGKILLs it (or one of its processes); resolves with what was killed. */
+  crash(): Promise<string>;
+  /** Starts again what the last crash killed, on the same ports and database. */
+  bringUp(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A Temporal cluster of the run's own (worker/cluster.ts, as `tablefate cluster up` makes it) on PostgreSQL server
+ * `postgresUrl`, in databases of its own: a crash SIGKILLs one history process, the history processes in turn.
+ */
+export class ChaosCluster implements ChaosTemporal {
+  readonly crashes = 'history processes';
+  private crashed: string | undefined;
+  private next = 0;
+
+  private constructor(private readonly cluster: TemporalCluster) {}
+
+  static async start(stateDir: string, postgresUrl: string, log: (line: string) => void): Promise<ChaosCluster> {
+    const suffix = path.basename(stateDir).replace(/[^a-z0-9]/gi, '').toLowerCase();
+    const cluster = await TemporalCluster.up({
+      stateDir: path.join(stateDir, 'temporal'),
+      toolDir: path.join(PROJECT_ROOT, '.tablefate'),
+      postgresUrl,
+      databaseNames: { history: `temporal_${suffix}`, visibility: `temporal_visibility_${suffix}` },
+      headless: true,
+      historyProcesses: 2,
+      log,
+    });
+    return new ChaosCluster(cluster);
+  }
+
+  get address(): string {
+    return this.cluster.address;
+  }
+
+  get logFile(): string {
+    return this.cluster.logOf('frontend');
+  }
+
+  private get histories(): string[] {
+    return this.cluster.processNames.filter((name) => name.startsWith('history-'));
+  }
+
+  async crash(): Promise<string> {
+    const victim = this.histories[this.next++ % this.histories.length]!;
+    await this.cluster.kill(victim, 'SIGKILL');
+    this.crashed = victim;
+    return victim;
+  }
+
+  async bringUp(): Promise<void> {
+    if (this.crashed) await this.cluster.restart(this.crashed);
+    this.crashed = undefined;
+  }
+
+  async stop(): Promise<void> {
+    await this.cluster.down();
+  }
+}
+
 /** A headless Temporal dev server of the run's own, on a fixed port and db file so that it can be crashed and restarted. */
-export class ChaosServer {
+export class ChaosServer implements ChaosTemporal {
+  readonly crashes = 'dev server';
   private server: DevServer | undefined;
 
   private constructor(
@@ -166,12 +237,12 @@ export class ChaosServer {
   }
 
   /** SIGKILL, as a crash would: no chance to flush or to tell anyone. */
-  async crash(): Promise<void> {
+  async crash(): Promise<string> {
     const server = this.server;
-    if (!server) return;
     this.server = undefined;
-    if (server.running) process.kill(server.pid, 'SIGKILL');
-    await server.stop();
+    if (server?.running) process.kill(server.pid, 'SIGKILL');
+    await server?.stop();
+    return 'dev server';
   }
 
   /** Starts it again on the same port and db file (after a crash, the port may take a moment to be released). */

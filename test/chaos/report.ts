@@ -143,7 +143,11 @@ export function formatReport(report: ChaosReport): string {
       `${stats.workerExits.length} exits on its own (${stats.workerExits.filter((e) => e.serverTrouble).length} with the server in trouble), ` +
       `${stats.workersNeverReady} never polled`,
   );
-  lines.push(`  dev server: ${stats.serverRestarts} of ${options.serverRestarts} SIGKILL + restarts on the same port and db`);
+  lines.push(
+    options.temporal === 'cluster'
+      ? `  Temporal cluster: ${stats.serverRestarts} of ${options.serverRestarts} SIGKILL + restarts of a history process`
+      : `  dev server: ${stats.serverRestarts} of ${options.serverRestarts} SIGKILL + restarts on the same port and db`,
+  );
   if (report.holdCheckpoint) {
     lines.push(
       report.holdCheckpoint.converged
@@ -194,6 +198,7 @@ export function formatReport(report: ChaosReport): string {
   lines.push(
     `repeat with: npm run chaos -- --seed ${report.seed} --ops ${options.ops} --clients ${options.clients} ` +
       `--server-restarts ${options.serverRestarts} --converge-seconds ${options.convergenceTimeoutMs / 1000}` +
+      (options.temporal === 'dev' ? '' : ` --temporal ${options.temporal}`) +
       (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
       (options.driver === 'files' ? '' : ` --driver ${options.driver}`) +
       (options.driver === 'postgres' && !options.connectionCuts ? ' --connection-cuts off' : '') +

@@ -5,7 +5,7 @@ import { runChaos } from './runner';
 
 /**
  * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres]
- *                   [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
+ *                   [--temporal dev|cluster] [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
@@ -13,8 +13,11 @@ import { runChaos } from './runner';
 
 const USAGE =
   'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
-  '                        [--catalog sqlite|postgres] [--driver files|postgres] [--workers N] [--storage local|remote]\n' +
+  '                        [--temporal dev|cluster] [--catalog sqlite|postgres] [--driver files|postgres] [--workers N]\n' +
+  '                        [--storage local|remote]\n' +
   '                        [--connection-cuts on|off] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]\n' +
+  '  --temporal: dev (default: a dev server of the run, crashed whole by --server-restarts) or cluster (a cluster of the\n' +
+  '             run on its PostgreSQL, as `tablefate cluster up` makes it: --server-restarts SIGKILLs a history process)\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
   '  --catalog: sqlite (default: the file under the state directory) or postgres (a throwaway PostgreSQL server,\n' +
   '             started and stopped by the run; needs initdb/pg_ctl installed)\n' +
@@ -56,6 +59,7 @@ async function main(): Promise<number> {
         ops: { type: 'string' },
         clients: { type: 'string' },
         'server-restarts': { type: 'string' },
+        temporal: { type: 'string' },
         'converge-seconds': { type: 'string' },
         catalog: { type: 'string' },
         driver: { type: 'string' },
@@ -79,6 +83,7 @@ async function main(): Promise<number> {
       ops: count(values.ops, 150, 'ops', 1),
       clients: count(values.clients, 4, 'clients', 1),
       serverRestarts: count(values['server-restarts'], 2, 'server-restarts', 0),
+      temporal: oneOf(values.temporal, ['dev', 'cluster'] as const, 'temporal'),
       convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
       catalog: oneOf(values.catalog, ['sqlite', 'postgres'] as const, 'catalog'),
       driver: oneOf(values.driver, ['files', 'postgres'] as const, 'driver'),

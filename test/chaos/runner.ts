@@ -16,7 +16,7 @@ import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './
 import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
 import { summarizeWorkerLog } from './report';
-import { ChaosServer } from './processes';
+import { ChaosCluster, ChaosServer, type ChaosTemporal } from './processes';
 import { Random } from './random';
 import { classify, idsMentioned, runScenario, type OpRecord, type Outcome } from './scenario';
 import { checkHolds, type FinalRelease } from './policies';
@@ -33,7 +33,13 @@ export interface ChaosOptions {
   seed: number;
   ops: number;
   clients: number;
+  /** How many times the Temporal server is SIGKILLed and restarted (a cluster: one history process at a time). */
   serverRestarts: number;
+  /**
+   * The Temporal server: a dev server of the run's own (default), or a cluster of the run's own on the run's
+   * PostgreSQL (frontend, two history processes, matching, worker: worker/cluster.ts).
+   */
+  temporal?: 'dev' | 'cluster';
   /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */
   catalog?: 'sqlite' | 'postgres';
   /**
@@ -81,6 +87,7 @@ export interface ChaosReport {
       | 'ops'
       | 'clients'
       | 'serverRestarts'
+      | 'temporal'
       | 'catalog'
       | 'driver'
       | 'workers'
@@ -215,7 +222,7 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
     kept: true,
     workerLog: path.join(dir, 'worker.log'),
     workerLogSummary: [],
-    serverLog: path.join(dir, 'temporal.log'),
+    serverLog: options.temporal === 'cluster' ? path.join(dir, 'temporal', 'cluster', 'logs', 'frontend.log') : path.join(dir, 'temporal.log'),
   };
 }
 
@@ -287,6 +294,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ops: options.ops,
     clients: options.clients,
     serverRestarts: options.serverRestarts,
+    temporal: options.temporal ?? 'dev',
     catalog: options.catalog ?? 'sqlite',
     driver: options.driver ?? 'files',
     connectionCuts: (options.driver ?? 'files') === 'postgres' && options.connectionCutsEveryMs !== false,
@@ -343,9 +351,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         await fs.promises.symlink(path.join(nodeRoots[k]!, node), path.join(viewRoot, node));
       }
     }
-    const server = await ChaosServer.start(dir, log);
+    const server: ChaosTemporal =
+      settings.temporal === 'cluster' ? await ChaosCluster.start(dir, (await postgres()).url, log) : await ChaosServer.start(dir, log);
     cleanups.push(() => server.stop());
-    log(`dev server on ${server.address}`);
+    log(`${settings.temporal === 'cluster' ? 'Temporal cluster' : 'dev server'} on ${server.address}`);
     const admin = await Connection.connect({ address: server.address });
     cleanups.push(() => admin.close());
     const temporal = new Client({ connection: admin, namespace: NAMESPACE });
