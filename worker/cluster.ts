@@ -6,8 +6,6 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
-// The SDK's own Duration encoder (a protobuf Duration's seconds are a Long).
-import { msToTs } from '@temporalio/common/lib/time';
 import { findGoTool, findServerSchemas, TEMPORAL_SERVER, TEMPORAL_SERVER_VERSION, TEMPORAL_SQL_TOOL, TEMPORAL_UI_SERVER } from './go-tools';
 import { freePorts, freePortsBetween, HOST, logTail, tcpAccepts } from './local-host';
 import {
@@ -18,6 +16,7 @@ import {
   runPostgresProgram,
   serverOptions,
 } from './local-postgres';
+import { ensureNamespace } from './namespaces';
 import { registerSearchAttributes } from './search-attributes';
 
 const execFileAsync = promisify(execFile);
@@ -546,37 +545,16 @@ export class TemporalCluster {
       .join('\n');
   }
 
-  /**
-   * The namespace, made if missing, and usable (a new one reaches the frontend's cache within some 10 s), then
-   * tablefate's search attributes in it.
-   */
+  /** The namespace (made if missing, and served), then tablefate's search attributes in it. */
   private async registerNamespace(deadline: number): Promise<void> {
     const namespace = this.state.namespace;
     const connection = await Connection.connect({ address: this.state.address });
     try {
-      let lastError = '';
-      let registered = false;
-      for (;;) {
-        try {
-          if (!registered) {
-            await connection.workflowService
-              .registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs(NAMESPACE_RETENTION_SECONDS * 1000) })
-              .catch((err: unknown) => {
-                if (!/already exists|AlreadyExists/i.test((err as Error).message)) throw err;
-              });
-            registered = true;
-            this.log(`namespace ${namespace}: registered`);
-          }
-          // Served from the frontend's namespace cache, as every workflow start is.
-          await connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1 });
-          break;
-        } catch (err) {
-          lastError = (err as Error).message;
-          if (Date.now() > deadline)
-            throw new Error(`the frontend at ${this.state.address} did not serve namespace ${namespace} in time: ${lastError}`);
-          await sleep(500);
-        }
-      }
+      const { registered } = await ensureNamespace(connection, namespace, {
+        retentionMs: NAMESPACE_RETENTION_SECONDS * 1000,
+        timeoutMs: Math.max(1000, deadline - Date.now()),
+      });
+      if (registered) this.log(`namespace ${namespace}: registered`);
       const added = await registerSearchAttributes(connection, namespace);
       if (added.length > 0) this.log(`namespace ${namespace}: search attributes ${added.join(', ')} added`);
     } finally {

@@ -77,6 +77,8 @@ export interface MonkeyStats {
   killedAt: Map<number, number>;
   /** Kills by process name (`worker`, `node-0`). */
   killsOf: Record<string, number>;
+  /** What each server restart killed, in order (`dev server`, or a cluster's `history-1`...). */
+  serverKills: string[];
 }
 
 type Mode = 'calm' | 'chaos' | 'stopped';
@@ -132,6 +134,7 @@ export class ChaosMonkey {
     serverRestarts: 0,
     killedAt: new Map(),
     killsOf: {},
+    serverKills: [],
   };
   private mode: Mode = 'calm';
   private readonly slots: Slot[];
@@ -227,6 +230,7 @@ export class ChaosMonkey {
     this.serverDown = true;
     try {
       const killed = await this.opts.server.crash();
+      this.stats.serverKills.push(killed);
       this.opts.log(`${killed}: SIGKILL (down for ${(downtime / 1000).toFixed(1)} s)`);
       await sleep(downtime);
       const started = Date.now();

@@ -158,7 +158,10 @@ export class ChaosCluster implements ChaosTemporal {
   private constructor(private readonly cluster: TemporalCluster) {}
 
   static async start(stateDir: string, postgresUrl: string, log: (line: string) => void): Promise<ChaosCluster> {
-    const suffix = path.basename(stateDir).replace(/[^a-z0-9]/gi, '').toLowerCase();
+    const suffix = path
+      .basename(stateDir)
+      .replace(/[^a-z0-9]/gi, '')
+      .toLowerCase();
     const cluster = await TemporalCluster.up({
       stateDir: path.join(stateDir, 'temporal'),
       toolDir: path.join(PROJECT_ROOT, '.tablefate'),

@@ -208,6 +208,7 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
       serverRestarts: 0,
       killedAt: new Map(),
       killsOf: {},
+      serverKills: [],
     },
     holdCheckpoint: undefined,
     convergence: undefined,
@@ -222,7 +223,8 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
     kept: true,
     workerLog: path.join(dir, 'worker.log'),
     workerLogSummary: [],
-    serverLog: options.temporal === 'cluster' ? path.join(dir, 'temporal', 'cluster', 'logs', 'frontend.log') : path.join(dir, 'temporal.log'),
+    serverLog:
+      options.temporal === 'cluster' ? path.join(dir, 'temporal', 'cluster', 'logs', 'frontend.log') : path.join(dir, 'temporal.log'),
   };
 }
 

@@ -2,28 +2,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Connection } from '@temporalio/client';
-import { msToTs } from '@temporalio/common/lib/time';
+import { ensureNamespace as ensureServedNamespace } from '../../worker/namespaces';
 import { TASK_QUEUE } from '../../domain/deployment';
 import { CliProcess } from './cli';
 import { testServerAddress } from './test-server';
 import { waitFor } from './wait';
 
-/** Registers a Temporal namespace of a test file's own (if it is not there yet) and waits until the server has it. */
+/** Registers a Temporal namespace of a test file's own (if it is not there yet) and waits until the server serves it. */
 export async function ensureNamespace(connection: Connection, namespace: string): Promise<void> {
-  try {
-    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-  } catch (err) {
-    if (!/already exists/i.test((err as Error).message)) throw err;
-  }
-  await waitFor(
-    () =>
-      connection.workflowService.describeNamespace({ namespace }).then(
-        () => true,
-        () => false,
-      ),
-    (ok) => ok,
-    { timeoutMs: 30_000, what: `namespace ${namespace} to exist` },
-  );
+  await ensureServedNamespace(connection, namespace, { retentionMs: 24 * 3600 * 1000, timeoutMs: 30_000 });
 }
 
 /**

@@ -6,7 +6,6 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { findPostgresBin, ownDirectoryForPostgres, runPostgresProgram } from '../../worker/local-postgres';
 
-
 /** A throwaway PostgreSQL server: `url` names its `postgres` database (user `postgres`, no password: trust). */
 export interface TestPostgres {
   url: string;
