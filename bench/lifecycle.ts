@@ -7,6 +7,8 @@
  *   npm run bench                          (20 rounds, the dev server as `tablefate dev` starts it)
  *   npm run bench -- --rounds 50
  *   npm run bench -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
+ *   npm run bench -- --temporal cluster    (a Temporal cluster as `tablefate cluster up` makes it, on a PostgreSQL it
+ *                                           starts, instead of the dev server)
  *   npm run bench -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the trash of
  *                                           a table of 1 GB against one of 1 MB)
  */
@@ -38,13 +40,23 @@ async function timed<T>(samples: number[], fn: () => Promise<T>): Promise<T> {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { rounds: { type: 'string' }, 'server-defaults': { type: 'boolean' }, driver: { type: 'string' } },
+    options: {
+      rounds: { type: 'string' },
+      'server-defaults': { type: 'boolean' },
+      driver: { type: 'string' },
+      temporal: { type: 'string' },
+    },
     strict: true,
   });
   const rounds = Number(values.rounds ?? 20);
   const serverDefaults = values['server-defaults'] === true;
   const driver = values.driver === 'postgres' ? 'postgres' : 'files';
-  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG, driver });
+  const temporalKind = values.temporal === 'cluster' ? 'cluster' : 'dev';
+  if (values.temporal !== undefined && values.temporal !== 'dev' && values.temporal !== 'cluster')
+    throw new Error('--temporal: dev or cluster');
+  if (temporalKind === 'cluster' && serverDefaults)
+    throw new Error("--server-defaults is for the dev server: a cluster runs deploy/temporal's dynamic config");
+  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG, driver, temporal: temporalKind });
   // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL table with two columns.
   const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
   const { client, temporal } = bench;
@@ -103,7 +115,10 @@ async function main(): Promise<void> {
   const floorP90 = percentile(samples.floor, 90);
   console.log(
     `tablefate lifecycle against the floor: ${rounds} rounds, ${os.cpus().length} cores, node ${process.version}, ` +
-      `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}, ${driver} driver`,
+      (temporalKind === 'cluster'
+        ? 'a Temporal cluster as `tablefate cluster up` starts it (four services, two history processes, PostgreSQL)'
+        : `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}`) +
+      `, ${driver} driver`,
   );
   console.log('op          p50 ms   p90 ms   p50/floor   p90/floor');
   for (const op of ['floor', ...OPS] as const) {

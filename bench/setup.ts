@@ -12,6 +12,7 @@ import { startPostgres } from '../test/support/postgres';
 import { TableFateClient } from '../client/client';
 import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
 import { createTableFateWorker } from '../worker/worker';
+import { TemporalCluster } from '../worker/cluster';
 import { createLogger } from '../worker/logger';
 
 /** What a benchmark runs against: its own dev server and state directory, a worker in this process, a client. */
@@ -28,17 +29,48 @@ export interface Bench {
   close(): Promise<void>;
 }
 
+/** The Temporal server a benchmark runs on: its address, and how to stop it. */
+interface BenchServer {
+  address: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * A dev server of the run's own, or (`cluster`) a Temporal cluster as `tablefate cluster up` makes it (frontend, two
+ * history processes, matching, worker, on a PostgreSQL of its own under the run's directory; deploy/temporal's
+ * configuration as it is).
+ */
+async function startServer(dir: string, temporal: 'dev' | 'cluster', dynamicConfig: Record<string, number>): Promise<BenchServer> {
+  if (temporal === 'dev') {
+    const server = await DevServer.start({
+      stateDir: dir,
+      headless: true,
+      cliPath: process.env.TEMPORAL_CLI_PATH,
+      log: () => undefined,
+      dynamicConfig,
+    });
+    return server;
+  }
+  // Its own PostgreSQL as `cluster up` makes one without --postgres: durable, as a user's (the tests' throwaway one runs
+  // with fsync off). As root that server runs as the postgres user, who must reach the directory.
+  await fs.promises.chmod(dir, 0o755);
+  const cluster = await TemporalCluster.up({
+    stateDir: path.join(dir, 'temporal'),
+    toolDir: path.resolve(__dirname, '..', '.tablefate'),
+    headless: true,
+    historyProcesses: 2,
+    log: () => undefined,
+  });
+  return { address: cluster.address, stop: () => cluster.down() };
+}
+
 /** Starts it all; `close` stops it all and removes the state directory. */
-export async function startBench(opts: { dynamicConfig?: Record<string, number>; driver?: StorageDriverName } = {}): Promise<Bench> {
+export async function startBench(
+  opts: { dynamicConfig?: Record<string, number>; driver?: StorageDriverName; temporal?: 'dev' | 'cluster' } = {},
+): Promise<Bench> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bench-'));
-  const server = await DevServer.start({
-    stateDir: dir,
-    headless: true,
-    cliPath: process.env.TEMPORAL_CLI_PATH,
-    log: () => undefined,
-    dynamicConfig: opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG,
-  });
+  const server = await startServer(dir, opts.temporal ?? 'dev', opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG);
   const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
   // The PostgreSQL driver on a server of its own (one node: the moves, not the placement, are what is measured).
   const postgres = opts.driver === 'postgres' ? await startPostgres() : undefined;

@@ -6,7 +6,7 @@ import { Client, Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { DevServer } from '../worker/dev-server';
 import { indexedValueType } from '../worker/search-attributes';
-import { findGoTool, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../worker/go-tools';
+import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../worker/go-tools';
 import { testNamespace, testServerAddress } from './support/test-server';
 
 /** Runs `fn` with TEMPORAL_CLI_PATH set to `value` (or unset), then puts it back. */
@@ -122,7 +122,7 @@ describe("the server's own binaries, for a cluster", () => {
     }
   });
 
-  test('without Go and without a copy, the error says how to install the server, of the release the CLI holds', async () => {
+  test('without Go and without a copy, the error says how to install the server, of the release the CLI holds, and where its schemas go', async () => {
     const savedPath = process.env.PATH;
     const savedServer = process.env.TEMPORAL_SERVER_PATH;
     process.env.PATH = path.join(tempDir, 'empty-path');
@@ -131,7 +131,16 @@ describe("the server's own binaries, for a cluster", () => {
       await expect(findGoTool(TEMPORAL_SERVER, { stateDir: path.join(tempDir, 'no-tools') })).rejects.toThrow(
         /the Temporal server was not found: .*Go is not installed.*go install go\.temporal\.io\/server\/cmd\/server@v1\.29\.1.*TEMPORAL_SERVER_PATH/,
       );
+      // Nor the schema files, which come from the server's module source: named by their variable instead.
+      await expect(findServerSchemas({ stateDir: tempDir })).rejects.toThrow(
+        /schema files were not found: Go is not installed .*TEMPORAL_SCHEMA_DIR/,
+      );
+      process.env.TEMPORAL_SCHEMA_DIR = tempDir;
+      await expect(findServerSchemas({ stateDir: tempDir })).rejects.toThrow(
+        /holds no temporal\/versioned: not the PostgreSQL \(v12\) schema/,
+      );
     } finally {
+      delete process.env.TEMPORAL_SCHEMA_DIR;
       process.env.PATH = savedPath;
       if (savedServer === undefined) delete process.env.TEMPORAL_SERVER_PATH;
       else process.env.TEMPORAL_SERVER_PATH = savedServer;

@@ -104,6 +104,10 @@ test('up makes PostgreSQL, the schemas, every service as its own process and the
   const page = await fetch(made.uiUrl!);
   expect(page.status).toBe(200);
   expect(await page.text()).toMatch(/<html/i);
+  // ... and reaches the frontend: its API lists the namespace.
+  const namespaces = await fetch(`${made.uiUrl}/api/v1/namespaces`);
+  expect(namespaces.status).toBe(200);
+  expect(await namespaces.text()).toMatch(/"name":\s*"default"/);
   const connection = await Connection.connect({ address: made.address });
   try {
     const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
