@@ -6,6 +6,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
+import { InvalidInputError } from '../domain/errors';
 import { findGoTool, findServerSchemas, TEMPORAL_SERVER, TEMPORAL_SERVER_VERSION, TEMPORAL_SQL_TOOL, TEMPORAL_UI_SERVER } from './go-tools';
 import { freePorts, freePortsBetween, HOST, logTail, tcpAccepts } from './local-host';
 import {
@@ -167,12 +168,12 @@ function parsePostgresUrl(url: string): Omit<ClusterState['database'], 'names'> 
   try {
     parsed = new URL(url);
   } catch {
-    throw new Error(`--postgres: not a URL: ${url} (postgres://user:password@host:port)`);
+    throw new InvalidInputError(`--postgres: not a URL: ${url} (postgres://user:password@host:port)`);
   }
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
-    throw new Error(`--postgres: a postgres:// URL is expected, got ${parsed.protocol}//...`);
+    throw new InvalidInputError(`--postgres: a postgres:// URL is expected, got ${parsed.protocol}//...`);
   }
-  if (!parsed.username) throw new Error('--postgres: the URL names no user (postgres://user:password@host:port)');
+  if (!parsed.username) throw new InvalidInputError('--postgres: the URL names no user (postgres://user:password@host:port)');
   return {
     host: parsed.hostname || HOST,
     port: parsed.port ? Number(parsed.port) : 5432,
@@ -244,9 +245,14 @@ export class TemporalCluster {
     cluster.toolDir = toolDir;
     const server = await findGoTool(TEMPORAL_SERVER, { stateDir: toolDir, log });
     await cluster.save();
-
-    await cluster.ensureDatabase();
-    await cluster.setUpSchemas(toolDir);
+    try {
+      await cluster.ensureDatabase();
+      await cluster.setUpSchemas(toolDir);
+    } catch (err) {
+      // A new cluster that never got as far as its first process is not kept: the next `up` may name another database.
+      if (!existing) await cluster.discard();
+      throw err;
+    }
 
     const startedNow: string[] = [];
     const deadline = Date.now() + (opts.readyTimeoutMs ?? 120_000);
@@ -284,7 +290,7 @@ export class TemporalCluster {
   private static async plan(opts: ClusterUpOptions): Promise<ClusterState> {
     const historyProcesses = opts.historyProcesses ?? (os.cpus().length >= 2 && os.totalmem() >= 4 * 1024 ** 3 ? 2 : 1);
     if (!Number.isInteger(historyProcesses) || historyProcesses < 1 || historyProcesses > 8) {
-      throw new Error(`history processes: 1 to 8, got ${historyProcesses}`);
+      throw new InvalidInputError(`history processes: 1 to 8, got ${historyProcesses}`);
     }
     const historyShards = opts.historyShards ?? 4;
     const services: Array<[string, ClusterService]> = [
@@ -310,7 +316,8 @@ export class TemporalCluster {
     if (uiPort !== null) processes.push({ name: 'ui', service: 'ui', port: uiPort, membershipPort: 0, httpPort: 0, pid: null, exe: null });
     const names = opts.databaseNames ?? { history: 'temporal', visibility: 'temporal_visibility' };
     for (const name of [names.history, names.visibility]) {
-      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`not a plain PostgreSQL database name: ${JSON.stringify(name)}`);
+      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name))
+        throw new InvalidInputError(`not a plain PostgreSQL database name: ${JSON.stringify(name)}`);
     }
     const database = opts.postgresUrl
       ? { ...parsePostgresUrl(opts.postgresUrl), names }
@@ -634,6 +641,17 @@ export class TemporalCluster {
       proc.exe = null;
     }
     await this.save();
+  }
+
+  /** Removes a cluster that never started a process: its state, and its own PostgreSQL (stopped) and data, if any. */
+  private async discard(): Promise<void> {
+    const local = this.state.database.local;
+    if (local && (await postgresRunning(local.bin, local.dataDir))) {
+      await runPostgresProgram(local.bin, 'pg_ctl', ['-D', local.dataDir, '-m', 'fast', '-w', 'stop']).catch(() => undefined);
+    }
+    const paths = clusterPaths(this.stateDir);
+    await fs.promises.rm(paths.state, { force: true });
+    await fs.promises.rm(path.dirname(paths.postgresData), { recursive: true, force: true });
   }
 
   /**

@@ -61,7 +61,7 @@ const alive = (pid: number) => {
   }
 };
 
-test('status and down with no cluster say so (exit 3), and a bad option is refused before anything is made', async () => {
+test('status and down with no cluster say so (exit 3); bad options and an unreachable PostgreSQL are refused, keeping nothing', async () => {
   const none = await cluster(['status']);
   expect(none.code).toBe(3);
   expect(none.stderr).toMatch(/no cluster under .*cluster up/);
@@ -72,7 +72,15 @@ test('status and down with no cluster say so (exit 3), and a bad option is refus
   expect(refusal.error).toBe('InvalidInput');
   expect(refusal.message).toMatch(/--history .* 1 to 8/);
   expect((await cluster(['up', '--forget'])).code).toBe(2);
-  expect(fs.existsSync(path.join(home, 'cluster'))).toBe(false);
+  expect((await cluster(['up', '--postgres', 'not-a-url'])).code).toBe(2);
+  expect(fs.existsSync(path.join(home, 'cluster', 'cluster.json'))).toBe(false);
+
+  // A PostgreSQL that is not there: the schema step says so, and nothing is kept (the next up may name another).
+  const unreachable = await cluster(['up', '--postgres', 'postgres://temporal:pw@127.0.0.1:1', '--headless']);
+  expect(unreachable.code).toBe(1);
+  expect(unreachable.stderr).toMatch(/setting up Temporal's schemas failed .*setup-schema\.sh/);
+  expect(unreachable.stderr).toMatch(/connection refused/);
+  expect(fs.existsSync(path.join(home, 'cluster', 'cluster.json'))).toBe(false);
 });
 
 test('up makes PostgreSQL, the schemas, every service as its own process and the UI; tablefate runs on it unchanged', async () => {
