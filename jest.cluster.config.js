@@ -1,8 +1,10 @@
 /**
  * `npm run test:cluster`: the lifecycle and crash tests again, on a Temporal cluster instead of the dev server (its
  * global setup brings one up as `tablefate cluster up` does: frontend, two history processes, matching and worker, on
- * the run's PostgreSQL), and the cluster's own tests (test/cluster/): its command line, and a chaos run on a cluster of
- * its own with the PostgreSQL catalog, three workers and three storage nodes, killing a worker and history processes.
+ * the run's PostgreSQL), and the cluster's own tests (test/cluster/): its command line, and two chaos runs on clusters
+ * of their own with the PostgreSQL catalog: three workers and three storage nodes, killing a worker and each history
+ * process; the deployment off one host (two workers, three storage-node processes, the command line as caller),
+ * killing a worker and a storage node.
  * One file at a time: the chaos run's cluster and workers take both cores.
  */
 /** @type {import('jest').Config} */

@@ -1,7 +1,8 @@
-import { runChaosInTest } from './chaos/in-jest';
+import { runChaosInTest } from '../chaos/in-jest';
 
 /**
- * The deployment off one host, every part its own process: a dev server, PostgreSQL, two `tablefate worker
+ * The deployment off one host, every part its own process: a Temporal cluster (its four services as processes of
+ * their own, as `tablefate cluster up` runs them), PostgreSQL, two `tablefate worker
  * --storage remote`, three `tablefate storage-node` each with a directory of its own, and the operations issued
  * by the command line from another directory with an empty TABLEFATE_HOME (only the server's address and the
  * catalog's URL). One orchestrating worker and one storage node are SIGKILLed and restarted again and again;
@@ -17,6 +18,7 @@ test('off one host: 50 operations by the command line while a worker and a stora
     ops: 50,
     clients: 4,
     serverRestarts: 0,
+    temporal: 'cluster',
     catalog: 'postgres',
     workers: 2,
     killWorkers: 1,
