@@ -38,14 +38,18 @@ const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
  * A table id: a positive integer from the catalog's counter, as a number or as decimal digits. Nothing looser
  * (`0x10`, `1e3`, ` 5`): an id picks the table a purge destroys.
  */
-export const tableIdSchema = z.union([
-  positiveId,
-  z
-    .string()
-    .regex(/^[0-9]+$/, 'a table id is a positive whole number')
-    .transform(Number)
-    .pipe(positiveId),
-]);
+export const tableIdSchema = z.union([z.number(), z.string()]).transform((value, ctx): number => {
+  const id = typeof value === 'number' ? value : /^[0-9]+$/.test(value) ? Number(value) : NaN;
+  if (!positiveId.safeParse(id).success) {
+    // One message for every wrong shape: a purge given a name must say that it wants an id, and where to find one.
+    ctx.addIssue({
+      code: 'custom',
+      message: `${JSON.stringify(value)} is not a table id: a table id is a positive whole number (ls -a and describe show it)`,
+    });
+    return z.NEVER;
+  }
+  return id;
+});
 
 /** What a person typed to name a table: an id or a name (see TableRef). */
 export const tableRefSchema = z.union([z.number(), z.string()]).transform((value, ctx): TableRef => {

@@ -285,7 +285,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['recall', String(binned!.id), 'cli.tàble'], 'InvalidInput', /newName/],
     [['undelete', '0'], 'InvalidInput', /not a valid table id/],
     [['purge', '0'], 'InvalidInput', /tableId/],
-    [['purge', 'cli.binned'], 'InvalidInput', /tableId/],
+    [['purge', 'cli.binned'], 'InvalidInput', /tableId: "cli.binned" is not a table id: a table id is a positive whole number/],
     [['describe', ''], 'InvalidInput'],
     [['frobnicate'], 'Usage', /unknown command "frobnicate"/],
     [['ls', '--bogus'], 'Usage', /--bogus/],

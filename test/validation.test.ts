@@ -106,6 +106,10 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
 
   test('the error names the field and the rule', async () => {
     await expect(h.client.create({ table: 'ok.name', shards: 300 })).rejects.toThrow(/shards/);
+    await expect(h.client.purge({ tableId: 'ns.t' })).rejects.toThrow(
+      /tableId: "ns.t" is not a table id: a table id is a positive whole number/,
+    );
+    await expect(h.client.list({ after: 1.5 })).rejects.toThrow(/after: 1.5 is not a table id/);
     await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/1 to 63 characters/);
     await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(
       /timeoutMs must be a number of milliseconds above 0/,

@@ -523,7 +523,7 @@ export class TemporalCluster {
     } finally {
       fs.closeSync(fd);
     }
-    this.log(`${proc.name}: started (pid ${proc.pid}, port ${proc.port}, log ${logFile})`);
+    this.log(`${proc.name}: started (pid ${proc.pid}, port ${listenPort(proc)}, log ${logFile})`);
     await this.save();
   }
 
