@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
-import { diagnoseSets, diagnoseTables, type Finding, type LockFact, type SetOnDisk } from '../domain/health';
+import { diagnoseSets, diagnoseTables, type Finding, type LockFact, type RecordedShardTables, type SetOnDisk } from '../domain/health';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
 import type { TableRecord } from '../domain/table';
 import type { SetListing, StorageDriver } from '../storage/driver';
@@ -48,11 +48,20 @@ export function setsOnDisk(listing: SetListing): SetOnDisk[] {
   }));
 }
 
-/** The rows a survey needs: every row but tombstones, plus the row (maybe a tombstone) of any id on disk. */
-export async function tablesFor(catalog: Catalog, sets: readonly SetOnDisk[]): Promise<TableRecord[]> {
+/**
+ * What the records of a listing's nodes say (`nodes`: those it was asked for), for the health rules; none from a driver
+ * that keeps no record. `listedAt`: when the listing began.
+ */
+export function recordedOf(listing: SetListing, nodes: readonly string[], listedAt: number): RecordedShardTables | undefined {
+  if (!listing.shardTables) return undefined;
+  return { nodes: nodes.filter((n) => !listing.skippedNodes.includes(n)), listedAt, tables: listing.shardTables };
+}
+
+/** The rows a survey needs: every row but tombstones, plus the row (maybe a tombstone) of any id on disk or in a node's record. */
+export async function tablesFor(catalog: Catalog, sets: readonly SetOnDisk[], recorded?: RecordedShardTables): Promise<TableRecord[]> {
   const tables = await catalog.listTables({ includeTrashed: true });
   const known = new Set(tables.map((t) => t.id));
-  for (const id of new Set(sets.map((s) => s.tableId))) {
+  for (const id of new Set([...sets, ...(recorded?.tables ?? [])].map((s) => s.tableId))) {
     if (known.has(id)) continue;
     const row = await catalog.getTable(id);
     if (row) tables.push(row);
@@ -83,10 +92,11 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
    * Runs started before each node surveyed its own sets ask this survey for the sets too (`sets` unset): it
    * lists those of the storage served in this process, and names every node skipped when there is none.
    */
-  const legacySets = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[] }> => {
+  const legacySets = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[]; recorded?: RecordedShardTables }> => {
     if (!deps.storage) return { sets: [], skippedNodes: [...deps.nodes] };
+    const listedAt = Date.now();
     const listing = await deps.storage.listSets();
-    return { sets: setsOnDisk(listing), skippedNodes: listing.skippedNodes };
+    return { sets: setsOnDisk(listing), skippedNodes: listing.skippedNodes, recorded: recordedOf(listing, deps.storage.nodes, listedAt) };
   };
 
   return {
@@ -94,16 +104,16 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
     async surveyHealth(input: CallScope & { sets?: false }): Promise<Survey> {
       deps.checks.inScope(input);
       const context = Context.current();
-      const { sets, skippedNodes } = input.sets === false ? { sets: [], skippedNodes: [] } : await legacySets();
+      const { sets, skippedNodes, recorded } = input.sets === false ? { sets: [], skippedNodes: [] } : await legacySets();
       const [tables, locks, trashTimers] = await Promise.all([
-        tablesFor(catalog, sets),
+        tablesFor(catalog, sets, recorded),
         lockFacts(catalog, deps.isOwnerClosed),
         runningTrashTimers(context.info.taskQueue, catalog.id),
       ]);
       const now = Date.now();
       const { findings, omitted } = bounded([
         ...diagnoseTables({ tables, locks, trashTimers, now }),
-        ...diagnoseSets({ tables, locks, sets, now, orphanGraceMs: deps.orphanGraceMs }),
+        ...diagnoseSets({ tables, locks, sets, recorded, now, orphanGraceMs: deps.orphanGraceMs }),
       ]);
       const retentionOf: Record<number, number> = {};
       for (const f of findings) {

@@ -4,7 +4,7 @@ import type { FatalStorageError, ShardArea, ShardChange, ShardRef, StorageDriver
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { toActivityFailure, withFailureMapping } from './failures';
-import { bounded, lockFacts, setsOnDisk, tablesFor } from './housekeeping';
+import { bounded, lockFacts, recordedOf, setsOnDisk, tablesFor } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { settleAll } from '../domain/settle';
@@ -86,10 +86,14 @@ export function createStorageActivities(deps: StorageActivityDeps) {
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
     async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
       inScope(input);
-      const sets = await setsOf(input.node);
-      if (!sets) return { skipped: true };
-      const [tables, locks] = await Promise.all([tablesFor(catalog, sets), lockFacts(catalog, isOwnerClosed)]);
-      return { skipped: false, ...bounded(diagnoseSets({ tables, locks, sets, now: Date.now(), orphanGraceMs })) };
+      const listedAt = Date.now();
+      const listing = await storage.listSets([input.node]);
+      if (listing.skippedNodes.includes(input.node)) return { skipped: true };
+      const sets = setsOnDisk(listing);
+      // The node's record of its shard tables (PostgreSQL), whose differences the doctor reports: changed outside tablefate.
+      const recorded = recordedOf(listing, [input.node], listedAt);
+      const [tables, locks] = await Promise.all([tablesFor(catalog, sets, recorded), lockFacts(catalog, isOwnerClosed)]);
+      return { skipped: false, ...bounded(diagnoseSets({ tables, locks, sets, recorded, now: Date.now(), orphanGraceMs })) };
     },
 
     /**

@@ -36,7 +36,7 @@
  * The url's password is never logged nor put in an error: errors name the url without it.
  */
 import { randomBytes } from 'node:crypto';
-import { Pool, types, type CustomTypesConfig, type QueryResultRow } from 'pg';
+import { Client, Pool, types, type CustomTypesConfig, type QueryResultRow } from 'pg';
 import { CatalogNotFoundError, TableFateError } from '../domain/errors';
 import { redactUrl } from '../domain/deployment';
 import type { TableName } from '../domain/names';
@@ -107,7 +107,43 @@ export interface PostgresCatalogOptions {
 
 /** A table row's compare-and-set (rows.ts says which columns, in which order). */
 const UPDATED_COUNT = UPDATED_TABLE_COLUMNS.length;
-const UPDATE_TABLE = `UPDATE tables SET ${UPDATED_TABLE_COLUMNS.map((c, k) => `${c} = $${k + 1}`).join(', ')} WHERE id = $${UPDATED_COUNT + 1} AND state = $${UPDATED_COUNT + 2}`;
+const updateTable = (t: CatalogTables) =>
+  `UPDATE ${t.tables} SET ${UPDATED_TABLE_COLUMNS.map((c, k) => `${c} = $${k + 1}`).join(', ')} WHERE id = $${UPDATED_COUNT + 1} AND state = $${UPDATED_COUNT + 2}`;
+
+/** The catalog's tables, each a name qualified by the catalog's schema: its sessions look nothing up outside pg_catalog. */
+const CATALOG_TABLE_NAMES = ['tables', 'locks', 'journal', 'meta', 'settings', 'leases', 'counters', 'schema_migrations'] as const;
+type CatalogTables = Record<(typeof CATALOG_TABLE_NAMES)[number], string> & { schema: string };
+const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
+const tablesIn = (schema: string): CatalogTables =>
+  Object.assign(
+    { schema },
+    Object.fromEntries(CATALOG_TABLE_NAMES.map((name) => [name, `${quoted(schema)}.${quoted(name)}`])) as Record<
+      (typeof CATALOG_TABLE_NAMES)[number],
+      string
+    >,
+  );
+
+/**
+ * The schema the catalog is in: where its tables are, or, for a catalog not made yet, where the role's own search_path
+ * would make them (as every catalog was made before its sessions were pinned). Asked on a connection of its own, the
+ * one that sees the role's search_path; every name qualified, so that nothing of a user's answers for a built-in.
+ */
+async function catalogSchema(url: string): Promise<string> {
+  const client = new Client({ connectionString: url, connectionTimeoutMillis: 15_000 });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ schema: string | null }>(
+      `SELECT coalesce((SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+                         WHERE c.oid = pg_catalog.to_regclass('schema_migrations')), pg_catalog.current_schema()) AS schema`,
+    );
+    const schema = rows[0]?.schema;
+    if (!schema) throw new Error("the role's search_path names no schema that exists, to hold the catalog's tables");
+    return schema;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
 
 export class PostgresCatalog extends TransactionalCatalog {
   readonly id: string;
@@ -116,10 +152,12 @@ export class PostgresCatalog extends TransactionalCatalog {
   // A private field: the pool's options hold the url with its password, and must not show when this is logged.
   readonly #pool: Pool;
   readonly #firstTableId: number;
+  readonly #tables: CatalogTables;
 
-  private constructor(pool: Pool, id: string, where: string, firstTableId: number) {
+  private constructor(pool: Pool, id: string, where: string, firstTableId: number, tables: CatalogTables) {
     super();
     this.#pool = pool;
+    this.#tables = tables;
     this.id = id;
     this.where = where;
     this.#firstTableId = firstTableId;
@@ -132,6 +170,12 @@ export class PostgresCatalog extends TransactionalCatalog {
    */
   static async open(url: string, opts: PostgresCatalogOptions = {}): Promise<PostgresCatalog> {
     const where = redactUrl(url);
+    let tables: CatalogTables;
+    try {
+      tables = tablesIn(await catalogSchema(url));
+    } catch (err) {
+      throw openError(err, url, where);
+    }
     const pool = newPool({
       connectionString: url,
       max: opts.poolSize ?? 10,
@@ -142,12 +186,14 @@ export class PostgresCatalog extends TransactionalCatalog {
       // No transaction here waits on anything but the database: one idle this long belongs to a stuck process,
       // and holds row locks others wait for.
       idle_in_transaction_session_timeout: 60_000,
+      // Nothing of a user's can stand in for a built-in name: the catalog's own names are all qualified.
+      options: '-c search_path=pg_catalog,pg_temp',
     });
     try {
-      if (opts.mustExist) await checkSchema(pool, where);
-      else await migrate(pool);
-      const id = await identity(pool, where, opts.mustExist ?? false);
-      return new PostgresCatalog(pool, id, where, opts.firstTableId ?? 1);
+      if (opts.mustExist) await checkSchema(pool, where, tables);
+      else await migrate(pool, tables);
+      const id = await identity(pool, where, opts.mustExist ?? false, tables);
+      return new PostgresCatalog(pool, id, where, opts.firstTableId ?? 1, tables);
     } catch (err) {
       await pool.end().catch(() => undefined);
       throw err instanceof TableFateError ? err : openError(err, url, where);
@@ -161,12 +207,12 @@ export class PostgresCatalog extends TransactionalCatalog {
 
   /** A READ COMMITTED transaction on one connection of the pool (rows are locked as the rules read them). */
   protected runTransaction<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
-    return inPgTransaction(this.#pool, (c) => fn(new PgTx(c, this.#firstTableId)));
+    return inPgTransaction(this.#pool, (c) => fn(new PgTx(c, this.#firstTableId, this.#tables)));
   }
 
   /** Statements on the pool, each on whichever connection is free, each its own transaction. */
   protected runOutside<T>(fn: (tx: CatalogTx) => Promise<T>): Promise<T> {
-    return fn(new PgTx(this.#pool, this.#firstTableId));
+    return fn(new PgTx(this.#pool, this.#firstTableId, this.#tables));
   }
 
   protected override isTransient(err: unknown): boolean {
@@ -179,16 +225,17 @@ class PgTx implements CatalogTx {
   constructor(
     private readonly db: Queryable,
     private readonly firstTableId: number,
+    private readonly t: CatalogTables,
   ) {}
 
   async tableById(id: number, opts: RowLock = {}): Promise<TableRecord | undefined> {
-    const { rows } = await this.db.query<TableRow>(`SELECT * FROM tables WHERE id = $1${forUpdate(opts)}`, [id]);
+    const { rows } = await this.db.query<TableRow>(`SELECT * FROM ${this.t.tables} WHERE id = $1${forUpdate(opts)}`, [id]);
     return rows[0] && toRecord(rows[0]);
   }
 
   async nameHolder(name: TableName, opts: RowLock = {}): Promise<TableRecord | undefined> {
     const { rows } = await this.db.query<TableRow>(
-      `SELECT * FROM tables WHERE namespace = $1 AND name = $2 AND state IN (${NAME_HOLDING})${forUpdate(opts)}`,
+      `SELECT * FROM ${this.t.tables} WHERE namespace = $1 AND name = $2 AND state IN (${NAME_HOLDING})${forUpdate(opts)}`,
       [name.namespace, name.name],
     );
     return rows[0] && toRecord(rows[0]);
@@ -196,7 +243,7 @@ class PgTx implements CatalogTx {
 
   async newestTrashed(name: TableName): Promise<TableRecord | undefined> {
     const { rows } = await this.db.query<TableRow>(
-      `SELECT * FROM tables WHERE namespace = $1 AND name = $2 AND state = 'TRASHED'
+      `SELECT * FROM ${this.t.tables} WHERE namespace = $1 AND name = $2 AND state = 'TRASHED'
        ORDER BY dropped_at DESC, id DESC LIMIT 1`,
       [name.namespace, name.name],
     );
@@ -205,20 +252,22 @@ class PgTx implements CatalogTx {
 
   async listTables(opts: ListOptions): Promise<TableRecord[]> {
     const { rows } = await this.db.query<TableRow>(
-      `SELECT * FROM tables WHERE state NOT IN (${sqlList(hiddenStates(opts.includeTrashed))}) AND id > $1 ORDER BY id LIMIT $2`,
+      `SELECT * FROM ${this.t.tables} WHERE state NOT IN (${sqlList(hiddenStates(opts.includeTrashed))}) AND id > $1 ORDER BY id LIMIT $2`,
       [opts.afterId ?? 0, opts.limit ?? null],
     );
     return rows.map(toRecord);
   }
 
   async countByState(): Promise<Partial<Record<TableState, number>>> {
-    const { rows } = await this.db.query<{ state: TableState; n: string }>(`SELECT state, count(*) AS n FROM tables GROUP BY state`);
+    const { rows } = await this.db.query<{ state: TableState; n: string }>(
+      `SELECT state, count(*) AS n FROM ${this.t.tables} GROUP BY state`,
+    );
     return Object.fromEntries(rows.map((row) => [row.state, Number(row.n)]));
   }
 
   async nextTableId(): Promise<number> {
     const { rows } = await this.db.query<{ value: number }>(
-      `INSERT INTO counters (name, value) VALUES ('table_id', $1)
+      `INSERT INTO ${this.t.counters} (name, value) VALUES ('table_id', $1)
        ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value`,
       [this.firstTableId],
     );
@@ -227,26 +276,26 @@ class PgTx implements CatalogTx {
 
   async insertTable(t: TableRecord): Promise<boolean> {
     const inserted = await this.unlessNameTaken(
-      `INSERT INTO tables (${TABLE_COLUMNS.join(', ')}) VALUES (${TABLE_COLUMNS.map((_, k) => `$${k + 1}`).join(', ')})`,
+      `INSERT INTO ${this.t.tables} (${TABLE_COLUMNS.join(', ')}) VALUES (${TABLE_COLUMNS.map((_, k) => `$${k + 1}`).join(', ')})`,
       tableRowValues(t),
     );
     return inserted !== undefined;
   }
 
   async updateTable(expected: TableState, t: TableRecord): Promise<'updated' | 'missed' | 'nameTaken'> {
-    const updated = await this.unlessNameTaken(UPDATE_TABLE, tableUpdateValues(t, expected));
+    const updated = await this.unlessNameTaken(updateTable(this.t), tableUpdateValues(t, expected));
     return updated === undefined ? 'nameTaken' : updated === 1 ? 'updated' : 'missed';
   }
 
   async lockHolder(resource: string, opts: RowLock = {}): Promise<LockHolder | undefined> {
-    const { rows } = await this.db.query<LockRow>(`SELECT * FROM locks WHERE resource = $1${forUpdate(opts)}`, [resource]);
+    const { rows } = await this.db.query<LockRow>(`SELECT * FROM ${this.t.locks} WHERE resource = $1${forUpdate(opts)}`, [resource]);
     return rows[0] && toHolder(rows[0]);
   }
 
   /** Of two inserters of one resource, the second waits for the first to commit, then does nothing. */
   async insertLock(resource: string, owner: LockOwner, since: number): Promise<boolean> {
     const inserted = await this.db.query(
-      `INSERT INTO locks (resource, owner_workflow_id, owner_run_id, since) VALUES ($1, $2, $3, $4)
+      `INSERT INTO ${this.t.locks} (resource, owner_workflow_id, owner_run_id, since) VALUES ($1, $2, $3, $4)
        ON CONFLICT (resource) DO NOTHING`,
       [resource, owner.workflowId, owner.runId, since],
     );
@@ -254,7 +303,7 @@ class PgTx implements CatalogTx {
   }
 
   async deleteLock(holder: LockHolder): Promise<boolean> {
-    const freed = await this.db.query(`DELETE FROM locks WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`, [
+    const freed = await this.db.query(`DELETE FROM ${this.t.locks} WHERE resource = $1 AND owner_workflow_id = $2 AND owner_run_id = $3`, [
       holder.resource,
       holder.workflowId,
       holder.runId,
@@ -263,11 +312,11 @@ class PgTx implements CatalogTx {
   }
 
   async deleteLocksOf(owner: LockOwner): Promise<void> {
-    await this.db.query(`DELETE FROM locks WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]);
+    await this.db.query(`DELETE FROM ${this.t.locks} WHERE owner_run_id = $1 AND owner_workflow_id = $2`, [owner.runId, owner.workflowId]);
   }
 
   async listLocks(): Promise<LockHolder[]> {
-    const { rows } = await this.db.query<LockRow>(`SELECT * FROM locks ORDER BY resource`);
+    const { rows } = await this.db.query<LockRow>(`SELECT * FROM ${this.t.locks} ORDER BY resource`);
     return rows.map(toHolder);
   }
 
@@ -278,7 +327,7 @@ class PgTx implements CatalogTx {
    */
   async claimStep(step: StepKey): Promise<Outcome<unknown> | undefined> {
     const claim = await this.db.query(
-      `INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, NULL, $3) ON CONFLICT (run_id, step) DO NOTHING`,
+      `INSERT INTO ${this.t.journal} (run_id, step, outcome, at) VALUES ($1, $2, NULL, $3) ON CONFLICT (run_id, step) DO NOTHING`,
       [step.runId, step.step, Date.now()],
     );
     if (claim.rowCount === 1) return undefined;
@@ -290,62 +339,60 @@ class PgTx implements CatalogTx {
 
   async settleStep(step: StepKey, outcome: Outcome<unknown> | undefined): Promise<void> {
     if (outcome) {
-      await this.db.query(`UPDATE journal SET outcome = $3 WHERE run_id = $1 AND step = $2`, [
+      await this.db.query(`UPDATE ${this.t.journal} SET outcome = $3 WHERE run_id = $1 AND step = $2`, [
         step.runId,
         step.step,
         JSON.stringify(outcome),
       ]);
     } else {
-      await this.db.query(`DELETE FROM journal WHERE run_id = $1 AND step = $2`, [step.runId, step.step]);
+      await this.db.query(`DELETE FROM ${this.t.journal} WHERE run_id = $1 AND step = $2`, [step.runId, step.step]);
     }
   }
 
   async stepOutcome(step: StepKey): Promise<Outcome<unknown> | undefined> {
-    const { rows } = await this.db.query<{ outcome: string | null }>(`SELECT outcome FROM journal WHERE run_id = $1 AND step = $2`, [
-      step.runId,
-      step.step,
-    ]);
+    const { rows } = await this.db.query<{ outcome: string | null }>(
+      `SELECT outcome FROM ${this.t.journal} WHERE run_id = $1 AND step = $2`,
+      [step.runId, step.step],
+    );
     const seen = rows[0]?.outcome;
     return seen === undefined || seen === null ? undefined : (JSON.parse(seen) as Outcome<unknown>);
   }
 
   async recordStep(step: StepKey, outcome: Outcome<unknown>): Promise<void> {
-    await this.db.query(`INSERT INTO journal (run_id, step, outcome, at) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step) DO NOTHING`, [
-      step.runId,
-      step.step,
-      JSON.stringify(outcome),
-      Date.now(),
-    ]);
+    await this.db.query(
+      `INSERT INTO ${this.t.journal} (run_id, step, outcome, at) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step) DO NOTHING`,
+      [step.runId, step.step, JSON.stringify(outcome), Date.now()],
+    );
   }
 
   async pruneJournal(before: number): Promise<number> {
-    const result = await this.db.query(`DELETE FROM journal WHERE at < $1`, [before]);
+    const result = await this.db.query(`DELETE FROM ${this.t.journal} WHERE at < $1`, [before]);
     return result.rowCount ?? 0;
   }
 
   async settingRows(): Promise<SettingRow[]> {
-    const { rows } = await this.db.query<SettingDbRow>(`SELECT * FROM settings ORDER BY key, namespace`);
+    const { rows } = await this.db.query<SettingDbRow>(`SELECT * FROM ${this.t.settings} ORDER BY key, namespace`);
     return rows.map(toSetting);
   }
 
   async upsertSetting(row: SettingRow): Promise<void> {
     await this.db.query(
-      `INSERT INTO settings (key, namespace, value, updated_at) VALUES ($1, $2, $3, $4)
+      `INSERT INTO ${this.t.settings} (key, namespace, value, updated_at) VALUES ($1, $2, $3, $4)
        ON CONFLICT (key, namespace) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
       settingRowValues(row),
     );
   }
 
   async deleteSetting(key: SettingKey, namespace: string | null): Promise<boolean> {
-    const deleted = await this.db.query(`DELETE FROM settings WHERE key = $1 AND namespace = $2`, [key, namespace ?? '']);
+    const deleted = await this.db.query(`DELETE FROM ${this.t.settings} WHERE key = $1 AND namespace = $2`, [key, namespace ?? '']);
     return deleted.rowCount === 1;
   }
 
   async liveLeases(opts: { tableId?: number; now: number }): Promise<Lease[]> {
     const { rows } =
       opts.tableId === undefined
-        ? await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE expires_at > $1 ORDER BY expires_at, id`, [opts.now])
-        : await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE table_id = $1 AND expires_at > $2 ORDER BY expires_at, id`, [
+        ? await this.db.query<LeaseRow>(`SELECT * FROM ${this.t.leases} WHERE expires_at > $1 ORDER BY expires_at, id`, [opts.now])
+        : await this.db.query<LeaseRow>(`SELECT * FROM ${this.t.leases} WHERE table_id = $1 AND expires_at > $2 ORDER BY expires_at, id`, [
             opts.tableId,
             opts.now,
           ]);
@@ -353,27 +400,27 @@ class PgTx implements CatalogTx {
   }
 
   async leaseById(id: string, opts: RowLock = {}): Promise<Lease | undefined> {
-    const { rows } = await this.db.query<LeaseRow>(`SELECT * FROM leases WHERE id = $1${forUpdate(opts)}`, [id]);
+    const { rows } = await this.db.query<LeaseRow>(`SELECT * FROM ${this.t.leases} WHERE id = $1${forUpdate(opts)}`, [id]);
     return rows[0] && toLease(rows[0]);
   }
 
   async insertLease(lease: Lease): Promise<void> {
     await this.db.query(
-      `INSERT INTO leases (id, table_id, holder, ttl_seconds, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+      `INSERT INTO ${this.t.leases} (id, table_id, holder, ttl_seconds, acquired_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
       leaseRowValues(lease),
     );
   }
 
   async renewLease(id: string, ttlSeconds: number, expiresAt: number): Promise<void> {
-    await this.db.query(`UPDATE leases SET ttl_seconds = $2, expires_at = $3 WHERE id = $1`, [id, ttlSeconds, expiresAt]);
+    await this.db.query(`UPDATE ${this.t.leases} SET ttl_seconds = $2, expires_at = $3 WHERE id = $1`, [id, ttlSeconds, expiresAt]);
   }
 
   async deleteLease(id: string): Promise<boolean> {
-    return (await this.db.query(`DELETE FROM leases WHERE id = $1`, [id])).rowCount === 1;
+    return (await this.db.query(`DELETE FROM ${this.t.leases} WHERE id = $1`, [id])).rowCount === 1;
   }
 
   async pruneLeases(before: number): Promise<number> {
-    return (await this.db.query(`DELETE FROM leases WHERE expires_at < $1`, [before])).rowCount ?? 0;
+    return (await this.db.query(`DELETE FROM ${this.t.leases} WHERE expires_at < $1`, [before])).rowCount ?? 0;
   }
 
   async savepoint(name: string): Promise<void> {
@@ -413,50 +460,54 @@ interface Queryable {
   query<R extends QueryResultRow>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
-const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`;
+const createMigrationsTable = (t: CatalogTables) =>
+  `CREATE TABLE IF NOT EXISTS ${t.schema_migrations} (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`;
 
 /** The last migration applied (0: none). */
-async function schemaVersion(c: Queryable): Promise<number> {
-  const { rows } = await c.query<{ version: number | null }>(`SELECT max(version) AS version FROM schema_migrations`);
+async function schemaVersion(c: Queryable, t: CatalogTables): Promise<number> {
+  const { rows } = await c.query<{ version: number | null }>(`SELECT pg_catalog.max(version) AS version FROM ${t.schema_migrations}`);
   return rows[0]?.version ?? 0;
 }
 
 /**
  * Applies the migrations this database has not had, each in a transaction of its own, in order. Each takes a
  * transaction-level advisory lock first: of two processes starting together, the second waits for the first's
- * migration to commit, then finds it applied.
+ * migration to commit, then finds it applied. A migration's SQL, written once and never edited, names the catalog's
+ * tables bare: it runs with the catalog's schema first in its transaction's search_path.
  */
-async function migrate(pool: Pool): Promise<void> {
+async function migrate(pool: Pool, t: CatalogTables): Promise<void> {
   for (const migration of MIGRATIONS) {
     await inPgTransaction(pool, async (c) => {
-      await c.query(`SELECT pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]);
-      await c.query(CREATE_MIGRATIONS_TABLE);
-      if (!mustApply(migration, await schemaVersion(c), MIGRATIONS)) return;
+      await c.query(`SELECT pg_catalog.pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]);
+      await c.query(createMigrationsTable(t));
+      if (!mustApply(migration, await schemaVersion(c, t), MIGRATIONS)) return;
+      await c.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [`${quoted(t.schema)}, pg_catalog, pg_temp`]);
       await c.query(migration.sql);
-      await c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, [migration.version, Date.now()]);
+      await c.query(`INSERT INTO ${t.schema_migrations} (version, applied_at) VALUES ($1, $2)`, [migration.version, Date.now()]);
     });
   }
 }
 
 /** For readers: the schema must be there, at this code's version; nothing is created or changed. */
-async function checkSchema(pool: Pool, where: string): Promise<void> {
+async function checkSchema(pool: Pool, where: string, t: CatalogTables): Promise<void> {
   const { rows } = await pool.query<{ found: boolean }>(
-    `SELECT to_regclass('schema_migrations') IS NOT NULL AND to_regclass('meta') IS NOT NULL AS found`,
+    `SELECT pg_catalog.to_regclass($1) IS NOT NULL AND pg_catalog.to_regclass($2) IS NOT NULL AS found`,
+    [t.schema_migrations, t.meta],
   );
   if (!rows[0]?.found) throw notFound(where);
-  const version = await schemaVersion(pool);
+  const version = await schemaVersion(pool, t);
   if (version === 0) throw notFound(where);
   assertCurrent(version, MIGRATIONS);
 }
 
 /** The catalog's identity: made once, with the catalog, and kept (8 hex digits, as SqliteCatalog's). */
-async function identity(pool: Pool, where: string, mustExist: boolean): Promise<string> {
+async function identity(pool: Pool, where: string, mustExist: boolean, t: CatalogTables): Promise<string> {
   if (!mustExist) {
-    await pool.query(`INSERT INTO meta (key, value) VALUES ('catalog_id', $1) ON CONFLICT (key) DO NOTHING`, [
+    await pool.query(`INSERT INTO ${t.meta} (key, value) VALUES ('catalog_id', $1) ON CONFLICT (key) DO NOTHING`, [
       randomBytes(4).toString('hex'),
     ]);
   }
-  const { rows } = await pool.query<{ value: string }>(`SELECT value FROM meta WHERE key = 'catalog_id'`);
+  const { rows } = await pool.query<{ value: string }>(`SELECT value FROM ${t.meta} WHERE key = 'catalog_id'`);
   if (!rows[0]) throw notFound(where);
   return rows[0].value;
 }

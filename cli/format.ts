@@ -2,7 +2,7 @@ import type { TableInfo } from '../domain/table';
 import type { OperationInfo } from '../domain/operations';
 import type { LeaseInfo } from '../domain/leases';
 import { formatSettingValue, type EffectiveSetting } from '../domain/settings';
-import { describeFinding, type ReconcileReport } from '../domain/health';
+import { describeFindingLines, type ReconcileReport } from '../domain/health';
 
 const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
   ['ID', (t) => String(t.id)],
@@ -142,7 +142,8 @@ export function formatTable(table: TableInfo): string {
 
 /** The doctor's report: one line per finding, and the nodes it could not look at. */
 export function formatHealth(report: ReconcileReport): string {
-  const lines = report.findings.map((f) => `${f.kind.padEnd(13)} ${describeFinding(f)}`);
+  // A shard table changed outside tablefate: one line per difference (dropped, renamed, moved, another owner).
+  const lines = report.findings.flatMap((f) => describeFindingLines(f).map((line) => `${f.kind.padEnd(13)} ${line}`));
   if (report.omitted > 0) lines.push(`... and ${report.omitted} more (a survey lists ${report.findings.length})`);
   for (const node of report.skippedNodes)
     lines.push(`${'not checked'.padEnd(13)} ${node}: its files were not looked at (quarantined, or its storage worker did not answer)`);

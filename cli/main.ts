@@ -29,6 +29,12 @@ function clusterCommands(): typeof import('./cluster') {
   return require('./cluster') as typeof import('./cluster');
 }
 
+/** `tablefate guard`, loaded only when it runs (it opens PostgreSQL sessions of its own). */
+function guardCommands(): typeof import('../storage/postgres-guard') {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../storage/postgres-guard') as typeof import('../storage/postgres-guard');
+}
+
 const USAGE = `usage: tablefate <command> [options]
 
   dev [--headless] [--port N] [--ui-port N]   dev server + worker in the foreground (npm start)
@@ -85,6 +91,11 @@ const USAGE = `usage: tablefate <command> [options]
                                               it did; prints the table after. A trash that only waits for its
                                               expiry is refused (exit 4): recall or purge the table instead
   quarantine [clear <node>] [--dir <path>]    storage nodes a fatal error quarantined; clear one after a look
+  guard install|status|remove [--node node-N] [--url <url>]
+                                              PostgreSQL storage: an event trigger on each node (or node-N)
+                                              that refuses DROP TABLE, renames and moves of tablefate's tables
+                                              by anyone but tablefate; install/remove need a superuser (--url:
+                                              connect as one instead of the node's url)
   doctor                                      what the reconciler would repair now (asks a worker; changes nothing)
 
 every command takes --json. the table commands (create to describe) and cancel take --timeout S: how long a write
@@ -99,6 +110,7 @@ state, has dependents, busy or on hold,
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
 worker, storage-node and dev exit 70 after a fatal storage error; quarantine clear exits 3 if the node is not quarantined;
 doctor exits 0 when it finds nothing to repair, 1 when it finds something or could not look at a node;
+guard status exits 0 when the guard is on on every node asked, 1 otherwise; guard install without a superuser exits 2;
 purge --all exits 0 when every table it tried was purged, 7 when one failed;
 cancel exits 3 when no run of this catalog has that workflow id, 4 when the run is not running or is a trash that
 only waits for its expiry (nothing cancelled).`;
@@ -117,6 +129,7 @@ const EXIT_CODES: Record<TableFateErrorType, number> = {
   TableBusy: 4,
   OnHold: 4,
   LeaseNotFound: 3,
+  ShardMissing: 4,
   OperationNotFound: 3,
   // The call gave up waiting; the operation goes on in the background.
   OperationTimeout: 5,
@@ -311,6 +324,19 @@ export async function main(argv: string[], given: Partial<CliIo> = {}): Promise<
         return await quarantineCommand(rest, loadConfig(env), io);
       case 'cluster':
         return await clusterCommands().clusterCommand(rest, loadConfig(env).home, io);
+      case 'guard': {
+        let exitCode = 0;
+        await run({ node: { type: 'string' }, url: { type: 'string' } }, { min: 1, max: 1 }, async (v, [action]) => {
+          if (action !== 'install' && action !== 'status' && action !== 'remove')
+            throw new UsageError(`guard: expected install, status or remove, got ${JSON.stringify(action)}`);
+          const guard = guardCommands();
+          const targets = guard.guardTargets(loadClientConfig(env), v.node as string | undefined, v.url as string | undefined);
+          const results = await guard.runGuard(action, targets);
+          io.out(json ? JSON.stringify(results, null, 2) : guard.formatGuard(results));
+          if (action === 'status' && !results.every((r) => r.enabled)) exitCode = 1;
+        });
+        return exitCode;
+      }
       case 'doctor': {
         let healthy = true;
         await run(TIMEOUT, { min: 0, max: 0 }, async (v) => {

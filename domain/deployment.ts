@@ -30,7 +30,13 @@ export type StorageDriverName = (typeof STORAGE_DRIVERS)[number];
  * The schemas the PostgreSQL driver keeps for itself on every node: its record of the tables it placed, the trash, and
  * the garbage a purge drops. No tablefate namespace may be one of them (a table made there would pass for trashed).
  */
-export const POSTGRES_OWN_SCHEMAS = { own: 'tablefate', trash: 'tablefate_trash', garbage: 'tablefate_garbage' } as const;
+export const POSTGRES_OWN_SCHEMAS = {
+  own: 'tablefate',
+  trash: 'tablefate_trash',
+  garbage: 'tablefate_garbage',
+  /** The guard's event-trigger functions (storage/postgres-guard.ts), apart from the others so that dropping them cannot take the guard. */
+  guard: 'tablefate_guard',
+} as const;
 
 /**
  * Why a namespace cannot be a schema of live tables with the PostgreSQL driver, or undefined if it can: tablefate's
@@ -69,11 +75,14 @@ export const connectionEnvSchema = z.object({
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
-    if (!parsed.password) return url;
+    // libpq takes a password as a query parameter too (`?password=`), and pg reads it there.
+    const inQuery = [...parsed.searchParams.keys()].filter((key) => /^password$/i.test(key));
+    if (!parsed.password && inQuery.length === 0) return url;
     parsed.password = '';
+    for (const key of inQuery) parsed.searchParams.set(key, 'REDACTED');
     return parsed.toString();
   } catch {
-    return url.replace(/^([a-z]+:\/\/[^:@/]*):[^@]*@/i, '$1@');
+    return url.replace(/^([a-z]+:\/\/[^:@/]*):[^@]*@/i, '$1@').replace(/([?&]password=)[^&]*/gi, '$1REDACTED');
   }
 }
 

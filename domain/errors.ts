@@ -18,6 +18,7 @@ export const DOMAIN_ERROR_TYPES = [
   'TableBusy',
   'OnHold',
   'LeaseNotFound',
+  'ShardMissing',
 ] as const;
 
 export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
@@ -120,6 +121,15 @@ export class LeaseNotFoundError extends TableFateError {
   override readonly name = 'LeaseNotFoundError';
 }
 
+/**
+ * PostgreSQL driver: a shard table is not where tablefate put it (dropped, renamed or moved outside tablefate, or its
+ * oid now names another relation). Nothing was done to whatever is there; `tablefate doctor` reports it.
+ */
+export class ShardMissingError extends TableFateError {
+  readonly type = 'ShardMissing';
+  override readonly name = 'ShardMissingError';
+}
+
 const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> = {
   InvalidInput: InvalidInputError,
   TableNotFound: TableNotFoundError,
@@ -131,6 +141,7 @@ const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> 
   TableBusy: TableBusyError,
   OnHold: OnHoldError,
   LeaseNotFound: LeaseNotFoundError,
+  ShardMissing: ShardMissingError,
 };
 
 export function domainError(type: DomainErrorType, message: string): TableFateError {

@@ -31,6 +31,36 @@ export interface LockFact {
   ownerClosed: boolean;
 }
 
+/**
+ * A shard table as a driver that records what it placed (PostgreSQL: `tablefate.shards`, by oid) has it in its record,
+ * and how what the node holds under that identity now differs from it.
+ */
+export interface RecordedShardTable {
+  tableId: number;
+  shard: number;
+  node: string;
+  /** The area it is in, when it is as tablefate left it (then it is among the sets too); null when it is not (see `differences`). */
+  area: SetOnDisk['area'] | null;
+  /** The schema and name tablefate last gave it (its record). */
+  schema: string;
+  table: string;
+  /**
+   * Each way it differs from its record, in words: dropped, renamed, moved to another schema, its identity now naming
+   * something that is not a table, its owner changed, outside tablefate; and notes a move left (a foreign key a recall
+   * could not validate). Empty when it is as tablefate left it.
+   */
+  differences: string[];
+}
+
+/** What the records of the nodes that keep them say (absent for a driver that keeps none: files). */
+export interface RecordedShardTables {
+  /** The nodes whose record was read: every shard table the catalog places there should be in `tables`. */
+  nodes: readonly string[];
+  /** When the listing began, by the node's clock: a table whose row changed since may have moved meanwhile. */
+  listedAt: number;
+  tables: readonly RecordedShardTable[];
+}
+
 export interface HealthFacts {
   /** Every row that is not a purged tombstone, plus the rows of any table a set on disk names. */
   tables: readonly TableRecord[];
@@ -38,6 +68,8 @@ export interface HealthFacts {
   /** Tables with a trash run waiting on their expiry. */
   trashTimers: ReadonlySet<number>;
   sets: readonly SetOnDisk[];
+  /** The records of the shard tables, on the nodes whose driver keeps them (PostgreSQL). */
+  recorded?: RecordedShardTables;
   /** ms since the epoch, by the same clock as `changedAt`. */
   now: number;
   /** How long a set must have been left alone before it may be collected. */
@@ -54,7 +86,13 @@ export type Finding =
   /** A set no catalog row accounts for, or a second copy in the wrong area: collect it once the grace is over. */
   | { kind: 'orphan'; set: SetOnDisk; why: string; collectableAt: number; collectable: boolean }
   /** A set in the wrong area with no copy where it belongs: its table's data. Reported, never collected. */
-  | { kind: 'misplaced'; set: SetOnDisk; why: string };
+  | { kind: 'misplaced'; set: SetOnDisk; why: string }
+  /**
+   * A shard table that is not as tablefate left it (dropped, renamed, moved, its owner changed by hand), or not where
+   * the catalog says: each difference in words. `table` is the catalog's key when it knows the table, its id alone
+   * otherwise. Reported, never acted on: the reconciler does not touch such a table.
+   */
+  | { kind: 'outside-change'; table: TableKey | { id: number }; shard: number; node: string; differences: string[] };
 
 export type FindingKind = Finding['kind'];
 
@@ -98,7 +136,21 @@ const HOME_AREA: Partial<Record<TableState, SetOnDisk['area'] | null>> = {
   PURGED: null,
 };
 
-/** Every finding in the facts, in a stable order: locks, tables by id, then sets. */
+/** The settled states whose every shard a node's record holds (a failed create's and a purged table's hold none). */
+const RECORDED_STATES: ReadonlySet<TableState> = new Set<TableState>(['READY', 'TRASHED']);
+
+/** How far the clocks of the catalog's writers and a storage node may disagree (see diagnoseRecorded). */
+const CLOCK_MARGIN_MS = 1_000;
+
+/**
+ * The name a live shard table has (PostgreSQL): the table's for a table of one shard, `<name>_<shard>` for each of
+ * several. The same rule as storage/postgres.ts's liveNameOf (test/unit/health.test.ts checks that they agree).
+ */
+export function liveShardName(table: TableName & { shards: number }, shard: number): { schema: string; table: string } {
+  return { schema: table.namespace, table: table.shards === 1 ? table.name : `${table.name}_${shard}` };
+}
+
+/** Every finding in the facts, in a stable order: locks, tables by id, then sets, then shard tables changed. */
 export function diagnose(facts: HealthFacts): Finding[] {
   return [...diagnoseTables(facts), ...diagnoseSets(facts)];
 }
@@ -107,6 +159,11 @@ export function diagnose(facts: HealthFacts): Finding[] {
 function busyTables(locks: readonly LockFact[]): (tableId: number) => boolean {
   const heldByRunning = new Set(locks.filter((l) => !l.ownerClosed).map((l) => l.resource));
   return (tableId) => heldByRunning.has(`table:${tableId}`);
+}
+
+/** What a survey names a table by: the operation that finishes it needs no more. */
+function keyOf(table: TableRecord): TableKey {
+  return { id: table.id, namespace: table.namespace, name: table.name, shards: table.params.shards, params: table.params };
 }
 
 /** What the catalog alone shows (a survey with no storage node's listing): stale locks, then tables by id. */
@@ -122,7 +179,7 @@ export function diagnoseTables(facts: Omit<HealthFacts, 'sets' | 'orphanGraceMs'
   for (const table of [...byId.values()].sort((a, b) => a.id - b.id)) {
     if (busy(table.id)) continue;
     const resume = RESUMED_BY[table.state];
-    const key: TableKey = { id: table.id, namespace: table.namespace, name: table.name, shards: table.params.shards, params: table.params };
+    const key = keyOf(table);
     if (resume) findings.push({ kind: 'stuck', table: key, state: table.state, resume });
     if (table.state === 'TRASHED' && !facts.trashTimers.has(table.id)) {
       findings.push({
@@ -138,8 +195,9 @@ export function diagnoseTables(facts: Omit<HealthFacts, 'sets' | 'orphanGraceMs'
 }
 
 /**
- * What the sets on disk show, set by set in the order given. Every copy of a shard is on the node its
- * placement names, so one node's sets (and the rows they name) are enough to judge that node's.
+ * What the sets on disk show, set by set in the order given, then what the nodes' records of their shard tables
+ * show (diagnoseRecorded). Every copy of a shard is on the node its placement names, so one node's sets (and the
+ * rows they name) are enough to judge that node's.
  */
 export function diagnoseSets(facts: Omit<HealthFacts, 'trashTimers'>): Finding[] {
   const findings: Finding[] = [];
@@ -156,7 +214,68 @@ export function diagnoseSets(facts: Omit<HealthFacts, 'trashTimers'>): Finding[]
       findings.push({ kind: 'orphan', set, why: verdict.why, collectableAt, collectable: collectableAt <= facts.now });
     }
   }
+  return [...findings, ...diagnoseRecorded(facts)];
+}
+
+/**
+ * What the records of the shard tables show (`recorded`), record by record in the order given, then the shards the
+ * catalog places on a node whose record lacks them, by table id and shard:
+ *
+ * - every difference the driver found between a record and what its node holds under that identity (dropped, renamed,
+ *   moved, another kind or owner), whatever the catalog says, a table an operation holds included: these are facts of
+ *   the node, each one read in one look, never a move half seen;
+ * - for a table the catalog has READY whose shard is live as recorded, a name other than the catalog's;
+ * - for a table the catalog has READY or TRASHED, a shard its placement puts on a node whose record has none.
+ *
+ * The last two compare the catalog with the record, so they skip a table an operation holds, or whose row changed since
+ * the listing began (an operation that ended meanwhile: the next pass looks again). A set outside its area, or of no
+ * table, is the sets' business (misplaced, orphan), not repeated here.
+ */
+export function diagnoseRecorded(facts: Pick<HealthFacts, 'tables' | 'locks' | 'recorded'>): Finding[] {
+  const recorded = facts.recorded;
+  if (!recorded) return [];
+  const busy = busyTables(facts.locks);
+  const byId = new Map(facts.tables.map((t) => [t.id, t]));
+  // Whether the catalog's row is settled and old enough to compare with a record listed at `listedAt`.
+  const comparable = (table: TableRecord | undefined): table is TableRecord =>
+    table !== undefined && RECORDED_STATES.has(table.state) && !busy(table.id) && table.updatedAt < recorded.listedAt - CLOCK_MARGIN_MS;
+  const findings: Finding[] = [];
+  const seen = new Set<string>();
+  for (const r of recorded.tables) {
+    seen.add(`${r.node}/${r.tableId}/${r.shard}`);
+    const table = byId.get(r.tableId);
+    const differences = [...r.differences];
+    if (comparable(table) && table.state === 'READY' && r.area === 'live' && placedOn(table, r.shard, r.node)) {
+      const live = liveShardName({ namespace: table.namespace, name: table.name, shards: table.params.shards }, r.shard);
+      if (live.schema !== r.schema || live.table !== r.table)
+        differences.push(
+          `the catalog names it ${live.schema}.${live.table}, but tablefate's record on ${r.node} has it as ${r.schema}.${r.table}`,
+        );
+    }
+    if (differences.length > 0)
+      findings.push({ kind: 'outside-change', table: table ? keyOf(table) : { id: r.tableId }, shard: r.shard, node: r.node, differences });
+  }
+  const audited = new Set(recorded.nodes);
+  for (const table of [...byId.values()].sort((a, b) => a.id - b.id)) {
+    if (!comparable(table)) continue;
+    for (const { shard, node } of [...table.placement].sort((a, b) => a.shard - b.shard)) {
+      if (!audited.has(node) || seen.has(`${node}/${table.id}/${shard}`)) continue;
+      findings.push({
+        kind: 'outside-change',
+        table: keyOf(table),
+        shard,
+        node,
+        differences: [
+          `the catalog has it ${table.state} with this shard on ${node}, but ${node} keeps no record of it: it was never placed there, or its record was deleted outside tablefate`,
+        ],
+      });
+    }
+  }
   return findings;
+}
+
+function placedOn(table: TableRecord, shard: number, node: string): boolean {
+  return table.placement.some((p) => p.shard === shard && p.node === node);
 }
 
 /** Whether a set belongs where it is; if not, whether it is a spare copy (orphan) or the table's data (misplaced). */
@@ -195,7 +314,20 @@ export function describeFinding(f: Finding): string {
       return `${setLabel(f.set)}: ${f.why}: collect it${f.collectable ? '' : ` after ${new Date(f.collectableAt).toISOString()}`}`;
     case 'misplaced':
       return `${setLabel(f.set)}: ${f.why}: left for an operator`;
+    case 'outside-change':
+      return `${shardTableLabel(f)}: ${f.differences.join('; ')}: left for an operator`;
   }
+}
+
+/** The doctor's lines of a finding: one per difference for a shard table changed outside tablefate, else describeFinding's. */
+export function describeFindingLines(f: Finding): string[] {
+  if (f.kind !== 'outside-change') return [describeFinding(f)];
+  return f.differences.map((d) => `${shardTableLabel(f)}: ${d}`);
+}
+
+function shardTableLabel(f: Extract<Finding, { kind: 'outside-change' }>): string {
+  const name = 'namespace' in f.table ? `${f.table.namespace}.${f.table.name}` : 'not in the catalog';
+  return `table ${f.table.id} (${name}) shard ${f.shard} on ${f.node}`;
 }
 
 function setLabel(set: SetOnDisk): string {

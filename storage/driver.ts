@@ -1,4 +1,5 @@
 import type { ShardArea, ShardRef, StorageArea } from '../domain/contracts';
+import type { RecordedShardTable } from '../domain/health';
 
 // How a shard is addressed and changed is a contract between workflows, activities and storage (domain/contracts.ts).
 export type { ShardArea, ShardChange, ShardRef, StorageArea } from '../domain/contracts';
@@ -35,6 +36,13 @@ export interface SetListing {
   /** By node number, then area (live, trash, garbage), tableId and shard. */
   sets: StoredSet[];
   skippedNodes: string[];
+  /**
+   * From a driver that records what it placed (PostgreSQL): every shard table of the catalog its record names on the
+   * nodes listed, and how what the node holds under that identity differs from the record (dropped, renamed, moved,
+   * its owner changed outside tablefate). `sets` leaves out a table no longer where its record says; this keeps it, for
+   * `tablefate doctor` to report. Absent from a driver that keeps no record (files).
+   */
+  shardTables?: RecordedShardTable[];
 }
 
 /**

@@ -51,6 +51,22 @@ function classified(err: unknown, op: string, ref: ShardRef): unknown {
   return new StorageIoError(op, `shard ${ref.shard} of table ${ref.tableId}`, ref.node, err);
 }
 
+/**
+ * The storage sessions are the worker's own, on a database its users share. `search_path` is PostgreSQL's catalog alone
+ * (then pg_temp, last, where nothing is looked up first): a function, operator or type a user made in `public` can
+ * never stand in for a built-in one in our statements. A statement runs 5 minutes at most; a transaction left idle by
+ * a stalled worker (after its LOCK TABLE, say) is ended after a minute instead of holding a live table for hours; and
+ * keepalives, both ways, find a peer that is gone (a worker's host lost mid-transaction) in about a minute.
+ */
+export const STORAGE_SESSION = {
+  options: '-c search_path=pg_catalog,pg_temp -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
+  statement_timeout: 5 * 60_000,
+  idle_in_transaction_session_timeout: 60_000,
+  keepAlive: true,
+  keepAliveInitialDelayMillis: 30_000,
+  connectionTimeoutMillis: 15_000,
+};
+
 export class PostgresStorage implements StorageDriver {
   readonly nodes: readonly string[];
   private readonly byNode = new Map<string, { pool: Pool; tables: PostgresTables; ready?: Promise<void> }>();
@@ -62,7 +78,7 @@ export class PostgresStorage implements StorageDriver {
   ) {
     this.nodes = urls.map((u) => u.node);
     for (const { node, url } of urls) {
-      const pool = newPool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}` });
+      const pool = newPool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}`, ...STORAGE_SESSION });
       this.byNode.set(node, { pool, tables: new PostgresTables(pool) });
     }
   }
@@ -103,7 +119,7 @@ export class PostgresStorage implements StorageDriver {
       if (pool && !(await hasRecord(pool))) return;
       const tables = await this.tablesOf(ref);
       if (ref.table?.params.adopt) await tables.release(this.idOf(ref));
-      else await tables.drop(this.idOf(ref));
+      else await tables.drop(this.idOf(ref), { watch });
     });
   }
 
@@ -136,7 +152,8 @@ export class PostgresStorage implements StorageDriver {
       const at = await tables.locate(this.idOf(ref));
       if (!at) return;
       if (at.area !== 'garbage') throw new InvalidShardRefError(`${describe(ref)} is in the ${at.area} area, not garbage: not deleted`);
-      await tables.drop(this.idOf(ref));
+      // (Gone or moved by someone else since it became garbage, its record is forgotten and nothing else is touched.)
+      await tables.drop(this.idOf(ref), { watch });
     });
   }
 
@@ -144,7 +161,7 @@ export class PostgresStorage implements StorageDriver {
     const tables = await this.tablesOf(ref);
     const at = await tables.locate(this.idOf(ref));
     const report = { tableId: ref.tableId, shard: ref.shard, node: ref.node };
-    if (!at) return { ...report, area: null, bytes: 0, checksum: createHash('sha256').digest('hex') };
+    if (!at || at.drift) return { ...report, area: null, bytes: 0, checksum: createHash('sha256').digest('hex') };
     const pool = this.byNode.get(ref.node)!.pool;
     // The rows' content, in an order that does not depend on where they sit: the same rows give the same sum.
     const { rows } = await pool.query<{ sum: string | null }>(
@@ -166,15 +183,28 @@ export class PostgresStorage implements StorageDriver {
     return (await this.tablesOf(ref)).bytes(this.idOf(ref));
   }
 
+  /**
+   * The shard tables where tablefate put them, and (`shardTables`) every one its record names, each against what the
+   * node holds under its oid now: the doctor reports those dropped, renamed, moved or given away outside tablefate,
+   * which `sets` leaves out so that nothing acts on them.
+   */
   async listSets(nodes: readonly string[] = this.nodes): Promise<SetListing> {
     const sets = [];
+    const shardTables: NonNullable<SetListing['shardTables']> = [];
     for (const node of nodes) {
       const tables = await this.ready(node);
+      const areas = new Map<string, StorageArea>();
       for (const found of await tables.list(this.catalogId)) {
         sets.push({ tableId: found.tableId, shard: found.shard, node, area: found.area, files: 3, changedAt: found.changedAt });
+        areas.set(`${found.tableId}/${found.shard}`, found.area);
+      }
+      // Its area is the list's: none when the list left it out (not where its record says, or made since the list).
+      for (const { tableId, shard, expected, differences } of await tables.audit(this.catalogId)) {
+        const area = areas.get(`${tableId}/${shard}`) ?? null;
+        shardTables.push({ tableId, shard, node, area, schema: expected.schema, table: expected.table, differences });
       }
     }
-    return { sets, skippedNodes: [] };
+    return { sets, skippedNodes: [], shardTables };
   }
 
   /** Removes the shard's table if it is in `area`, through garbage; elsewhere it is left alone. */
@@ -183,9 +213,9 @@ export class PostgresStorage implements StorageDriver {
       checkWatch(watch);
       const tables = await this.tablesOf(ref);
       const at = await tables.locate(this.idOf(ref));
-      if (!at || at.area !== area) return;
+      if (!at || at.drift || at.area !== area) return;
       if (area !== 'garbage') await tables.move(this.idOf(ref), 'garbage', undefined, { watch });
-      await tables.drop(this.idOf(ref));
+      await tables.drop(this.idOf(ref), { watch });
     });
   }
 

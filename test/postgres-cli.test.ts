@@ -134,8 +134,9 @@ test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table 
   const healthy = await runCli(['doctor'], { env });
   expect(seen(healthy)).toEqual({ code: 0, stdout: 'healthy: nothing for the reconciler to do\n', stderr: '' });
 
-  // Behind tablefate's back: a live shard table moved into its trash by hand, and on the other node a stray table in
-  // the trash that tablefate's record gives to a table id this catalog never had.
+  // Behind tablefate's back: a live shard table moved into its trash by hand (not where tablefate put it: an outside
+  // change), and on the other node a stray table in the trash that a record written by hand gives to a table id this
+  // catalog never had (where that record says: an orphan).
   const home = nodeOf(moved);
   const other = psql.find((client) => client !== home)!;
   const otherNode = `node-${psql.indexOf(other)}`;
@@ -151,10 +152,10 @@ test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table 
     const text = await runCli(['doctor'], { env });
     expect({ code: text.code, stderr: text.stderr }).toEqual({ code: 1, stderr: '' });
     expect(text.stdout.trimEnd().split('\n').sort()).toEqual([
-      `misplaced     shard t${moved.id}-s0 in trash on ${moved.placement[0]!.node}: table ${moved.id} is READY but this shard is in trash, not live: left for an operator`,
       expect.stringMatching(
         new RegExp(`^orphan {8}shard t999999-s0 in trash on ${otherNode}: no table 999999 in the catalog: collect it after \\d{4}-`),
       ) as unknown,
+      `outside-change table ${moved.id} (ops.moved) shard 0 on ${moved.placement[0]!.node}: ops.moved was moved outside tablefate to schema tablefate_trash (as moved)`,
     ]);
 
     const json = await runCli(['doctor', '--json'], { env });
@@ -165,8 +166,10 @@ test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table 
     expect(report.findings).toEqual(
       expect.arrayContaining([
         expect.objectContaining({
-          kind: 'misplaced',
-          set: expect.objectContaining({ tableId: moved.id, node: moved.placement[0]!.node, area: 'trash' }) as unknown,
+          kind: 'outside-change',
+          table: expect.objectContaining({ id: moved.id }) as unknown,
+          node: moved.placement[0]!.node,
+          differences: ['ops.moved was moved outside tablefate to schema tablefate_trash (as moved)'],
         }),
         expect.objectContaining({
           kind: 'orphan',
@@ -209,7 +212,7 @@ test('adopt through the command line: a table made with psql becomes a tablefate
   expect({ code: refused.code, stderr: refused.stderr }).toEqual({
     code: 4,
     stderr: expect.stringContaining(
-      'HasDependents: billing.invoices cannot be trashed while others depend on it: billing.totals (view)',
+      'HasDependents: billing.invoices cannot be trashed while others depend on it: view billing.totals',
     ) as unknown,
   });
   const again = await cli('adopt', 'billing.invoices', '--node', 'node-0');

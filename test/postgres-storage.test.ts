@@ -218,12 +218,42 @@ test('a drop of a table a view depends on is HasDependents, naming the view, and
   await db.query('CREATE VIEW bi.big_sales AS SELECT * FROM bi.sales WHERE amount > 100');
   await expect(h.client.trash({ table: 'bi.sales', retentionSeconds: 3600 })).rejects.toMatchObject({
     type: 'HasDependents',
-    message: expect.stringContaining('bi.big_sales (view)') as unknown,
+    message: expect.stringContaining('view bi.big_sales') as unknown,
   });
   expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
   expect((await db.query('SELECT count(*)::int AS n FROM bi.big_sales')).rows).toEqual([{ n: 0 }]);
   await db.query('DROP VIEW bi.big_sales');
   expect((await h.client.trash({ table: 'bi.sales', retentionSeconds: 3600 })).state).toBe('TRASHED');
+});
+
+test('a table dropped in psql behind tablefate: its drop is ShardMissing and the table READY again, held by no run', async () => {
+  const table = await h.client.create({ table: 'gone.orders', columns: 'id int' });
+  await nodeOf(table).query('DROP TABLE gone.orders');
+  await expect(h.client.trash({ table: 'gone.orders', retentionSeconds: 3600 })).rejects.toMatchObject({
+    type: 'ShardMissing',
+    message: expect.stringMatching(/gone\.orders was dropped outside tablefate.*tablefate doctor/) as unknown,
+  });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+test('a purge that meets a dependent made while the table was in the trash ends TRASHED, naming it', async () => {
+  const table = await h.client.create({ table: 'keep.tickets', columns: 'id serial primary key' });
+  const db = nodeOf(table);
+  await h.client.trash({ table: 'keep.tickets', retentionSeconds: 3600 });
+  const [sequence] = await rows(db, "SELECT relname FROM pg_class WHERE relnamespace = 'tablefate_trash'::regnamespace AND relkind = 'S'");
+  await db.query(`CREATE TABLE keep.counter (id int DEFAULT nextval('tablefate_trash.${String(sequence!.relname)}'))`);
+  await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringContaining(
+      'cannot be purged while others depend on it: default value for column id of table keep.counter',
+    ) as unknown,
+  });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
+  expect(await h.shardAreas(table)).toEqual(['trash']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await db.query('DROP TABLE keep.counter');
+  expect((await h.client.purge({ tableId: table.id })).state).toBe('PURGED');
 });
 
 test('the reconciler surveys PostgreSQL nodes: a shard table no catalog row accounts for is reported, then collected through garbage', async () => {
@@ -305,7 +335,7 @@ test('a drop of a table in an inheritance tree (a child inherits from it, or it 
   await db.query('CREATE TABLE inh.child (extra text) INHERITS (inh.base)');
   await expect(h.client.trash({ table: 'inh.base', retentionSeconds: 3600 })).rejects.toMatchObject({
     type: 'HasDependents',
-    message: expect.stringContaining('inh.child (inherits from it)') as unknown,
+    message: expect.stringContaining('table inh.child') as unknown,
   });
   expect((await h.catalog.getTable(base.id))?.state).toBe('READY');
 
@@ -315,7 +345,7 @@ test('a drop of a table in an inheritance tree (a child inherits from it, or it 
   await partDb.query('ALTER TABLE inh.parent ATTACH PARTITION inh.part FOR VALUES FROM (0) TO (100)');
   await expect(h.client.trash({ table: 'inh.part', retentionSeconds: 3600 })).rejects.toMatchObject({
     type: 'HasDependents',
-    message: expect.stringContaining('inh.parent (its parent') as unknown,
+    message: expect.stringContaining('table inh.parent (it inherits from it or is its partition)') as unknown,
   });
   expect((await rows(partDb, "SELECT to_regclass('inh.part') IS NOT NULL AS there")).map((r) => r.there)).toEqual([true]);
 });

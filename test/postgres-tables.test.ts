@@ -1,11 +1,10 @@
 import { Client, Pool } from 'pg';
-import { NameTakenError } from '../domain/errors';
+import { NameTakenError, ShardMissingError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { PostgresStorage } from '../storage/postgres';
 import {
   GARBAGE_SCHEMA,
   HasDependentsError,
-  NotOurTableError,
   parkedName,
   PostgresTables,
   TableBusyError,
@@ -131,11 +130,11 @@ test("a user's table under a tablefate name is never touched: create and recall 
   );
   expect(await rowsOf('SELECT * FROM crm.customers')).toEqual([{ id: 7 }]);
   expect((await tables.locate(shard(7)))?.area).toBe('trash');
-  // Dropped by hand and made again by a user under the shard's old name: not ours, so not found.
+  // Dropped by hand and made again by a user under the shard's old name: not ours, so missing.
   await tables.move(shard(7), 'live', { schema: 'crm', table: 'leads' });
   await user.query('DROP TABLE crm.leads; CREATE TABLE crm.leads (id int)');
-  expect(await tables.locate(shard(7))).toBeNull();
-  await expect(tables.move(shard(7), 'trash')).rejects.toBeInstanceOf(NotOurTableError);
+  expect((await tables.locate(shard(7)))?.drift).toMatch(/crm\.leads was dropped outside tablefate/);
+  await expect(tables.move(shard(7), 'trash')).rejects.toBeInstanceOf(ShardMissingError);
   expect(await rowsOf(`SELECT to_regclass('crm.leads') IS NOT NULL AS there`)).toEqual([{ there: true }]);
 });
 
@@ -167,8 +166,8 @@ test("a table that a view or another table's foreign key depends on is not trash
   const refused = tables.move(id, 'trash');
   await expect(refused).rejects.toBeInstanceOf(HasDependentsError);
   await expect(refused).rejects.toThrow(
-    'dep.orders cannot be trashed while others depend on it: dep.lines (foreign key lines_order_fk), ' +
-      'report.big_orders (view), report.order_count (materialized view)',
+    'dep.orders cannot be trashed while others depend on it: constraint lines_order_fk on table dep.lines, ' +
+      'materialized view report.order_count, view report.big_orders; drop them first',
   );
   expect(await tables.locate(id)).toMatchObject({ area: 'live', schema: 'dep', table: 'orders' });
   expect(await rowsOf('SELECT id FROM report.big_orders')).toEqual([{ id: 2 }]);

@@ -1,15 +1,20 @@
 import {
   describeFinding,
+  describeFindingLines,
   diagnose,
   judgeSet,
+  liveShardName,
   RESUMED_BY,
   type Finding,
   type HealthFacts,
   type LockFact,
+  type RecordedShardTable,
   type SetOnDisk,
 } from '../../domain/health';
 import type { TableState } from '../../domain/states';
 import type { TableRecord } from '../../domain/table';
+import { formatHealth } from '../../cli/format';
+import { liveNameOf } from '../../storage/postgres';
 
 /*
  * What the doctor reports and the reconciler repairs, decided from facts alone (domain/health.ts): no server,
@@ -292,5 +297,217 @@ describe('describeFinding', () => {
       'shard t12-s0 in live on node-0: why: left for an operator',
     ]);
     for (const line of lines) expect(line).not.toContain('\n');
+  });
+});
+
+describe('shard tables changed outside tablefate (the records of a driver that keeps them: PostgreSQL)', () => {
+  /** Table `id`'s shard as a node's record has it: live under the catalog's name, as tablefate left it, unless told. */
+  function rec(t: TableRecord, shard: number, over: Partial<RecordedShardTable> = {}): RecordedShardTable {
+    const node = t.placement.find((p) => p.shard === shard)!.node;
+    const live = liveShardName({ namespace: t.namespace, name: t.name, shards: t.params.shards }, shard);
+    const area = t.state === 'TRASHED' ? 'trash' : 'live';
+    const at = area === 'live' ? live : { schema: 'tablefate_trash', table: `cc_t${t.id}_s${shard}` };
+    return { tableId: t.id, shard, node, area, ...at, differences: [], ...over };
+  }
+  /** Facts with the sets every intact record stands for, and the records of node-0 and node-1 read at NOW. */
+  function recordedFacts(tables: TableRecord[], records: RecordedShardTable[], partial: Partial<HealthFacts> = {}): HealthFacts {
+    const sets = records.filter((r) => r.area !== null).map((r) => set(r.tableId, r.shard, r.area!, LONG_AGO, r.node));
+    const timers = new Set(tables.filter((t) => t.state === 'TRASHED').map((t) => t.id));
+    return facts({
+      tables,
+      sets,
+      trashTimers: timers,
+      recorded: { nodes: ['node-0', 'node-1'], listedAt: NOW, tables: records },
+      ...partial,
+    });
+  }
+  const keyOf = (t: TableRecord) => ({ id: t.id, namespace: t.namespace, name: t.name, shards: t.params.shards, params: t.params });
+
+  test('records as tablefate left them, and where the catalog says, give no finding; nor does a driver that keeps none', () => {
+    const ready = table(1, 'READY', 2);
+    const single = table(2, 'READY', 1);
+    const trashed = table(3, 'TRASHED', 2);
+    const records = [rec(ready, 0), rec(ready, 1), rec(single, 0), rec(trashed, 0), rec(trashed, 1)];
+    expect(records.slice(0, 3).map((r) => `${r.schema}.${r.table}`)).toEqual(['ns.t1_0', 'ns.t1_1', 'ns.t2']);
+    expect(diagnose(recordedFacts([ready, single, trashed], records))).toEqual([]);
+    // Files: no record at all, so no shard is missing from one.
+    expect(diagnose(facts({ tables: [ready], sets: setsOf(ready, 'live') }))).toEqual([]);
+  });
+
+  test("each difference the driver found is reported, with the catalog's key of the table, or its id alone when the catalog has none", () => {
+    const dropped = table(1, 'READY', 1);
+    const renamed = table(2, 'READY', 1);
+    const owner = table(3, 'TRASHED', 1);
+    const records = [
+      rec(dropped, 0, { area: null, differences: ['ns.t1 was dropped outside tablefate'] }),
+      rec(renamed, 0, { area: null, differences: ['ns.t2 was renamed outside tablefate to ns.people'] }),
+      // Its owner changed only: still where its record says, so still among the sets (in its area).
+      rec(owner, 0, { differences: ["tablefate_trash.cc_t3_s0's owner was changed outside tablefate from tf to mallory"] }),
+      {
+        tableId: 77,
+        shard: 1,
+        node: 'node-1',
+        area: null,
+        schema: 'x',
+        table: 'y',
+        differences: ['x.y was moved outside tablefate to schema z (as y)'],
+      },
+    ];
+    expect(diagnose(recordedFacts([dropped, renamed, owner], records))).toEqual([
+      { kind: 'outside-change', table: keyOf(dropped), shard: 0, node: 'node-0', differences: ['ns.t1 was dropped outside tablefate'] },
+      {
+        kind: 'outside-change',
+        table: keyOf(renamed),
+        shard: 0,
+        node: 'node-0',
+        differences: ['ns.t2 was renamed outside tablefate to ns.people'],
+      },
+      {
+        kind: 'outside-change',
+        table: keyOf(owner),
+        shard: 0,
+        node: 'node-0',
+        differences: ["tablefate_trash.cc_t3_s0's owner was changed outside tablefate from tf to mallory"],
+      },
+      {
+        kind: 'outside-change',
+        table: { id: 77 },
+        shard: 1,
+        node: 'node-1',
+        differences: ['x.y was moved outside tablefate to schema z (as y)'],
+      },
+    ]);
+  });
+
+  test('what the node holds is a fact whatever the catalog says: reported for a table an operation holds, in transition, or just changed', () => {
+    for (const state of ['READY', 'TRASHING', 'RESTORING', 'PURGED'] as const) {
+      const t = { ...table(1, state, 1), updatedAt: NOW };
+      const records = [rec(t, 0, { area: null, differences: ['ns.t1 was dropped outside tablefate'] })];
+      expect({ state, kinds: kinds(diagnose(recordedFacts([t], records, { locks: [lock(1, false)] }))) }).toEqual({
+        state,
+        kinds: ['outside-change'],
+      });
+    }
+  });
+
+  test('a READY table whose live shard the record names otherwise than the catalog: that is a difference too', () => {
+    const multi = table(1, 'READY', 2);
+    const single = table(2, 'READY', 1);
+    const records = [rec(multi, 0), rec(multi, 1, { table: 't1_old' }), rec(single, 0, { schema: 'archive' })];
+    expect(diagnose(recordedFacts([multi, single], records))).toEqual([
+      {
+        kind: 'outside-change',
+        table: keyOf(multi),
+        shard: 1,
+        node: 'node-1',
+        differences: ["the catalog names it ns.t1_1, but tablefate's record on node-1 has it as ns.t1_old"],
+      },
+      {
+        kind: 'outside-change',
+        table: keyOf(single),
+        shard: 0,
+        node: 'node-0',
+        differences: ["the catalog names it ns.t2, but tablefate's record on node-0 has it as archive.t2"],
+      },
+    ]);
+  });
+
+  test('the catalog is compared with a record only for a settled table no operation holds, whose row did not change as it was listed', () => {
+    const renamedRecord = (t: TableRecord) => [rec(t, 0, { table: 'other' })];
+    const ready = table(1, 'READY', 1);
+    expect(kinds(diagnose(recordedFacts([ready], renamedRecord(ready))))).toEqual(['outside-change']);
+    // Held by a running operation, or changed within a second of the listing (an operation that ended meanwhile): not yet.
+    expect(diagnose(recordedFacts([ready], renamedRecord(ready), { locks: [lock(1, false)] }))).toEqual([]);
+    expect(diagnose(recordedFacts([{ ...ready, updatedAt: NOW - 1_000 }], renamedRecord(ready)))).toEqual([]);
+    expect(kinds(diagnose(recordedFacts([{ ...ready, updatedAt: NOW - 1_001 }], renamedRecord(ready))))).toEqual(['outside-change']);
+    // In transition, the name is the operation's to settle; in the trash, the name is tablefate's own.
+    const restoring = table(2, 'RESTORING', 1);
+    expect(diagnose(recordedFacts([restoring], renamedRecord(restoring), { locks: [lock(2, false)] }))).toEqual([]);
+    const trashed = table(3, 'TRASHED', 1);
+    expect(diagnose(recordedFacts([trashed], [rec(trashed, 0, { table: 'anything' })]))).toEqual([]);
+    // A record out of place (area null) is reported by its differences alone, not by its name.
+    expect(diagnose(recordedFacts([ready], [rec(ready, 0, { area: null, table: 'x', differences: ['d'] })]))).toEqual([
+      { kind: 'outside-change', table: keyOf(ready), shard: 0, node: 'node-0', differences: ['d'] },
+    ]);
+  });
+
+  test('a READY or TRASHED shard placed on a node whose record lacks it is reported; other states, and nodes not read, are not', () => {
+    const ready = table(1, 'READY', 3);
+    const trashed = table(2, 'TRASHED', 1);
+    // Shard 2 of table 1 is on node-2, whose record was not read (another node's survey, or quarantined).
+    const findings = diagnose(recordedFacts([ready, trashed], [rec(ready, 1)]));
+    const missing = (t: TableRecord, shard: number, node: string) => ({
+      kind: 'outside-change',
+      table: keyOf(t),
+      shard,
+      node,
+      differences: [
+        `the catalog has it ${t.state} with this shard on ${node}, but ${node} keeps no record of it: it was never placed there, or its record was deleted outside tablefate`,
+      ],
+    });
+    expect(findings).toEqual([missing(ready, 0, 'node-0'), missing(trashed, 0, 'node-0')]);
+    for (const state of ['CREATE_FAILED', 'PURGED', 'CREATING', 'TRASHING', 'PURGING'] as const) {
+      expect({ state, findings: diagnose(recordedFacts([table(3, state, 1)], [], { locks: [lock(3, false)] })) }).toEqual({
+        state,
+        findings: [],
+      });
+    }
+    expect(diagnose(recordedFacts([ready], [], { locks: [lock(1, false)] }))).toEqual([]);
+    expect(diagnose(recordedFacts([{ ...trashed, updatedAt: NOW }], []))).toEqual([]);
+  });
+
+  test('the findings of records come after those of sets, in the order listed, then the missing records by table and shard', () => {
+    const a = table(5, 'READY', 1);
+    const b = table(4, 'READY', 2);
+    const records = [rec(a, 0, { area: null, differences: ['gone'] })];
+    const findings = diagnose(recordedFacts([a, b], records, { sets: [set(99, 0, 'live')] }));
+    expect(
+      findings.map((f) => (f.kind === 'orphan' ? 'orphan 99' : f.kind === 'outside-change' ? `${f.table.id}/${f.shard}` : f.kind)),
+    ).toEqual(['orphan 99', '5/0', '4/0', '4/1']);
+  });
+
+  test('the doctor prints one line per difference, naming the table, its shard and node; the reconciler logs one line', () => {
+    const t = table(12, 'READY', 1);
+    const change: Finding = {
+      kind: 'outside-change',
+      table: keyOf(t),
+      shard: 0,
+      node: 'node-0',
+      differences: ['ns.t12 was renamed outside tablefate to ns.people', "ns.t12's owner was changed outside tablefate from tf to bob"],
+    };
+    const unknown: Finding = {
+      kind: 'outside-change',
+      table: { id: 77 },
+      shard: 1,
+      node: 'node-1',
+      differences: ['x.y was dropped outside tablefate'],
+    };
+    expect(describeFindingLines(change)).toEqual([
+      'table 12 (ns.t12) shard 0 on node-0: ns.t12 was renamed outside tablefate to ns.people',
+      "table 12 (ns.t12) shard 0 on node-0: ns.t12's owner was changed outside tablefate from tf to bob",
+    ]);
+    expect(describeFinding(change)).toBe(
+      "table 12 (ns.t12) shard 0 on node-0: ns.t12 was renamed outside tablefate to ns.people; ns.t12's owner was changed outside tablefate from tf to bob: left for an operator",
+    );
+    expect(describeFinding(unknown)).toBe(
+      'table 77 (not in the catalog) shard 1 on node-1: x.y was dropped outside tablefate: left for an operator',
+    );
+    const misplaced: Finding = { kind: 'misplaced', set: set(12, 0, 'trash'), why: 'why' };
+    expect(describeFindingLines(misplaced)).toEqual([describeFinding(misplaced)]);
+    expect(formatHealth({ findings: [change, unknown], omitted: 0, skippedNodes: [], actions: [], deferred: 0 }).split('\n')).toEqual([
+      'outside-change table 12 (ns.t12) shard 0 on node-0: ns.t12 was renamed outside tablefate to ns.people',
+      "outside-change table 12 (ns.t12) shard 0 on node-0: ns.t12's owner was changed outside tablefate from tf to bob",
+      'outside-change table 77 (not in the catalog) shard 1 on node-1: x.y was dropped outside tablefate',
+    ]);
+  });
+
+  test("the live name of a shard is the PostgreSQL driver's (liveNameOf)", () => {
+    for (const shards of [1, 2, 5]) {
+      const t = { namespace: 'shop', name: 'orders', shards };
+      for (let shard = 0; shard < shards; shard++) {
+        const driver = liveNameOf({ tableId: 1, shard, node: 'node-0', table: { ...t, params: { shards } } });
+        expect(liveShardName(t, shard)).toEqual(driver);
+      }
+    }
   });
 });

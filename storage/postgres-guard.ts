@@ -1,0 +1,425 @@
+import { Client, type ClientBase } from 'pg';
+import { InvalidInputError, OperationFailedError, TableFateError } from '../domain/errors';
+import { POSTGRES_OWN_SCHEMAS, redactUrl } from '../domain/deployment';
+
+/**
+ * The guard (issue 29): an event trigger pair on a node's database that refuses the bare DDL that would lose or strand a
+ * table tablefate manages, the protection pgtrashcan and pg_recyclebin give by hooking DROP. With it on, psql's
+ * `DROP TABLE shop.orders` of a tablefate table fails, names the table and says to `tablefate drop` it; the table stays
+ * whole. Tables tablefate does not manage are not its business: their DDL goes through.
+ *
+ * How tablefate's own statements pass, without any session flag: tablefate keeps `tablefate.shards` true before each of
+ * its DDL statements, in the same transaction (storage/postgres-tables.ts): it writes a table's new schema and name before
+ * it renames or moves it, and deletes the record before it drops it. So, at the end of a statement:
+ *
+ * - `ddl_command_end` (refuse_move): a managed table the statement touched (by its oid, or, for `ALTER SCHEMA`, by its
+ *   schema's) that is no longer where its record says (schema_name, table_name) was renamed or moved by someone else:
+ *   `ALTER TABLE ... RENAME`, `ALTER TABLE ... SET SCHEMA`, `ALTER SCHEMA ... RENAME`. So is tablefate's record itself
+ *   when `tablefate.shards` is no longer there and the touched table is it. Any other DDL of a managed table (a column
+ *   added, an index made, a grant) changes nothing the record says, and goes through.
+ * - `sql_drop` (refuse_drop): a dropped table whose oid still has a record was dropped by someone else: `DROP TABLE`,
+ *   `DROP SCHEMA ... CASCADE`, `DROP OWNED BY`, any cascade that reaches one. So is a column of one dropped by a cascade
+ *   (a `DROP TYPE ... CASCADE`: the table would stay, without the column), and any of tablefate's own schemas or its
+ *   record (looked for first: the record may be gone with them by then).
+ *
+ * Only the objects the statement touched are looked up, never the whole record: a table already out of place (see
+ * `tablefate doctor`) holds up only DDL of itself, until it is put back.
+ *
+ * The functions are SECURITY DEFINER, owned by the superuser who installed them (the DDL's user may not even see
+ * `tablefate.shards`), with search_path pinned to pg_catalog and every name qualified. They live in a schema of their
+ * own, `tablefate_guard`, outside tablefate's schemas and owned by no role tablefate runs as: a `DROP SCHEMA tablefate
+ * CASCADE` or `DROP OWNED BY <worker>` could otherwise drop the guard along with what it guards.
+ */
+
+export const GUARD_SCHEMA = POSTGRES_OWN_SCHEMAS.guard;
+/** The event triggers (database-wide names) and the functions they run. */
+export const GUARD_TRIGGERS = [
+  { name: 'tablefate_guard_move', event: 'ddl_command_end', fn: 'refuse_move' },
+  { name: 'tablefate_guard_drop', event: 'sql_drop', fn: 'refuse_drop' },
+] as const;
+/** Every function the guard installs: the two triggers' and the two they share. */
+const GUARD_FUNCTIONS = [
+  'refuse_move()',
+  'refuse_drop()',
+  'refusal(text, text, bigint, integer, text, text, text)',
+  'record_names_places()',
+] as const;
+
+/** Where the guard stands on one database. */
+export interface GuardState {
+  /** Both triggers are there, each running the guard's function. */
+  installed: boolean;
+  /** Installed, and neither trigger disabled (`ALTER EVENT TRIGGER ... DISABLE`). */
+  enabled: boolean;
+  /** Each of the guard's triggers found, with whether it fires. */
+  triggers: Array<{ name: string; event: string; enabled: boolean }>;
+}
+
+/** A guard command on one node: where (its url without the password) and how the guard stands there afterwards. */
+export interface GuardNodeResult extends GuardState {
+  node: string;
+  url: string;
+}
+
+export type GuardAction = 'install' | 'status' | 'remove';
+
+const { own: OWN, trash: TRASH, garbage: GARBAGE } = POSTGRES_OWN_SCHEMAS;
+const RECORD = `${OWN}.shards`;
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/** An identifier, always quoted; a literal, always quoted (both from the constants above only). */
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
+const G = ident(GUARD_SCHEMA);
+const OWN_SCHEMAS = `ARRAY[${[OWN, TRASH, GARBAGE].map(literal).join(', ')}]`;
+const FUNCTION_OPTIONS = 'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp';
+const HINT =
+  "tablefate's guard (tablefate guard status) refuses DDL that would drop, rename or move a table tablefate manages; " +
+  "tablefate's own statements pass";
+
+/**
+ * The message of a refusal of the statement `tag` (`DROP TABLE`...), which would do `effect` (`drop it`) to a managed
+ * table, named by its record: where tablefate put it, whether that is live, the trash or the garbage, its table id and
+ * shard, and what to run instead (`advice`, or what fits the area and whether the statement drops or moves).
+ */
+const REFUSAL = `
+CREATE OR REPLACE FUNCTION ${G}.refusal(schema_name text, table_name text, table_id bigint, shard integer, tag text, effect text, advice text)
+RETURNS text ${FUNCTION_OPTIONS} IMMUTABLE AS $guard$
+DECLARE
+  shown text := pg_catalog.format('%I.%I', schema_name, table_name);
+  moving boolean := tag LIKE 'ALTER %';
+  -- A table of several shards is <name>_<shard> live: its tablefate name is not the table's, and describe says it.
+  drop_it text := CASE WHEN table_name LIKE '%\\_' || shard THEN pg_catalog.format('"tablefate drop" of table %s ("tablefate describe %s" names it)', table_id, table_id)
+                       ELSE pg_catalog.format('"tablefate drop %s"', shown) END;
+  what text;
+BEGIN
+  IF schema_name = ${literal(TRASH)} THEN
+    what := pg_catalog.format('%s is table %s (shard %s) in tablefate''s trash', shown, table_id, shard);
+    advice := coalesce(advice, CASE WHEN moving THEN pg_catalog.format('"tablefate recall %s [schema.name]" brings it back live', table_id)
+                                    ELSE pg_catalog.format('"tablefate purge %s" deletes it for good', table_id) END);
+  ELSIF schema_name = ${literal(GARBAGE)} THEN
+    what := pg_catalog.format('%s is table %s (shard %s) in tablefate''s garbage, its purge under way', shown, table_id, shard);
+    advice := coalesce(advice, pg_catalog.format('"tablefate purge %s" finishes it', table_id));
+  ELSE
+    what := pg_catalog.format('%s is a live table tablefate manages (table %s, shard %s)', shown, table_id, shard);
+    advice := coalesce(advice, CASE WHEN moving THEN pg_catalog.format('to rename or move it, %s, then "tablefate recall %s <schema.new_name>"', drop_it, table_id)
+                                    ELSE pg_catalog.format('drop it with %s: the trash keeps it, and "tablefate recall" brings it back', drop_it) END);
+  END IF;
+  RETURN pg_catalog.format('tablefate: %s: the guard refuses this %s, which would %s; %s', what, tag, effect, advice);
+END
+$guard$`;
+
+/**
+ * Whether the record says where each table is (schema_name, table_name): not while tablefate's first `prepare` on the
+ * node has made the record and not yet added those (the same transaction, a statement later), nor on a node no worker of
+ * this version has prepared. Then there is nothing to judge by, and nothing is refused.
+ */
+const RECORD_NAMES_PLACES = `
+CREATE OR REPLACE FUNCTION ${G}.record_names_places() RETURNS boolean ${FUNCTION_OPTIONS} STABLE AS $guard$
+BEGIN
+  RETURN (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute
+           WHERE attrelid = pg_catalog.to_regclass(${literal(RECORD)}) AND attname IN ('schema_name', 'table_name') AND NOT attisdropped) = 2;
+END
+$guard$`;
+
+/** The relations a statement touched (its `cmd`, at ddl_command_end): each it named, and each in a schema it altered. */
+const TOUCHED = `touched AS (
+    SELECT cmd.objid AS oid FROM cmd WHERE cmd.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+    UNION
+    SELECT c.oid FROM cmd JOIN pg_catalog.pg_class c ON c.relnamespace = cmd.objid
+     WHERE cmd.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass AND cmd.command_tag = 'ALTER SCHEMA')`;
+
+const REFUSE_MOVE = `
+CREATE OR REPLACE FUNCTION ${G}.refuse_move() RETURNS event_trigger ${FUNCTION_OPTIONS} AS $guard$
+DECLARE
+  hit record;
+BEGIN
+  IF pg_catalog.to_regclass(${literal(RECORD)}) IS NULL THEN
+    -- No record (tablefate never ran here), or this statement took it away: a table with the record's columns, touched,
+    -- in tablefate's schema or named as the record, is it.
+    WITH cmd AS MATERIALIZED (SELECT classid, objid, command_tag FROM pg_catalog.pg_event_trigger_ddl_commands()),
+    ${TOUCHED}
+    SELECT n.nspname, c.relname INTO hit
+      FROM touched t
+      JOIN pg_catalog.pg_class c ON c.oid = t.oid AND c.relkind = 'r'
+      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE (n.nspname = ${literal(OWN)} OR c.relname = 'shards')
+       AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = c.oid AND NOT a.attisdropped AND a.attname IN ('table_oid', 'catalog_id', 'table_id', 'shard', 'live_names')) = 5
+     LIMIT 1;
+    IF FOUND THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+        MESSAGE = pg_catalog.format('tablefate: ${RECORD} is tablefate''s record of the tables it manages: the guard refuses this %s, which would move it to %I.%I',
+                                    TG_TAG, hit.nspname, hit.relname);
+    END IF;
+    RETURN;
+  END IF;
+  IF NOT ${G}.record_names_places() THEN
+    RETURN;
+  END IF;
+  -- A managed table this statement touched (or one in a schema it altered) that is not where its record says any more.
+  WITH cmd AS MATERIALIZED (SELECT classid, objid, command_tag FROM pg_catalog.pg_event_trigger_ddl_commands()),
+  ${TOUCHED}
+  SELECT s.schema_name, s.table_name, s.table_id, s.shard, n.nspname, c.relname, pg_catalog.count(*) OVER () AS n INTO hit
+    FROM touched t
+    JOIN ${ident(OWN)}."shards" s ON s.table_oid = t.oid
+    JOIN pg_catalog.pg_class c ON c.oid = s.table_oid AND c.relkind = 'r'
+    JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname <> s.schema_name OR c.relname <> s.table_name
+   ORDER BY s.schema_name, s.table_name
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+      MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+        pg_catalog.format('leave it at %I.%I', hit.nspname, hit.relname)
+          || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END, NULL);
+  END IF;
+END
+$guard$`;
+
+const REFUSE_DROP = `
+CREATE OR REPLACE FUNCTION ${G}.refuse_drop() RETURNS event_trigger ${FUNCTION_OPTIONS} AS $guard$
+DECLARE
+  hit record;
+BEGIN
+  -- tablefate's own schemas and record, first: the record may be gone with this statement already.
+  SELECT d.object_type, d.object_identity INTO hit
+    FROM pg_catalog.pg_event_trigger_dropped_objects() d
+   WHERE (d.object_type = 'schema' AND d.object_identity = ANY (${OWN_SCHEMAS}))
+      OR (d.object_type = 'table' AND d.object_identity = ${literal(RECORD)})
+   ORDER BY d.object_type, d.object_identity
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+      MESSAGE = pg_catalog.format('tablefate: %s %s is tablefate''s own (%s): the guard refuses this %s, which would drop it', hit.object_type,
+        hit.object_identity, CASE hit.object_identity WHEN ${literal(TRASH)} THEN 'its trash' WHEN ${literal(GARBAGE)} THEN 'its garbage'
+                                  ELSE 'its record of the tables it manages' END, TG_TAG);
+  END IF;
+  IF pg_catalog.to_regclass(${literal(RECORD)}) IS NULL OR NOT ${G}.record_names_places() THEN
+    RETURN;
+  END IF;
+  -- A managed table dropped (its record is there: tablefate deletes it before its own DROP TABLE), or a column of one
+  -- dropped by a cascade from something else (a DROP TYPE ... CASCADE); its own ALTER TABLE ... DROP COLUMN goes through.
+  WITH d AS MATERIALIZED (
+    SELECT objid, objsubid, address_names FROM pg_catalog.pg_event_trigger_dropped_objects()
+     WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND (objsubid = 0 OR NOT original))
+  -- (A record written by hand may lack the names: the table is then named as it is.)
+  SELECT coalesce(s.schema_name, d.address_names[1]) AS schema_name, coalesce(s.table_name, d.address_names[2]) AS table_name,
+         s.table_id, s.shard, d.objsubid, d.address_names[3] AS column_name,
+         pg_catalog.count(*) OVER () AS n INTO hit
+    FROM ${ident(OWN)}."shards" s JOIN d ON d.objid = s.table_oid
+   ORDER BY d.objsubid, s.schema_name, s.table_name
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+      MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+        CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop its column %s', hit.column_name) ELSE 'drop it' END
+          || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END,
+        CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop the column by itself first (ALTER TABLE %I.%I DROP COLUMN %I)',
+                                                           hit.schema_name, hit.table_name, hit.column_name) END);
+  END IF;
+END
+$guard$`;
+
+/** A session of the guard's own: search_path pinned, bounded waits, named. */
+function session(url: string): Client {
+  return new Client({
+    connectionString: url,
+    options: '-c search_path=pg_catalog,pg_temp -c lock_timeout=10s',
+    application_name: 'tablefate guard',
+    statement_timeout: 60_000,
+    connectionTimeoutMillis: 15_000,
+  });
+}
+
+/** Installing or removing the guard needs a role that may create (and drop) event triggers: on PostgreSQL, a superuser. */
+export class GuardPrivilegeError extends InvalidInputError {
+  constructor(action: GuardAction, node: string, role: string, detail?: string) {
+    super(
+      `guard ${action} on ${node}: role ${role} may not ${action === 'install' ? 'create' : 'drop'} event triggers` +
+        (detail ? ` (${detail})` : '') +
+        `: PostgreSQL lets only a superuser run ${action === 'install' ? 'CREATE' : 'DROP'} EVENT TRIGGER. ` +
+        `Run it as one: tablefate guard ${action} --node ${node} --url postgres://<superuser>@<host>/<the node's database>`,
+    );
+  }
+}
+
+/** How the guard stands on the database `c` is connected to. Needs no privilege: pg_event_trigger is readable by all. */
+export async function guardState(c: ClientBase): Promise<GuardState> {
+  const { rows } = await c.query<{ name: string; event: string; enabled: boolean; ours: boolean }>(
+    `SELECT t.evtname AS name, t.evtevent AS event, t.evtenabled <> 'D' AS enabled,
+            (p.pronamespace = pg_catalog.to_regnamespace($2) AND p.proname = ANY ($3)) AS ours
+       FROM pg_catalog.pg_event_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.evtfoid
+      WHERE t.evtname = ANY ($1) ORDER BY t.evtname`,
+    [GUARD_TRIGGERS.map((t) => t.name), ident(GUARD_SCHEMA), GUARD_TRIGGERS.map((t) => t.fn)],
+  );
+  const installed = GUARD_TRIGGERS.every((t) => rows.some((r) => r.name === t.name && r.event === t.event && r.ours));
+  return {
+    installed,
+    enabled: installed && rows.every((r) => r.enabled),
+    triggers: rows.map((r) => ({ name: r.name, event: r.event, enabled: r.enabled })),
+  };
+}
+
+/**
+ * Puts the guard on the database `c` is connected to, in one transaction: its schema, functions (replaced if there) and
+ * one trigger of each event (made again, enabled always). Idempotent. Refused, with nothing changed, unless the session's role
+ * is a superuser (GuardPrivilegeError).
+ */
+export async function installGuard(c: ClientBase, node: string): Promise<GuardState> {
+  await inTransaction(c, 'install', node, async () => {
+    await refuseUnlessSuperuser(c, 'install', node);
+    await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.guard']);
+    await c.query(`CREATE SCHEMA IF NOT EXISTS ${G}`);
+    await c.query(`REVOKE ALL ON SCHEMA ${G} FROM PUBLIC`);
+    for (const statement of [REFUSAL, RECORD_NAMES_PLACES, REFUSE_MOVE, REFUSE_DROP]) await c.query(statement);
+    for (const fn of GUARD_FUNCTIONS) await c.query(`REVOKE ALL ON FUNCTION ${G}.${fn} FROM PUBLIC`);
+    for (const t of GUARD_TRIGGERS) {
+      await c.query(`DROP EVENT TRIGGER IF EXISTS ${ident(t.name)}`);
+      await c.query(`CREATE EVENT TRIGGER ${ident(t.name)} ON ${t.event} EXECUTE FUNCTION ${G}.${t.fn}()`);
+      // In every session, `session_replication_role = replica` ones too (a plain trigger would not fire there).
+      await c.query(`ALTER EVENT TRIGGER ${ident(t.name)} ENABLE ALWAYS`);
+    }
+  });
+  return guardState(c);
+}
+
+/** Takes the guard off the database `c` is connected to: its triggers, functions and schema, nothing left. Idempotent. */
+export async function removeGuard(c: ClientBase, node: string): Promise<GuardState> {
+  await inTransaction(c, 'remove', node, async () => {
+    await refuseUnlessSuperuser(c, 'remove', node);
+    await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.guard']);
+    for (const t of GUARD_TRIGGERS) await c.query(`DROP EVENT TRIGGER IF EXISTS ${ident(t.name)}`);
+    for (const fn of GUARD_FUNCTIONS) await c.query(`DROP FUNCTION IF EXISTS ${G}.${fn}`);
+    // Not CASCADE: anything someone else put in the guard's schema is theirs, and stops the removal (said, nothing changed).
+    await c.query(`DROP SCHEMA IF EXISTS ${G}`);
+  });
+  return guardState(c);
+}
+
+async function refuseUnlessSuperuser(c: ClientBase, action: GuardAction, node: string): Promise<void> {
+  const { rows } = await c.query<{ role: string; superuser: boolean }>(
+    'SELECT pg_catalog.quote_ident(current_user) AS role, rolsuper AS superuser FROM pg_catalog.pg_roles WHERE rolname = current_user',
+  );
+  const me = rows[0];
+  if (!me?.superuser) throw new GuardPrivilegeError(action, node, me?.role ?? 'of this session', 'it is no superuser');
+}
+
+async function inTransaction(c: ClientBase, action: GuardAction, node: string, fn: () => Promise<void>): Promise<void> {
+  await c.query('BEGIN');
+  try {
+    await fn();
+    await c.query('COMMIT');
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    // (A superuser that lost the right meanwhile, or a PostgreSQL that asks for more: the same clear error.)
+    if ((err as { code?: unknown }).code === INSUFFICIENT_PRIVILEGE) {
+      const { rows } = await c.query<{ role: string }>('SELECT pg_catalog.quote_ident(current_user) AS role').catch(() => ({ rows: [] }));
+      throw new GuardPrivilegeError(action, node, rows[0]?.role ?? 'of this session', (err as Error).message);
+    }
+    throw err;
+  }
+}
+
+/** The nodes a guard command is for: every node of the deployment, or `node`; through its url, or `url` instead. */
+export function guardTargets(
+  config: { storageDriver: string; storageUrls: readonly string[] },
+  node: string | undefined,
+  url: string | undefined,
+): Array<{ node: string; url: string }> {
+  if (config.storageDriver !== 'postgres' || config.storageUrls.length === 0)
+    throw new InvalidInputError(
+      'guard is for the PostgreSQL storage driver: set TABLEFATE_STORAGE_DRIVER=postgres and TABLEFATE_STORAGE_URLS',
+    );
+  const nodes = config.storageUrls.map((u, k) => ({ node: `node-${k}`, url: u }));
+  if (url !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(url)) throw new InvalidInputError('guard: --url is not a postgres:// url');
+  if (node === undefined) {
+    if (url === undefined) return nodes;
+    if (nodes.length > 1)
+      throw new InvalidInputError(`guard: --url names one database: say which node's with --node (node-0 to node-${nodes.length - 1})`);
+    return [{ node: nodes[0]!.node, url }];
+  }
+  const found = nodes.find((n) => n.node === node);
+  if (!found)
+    throw new InvalidInputError(
+      `guard: no node ${node} in this deployment (TABLEFATE_STORAGE_URLS names node-0 to node-${nodes.length - 1})`,
+    );
+  // Another role, maybe another way in, but the node's database: a guard put on another one would protect nothing.
+  const given = url === undefined ? undefined : databaseOf(url);
+  const its = databaseOf(found.url);
+  if (given !== undefined && its !== undefined && given !== its)
+    throw new InvalidInputError(`guard: --url names database ${given}, but ${node}'s is ${its}`);
+  return [{ node, url: url ?? found.url }];
+}
+
+/** The database a url names, when it names one. */
+function databaseOf(url: string): string | undefined {
+  try {
+    return decodeURIComponent(new URL(url).pathname.slice(1)) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Runs `action` on each target node in turn; stops at the first node that fails, saying which. */
+export async function runGuard(action: GuardAction, targets: ReadonlyArray<{ node: string; url: string }>): Promise<GuardNodeResult[]> {
+  const results: GuardNodeResult[] = [];
+  for (const target of targets) {
+    const c = session(target.url);
+    // A session the server ends must fail its query, not the process.
+    c.on('error', () => undefined);
+    const shown = redactUrl(target.url);
+    try {
+      try {
+        await c.connect();
+      } catch (err) {
+        throw new OperationFailedError(
+          'StorageFault',
+          `guard ${action} on ${target.node} (${shown}): cannot connect: ${(err as Error).message}`,
+          undefined,
+          {
+            cause: err,
+          },
+        );
+      }
+      const state =
+        action === 'install'
+          ? await installGuard(c, target.node)
+          : action === 'remove'
+            ? await removeGuard(c, target.node)
+            : await guardState(c);
+      results.push({ node: target.node, url: shown, ...state });
+    } catch (err) {
+      if (err instanceof TableFateError) throw err;
+      const code = (err as { code?: unknown }).code;
+      throw new OperationFailedError(
+        'StorageFault',
+        `guard ${action} on ${target.node} (${shown}) failed: ${(err as Error).message}${typeof code === 'string' ? ` (SQLSTATE ${code})` : ''}`,
+        undefined,
+        { cause: err },
+      );
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+  }
+  return results;
+}
+
+/** One line a node: NODE, GUARD (on, disabled, partly there, off), and the database, its password left out. */
+export function formatGuard(results: readonly GuardNodeResult[]): string {
+  const rows = results.map((r) => [
+    r.node,
+    r.enabled
+      ? 'on'
+      : r.installed
+        ? 'installed, disabled (tablefate guard install enables it)'
+        : r.triggers.length > 0
+          ? `partly there (${r.triggers.map((t) => t.name).join(', ')}): tablefate guard install`
+          : 'off',
+    r.url,
+  ]);
+  const header = ['NODE', 'GUARD', 'DATABASE'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ');
+  return [line(header), ...rows.map(line)].join('\n');
+}
