@@ -5,6 +5,9 @@ import { Pool, type PoolClient, type PoolConfig } from 'pg';
  * pool, one way to run a transaction.
  */
 
+/** Quotes an identifier, always: a name is never SQL. */
+export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+
 /**
  * A pool whose connections can never end the process. A server that ends a session (a restart, `pg_terminate_backend`)
  * fails the query in flight, and also emits 'error' on the connection; pg-pool listens only while a connection is idle

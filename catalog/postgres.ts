@@ -45,7 +45,7 @@ import type { TableRecord } from '../domain/table';
 import type { ListOptions, LockHolder, LockOwner, Outcome, StepKey } from './catalog';
 import { assertCurrent, mustApply } from './migrations';
 import { MIGRATIONS } from './postgres-schema';
-import { inPgTransaction, newPool } from './pg-session';
+import { ident, inPgTransaction, newPool } from './pg-session';
 import {
   hiddenStates,
   leaseRowValues,
@@ -113,11 +113,10 @@ const updateTable = (t: CatalogTables) =>
 /** The catalog's tables, each a name qualified by the catalog's schema: its sessions look nothing up outside pg_catalog. */
 const CATALOG_TABLE_NAMES = ['tables', 'locks', 'journal', 'meta', 'settings', 'leases', 'counters', 'schema_migrations'] as const;
 type CatalogTables = Record<(typeof CATALOG_TABLE_NAMES)[number], string> & { schema: string };
-const quoted = (name: string) => `"${name.replace(/"/g, '""')}"`;
 const tablesIn = (schema: string): CatalogTables =>
   Object.assign(
     { schema },
-    Object.fromEntries(CATALOG_TABLE_NAMES.map((name) => [name, `${quoted(schema)}.${quoted(name)}`])) as Record<
+    Object.fromEntries(CATALOG_TABLE_NAMES.map((name) => [name, `${ident(schema)}.${ident(name)}`])) as Record<
       (typeof CATALOG_TABLE_NAMES)[number],
       string
     >,
@@ -481,7 +480,7 @@ async function migrate(pool: Pool, t: CatalogTables): Promise<void> {
       await c.query(`SELECT pg_catalog.pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]);
       await c.query(createMigrationsTable(t));
       if (!mustApply(migration, await schemaVersion(c, t), MIGRATIONS)) return;
-      await c.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [`${quoted(t.schema)}, pg_catalog, pg_temp`]);
+      await c.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [`${ident(t.schema)}, pg_catalog, pg_temp`]);
       await c.query(migration.sql);
       await c.query(`INSERT INTO ${t.schema_migrations} (version, applied_at) VALUES ($1, $2)`, [migration.version, Date.now()]);
     });

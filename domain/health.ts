@@ -1,6 +1,6 @@
 import { TABLE_OPERATIONS, type TableOp } from './operations';
 import type { TableState } from './states';
-import type { TableName } from './names';
+import { liveShardName, type TableName } from './names';
 import type { CreateParams, TableRecord } from './table';
 
 /**
@@ -141,14 +141,6 @@ const RECORDED_STATES: ReadonlySet<TableState> = new Set<TableState>(['READY', '
 
 /** How far the clocks of the catalog's writers and a storage node may disagree (see diagnoseRecorded). */
 const CLOCK_MARGIN_MS = 1_000;
-
-/**
- * The name a live shard table has (PostgreSQL): the table's for a table of one shard, `<name>_<shard>` for each of
- * several. The same rule as storage/postgres.ts's liveNameOf (test/unit/health.test.ts checks that they agree).
- */
-export function liveShardName(table: TableName & { shards: number }, shard: number): { schema: string; table: string } {
-  return { schema: table.namespace, table: table.shards === 1 ? table.name : `${table.name}_${shard}` };
-}
 
 /** Every finding in the facts, in a stable order: locks, tables by id, then sets, then shard tables changed. */
 export function diagnose(facts: HealthFacts): Finding[] {

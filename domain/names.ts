@@ -12,6 +12,14 @@ export interface TableName {
   name: string;
 }
 
+/**
+ * The name a shard's table has while it is live (PostgreSQL driver): the table's own for a table of one shard,
+ * `<name>_<shard>` for each of several, in the schema named after the namespace.
+ */
+export function liveShardName(table: TableName & { shards: number }, shard: number): { schema: string; table: string } {
+  return { schema: table.namespace, table: table.shards === 1 ? table.name : `${table.name}_${shard}` };
+}
+
 /** `<ns>.<name>`: how a table's name is written everywhere (ids of create runs, messages, the catalog). */
 export function formatTableName(table: TableName): string {
   return `${table.namespace}.${table.name}`;

@@ -1,6 +1,7 @@
 import { Client, type ClientBase } from 'pg';
 import { InvalidInputError, OperationFailedError, TableFateError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS, redactUrl } from '../domain/deployment';
+import { ident } from '../catalog/pg-session';
 
 /**
  * The guard (issue 29): an event trigger pair on a node's database that refuses the bare DDL that would lose or strand a
@@ -67,8 +68,7 @@ const { own: OWN, trash: TRASH, garbage: GARBAGE } = POSTGRES_OWN_SCHEMAS;
 const RECORD = `${OWN}.shards`;
 const INSUFFICIENT_PRIVILEGE = '42501';
 
-/** An identifier, always quoted; a literal, always quoted (both from the constants above only). */
-const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+/** A literal, always quoted (of the constants above only). */
 const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
 const G = ident(GUARD_SCHEMA);
 const OWN_SCHEMAS = `ARRAY[${[OWN, TRASH, GARBAGE].map(literal).join(', ')}]`;

@@ -11,7 +11,7 @@ import {
 import { checkColumnDefinitions } from '../domain/columns';
 import { checkWatch, type Watch } from './driver';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
-import { inPgTransaction } from '../catalog/pg-session';
+import { ident, inPgTransaction } from '../catalog/pg-session';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -141,8 +141,6 @@ const FIRST_PAUSE_MS = 50;
 const LONGEST_PAUSE_MS = 1_000;
 const LOCK_NOT_AVAILABLE = '55P03';
 
-/** Quotes an identifier, always: a name is never SQL. */
-export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 const qualified = (schema: string, table: string) => `${ident(schema)}.${ident(table)}`;
 
 /** The shard's name outside the live schema: derived from its identity only, so that nothing collides there. */
@@ -351,7 +349,7 @@ export class PostgresTables {
    * (a request left queued would hold up every reader that comes after it), up to `drainTimeoutMs`.
    */
   async move(id: ShardTableId, to: TableArea, live?: LiveName, options: MoveOptions = {}): Promise<MoveOutcome> {
-    const restored = await this.withBriefLocks(id, options, (c) => this.moveOnce(c, id, to, live));
+    const restored = await this.withBriefLocks(id, options, (c, attempt) => this.moveOnce(c, id, to, live, attempt));
     const notes = await this.validateKeys(id, restored);
     // Kept where the doctor reads them, until the table's next move.
     if (notes.length > 0)
@@ -364,7 +362,13 @@ export class PostgresTables {
     return { notes };
   }
 
-  private async moveOnce(c: PoolClient, id: ShardTableId, to: TableArea, live: LiveName | undefined): Promise<DetachedKey[]> {
+  private async moveOnce(
+    c: PoolClient,
+    id: ShardTableId,
+    to: TableArea,
+    live: LiveName | undefined,
+    attempt: number,
+  ): Promise<DetachedKey[]> {
     await this.lockShard(c, id);
     const placed = await this.locate(id, c);
     if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
@@ -374,6 +378,10 @@ export class PostgresTables {
     if (placed.drift) throw missing(id, placed.drift);
     // Set after the shard lock: two moves of one shard wait for each other as before; only the table's lock is tried briefly.
     await c.query(`SET LOCAL lock_timeout = '${LOCK_TRY}'`);
+    // Out of the live area its keys are detached, which locks their parents: those first. A writer of both (an UPDATE of
+    // the parent, then an INSERT here) would otherwise hold the parent while it waits for the table behind this move, and
+    // this move wait for the parent: each try would run out, however short the writers' transactions.
+    if (placed.area === 'live' && to !== 'live') await lockParents(c, placed.oid, attempt);
     await c.query(`LOCK TABLE ${qualified(placed.schema, placed.table)} IN ACCESS EXCLUSIVE MODE`);
     // Found again under the lock: a user may have renamed the table while we waited for it.
     const at = await this.locate(id, c);
@@ -484,13 +492,17 @@ export class PostgresTables {
    * Runs `change` in a transaction of its own until it is not refused a lock (`lock_timeout`, 55P03), pausing on a
    * backoff between tries, up to `drainTimeoutMs`: then TableBusy, naming who holds the table.
    */
-  private async withBriefLocks<T>(id: ShardTableId, options: MoveOptions, change: (c: PoolClient) => Promise<T>): Promise<T> {
+  private async withBriefLocks<T>(
+    id: ShardTableId,
+    options: MoveOptions,
+    change: (c: PoolClient, attempt: number) => Promise<T>,
+  ): Promise<T> {
     const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
     const deadline = Date.now() + drainTimeoutMs;
-    for (let pause = FIRST_PAUSE_MS; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS)) {
+    for (let pause = FIRST_PAUSE_MS, attempt = 0; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS), attempt++) {
       checkWatch(options.watch);
       try {
-        return await this.inTransaction(change);
+        return await this.inTransaction((c) => change(c, attempt));
       } catch (err) {
         if ((err as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw err;
       }
@@ -760,6 +772,27 @@ async function refuseDependents(c: PoolClient, at: ShardTableLocation, what: str
       rows.map((r) => r.dependent),
       what,
     );
+}
+
+/**
+ * Locks the other tables the table's foreign keys reference, as dropping the keys will (their triggers go: ACCESS
+ * EXCLUSIVE). Writers take several parents in an order of their own (pgbench: accounts, tellers, branches), and while
+ * this holds one and waits for the next, a writer holding that one may queue behind it: the try runs out. Once this
+ * holds the table every such writer takes first, none is under way and the rest come free. So each try starts from
+ * another parent (`attempt`, in turn), and one in a few finds the writers' first.
+ */
+async function lockParents(c: PoolClient, oid: number, attempt: number): Promise<void> {
+  const { rows } = await c.query<{ name: string }>(
+    `SELECT pg_catalog.format('%I.%I', n.nspname, p.relname) AS name
+       FROM pg_catalog.pg_class p JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+      WHERE p.oid IN (SELECT confrelid FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1)
+      ORDER BY p.oid`,
+    [oid],
+  );
+  if (rows.length === 0) return;
+  const first = attempt % rows.length;
+  const inTurn = [...rows.slice(first), ...rows.slice(0, first)].map((r) => r.name);
+  await c.query(`LOCK TABLE ${inTurn.join(', ')} IN ACCESS EXCLUSIVE MODE`);
 }
 
 /** Waits `ms`, or less if `signal` aborts meanwhile (the next checkWatch says why). */

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { newPool } from '../catalog/pg-session';
+import { ident, newPool } from '../catalog/pg-session';
+import { liveShardName } from '../domain/names';
 import {
   checkWatch,
   type SetListing,
@@ -13,15 +14,7 @@ import {
 } from './driver';
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
-import {
-  ident,
-  OWN_SCHEMA,
-  PostgresTables,
-  type LiveName,
-  type ShardTableId,
-  type TableArea,
-  type TableDefinition,
-} from './postgres-tables';
+import { OWN_SCHEMA, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
 
 /**
  * The PostgreSQL storage driver: each storage node is a PostgreSQL database, and a shard is a real table there that
@@ -258,11 +251,10 @@ export class PostgresStorage implements StorageDriver {
   }
 }
 
-/** The shard's live table: the table's name for a table of one shard, `<name>_<shard>` for each of several. */
+/** The shard's live table (domain/names.ts's rule), as the driver needs it: the table's name must come with the ref. */
 export function liveNameOf(ref: ShardRef): LiveName {
   if (!ref.table) throw new InvalidShardRefError(`${describe(ref)}: the PostgreSQL driver needs the table's name`);
-  const { namespace, name, shards } = ref.table;
-  return { schema: namespace, table: shards === 1 ? name : `${name}_${ref.shard}` };
+  return liveShardName(ref.table, ref.shard);
 }
 
 function definitionOf(ref: ShardRef): TableDefinition {

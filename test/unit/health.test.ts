@@ -3,7 +3,6 @@ import {
   describeFindingLines,
   diagnose,
   judgeSet,
-  liveShardName,
   RESUMED_BY,
   type Finding,
   type HealthFacts,
@@ -11,10 +10,10 @@ import {
   type RecordedShardTable,
   type SetOnDisk,
 } from '../../domain/health';
+import { liveShardName } from '../../domain/names';
 import type { TableState } from '../../domain/states';
 import type { TableRecord } from '../../domain/table';
 import { formatHealth } from '../../cli/format';
-import { liveNameOf } from '../../storage/postgres';
 
 /*
  * What the doctor reports and the reconciler repairs, decided from facts alone (domain/health.ts): no server,
@@ -499,15 +498,5 @@ describe('shard tables changed outside tablefate (the records of a driver that k
       "outside-change table 12 (ns.t12) shard 0 on node-0: ns.t12's owner was changed outside tablefate from tf to bob",
       'outside-change table 77 (not in the catalog) shard 1 on node-1: x.y was dropped outside tablefate',
     ]);
-  });
-
-  test("the live name of a shard is the PostgreSQL driver's (liveNameOf)", () => {
-    for (const shards of [1, 2, 5]) {
-      const t = { namespace: 'shop', name: 'orders', shards };
-      for (let shard = 0; shard < shards; shard++) {
-        const driver = liveNameOf({ tableId: 1, shard, node: 'node-0', table: { ...t, params: { shards } } });
-        expect(liveShardName(t, shard)).toEqual(driver);
-      }
-    }
   });
 });
