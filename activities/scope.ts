@@ -57,11 +57,11 @@ export function callChecks(catalog: Catalog) {
    * server has cancelled this attempt: its workflow closed, or a newer attempt superseded it. (A local activity
    * has no heartbeat: it lives and dies with the workflow task that runs it.)
    */
-  const fenced = async (
+  const fenced = async <T = void>(
     scope: CallScope,
     shards: readonly ShardRef[],
-    change: (watch: Watch, shards: ShardRef[]) => Promise<void>,
-  ): Promise<void> => {
+    change: (watch: Watch, shards: ShardRef[]) => Promise<T>,
+  ): Promise<T> => {
     const owner = inScope(scope);
     const context = Context.current();
     const beat = context.info.isLocal ? undefined : () => context.heartbeat();
@@ -82,7 +82,7 @@ export function callChecks(catalog: Catalog) {
           table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params },
         }))
       : [...shards];
-    await change({ signal: context.cancellationSignal, beat }, described);
+    return change({ signal: context.cancellationSignal, beat }, described);
   };
 
   return { inScope, stepOf, fenced };

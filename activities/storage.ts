@@ -1,6 +1,6 @@
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseSets, judgeSet, type Finding, type SetOnDisk } from '../domain/health';
-import type { FatalStorageError, ShardArea, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
+import type { ChangeNotes, FatalStorageError, ShardArea, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { toActivityFailure, withFailureMapping } from './failures';
@@ -71,8 +71,11 @@ export function createStorageActivities(deps: StorageActivityDeps) {
      * answers cancelled only then (the workflow waits for that before it undoes anything). Made again (a retry, or
      * a worker lost mid-way), it finishes what is left: each shard's change is idempotent.
      */
-    async changeShardsOnNode(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<void> {
-      await fenced(input, input.shards, (watch, shards) => settleAll(shards, (shard) => applyChange(storage, input.change, shard, watch)));
+    async changeShardsOnNode(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<{ notes: ChangeNotes }> {
+      const said = await fenced(input, input.shards, (watch, shards) =>
+        settleAll(shards, (shard) => applyChange(storage, input.change, shard, watch)),
+      );
+      return { notes: said.flat() };
     },
 
     /** The bytes of each of these shards of this node, in order (`describe`, `ls`): a read, so no lock is needed. */
@@ -190,10 +193,13 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
   return withFailureMapping(activities, mapping);
 }
 
-function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<void> {
-  return change.method === 'moveShard'
-    ? storage.moveShard(shard, change.from, change.to, watch, { drainTimeoutMs: change.drainTimeoutMs })
-    : storage[change.method](shard, watch);
+/** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
+async function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<ChangeNotes> {
+  if (change.method !== 'moveShard') {
+    await storage[change.method](shard, watch);
+    return [];
+  }
+  return (await storage.moveShard(shard, change.from, change.to, watch, { drainTimeoutMs: change.drainTimeoutMs })) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

@@ -136,6 +136,7 @@ export function formatTable(table: TableInfo): string {
     ['purged', table.purgedAt ?? '-'],
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
+  for (const note of table.notes ?? []) fields.push(['note', note]);
   const width = Math.max(...fields.map(([k]) => k.length));
   return fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
 }

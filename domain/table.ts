@@ -67,6 +67,12 @@ export interface TableInfo {
    * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
    */
   bytes?: number | null;
+  /**
+   * What the operation could not do as the table had it, a sentence each, when anything (PostgreSQL, a recall: a
+   * foreign key put back NOT VALID because parent rows went while the table was in the trash, or not put back because
+   * its parent went). Absent otherwise.
+   */
+  notes?: string[];
 }
 
 function iso(ms: number | null): string | null {

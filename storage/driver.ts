@@ -4,6 +4,9 @@ import type { RecordedShardTable } from '../domain/health';
 // How a shard is addressed and changed is a contract between workflows, activities and storage (domain/contracts.ts).
 export type { ShardArea, ShardChange, ShardRef, StorageArea } from '../domain/contracts';
 
+/** What a change said beyond doing it, a sentence each. */
+export type ChangeNotes = string[];
+
 export interface ShardReport {
   tableId: number;
   shard: number;
@@ -78,8 +81,16 @@ export interface StorageDriver {
   /**
    * Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. `drainTimeoutMs`:
    * how long a driver whose tables others use (PostgreSQL) waits for them to let go before it gives up (TableBusy).
+   * Answers what the move could not do as the table had it, in words, if anything (PostgreSQL: a foreign key a recall put
+   * back NOT VALID, or could not put back).
    */
-  moveShard(shard: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch, opts?: { drainTimeoutMs?: number }): Promise<void>;
+  moveShard(
+    shard: ShardRef,
+    from: ShardArea,
+    to: ShardArea,
+    watch?: Watch,
+    opts?: { drainTimeoutMs?: number },
+  ): Promise<ChangeNotes | void>;
   /** Purge, first half: renames the trashed set to its garbage name. */
   markGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Undo of markGarbage: renames the garbage set back into the trash area. */

@@ -6,6 +6,7 @@ import {
   checkWatch,
   type SetListing,
   type ShardArea,
+  type ChangeNotes,
   type ShardRef,
   type ShardReport,
   type StorageArea,
@@ -116,11 +117,13 @@ export class PostgresStorage implements StorageDriver {
     });
   }
 
-  moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<void> {
-    return this.guard('moveShard', ref, async () => {
+  async moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<ChangeNotes> {
+    let notes: ChangeNotes = [];
+    await this.guard('moveShard', ref, async () => {
       checkWatch(watch);
-      await this.moveTo(ref, to, watch, opts.drainTimeoutMs);
+      notes = await this.moveTo(ref, to, watch, opts.drainTimeoutMs);
     });
+    return notes;
   }
 
   markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
@@ -225,9 +228,14 @@ export class PostgresStorage implements StorageDriver {
     await Promise.all([...this.byNode.values()].map((n) => n.pool.end()));
   }
 
-  /** A move: it drains the table first (postgres-tables.ts), heartbeating through `watch` while it waits. */
-  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, drainTimeoutMs?: number): Promise<void> {
-    await (await this.tablesOf(ref)).move(this.idOf(ref), to, to === 'live' ? liveNameOf(ref) : undefined, { watch, drainTimeoutMs });
+  /**
+   * A move: it drains the table first (postgres-tables.ts), heartbeating through `watch` while it waits. Answers what it
+   * said of the table's foreign keys, each note naming the table.
+   */
+  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, drainTimeoutMs?: number): Promise<ChangeNotes> {
+    const live = to === 'live' ? liveNameOf(ref) : undefined;
+    const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, drainTimeoutMs });
+    return notes.map((note) => `${live ? `${live.schema}.${live.table}` : describe(ref)}: ${note}`);
   }
 
   private idOf(ref: ShardRef): ShardTableId {

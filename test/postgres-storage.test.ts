@@ -256,6 +256,30 @@ test('a purge that meets a dependent made while the table was in the trash ends 
   expect((await h.client.purge({ tableId: table.id })).state).toBe('PURGED');
 });
 
+test("a recall whose key's parent rows went while it was in the trash keeps every row and says what it did", async () => {
+  // A user's table on every node (a key reaches only a table of its own database), the child wherever it is placed.
+  for (const node of nodes)
+    await node.query(
+      'CREATE SCHEMA IF NOT EXISTS crm; CREATE TABLE crm.accounts (id int primary key); INSERT INTO crm.accounts VALUES (1), (2)',
+    );
+  const child = await h.client.create({ table: 'crm.notes', columns: 'id int, aid int references crm.accounts on delete cascade' });
+  const db = nodeOf(child);
+  await db.query('INSERT INTO crm.notes VALUES (1, 1), (2, 1), (3, 2)');
+  await h.client.trash({ table: 'crm.notes', retentionSeconds: 3600 });
+  // The parent's delete does not reach into the trash: it would have cascaded to two rows.
+  await db.query('DELETE FROM crm.accounts WHERE id = 1');
+  const back = await h.client.undelete({ table: child.id });
+  expect(back.state).toBe('READY');
+  expect(back.notes).toEqual([
+    expect.stringMatching(/^crm\.notes: foreign key notes_aid_fkey is back NOT VALID, its old rows kept as they were/),
+  ]);
+  expect(await rows(db, 'SELECT id, aid FROM crm.notes ORDER BY id')).toEqual([
+    { id: 1, aid: 1 },
+    { id: 2, aid: 1 },
+    { id: 3, aid: 2 },
+  ]);
+});
+
 test('the reconciler surveys PostgreSQL nodes: a shard table no catalog row accounts for is reported, then collected through garbage', async () => {
   const sweeper = await Harness.start({ postgresNodes: nodeUrls, orphanGraceSeconds: 0 });
   const pool = new Pool({ connectionString: nodeUrls[1] });

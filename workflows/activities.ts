@@ -96,6 +96,7 @@ export function operationCalls(catalogId: string | undefined) {
     return table;
   };
   const changeShardsBefore = shardChangesBeforeNodeActivities(scope, step);
+  const notes: string[] = [];
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
   return {
@@ -178,17 +179,21 @@ export function operationCalls(catalogId: string | undefined) {
     changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
       const shards = shardsOf(table);
       if (!patched(PATCHES.shardChangesOnNodeActivities)) return changeShardsBefore(shards, change, onShard);
-      return settleAll(nodesOf(shards), async ([node, held]) => {
+      await settleAll(nodesOf(shards), async ([node, held]) => {
         const summary = describeShardChange(
           change,
           table.id,
           held.map((shard) => shard.shard),
           node,
         );
-        await shardsOnNode(node, summary)({ change, shards: held, ...scope });
+        // (A node's answer before nodes said anything is empty.)
+        const answer = await shardsOnNode(node, summary)({ change, shards: held, ...scope });
+        notes.push(...(answer?.notes ?? []));
         held.forEach(() => onShard());
       });
     },
+    /** What the run's shard changes said beyond doing them (a recall's foreign keys it could not put back as they were). */
+    notes: (): readonly string[] => notes,
   };
 }
 

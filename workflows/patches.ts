@@ -124,7 +124,10 @@ export function shardChangesBeforeNodeActivities(scope: CallScope, numbered: (na
     return done.then(onShard);
   };
   return async (shards: ShardRef[], change: ShardChange, onShard: () => void): Promise<void> => {
-    if (!patched(PATCHES.shardChangesInWorkflowTask) || noneHere) return settleAll(shards, onQueue(change, onShard));
+    if (!patched(PATCHES.shardChangesInWorkflowTask) || noneHere) {
+      await settleAll(shards, onQueue(change, onShard));
+      return;
+    }
     let elsewhere: string[];
     try {
       ({ elsewhere } = await shardsHere.changeShardsHere({ change, shards, ...numbered('changeShardsHere') }));
@@ -132,11 +135,12 @@ export function shardChangesBeforeNodeActivities(scope: CallScope, numbered: (na
       if (!stoppedHere(err)) throw err;
       // This worker's storage failed fatally and it is stopping: the nodes' queues hold the change for a worker that
       // serves them again.
-      return settleAll(shards, onQueue(change, onShard));
+      await settleAll(shards, onQueue(change, onShard));
+      return;
     }
     noneHere = elsewhere.length === new Set(shards.map((s) => s.node)).size;
     for (const shard of shards) if (!elsewhere.includes(shard.node)) onShard();
-    return settleAll(
+    await settleAll(
       shards.filter((s) => elsewhere.includes(s.node)),
       onQueue(change, onShard),
     );

@@ -40,7 +40,8 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       },
     ),
   );
-  return toTableInfo(table);
+  const notes = calls.notes();
+  return notes.length > 0 ? { ...toTableInfo(table), notes: [...notes] } : toTableInfo(table);
 }
 
 /** What a recall carries from step to step: the table, and the trash it is being recalled from. */

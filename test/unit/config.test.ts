@@ -2,6 +2,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { InvalidInputError } from '../../domain/errors';
+import { redactUrl } from '../../domain/deployment';
 import { DEFAULT_STORAGE_RETRY_ATTEMPTS, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../../domain/limits';
 import { parseRequest, trashRequestSchema } from '../../domain/requests';
 import { assertNodesHoldAllShards, shardsBeyond } from '../../storage/nodes';
@@ -153,5 +154,18 @@ describe('storage nodes beyond the configured count', () => {
 
   test('a storage directory that does not exist yet holds nothing', async () => {
     await assertNodesHoldAllShards(path.join(root, 'missing'), 1);
+  });
+});
+
+describe('redactUrl', () => {
+  test('a password is never shown, in its user part or as a query parameter (any case), and nothing else changes', () => {
+    expect(redactUrl('postgres://tf:s3cret@db1:5432/app')).toBe('postgres://tf@db1:5432/app');
+    expect(redactUrl('postgres://tf@db1:5432/app?sslmode=require&password=s3cret')).toBe(
+      'postgres://tf@db1:5432/app?sslmode=require&password=REDACTED',
+    );
+    expect(redactUrl('postgresql://db1/app?PassWord=s3cret&application_name=x')).not.toContain('s3cret');
+    expect(redactUrl('postgres://tf@db1:5432/app?sslmode=require')).toBe('postgres://tf@db1:5432/app?sslmode=require');
+    // Not a url at all: the user part and the parameter are still cut.
+    expect(redactUrl('postgres://tf:s3cret@[bad/app?password=again')).not.toMatch(/s3cret|again/);
   });
 });

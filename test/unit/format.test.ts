@@ -1,4 +1,5 @@
-import { formatBytes } from '../../cli/format';
+import { formatBytes, formatTable } from '../../cli/format';
+import type { TableInfo } from '../../domain/table';
 
 describe('formatBytes', () => {
   test('writes sizes as pg_size_pretty does: bytes up to 10 kB, then the next unit of 1024, rounded', () => {
@@ -15,5 +16,33 @@ describe('formatBytes', () => {
   test('says "?" for a size the nodes did not give, "-" for one nobody asked for', () => {
     expect(formatBytes(null)).toBe('?');
     expect(formatBytes(undefined)).toBe('-');
+  });
+});
+
+describe('formatTable', () => {
+  const table: TableInfo = {
+    id: 7,
+    namespace: 'crm',
+    name: 'notes',
+    state: 'READY',
+    shards: 1,
+    placement: [{ shard: 0, node: 'node-0' }],
+    createdAt: '2026-12-04T00:00:00.000Z',
+    droppedAt: null,
+    expireAt: null,
+    purgedAt: null,
+    hold: null,
+  };
+
+  test("a recall's notes come last, a line each; a table without notes has no note line", () => {
+    const lines = formatTable({
+      ...table,
+      notes: ['crm.notes: foreign key a is back NOT VALID', 'crm.notes: foreign key b was not put back'],
+    }).split('\n');
+    expect(lines.slice(-2)).toEqual([
+      'note     crm.notes: foreign key a is back NOT VALID',
+      'note     crm.notes: foreign key b was not put back',
+    ]);
+    expect(formatTable(table)).not.toMatch(/^note /m);
   });
 });
