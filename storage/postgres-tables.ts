@@ -256,7 +256,7 @@ export class PostgresTables {
     }
     await this.inTransaction(async (c) => {
       await this.lockShard(c, id);
-      if (await this.locate(id, c)) return;
+      if (await this.madeAlready(c, id)) return;
       await this.refuseStranger(c, live);
       await ensureSchema(c, live.schema);
       const body = 'columns' in definition ? definition.columns : `LIKE ${likeSource(definition.like)} INCLUDING ALL`;
@@ -285,6 +285,13 @@ export class PostgresTables {
     });
   }
 
+  /** Whether the shard's table was made (or adopted) already: a retry. Made, then dropped or moved by hand, is ShardMissing. */
+  private async madeAlready(c: PoolClient, id: ShardTableId): Promise<boolean> {
+    const placed = await this.locate(id, c);
+    if (placed?.drift) throw missing(id, placed.drift);
+    return placed !== null;
+  }
+
   /**
    * Records the table that already exists at `live` as this shard's (an adopt), in one transaction: from then on it is
    * found by its oid, as a table tablefate made. Recorded already (a retry) is success. Refused, with nothing changed:
@@ -295,7 +302,7 @@ export class PostgresTables {
   async adopt(id: ShardTableId, live: LiveName): Promise<void> {
     await this.inTransaction(async (c) => {
       await this.lockShard(c, id);
-      if (await this.locate(id, c)) return;
+      if (await this.madeAlready(c, id)) return;
       const name = `${live.schema}.${live.table}`;
       const { rows } = await c.query<{
         oid: string;

@@ -117,7 +117,13 @@ export class PostgresStorage implements StorageDriver {
     });
   }
 
-  async moveShard(ref: ShardRef, _from: ShardArea, to: ShardArea, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<ChangeNotes> {
+  async moveShard(
+    ref: ShardRef,
+    _from: ShardArea,
+    to: ShardArea,
+    watch?: Watch,
+    opts: { drainTimeoutMs?: number } = {},
+  ): Promise<ChangeNotes> {
     let notes: ChangeNotes = [];
     await this.guard('moveShard', ref, async () => {
       checkWatch(watch);

@@ -1,11 +1,9 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client as TemporalClient, Connection } from '@temporalio/client';
 import { Client } from 'pg';
 import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import { sleep } from './support/wait';
@@ -44,17 +42,8 @@ beforeAll(async () => {
     await client.connect();
     psql.push(client);
   }
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-pgdoctor-'));
-  env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
-    TABLEFATE_LOG_LEVEL: 'warn',
-    TABLEFATE_RECONCILE_SECONDS: '0',
-    TABLEFATE_STORAGE_DRIVER: 'postgres',
-    TABLEFATE_STORAGE_URLS: urls.join(','),
-  };
+  ({ home, env } = await cliTestHome('pgdoctor', NAMESPACE));
+  env = { ...env, TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: urls.join(',') };
   connection = await Connection.connect({ address: testServerAddress() });
   await ensureNamespace(connection, NAMESPACE);
   worker = await startCliWorker(connection, env);

@@ -1,11 +1,9 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Connection } from '@temporalio/client';
 import { Client, Pool } from 'pg';
 import { jsonOf, runCliInProcess, type CliProcess } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import { PostgresStorage } from '../storage/postgres';
@@ -462,17 +460,8 @@ describe('the command line', () => {
 
   beforeAll(async () => {
     urls = [await database('pgguardcli'), await database('pgguardcli')];
-    home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-pgguard-'));
-    env = {
-      ...process.env,
-      TABLEFATE_HOME: home,
-      TEMPORAL_ADDRESS: testServerAddress(),
-      TEMPORAL_NAMESPACE: NAMESPACE,
-      TABLEFATE_LOG_LEVEL: 'warn',
-      TABLEFATE_RECONCILE_SECONDS: '0',
-      TABLEFATE_STORAGE_DRIVER: 'postgres',
-      TABLEFATE_STORAGE_URLS: urls.map((u) => as(u, WORKER)).join(','),
-    };
+    ({ home, env } = await cliTestHome('pgguard', NAMESPACE));
+    env = { ...env, TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: urls.map((u) => as(u, WORKER)).join(',') };
   });
 
   afterAll(async () => {

@@ -225,6 +225,14 @@ describe('a table changed behind tablefate is ShardMissing, and nothing is done 
     expect(await rowsOf('SELECT id FROM app.people')).toEqual([{ id: 1 }]);
   });
 
+  test('a create made again (a retry) after its table was dropped by hand is ShardMissing, not READY on nothing', async () => {
+    const id = shard(35);
+    await tables.create(id, { schema: 'app', table: 't35' }, { columns: 'id int' });
+    await user.query('DROP TABLE app.t35');
+    await expect(tables.create(id, { schema: 'app', table: 't35' }, { columns: 'id int' })).rejects.toBeInstanceOf(ShardMissingError);
+    expect(await rowsOf("SELECT to_regclass('app.t35') AS t")).toEqual([{ t: null }]);
+  });
+
   test('moved to another schema, dropped, or its oid naming another kind of relation: each is missing, and said', async () => {
     await user.query('CREATE SCHEMA IF NOT EXISTS elsewhere');
     for (const tableId of [32, 33, 34]) await tables.create(shard(tableId), { schema: 'app', table: `t${tableId}` }, { columns: 'id int' });
