@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import { InvalidInputError } from '../domain/errors';
+import { redactUrl } from '../domain/deployment';
 import { findGoTool, findServerSchemas, TEMPORAL_SERVER, TEMPORAL_SERVER_VERSION, TEMPORAL_SQL_TOOL, TEMPORAL_UI_SERVER } from './go-tools';
 import { freePorts, freePortsBetween, HOST, logTail, tcpAccepts } from './local-host';
 import {
@@ -168,7 +169,7 @@ function parsePostgresUrl(url: string): Omit<ClusterState['database'], 'names'> 
   try {
     parsed = new URL(url);
   } catch {
-    throw new InvalidInputError(`--postgres: not a URL: ${url} (postgres://user:password@host:port)`);
+    throw new InvalidInputError(`--postgres: not a URL: ${redactUrl(url)} (postgres://user:password@host:port)`);
   }
   if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
     throw new InvalidInputError(`--postgres: a postgres:// URL is expected, got ${parsed.protocol}//...`);
