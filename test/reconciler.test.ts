@@ -32,12 +32,15 @@ function findingsOf(report: ReconcileReport, id: number): Finding[] {
   });
 }
 
+/** How long an orphan set is left alone: long enough for two reconcile passes on a loaded machine, short enough to wait out. */
+const ORPHAN_GRACE_SECONDS = 5;
+
 describe('the reconciler', () => {
   let h: Harness;
   let bundleFile: string;
   let storageRoot: string;
   beforeAll(async () => {
-    h = await Harness.start({ orphanGraceSeconds: 3 });
+    h = await Harness.start({ orphanGraceSeconds: ORPHAN_GRACE_SECONDS });
     storageRoot = path.join(h.home, 'storage');
     // The crashing worker is a child process: it loads the run's bundle from its file instead of building it again.
     bundleFile = await workflowBundleFile();
@@ -330,6 +333,10 @@ describe('the reconciler', () => {
     const movedFiles = setFiles(storageRoot, shardOf(moved), 'trash');
 
     const orphanFiles = [...spare, ...offPlacement, ...ghostFiles, ...goneFiles];
+    // Their grace runs from now (a file's ctime is when it last changed), not from when the setup above began to write
+    // them: however slow that was, the two passes below start well within it.
+    const now = new Date();
+    for (const file of orphanFiles) await fs.promises.utimes(file, now, now);
     const orphanSummary = (report: ReconcileReport) =>
       report.findings.map((f) =>
         f.kind === 'orphan'
@@ -421,7 +428,7 @@ describe('the reconciler', () => {
     const held = await h.client.create({ table: 'rec.held', shards: 1 });
     const spare = await copySet(storageRoot, shardOf(held), 'live', 'trash');
     const stray = await writeSet(storageRoot, { ...shardOf(held), shard: 7 }, 'live');
-    await sleep(3_100);
+    await sleep(ORPHAN_GRACE_SECONDS * 1000 + 100);
     const before = await h.shardReports(held);
     // ... that the running run holds.
     expect(await h.catalog.acquireLock(`table:${held.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({
