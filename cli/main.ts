@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { loadClientConfig } from '../config/client';
 import { loadConfig, type Config } from '../worker/config';
 import { quarantineCommand } from './quarantine';
-import { InvalidInputError, ServerUnreachableError, TableFateError, type TableFateErrorType } from '../domain/errors';
+import { exitCodeForType, InvalidInputError, ServerUnreachableError, TableFateError } from '../domain/errors';
 import type { TableInfo } from '../domain/table';
 import { DEFAULT_TIMEOUT_MS, TableFateClient, type WriteOptions } from '../client/client';
 import { applicationFailureOf } from '../client/errors';
@@ -104,7 +104,7 @@ on a terminal (and without --json), a write that waits shows on stderr what its 
 environment: TABLEFATE_HOME (default ./.tablefate), TEMPORAL_ADDRESS (default 127.0.0.1:7233),
 TEMPORAL_NAMESPACE (default default).
 exit codes: 0 ok, 2 invalid input, 3 not found, in the trash, or no such lease, 4 exists, name taken, wrong
-state, has dependents, busy or on hold,
+state, has dependents, busy, on hold or a shard table missing,
 5 no answer within --timeout or the server lost after the start (the operation may go on),
 6 no catalog, no worker or no server (nothing started),
 7 the operation failed (lock lost, storage fault, wrong catalog, workflow terminated...), 1 other;
@@ -118,41 +118,11 @@ only waits for its expiry (nothing cancelled).`;
 /** A command line that does not parse: exit 2, like invalid input. */
 class UsageError extends Error {}
 
-const EXIT_CODES: Record<TableFateErrorType, number> = {
-  InvalidInput: 2,
-  TableNotFound: 3,
-  TableInTrash: 3,
-  TableExists: 4,
-  NameTaken: 4,
-  WrongState: 4,
-  HasDependents: 4,
-  TableBusy: 4,
-  OnHold: 4,
-  LeaseNotFound: 3,
-  ShardMissing: 4,
-  OperationNotFound: 3,
-  // The call gave up waiting; the operation goes on in the background.
-  OperationTimeout: 5,
-  // Nothing could start: the deployment is not there (or not where the environment says).
-  CatalogNotFound: 6,
-  NoWorker: 6,
-  ServerUnreachable: 6,
-  // The operation ran and failed for a reason other than the request.
-  LockLost: 7,
-  StorageFault: 7,
-  WrongCatalog: 7,
-  TrashRunAnswered: 7,
-  WorkflowTerminated: 7,
-  WorkflowCancelled: 7,
-  WorkflowTimedOut: 7,
-  OperationFailed: 7,
-};
-
 export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return 2;
   // The server was lost after the start: like a timeout, the operation may go on.
   if (err instanceof ServerUnreachableError && err.mayHaveStarted) return 5;
-  if (err instanceof TableFateError) return EXIT_CODES[err.type];
+  if (err instanceof TableFateError) return exitCodeForType(err.type);
   return 1;
 }
 

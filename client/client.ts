@@ -24,6 +24,7 @@ import {
   TableNotFoundError,
   WrongStateError,
 } from '../domain/errors';
+import { notRenamable, onHold } from '../domain/refusals';
 import { toLeaseInfo, type LeaseInfo } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { defaultSettings, effectiveSetting, SETTING_KEYS, type EffectiveSetting } from '../domain/settings';
@@ -450,12 +451,7 @@ export class TableFateClient {
     const table = await this.catalog.getTable(tableId);
     if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
     // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
-    if (table.state === 'TRASHED' && table.hold) {
-      throw new OnHoldError(
-        `table ${tableId} is on hold since ${new Date(table.hold.since).toISOString()}` +
-          `${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}; release it first`,
-      );
-    }
+    if (table.state === 'TRASHED' && table.hold) throw onHold({ ...table, hold: table.hold });
     const record = OPERATIONS.purge;
     const workflowId = record.workflowId(tableId, this.catalog.id);
     const op = { workflowId, what: `purge of table ${tableId}`, check: `\`tablefate describe ${tableId}\``, onDetails: opts.onDetails };
@@ -495,7 +491,7 @@ export class TableFateClient {
     const table = ref.kind === 'id' ? await this.catalog.getTable(ref.id) : await this.liveTable(ref);
     if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
     // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
-    if (table.state !== 'READY') throw new WrongStateError(`table ${table.id} is ${table.state}; only a READY table can be renamed`);
+    if (table.state !== 'READY') throw notRenamable(table);
     if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
     const tableId = table.id;
     const record = OPERATIONS.rename;

@@ -5,30 +5,46 @@
  * - OperationFailedError: the operation ran and failed otherwise (OPERATION_FAILURE_TYPES);
  * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError,
  *   OperationNotFoundError.
- * The command line's exit code follows the type (cli/main.ts, README).
+ * Each type is said once, below, with the command line's exit code (README's table says the same to a person).
  */
-export const DOMAIN_ERROR_TYPES = [
-  'InvalidInput',
-  'TableNotFound',
-  'TableInTrash',
-  'TableExists',
-  'NameTaken',
-  'WrongState',
-  'HasDependents',
-  'TableBusy',
-  'OnHold',
-  'LeaseNotFound',
-  'ShardMissing',
-] as const;
 
-export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
+/** The domain failures: what each means, and the command line's exit code. Its class is made from this (below). */
+const DOMAIN_ERRORS = {
+  /** The request is malformed; nothing was started and nothing changed. */
+  InvalidInput: { exitCode: 2 },
+  TableNotFound: { exitCode: 3 },
+  /** The table exists but is in the trash: it can be recalled, not used (Accumulo's TableDeletedException). */
+  TableInTrash: { exitCode: 3 },
+  TableExists: { exitCode: 4 },
+  /** An undelete's target name belongs to another table; recall under a new name. */
+  NameTaken: { exitCode: 4 },
+  /** The table is not in a state that allows the operation (for instance purge of a READY table). */
+  WrongState: { exitCode: 4 },
+  /** PostgreSQL driver: objects outside the table depend on it, so it is not trashed (or purged); nothing changed. */
+  HasDependents: { exitCode: 4 },
+  /** Leases, or (PostgreSQL) other sessions, held the table past the drop's drain deadline; the drop was taken back. */
+  TableBusy: { exitCode: 4 },
+  /** The table is under a legal hold: nothing purges it until it is released; nothing changed. */
+  OnHold: { exitCode: 4 },
+  /** No such lease: never taken, released already, or expired and forgotten. */
+  LeaseNotFound: { exitCode: 3 },
+  /**
+   * PostgreSQL driver: a shard table is not where tablefate put it (dropped, renamed or moved outside tablefate, or its
+   * oid now names another relation). Nothing was done to whatever is there; `tablefate doctor` reports it.
+   */
+  ShardMissing: { exitCode: 4 },
+} as const satisfies Record<string, { exitCode: number }>;
+
+export type DomainErrorType = keyof typeof DOMAIN_ERRORS;
+export const DOMAIN_ERROR_TYPES = Object.keys(DOMAIN_ERRORS) as DomainErrorType[];
 
 export function isDomainErrorType(type: unknown): type is DomainErrorType {
-  return typeof type === 'string' && (DOMAIN_ERROR_TYPES as readonly string[]).includes(type);
+  return typeof type === 'string' && Object.hasOwn(DOMAIN_ERRORS, type);
 }
 
 /**
- * Why an operation that ran failed, when the reason is not the request (an OperationFailedError's `type`):
+ * Why an operation that ran failed, when the reason is not the request (an OperationFailedError's `type`); each ends
+ * the command line with 7.
  * - `LockLost`: another operation took the table's lock over while this one ran; it stopped, undoing nothing.
  * - `StorageFault`: a storage fault retrying cannot fix; what the operation had done was undone where possible.
  * - `WrongCatalog`: the worker that picked it up serves another catalog (two catalogs share a task queue).
@@ -54,95 +70,68 @@ export function isOperationFailureType(type: unknown): type is OperationFailureT
   return typeof type === 'string' && (OPERATION_FAILURE_TYPES as readonly string[]).includes(type);
 }
 
+/** The client's own failures, and their exit codes. */
+const CLIENT_ERRORS = {
+  OperationNotFound: { exitCode: 3 },
+  // The call gave up waiting; the operation goes on in the background.
+  OperationTimeout: { exitCode: 5 },
+  // Nothing could start: the deployment is not there (or not where the environment says).
+  CatalogNotFound: { exitCode: 6 },
+  NoWorker: { exitCode: 6 },
+  ServerUnreachable: { exitCode: 6 },
+} as const satisfies Record<string, { exitCode: number }>;
+
 /** Every `type` a TableFateError can have: the domain's, an operation's failure, or the client's own. */
-export type TableFateErrorType =
-  DomainErrorType | OperationFailureType | 'OperationTimeout' | 'NoWorker' | 'CatalogNotFound' | 'ServerUnreachable' | 'OperationNotFound';
+export type TableFateErrorType = DomainErrorType | OperationFailureType | keyof typeof CLIENT_ERRORS;
+
+/** The command line's exit code for an error of `type`. */
+export function exitCodeForType(type: TableFateErrorType): number {
+  if (isDomainErrorType(type)) return DOMAIN_ERRORS[type].exitCode;
+  if (isOperationFailureType(type)) return 7;
+  return CLIENT_ERRORS[type].exitCode;
+}
 
 /** Everything the SDK throws on purpose is one of these: `type` says which, `name` is the class's name. */
 export abstract class TableFateError extends Error {
   abstract readonly type: TableFateErrorType;
 }
 
-/** The request is malformed; nothing was started and nothing changed. */
-export class InvalidInputError extends TableFateError {
-  readonly type = 'InvalidInput';
-  override readonly name = 'InvalidInputError';
+const CLASSES = {} as Record<DomainErrorType, new (message: string) => TableFateError>;
+
+/** The class of a domain failure: `<type>Error`, whose `type` is the type. */
+function domainErrorClass<T extends DomainErrorType>(type: T) {
+  const name = `${type}Error`;
+  const made = class extends TableFateError {
+    readonly type: T = type;
+    override readonly name: string = name;
+  };
+  Object.defineProperty(made, 'name', { value: name });
+  CLASSES[type] = made;
+  return made;
 }
 
-export class TableNotFoundError extends TableFateError {
-  readonly type = 'TableNotFound';
-  override readonly name = 'TableNotFoundError';
-}
-
-/** The table exists but is in the trash: it can be recalled, not used (Accumulo's TableDeletedException). */
-export class TableInTrashError extends TableFateError {
-  readonly type = 'TableInTrash';
-  override readonly name = 'TableInTrashError';
-}
-
-export class TableExistsError extends TableFateError {
-  readonly type = 'TableExists';
-  override readonly name = 'TableExistsError';
-}
-
-/** An undelete's target name belongs to another table; recall under a new name. */
-export class NameTakenError extends TableFateError {
-  readonly type = 'NameTaken';
-  override readonly name = 'NameTakenError';
-}
-
-/** The table is not in a state that allows the operation (for instance purge of a READY table). */
-export class WrongStateError extends TableFateError {
-  readonly type = 'WrongState';
-  override readonly name = 'WrongStateError';
-}
-
-/** PostgreSQL driver: views or other tables' foreign keys depend on the table, so it is not trashed; nothing changed. */
-export class HasDependentsError extends TableFateError {
-  readonly type = 'HasDependents';
-  override readonly name = 'HasDependentsError';
-}
-
-/** PostgreSQL driver: other sessions held the table past the drop's drain deadline; the drop was taken back. */
-export class TableBusyError extends TableFateError {
-  readonly type = 'TableBusy';
-  override readonly name = 'TableBusyError';
-}
-
-/** The table is under a legal hold: nothing purges it until it is released; nothing changed. */
-export class OnHoldError extends TableFateError {
-  readonly type = 'OnHold';
-  override readonly name = 'OnHoldError';
-}
-
-/** No such lease: never taken, released already, or expired and forgotten. */
-export class LeaseNotFoundError extends TableFateError {
-  readonly type = 'LeaseNotFound';
-  override readonly name = 'LeaseNotFoundError';
-}
-
-/**
- * PostgreSQL driver: a shard table is not where tablefate put it (dropped, renamed or moved outside tablefate, or its
- * oid now names another relation). Nothing was done to whatever is there; `tablefate doctor` reports it.
- */
-export class ShardMissingError extends TableFateError {
-  readonly type = 'ShardMissing';
-  override readonly name = 'ShardMissingError';
-}
-
-const CLASSES: Record<DomainErrorType, new (message: string) => TableFateError> = {
-  InvalidInput: InvalidInputError,
-  TableNotFound: TableNotFoundError,
-  TableInTrash: TableInTrashError,
-  TableExists: TableExistsError,
-  NameTaken: NameTakenError,
-  WrongState: WrongStateError,
-  HasDependents: HasDependentsError,
-  TableBusy: TableBusyError,
-  OnHold: OnHoldError,
-  LeaseNotFound: LeaseNotFoundError,
-  ShardMissing: ShardMissingError,
-};
+export const InvalidInputError = domainErrorClass('InvalidInput');
+export type InvalidInputError = InstanceType<typeof InvalidInputError>;
+export const TableNotFoundError = domainErrorClass('TableNotFound');
+export type TableNotFoundError = InstanceType<typeof TableNotFoundError>;
+export const TableInTrashError = domainErrorClass('TableInTrash');
+export type TableInTrashError = InstanceType<typeof TableInTrashError>;
+export const TableExistsError = domainErrorClass('TableExists');
+export type TableExistsError = InstanceType<typeof TableExistsError>;
+export const NameTakenError = domainErrorClass('NameTaken');
+export type NameTakenError = InstanceType<typeof NameTakenError>;
+export const WrongStateError = domainErrorClass('WrongState');
+export type WrongStateError = InstanceType<typeof WrongStateError>;
+export const HasDependentsError = domainErrorClass('HasDependents');
+export type HasDependentsError = InstanceType<typeof HasDependentsError>;
+export const TableBusyError = domainErrorClass('TableBusy');
+export type TableBusyError = InstanceType<typeof TableBusyError>;
+export const OnHoldError = domainErrorClass('OnHold');
+export type OnHoldError = InstanceType<typeof OnHoldError>;
+export const LeaseNotFoundError = domainErrorClass('LeaseNotFound');
+export type LeaseNotFoundError = InstanceType<typeof LeaseNotFoundError>;
+export const ShardMissingError = domainErrorClass('ShardMissing');
+export type ShardMissingError = InstanceType<typeof ShardMissingError>;
 
 export function domainError(type: DomainErrorType, message: string): TableFateError {
   return new CLASSES[type](message);

@@ -1,16 +1,17 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import {
-  HasDependentsError as DependentsRefusal,
+  HasDependentsError,
   InvalidInputError,
   NameTakenError,
   ShardMissingError,
-  TableBusyError as BusyRefusal,
+  TableBusyError,
   TableExistsError,
   TableNotFoundError,
 } from '../domain/errors';
 import { checkColumnDefinitions } from '../domain/columns';
 import { checkWatch, type Watch } from './driver';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { ident, inPgTransaction } from '../catalog/pg-session';
 
 /**
@@ -85,15 +86,9 @@ export const { own: OWN_SCHEMA, trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA } =
 const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA };
 const SHARDS = `"${OWN_SCHEMA}"."shards"`;
 
-/** A trash refused because objects outside the table depend on it: they would follow it into the trash, or strand its purge. */
-export class HasDependentsError extends DependentsRefusal {
-  constructor(
-    table: string,
-    readonly dependents: readonly string[],
-    what = 'trashed',
-  ) {
-    super(`${table} cannot be ${what} while others depend on it: ${dependents.join(', ')}; drop them first`);
-  }
+/** A trash (or purge) refused because objects outside the table depend on it: they would follow it into the trash, or strand its purge. */
+function hasDependents(table: string, dependents: readonly string[], what: string): HasDependentsError {
+  return new HasDependentsError(`${table} cannot be ${what} while others depend on it: ${dependents.join(', ')}; drop them first`);
 }
 
 /** A session that held the table while a move drained it. */
@@ -105,21 +100,15 @@ export interface TableHolder {
   since: Date | null;
 }
 
-/** A move that could not have the table to itself before its drain deadline: other sessions kept it. */
-export class TableBusyError extends BusyRefusal {
-  constructor(
-    table: string,
-    drainTimeoutMs: number,
-    readonly holders: readonly TableHolder[],
-  ) {
-    const named = holders.map(
-      (h) => `pid ${h.pid} (user ${h.user ?? '?'}, application "${h.applicationName}", since ${h.since?.toISOString() ?? '?'})`,
-    );
-    super(
-      `${table} is still in use after ${drainTimeoutMs} ms of waiting: ` +
-        (named.length > 0 ? `held by ${named.join(', ')}` : 'its holders had just let it go'),
-    );
-  }
+/** A move that could not have the table to itself before its drain deadline: other sessions kept it, each named. */
+function tableBusy(table: string, drainTimeoutMs: number, holders: readonly TableHolder[]): TableBusyError {
+  const named = holders.map(
+    (h) => `pid ${h.pid} (user ${h.user ?? '?'}, application "${h.applicationName}", since ${h.since?.toISOString() ?? '?'})`,
+  );
+  return new TableBusyError(
+    `${table} is still in use after ${drainTimeoutMs} ms of waiting: ` +
+      (named.length > 0 ? `held by ${named.join(', ')}` : 'its holders had just let it go'),
+  );
 }
 
 export interface MoveOptions {
@@ -134,7 +123,7 @@ export interface MoveOutcome {
   notes: string[];
 }
 
-export const DEFAULT_DRAIN_TIMEOUT_MS = 60_000;
+export const DEFAULT_DRAIN_TIMEOUT_MS = DEFAULT_DRAIN_TIMEOUT_SECONDS * 1000;
 // Each try queues an ACCESS EXCLUSIVE request that every later reader of the table waits behind: keep it short.
 const LOCK_TRY = '100ms';
 const FIRST_PAUSE_MS = 50;
@@ -522,7 +511,7 @@ export class PostgresTables {
   /** The error of a drain that ran out of time, naming the sessions holding the table now (ours excluded). */
   private async busy(id: ShardTableId, drainTimeoutMs: number): Promise<TableBusyError> {
     const at = await this.locate(id);
-    if (!at) return new TableBusyError(describe(id), drainTimeoutMs, []);
+    if (!at) return tableBusy(describe(id), drainTimeoutMs, []);
     const { rows } = await this.pool.query<{ pid: number; user: string | null; application_name: string; since: Date | null }>(
       `SELECT DISTINCT ON (a.pid) a.pid, a.usename AS user, a.application_name, coalesce(a.xact_start, a.query_start) AS since
          FROM pg_catalog.pg_locks l
@@ -536,7 +525,7 @@ export class PostgresTables {
       [at.oid],
     );
     const holders = rows.map((r) => ({ pid: r.pid, user: r.user, applicationName: r.application_name, since: r.since }));
-    return new TableBusyError(`${at.schema}.${at.table}`, drainTimeoutMs, holders);
+    return tableBusy(`${at.schema}.${at.table}`, drainTimeoutMs, holders);
   }
 
   /**
@@ -774,7 +763,7 @@ async function refuseDependents(c: PoolClient, at: ShardTableLocation, what: str
     [at.oid],
   );
   if (rows.length > 0)
-    throw new HasDependentsError(
+    throw hasDependents(
       `${at.schema}.${at.table}`,
       rows.map((r) => r.dependent),
       what,

@@ -1,13 +1,11 @@
 import { Client, Pool } from 'pg';
-import { NameTakenError, ShardMissingError } from '../domain/errors';
+import { HasDependentsError, NameTakenError, ShardMissingError, TableBusyError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { PostgresStorage } from '../storage/postgres';
 import {
   GARBAGE_SCHEMA,
-  HasDependentsError,
   parkedName,
   PostgresTables,
-  TableBusyError,
   TRASH_SCHEMA,
   type ShardTableId,
 } from '../storage/postgres-tables';

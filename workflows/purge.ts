@@ -1,6 +1,7 @@
 import { log, patched } from '@temporalio/workflow';
 import { OPERATIONS, type PurgeInput } from '../domain/operations';
-import { OnHoldError, TableNotFoundError, WrongStateError } from '../domain/errors';
+import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { onHold } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
@@ -64,12 +65,7 @@ function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord
         throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
       }
       if (table.hold) {
-        const why = table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)';
-        if (input.trigger === 'manual') {
-          throw asFailure(
-            new OnHoldError(`table ${table.id} is on hold since ${new Date(table.hold.since).toISOString()}${why}; release it first`),
-          );
-        }
+        if (input.trigger === 'manual') throw asFailure(onHold({ ...table, hold: table.hold }));
         log.info('table is on hold: not purged', { tableId: table.id, trigger: input.trigger });
         return finished(table);
       }

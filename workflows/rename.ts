@@ -1,5 +1,6 @@
 import { OPERATIONS, type RenameInput } from '../domain/operations';
-import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { TableNotFoundError } from '../domain/errors';
+import { notRenamable } from '../domain/refusals';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import { operationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
@@ -27,9 +28,7 @@ export async function renameTable(input: RenameInput): Promise<TableInfo> {
         call: async () => {
           const table = await calls.getTable(input.tableId);
           if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
-          if (table.state !== 'READY') {
-            throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a READY table can be renamed`));
-          }
+          if (table.state !== 'READY') throw asFailure(notRenamable(table));
           return table;
         },
       },
