@@ -1,4 +1,4 @@
-import { failureOf, sleep, waitFor } from './support/wait';
+import { failureOf, waitFor } from './support/wait';
 import { Harness } from './support/harness';
 import { cancelHeard } from './support/runs';
 import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
@@ -9,7 +9,7 @@ import { workflowIdFor } from '../domain/operations';
 /*
  * However an operation fails, the SDK's caller gets a TableFateError with a `type`, never a raw Temporal error:
  * proved here on the real paths (a storage fault, a worker of another catalog, a workflow terminated or
- * cancelled while the caller waits); for every failure type on the mapping itself in test/unit/client-errors.test.ts.
+ * cancelled while the caller waits); for every failure type on the mapping itself in test/unit/failure-mapping.test.ts.
  */
 
 let h: Harness;
@@ -98,7 +98,12 @@ test('a create whose workflow is cancelled while the caller waits is OperationFa
     await gate.someoneWaiting(prepared!.id);
     await run.cancel();
     await cancelHeard(run);
-    await sleep(500);
+    // The workflow has asked its shard change (held at the gate) to stop, before the gate lets it go on.
+    await waitFor(
+      async () => (await run.fetchHistory()).events ?? [],
+      (events) => events.some((e) => e.activityTaskCancelRequestedEventAttributes),
+      { what: 'the create to ask its shard change to stop' },
+    );
   } finally {
     gate.open(); // the compensation needs the disk too
     slow.workflowTaskTimeoutMs = undefined;

@@ -13,7 +13,7 @@ afterAll(async () => {
 
 const AREA_OF_STATE = { READY: 'live', TRASHED: 'trash', PURGED: null } as const;
 
-test('a trash, an undelete and a purge racing on one table end consistent, with no lock left', async () => {
+test('a trash, an undelete and a purge racing on one READY table: the trash wins, and the table ends as the others answered', async () => {
   const tables = await Promise.all([1, 2, 3, 4].map((i) => h.client.create({ table: `racing.t${i}`, shards: 3 })));
   const outcomes = await Promise.all(
     tables.map((t) =>
@@ -24,15 +24,20 @@ test('a trash, an undelete and a purge racing on one table end consistent, with 
       ]),
     ),
   );
-  // Every refusal is a domain error the caller can act on, never a crash.
-  for (const result of outcomes.flat()) {
-    if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(TableFateError);
-  }
-  for (const t of tables) {
+  for (const [k, [trash, undelete, purge]] of outcomes.entries()) {
+    const t = tables[k]!;
+    // The trash is the only one of the three a READY table allows, and nothing can take its table away first: it wins.
+    expect({ table: t.name, trash: trash.status }).toEqual({ table: t.name, trash: 'fulfilled' });
+    // Every refusal is a domain error the caller can act on, never a crash.
+    for (const result of [undelete, purge]) if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(TableFateError);
+    // At most one of the other two follows it (a recalled table cannot be purged, a purged one cannot be recalled),
+    // and the table ends where the answers say.
+    expect([undelete.status, purge.status]).not.toEqual(['fulfilled', 'fulfilled']);
+    const expected = undelete.status === 'fulfilled' ? 'READY' : purge.status === 'fulfilled' ? 'PURGED' : 'TRASHED';
     const final = await h.client.describe({ table: t.id });
-    expect(['READY', 'TRASHED', 'PURGED']).toContain(final.state);
-    const expected = AREA_OF_STATE[final.state as keyof typeof AREA_OF_STATE];
-    expect(await h.shardAreas(t)).toEqual([expected, expected, expected]);
+    expect({ table: t.name, state: final.state }).toEqual({ table: t.name, state: expected });
+    const area = AREA_OF_STATE[expected];
+    expect(await h.shardAreas(t)).toEqual([area, area, area]);
   }
   expect(await h.catalog.listLocks()).toEqual([]);
 });

@@ -6,7 +6,7 @@ import { runCli, runCliInProcess } from './support/cli';
 
 /*
  * `tablefate worker` refuses a configuration that is wrong before it does anything (the rules themselves are
- * tested without a process: test/unit/config.test.ts).
+ * tested without a process: test/unit/config-loading.test.ts).
  */
 
 describe('`tablefate worker` with a bad configuration', () => {

@@ -10,6 +10,7 @@ import { promptAndSlowHarnesses, RenameGate } from './support/rename-gate';
 import { runCli, runCliAll, type CliResult } from './support/cli';
 import { testNamespace, testServerAddress } from './support/test-server';
 import { failureOf, sleep, waitFor } from './support/wait';
+import { visibilityCaughtUp } from './support/runs';
 import { NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateClient, type TableInfo } from '../client';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
@@ -145,7 +146,7 @@ describe('the SDK', () => {
       }
       expect(await idle.catalog.listTables({ includeTrashed: true })).toEqual(tablesBefore);
       expect(await idle.catalog.listLocks()).toEqual([]);
-      await sleep(1000); // visibility is eventually consistent
+      await visibilityCaughtUp(idle.temporal);
       expect((await idle.temporal.workflow.count(`TaskQueue = '${idle.taskQueue}'`)).count).toBe(0);
 
       // "No worker" is not remembered: once one polls, the same client's writes go through.
@@ -323,8 +324,9 @@ describe('the command line', () => {
     expect({ code: json!.code, error: JSON.parse(json!.stderr) as unknown }).toEqual({ code: 6, error: { error: 'NoWorker', message } });
     // Node's start-up (about 0.5 s) and the 2 s the client gives a worker that has just started, not the 60 s deadline.
     expect(text!.ms).toBeLessThan(10_000);
-    await sleep(1000);
-    expect((await new Client({ connection, namespace }).workflow.count('')).count).toBe(0);
+    const inNamespace = new Client({ connection, namespace });
+    const marker = await visibilityCaughtUp(inNamespace);
+    expect((await inNamespace.workflow.count(`WorkflowId != '${marker}'`)).count).toBe(0);
   });
 
   test('--timeout: a write that a hung worker took gives up at its deadline with exit 5, naming the workflow that goes on', async () => {

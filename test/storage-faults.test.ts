@@ -7,7 +7,7 @@ import { failureOf } from './support/wait';
 
 /*
  * A real file-system fault ends an operation at once on a real worker and dev server, and is compensated (the
- * classification, the driver and the activity boundary are tested without a server: test/unit/storage-faults.test.ts).
+ * classification, the driver and the activity boundary are tested without a server: test/unit/fault-classification.test.ts).
  */
 
 describe('end to end, on a real worker and dev server', () => {

@@ -11,7 +11,7 @@ const NAMESPACE = 'tablefate-tls-test';
 
 /*
  * The worker and the command line against a secured Temporal server, here a TLS front that requires a client
- * certificate (how the settings are read is tested without a server: test/unit/temporal-security.test.ts).
+ * certificate (how the settings are read is tested without a server: test/unit/connection-options.test.ts).
  */
 
 let dir: string;

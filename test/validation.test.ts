@@ -6,7 +6,7 @@ import { loadClientConfig, TableFateClient } from '../client';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import { loadConfig, statePaths, TASK_QUEUE as WORKER_TASK_QUEUE } from '../worker/config';
 import { tableNameSchema, tableRefSchema } from '../domain/requests';
-import { sleep } from './support/wait';
+import { visibilityCaughtUp } from './support/runs';
 
 let h: Harness;
 beforeAll(async () => {
@@ -74,7 +74,7 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
     for (const [, call] of cases) await call().catch(() => undefined);
     expect(await h.catalog.listTables({ includeTrashed: true })).toEqual([]);
     expect(await h.catalog.listLocks()).toEqual([]);
-    await sleep(1000); // visibility is eventually consistent
+    await visibilityCaughtUp(h.temporal);
     const count = await h.temporal.workflow.count(`TaskQueue = '${h.taskQueue}'`);
     expect(count.count).toBe(0);
   });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { waitFor } from './wait';
 
@@ -51,4 +52,26 @@ export async function cancelHeard(run: WorkflowHandle): Promise<void> {
     },
     { what: 'the cancel request to reach the workflow', timeoutMs: 20_000 },
   );
+}
+
+/**
+ * Resolves once the server's visibility has caught up with every start made before the call: a marker run is started
+ * (on a task queue nobody polls, so nothing runs it) and waited for in visibility, then terminated. Visibility records
+ * a namespace's starts in order on the dev server (one history shard), so a count made after this sees every run
+ * started before it, and a count of 0 means none was, not "none yet". Answers the marker's workflow id (a count of the
+ * whole namespace leaves it out by that).
+ */
+export async function visibilityCaughtUp(client: Client): Promise<string> {
+  const id = `visibility-marker-${randomUUID()}`;
+  const marker = await client.workflow.start('visibilityMarker', { workflowId: id, taskQueue: `nobody-polls-${randomUUID()}`, args: [] });
+  try {
+    await waitFor(
+      async () => (await client.workflow.count(`WorkflowId = '${id}'`)).count,
+      (count) => count === 1,
+      { what: 'visibility to catch up', intervalMs: 50 },
+    );
+  } finally {
+    await marker.terminate('visibility caught up');
+  }
+  return id;
 }
