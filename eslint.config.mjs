@@ -5,8 +5,8 @@ import { builtinModules } from 'node:module';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
 
-/** Relative imports of these top-level folders, from a folder one level down (`../worker`, `../worker/main`...). */
-const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}/**`]);
+/** Relative imports of these top-level folders, from a folder one or two levels down (`../worker`, `../../worker/main`...). */
+const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}/**`, `../../${name}`, `../../${name}/**`]);
 
 /**
  * The layers, bottom up: domain/ (pure, shared by all) and workflows/; config/ (how every process reads its

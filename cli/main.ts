@@ -11,6 +11,9 @@ import { DEFAULT_OPERATIONS_LIMIT } from '../domain/requests';
 import type { LeaseInfo } from '../domain/leases';
 import type { EffectiveSetting } from '../domain/settings';
 import { purgeAllCommand } from './purge-all';
+import type { CliIo } from './io';
+
+export type { CliIo };
 import { portArg } from './args';
 
 /**
@@ -124,16 +127,6 @@ export function exitCodeOf(err: unknown): number {
   if (err instanceof ServerUnreachableError && err.mayHaveStarted) return 5;
   if (err instanceof TableFateError) return exitCodeForType(err.type);
   return 1;
-}
-
-/** Where a command reads its environment and writes its output: the process's, unless a caller (a test) gives its own. */
-export interface CliIo {
-  env: NodeJS.ProcessEnv;
-  /** One line (or block) of output; the newline is the writer's. */
-  out: (text: string) => void;
-  err: (text: string) => void;
-  /** Whether stderr is a terminal a person watches (recall's progress goes there). */
-  errIsTTY: boolean;
 }
 
 const COMMON = { json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;

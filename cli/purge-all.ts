@@ -1,5 +1,5 @@
 import type { PurgeAllSummary, TableFateClient, WriteOptions } from '../client/client';
-import type { CliIo } from './main';
+import type { CliIo } from './io';
 import { formatTableList } from './format';
 
 /**

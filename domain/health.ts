@@ -1,7 +1,10 @@
-import { TABLE_OPERATIONS, type TableOp } from './operations';
+import { TABLE_OPERATIONS, type ReconcileInput, type TableKey, type TableOp } from './operations';
 import type { TableState } from './states';
-import { liveShardName, type TableName } from './names';
-import type { CreateParams, TableRecord } from './table';
+import { liveShardName } from './names';
+import type { TableRecord } from './table';
+
+// (Declared with the operations, which start from them: said here too for whoever reads the findings.)
+export type { ReconcileInput, TableKey };
 
 /**
  * What the reconciler looks for, and `tablefate doctor` reports: the ways a table can be left without the run
@@ -95,20 +98,6 @@ export type Finding =
   | { kind: 'outside-change'; table: TableKey | { id: number }; shard: number; node: string; differences: string[] };
 
 export type FindingKind = Finding['kind'];
-
-/** What starting an operation on a table needs to know of it. */
-export interface TableKey extends TableName {
-  id: number;
-  shards: number;
-  /** What its create asked for, so that a create resumed asks the same (absent in findings made before it was kept). */
-  params?: CreateParams;
-}
-
-/** What the reconcile workflow is asked to do: repair, or only report what it would repair (the doctor). */
-export interface ReconcileInput {
-  catalogId?: string;
-  mode: 'repair' | 'report';
-}
 
 /** What one reconcile run found and did, in its workflow result (and the doctor's report). */
 export interface ReconcileReport {

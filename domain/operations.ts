@@ -1,10 +1,23 @@
 import { formatTableName, type TableName } from './names';
 import type { SearchAttributePair } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
-import type { ReconcileInput, TableKey } from './health';
 import type { TableState } from './states';
-import { definitionOf, type ShardPlacement } from './table';
+import { definitionOf, type CreateParams, type ShardPlacement } from './table';
 import type { SettingKey, SettingValue } from './settings';
+
+/** What starting an operation on a table needs to know of it. */
+export interface TableKey extends TableName {
+  id: number;
+  shards: number;
+  /** What its create asked for, so that a create resumed asks the same (absent in findings made before it was kept). */
+  params?: CreateParams;
+}
+
+/** What the reconcile workflow is asked to do: repair, or only report what it would repair (the doctor). */
+export interface ReconcileInput {
+  catalogId?: string;
+  mode: 'repair' | 'report';
+}
 
 /** The operations on a table; also the value of the `TableOp` search attribute. */
 export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename' | 'hold' | 'release' | 'lease';

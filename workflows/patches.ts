@@ -9,10 +9,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { OPERATIONS, STORAGE_STOPPED_HERE, storageQueue, type PurgeInput, type TrashInput } from '../domain/operations';
-import type { TableRecord } from '../domain/table';
-import type { OperationCalls } from './activities';
-import { changeState, everyShard, runSteps, SHARDS, type Step } from './steps';
+import { OPERATIONS, STORAGE_STOPPED_HERE, storageQueue, type PurgeInput } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import { endTimerSignal, type CallScope, type ShardChange, type ShardRef } from '../domain/contracts';
 import type { Activities } from '../activities';
@@ -180,20 +177,4 @@ export async function purgeAsChild(purge: PurgeInput, target: { namespace: strin
     // Already started: a manual purge is running; the caller sees whether it got there.
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) log(err);
   }
-}
-
-// ---- before drains-leases (v11) ----
-
-/**
- * A trash's steps as runs started before leases take them: READY to TRASHING at once, the move (waiting for a
- * PostgreSQL table's sessions as long as the drop asked, the driver's default otherwise), then `commit`.
- */
-export function trashStepsBeforeLeases(calls: OperationCalls, input: TrashInput, commit: Step<TableRecord>): Promise<TableRecord> {
-  const move: ShardChange =
-    input.drainTimeoutSeconds === undefined ? SHARDS.toTrash : { ...SHARDS.toTrash, drainTimeoutMs: input.drainTimeoutSeconds * 1000 };
-  return runSteps<TableRecord>(
-    changeState(calls, input.tableId, ['READY', 'TRASHING'], input.expectedName),
-    everyShard(calls, 'move shards to trash', move, { undo: SHARDS.backFromTrash }),
-    commit,
-  );
 }

@@ -21,7 +21,6 @@ import type { OperationCalls } from './activities';
 import { PATCHES, purgeAsChild } from './patches';
 import { purgeSteps } from './purge';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
-import type { trashTable } from './trash';
 
 type Ending = 'restored' | 'purged';
 
@@ -219,7 +218,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
     const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
     if (bounded && patched(PATCHES.expiryRetriesContinueAsNew)) {
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
-      await continueAsNew<typeof trashTable>(rearmed);
+      await continueAsNew<(input: TrashInput) => Promise<TrashTimerState>>(rearmed);
     }
     await sleep(pauseAfter(pace, attempt + 1), { summary: `try again to purge table ${tableId} (try ${attempt + 2})` });
   }
