@@ -6,7 +6,7 @@ import { latestVersion, type Migration } from './migrations';
  * of its own, and recorded in `schema_migrations` (see migrate() in postgres.ts).
  *
  * The state lists below are written out, not built from domain/states.ts, for that reason: migration 1 must
- * stay what it was when it ran. test/catalog.test.ts checks they match the domain's constants; a change of
+ * stay what it was when it ran. test/catalog-postgres.test.ts checks they match the domain's constants; a change of
  * NAME_HOLDING_STATES or TABLE_STATES needs a migration that rebuilds the index or the check.
  */
 

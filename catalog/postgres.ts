@@ -1,7 +1,7 @@
 /**
  * The networked catalog: PostgreSQL, through a `pg` connection pool, for several workers, SDKs and command
  * lines on several hosts. It behaves exactly as the embedded SqliteCatalog (same journal, same locks, same
- * compare-and-set); test/catalog.test.ts runs one suite against both.
+ * compare-and-set); test/catalog-{tables,journal,policies}.test.ts run one suite against both.
  *
  * Isolation and locking: READ COMMITTED with explicit row locks, not SERIALIZABLE.
  * - SQLite serializes every writer (BEGIN IMMEDIATE). Here the contention is narrow and known in advance: a

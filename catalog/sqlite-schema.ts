@@ -7,7 +7,7 @@ import { assertCurrent, latestVersion, mustApply, type Migration } from './migra
  * tablefate's tables) is at the baseline, migration 1, once checked to be what migration 1 makes.
  *
  * The state list below is written out, not built from domain/states.ts: migration 1 must stay what it was when it
- * ran. test/catalog.test.ts checks it matches NAME_HOLDING_STATES; a change there needs a migration that
+ * ran. test/catalog-sqlite.test.ts checks it matches NAME_HOLDING_STATES; a change there needs a migration that
  * rebuilds the index.
  */
 export const MIGRATIONS: readonly Migration[] = [
