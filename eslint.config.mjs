@@ -10,8 +10,8 @@ const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}
 
 /**
  * The layers, bottom up: domain/ (pure, shared by all) and workflows/; config/ (how every process reads its
- * environment), catalog/ and storage/; activities/; worker/ (runs workflows and activities) beside client/ (the
- * SDK); cli/ on top of both. Each folder imports only from below; these rules keep the directions.
+ * environment), catalog/ and storage/; servers/ (the Temporal servers and PostgreSQL started for development and
+ * tests); activities/; worker/ (runs workflows and activities) beside client/ (the SDK); cli/ on top of both. Each folder imports only from below; these rules keep the directions.
  */
 const CATALOG_LAYER =
   'catalog/, storage/ and config/ know nothing of the SDK, the worker or workflows: shared contracts live in domain/contracts.ts.';
@@ -78,8 +78,13 @@ export default tseslint.config(
   },
   layer(
     ['client/**/*.ts'],
-    [...folders('worker', 'activities', 'storage', 'cli'), '@temporalio/worker', '@temporalio/activity'],
-    'the SDK (client/) stays thin: it imports the domain, the config and the catalog, never worker/, activities/, storage/ or cli/.',
+    [...folders('worker', 'activities', 'storage', 'cli', 'servers'), '@temporalio/worker', '@temporalio/activity'],
+    'the SDK (client/) stays thin: it imports the domain, the config and the catalog, never worker/, activities/, storage/, servers/ or cli/.',
+  ),
+  layer(
+    ['servers/**/*.ts'],
+    folders('client', 'cli', 'worker', 'activities', 'workflows', 'catalog', 'storage'),
+    'servers/ (the Temporal servers and the PostgreSQL tablefate starts for development and tests) stands on domain/ and config/ alone.',
   ),
   layer(
     ['worker/**/*.ts'],

@@ -16,7 +16,7 @@ import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
-import { EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
+import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';

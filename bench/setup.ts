@@ -10,9 +10,9 @@ import { nodeName } from '../storage/nodes';
 import type { StorageDriverName } from '../domain/deployment';
 import { startPostgres } from '../test/support/postgres';
 import { TableFateClient } from '../client/client';
-import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../worker/dev-server';
+import { DevServer, EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { createTableFateWorker } from '../worker/worker';
-import { TemporalCluster } from '../worker/cluster';
+import { TemporalCluster } from '../servers/cluster';
 import { createLogger } from '../worker/logger';
 
 /** What a benchmark runs against: its own dev server and state directory, a worker in this process, a client. */

@@ -21,7 +21,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { SqliteCatalog } from '../catalog/sqlite';
 import { TableFateClient } from '../client/client';
 import { catalogPath } from '../domain/deployment';
-import { DevServer } from '../worker/dev-server';
+import { DevServer } from '../servers/dev-server';
 import { CliProcess } from '../test/support/cli';
 import { startCliWorker } from '../test/support/cli-worker';
 

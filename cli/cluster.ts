@@ -1,11 +1,11 @@
 import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../domain/errors';
-import { TemporalCluster, type ClusterStatus } from '../worker/cluster';
+import { TemporalCluster, type ClusterStatus } from '../servers/cluster';
 import { portArg } from './args';
 
 /**
  * `tablefate cluster up|down|status`: a Temporal cluster on PostgreSQL on this host, every service its own process
- * (worker/cluster.ts). Its state is under $TABLEFATE_HOME/cluster. Exit codes: 0 ok (status: every process runs);
+ * (servers/cluster.ts). Its state is under $TABLEFATE_HOME/cluster. Exit codes: 0 ok (status: every process runs);
  * 1 status: something does not run, or any other failure; 2 usage; 3 no cluster under this state directory.
  */
 

@@ -15,8 +15,8 @@ import { NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFate
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import { workflowIdFor } from '../domain/operations';
-import { registerSearchAttributes } from '../worker/search-attributes';
-import { DevServer } from '../worker/dev-server';
+import { registerSearchAttributes } from '../servers/search-attributes';
+import { DevServer } from '../servers/dev-server';
 
 /*
  * Clients have deadlines: a write with no worker to run it fails at once, a write that takes too long gives up

@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
-import { DevServer } from '../worker/dev-server';
-import { indexedValueType } from '../worker/search-attributes';
-import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../worker/go-tools';
+import { DevServer } from '../servers/dev-server';
+import { indexedValueType } from '../servers/search-attributes';
+import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../servers/go-tools';
 import { testNamespace, testServerAddress } from './support/test-server';
 
 /** Runs `fn` with TEMPORAL_CLI_PATH set to `value` (or unset), then puts it back. */

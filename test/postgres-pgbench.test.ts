@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
-import { findPostgresBin } from '../worker/local-postgres';
+import { findPostgresBin } from '../servers/local-postgres';
 import { Harness } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { failureOf, waitFor } from './support/wait';

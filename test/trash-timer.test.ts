@@ -5,7 +5,7 @@ import { Harness } from './support/harness';
 import { failureOf, sleep, waitFor } from './support/wait';
 import { RenameGate } from './support/rename-gate';
 import { cancelHeard } from './support/runs';
-import { DevServer } from '../worker/dev-server';
+import { DevServer } from '../servers/dev-server';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
 import { WorkflowNotFoundError } from '@temporalio/client';

@@ -9,7 +9,7 @@ import { findChromium, launchChromium } from './support/browser';
 import { waitFor } from './support/wait';
 import { TASK_QUEUE } from '../domain/deployment';
 import type { TableInfo } from '../domain/table';
-import { findTemporalCli } from '../worker/go-tools';
+import { findTemporalCli } from '../servers/go-tools';
 
 /*
  * The Temporal web UI as an operator uses it, in a real headless browser (Debian's chromium, driven by

@@ -1,8 +1,10 @@
 import net from 'node:net';
-import path from 'node:path';
 import { z } from 'zod';
 import type { ClientConfig } from '../config/client';
-import { catalogPath, parseEnv } from '../domain/deployment';
+import { parseEnv } from '../domain/deployment';
+import { statePaths } from '../config/paths';
+
+export { statePaths };
 import { InvalidInputError } from '../domain/errors';
 import { clientConfigOf, clientEnvSchema } from '../config/client';
 import {
@@ -126,16 +128,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.TABLEFATE_LOG_LEVEL,
     ...(e.TABLEFATE_LOG_FORMAT ? { logFormat: e.TABLEFATE_LOG_FORMAT } : {}),
     ...(e.TABLEFATE_METRICS_ADDRESS ? { metricsAddress: e.TABLEFATE_METRICS_ADDRESS } : {}),
-  };
-}
-
-/** Where each part keeps its files under the state directory: one place, so paths are never guessed. */
-export function statePaths(home: string) {
-  return {
-    catalog: catalogPath(home),
-    storage: path.join(home, 'storage'),
-    temporalDb: path.join(home, 'temporal.db'),
-    temporalLog: path.join(home, 'temporal.log'),
-    bin: path.join(home, 'bin'),
   };
 }

@@ -4,9 +4,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
-import { DevServer } from '../../worker/dev-server';
-import { findTemporalCli } from '../../worker/go-tools';
-import { TemporalCluster } from '../../worker/cluster';
+import { DevServer } from '../../servers/dev-server';
+import { findTemporalCli } from '../../servers/go-tools';
+import { TemporalCluster } from '../../servers/cluster';
 import { TASK_QUEUE } from '../../worker/config';
 import { within } from './time';
 import { BIN, PROJECT_ROOT } from '../support/cli';
@@ -147,7 +147,7 @@ export interface ChaosTemporal {
 }
 
 /**
- * A Temporal cluster of the run's own (worker/cluster.ts, as `tablefate cluster up` makes it) on PostgreSQL server
+ * A Temporal cluster of the run's own (servers/cluster.ts, as `tablefate cluster up` makes it) on PostgreSQL server
  * `postgresUrl`, in databases of its own: a crash SIGKILLs one history process, the history processes in turn.
  */
 export class ChaosCluster implements ChaosTemporal {

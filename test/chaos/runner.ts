@@ -37,7 +37,7 @@ export interface ChaosOptions {
   serverRestarts: number;
   /**
    * The Temporal server: a dev server of the run's own (default), or a cluster of the run's own on the run's
-   * PostgreSQL (frontend, two history processes, matching, worker: worker/cluster.ts).
+   * PostgreSQL (frontend, two history processes, matching, worker: servers/cluster.ts).
    */
   temporal?: 'dev' | 'cluster';
   /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Connection } from '@temporalio/client';
-import { ensureNamespace as ensureServedNamespace } from '../../worker/namespaces';
+import { ensureNamespace as ensureServedNamespace } from '../../servers/namespaces';
 import { TASK_QUEUE } from '../../domain/deployment';
 import { CliProcess } from './cli';
 import { testServerAddress } from './test-server';

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { findPostgresBin, ownDirectoryForPostgres, runPostgresProgram } from '../../worker/local-postgres';
+import { findPostgresBin, ownDirectoryForPostgres, runPostgresProgram } from '../../servers/local-postgres';
 
 /** A throwaway PostgreSQL server: `url` names its `postgres` database (user `postgres`, no password: trust). */
 export interface TestPostgres {

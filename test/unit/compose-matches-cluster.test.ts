@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { TEMPORAL_SERVER_VERSION, TEMPORAL_UI_SERVER } from '../../worker/go-tools';
+import { TEMPORAL_SERVER_VERSION, TEMPORAL_UI_SERVER } from '../../servers/go-tools';
 
 /**
- * docker-compose.yml runs for users what `npm run test:cluster` tests (`tablefate cluster up`, worker/cluster.ts): the
+ * docker-compose.yml runs for users what `npm run test:cluster` tests (`tablefate cluster up`, servers/cluster.ts): the
  * same server release, the same configuration file read the same way by every service, the same schema script.
  * Nothing here runs Docker; this keeps the file from drifting away from what was tested.
  */
@@ -53,8 +53,8 @@ test('every Temporal service reads deploy/temporal/cluster.yaml as `cluster up` 
     }
     expect(service.environment?.TEMPORAL_DYNAMIC_CONFIG_FILE).toBe('/etc/tablefate/temporal/dynamicconfig.yaml');
   }
-  // The variables worker/cluster.ts sets are the template's too.
-  const clusterCode = fs.readFileSync(path.join(ROOT, 'worker', 'cluster.ts'), 'utf8');
+  // The variables servers/cluster.ts sets are the template's too.
+  const clusterCode = fs.readFileSync(path.join(ROOT, 'servers', 'cluster.ts'), 'utf8');
   const setByCluster = [...clusterCode.matchAll(/\b(TEMPORAL_[A-Z_]+):/g)]
     .map((m) => m[1]!)
     .filter((v) => v.startsWith('TEMPORAL_') && !v.endsWith('_PATH'));
@@ -65,7 +65,7 @@ test('every Temporal service reads deploy/temporal/cluster.yaml as `cluster up` 
 test('the schema step is the same script cluster up runs, and the tablefate parts reach the frontend', () => {
   expect(compose.services['temporal-schema']!.command).toEqual(['/deploy/setup-schema.sh']);
   expect(compose.services['temporal-schema']!.volumes).toContain('./deploy/temporal:/deploy:ro');
-  const clusterCode = fs.readFileSync(path.join(ROOT, 'worker', 'cluster.ts'), 'utf8');
+  const clusterCode = fs.readFileSync(path.join(ROOT, 'servers', 'cluster.ts'), 'utf8');
   expect(clusterCode).toMatch(/SETUP_SCHEMA_SCRIPT = path\.join\(CLUSTER_CONFIG_DIR, 'setup-schema\.sh'\)/);
   for (const name of ['worker', 'temporal-namespace', 'temporal-ui']) {
     expect([name, compose.services[name]!.environment?.TEMPORAL_ADDRESS]).toEqual([name, 'temporal-frontend:7233']);

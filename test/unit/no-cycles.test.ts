@@ -7,7 +7,7 @@ import path from 'node:path';
  */
 
 const ROOT = path.resolve(__dirname, '../..');
-const FOLDERS = ['activities', 'catalog', 'cli', 'client', 'config', 'domain', 'storage', 'worker', 'workflows'];
+const FOLDERS = ['activities', 'catalog', 'cli', 'client', 'config', 'domain', 'servers', 'storage', 'worker', 'workflows'];
 
 function sourceFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {

@@ -2,7 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { statePaths } from './config';
+import { statePaths } from '../config/paths';
 
 const execFileAsync = promisify(execFile);
 

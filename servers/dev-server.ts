@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
-import { statePaths } from './config';
+import { statePaths } from '../config/paths';
 import { registerSearchAttributes } from './search-attributes';
 import { findTemporalCli } from './go-tools';
 import { assertPortFree, freePorts, HOST, logTail, LOG_TAIL_LINES, tcpAccepts } from './local-host';
