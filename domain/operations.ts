@@ -19,8 +19,8 @@ export interface ReconcileInput {
   mode: 'repair' | 'report';
 }
 
-/** The operations on a table; also the value of the `TableOp` search attribute. */
-export type TableOp = 'create' | 'adopt' | 'trash' | 'undelete' | 'purge' | 'rename' | 'hold' | 'release' | 'lease';
+/** The operations on a table, by their records' names; also the value of the `TableOp` search attribute. */
+export type TableOp = (typeof TABLE_OPERATION_RECORDS)[number]['name'];
 
 /**
  * What every operation's input carries: the identity of the catalog it belongs to, so that a worker serving
@@ -452,24 +452,24 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
   searchAttributes: () => [],
 };
 
-/** The operations on a table, by name (their TableOp); each name is its record's `name`. */
-export const TABLE_OPERATIONS = { create, adopt, trash, undelete, purge, rename, hold, release, lease } as const satisfies {
-  [Op in TableOp]: { name: Op };
-};
+/** The records of the operations on a table: each is named once, by its record's `name`. */
+const TABLE_OPERATION_RECORDS = [create, adopt, trash, undelete, purge, rename, hold, release, lease] as const;
+
+type ByName<Records extends ReadonlyArray<{ name: string }>> = { [R in Records[number] as R['name']]: R };
+const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Records): ByName<Records> =>
+  Object.fromEntries(records.map((r) => [r.name, r])) as ByName<Records>;
+
+/** The operations on a table, by name (their TableOp). */
+export const TABLE_OPERATIONS = byName(TABLE_OPERATION_RECORDS);
 
 /** Every operation, the reconciler's pass and the measure of sizes included. */
 export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile, measure, configure, evict } as const;
 
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {
-  create: (table: TableName, catalogId?: string) => create.workflowId(table, catalogId),
-  adopt: (table: TableName, catalogId?: string) => adopt.workflowId(table, catalogId),
-  trash: (tableId: number, catalogId?: string) => trash.workflowId(tableId, catalogId),
-  undelete: (tableId: number, catalogId?: string) => undelete.workflowId(tableId, catalogId),
-  purge: (tableId: number, catalogId?: string) => purge.workflowId(tableId, catalogId),
-  rename: (tableId: number, catalogId?: string) => rename.workflowId(tableId, catalogId),
-  hold: (tableId: number, catalogId?: string) => hold.workflowId(tableId, catalogId),
-  release: (tableId: number, catalogId?: string) => release.workflowId(tableId, catalogId),
+  ...(Object.fromEntries(TABLE_OPERATION_RECORDS.map((r) => [r.name, r.workflowId.bind(r)])) as {
+    [Op in TableOp]: (typeof TABLE_OPERATIONS)[Op]['workflowId'];
+  }),
   evict: (catalogId?: string) => evict.workflowId(undefined, catalogId),
 };
 
