@@ -1,10 +1,8 @@
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { Client } from 'pg';
 import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from './support/cli';
-import { ensureNamespace, startCliWorker } from './support/cli-worker';
+import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import type { ReconcileReport } from '../domain/health';
@@ -39,14 +37,11 @@ beforeAll(async () => {
     await client.connect();
     psql.push(client);
   }
-  home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-pgcli-'));
+  ({ home, env } = await cliTestHome('pgcli', NAMESPACE));
+  // (Info, not warnings only: what the worker logs is searched for the password too.)
   env = {
-    ...process.env,
-    TABLEFATE_HOME: home,
-    TEMPORAL_ADDRESS: testServerAddress(),
-    TEMPORAL_NAMESPACE: NAMESPACE,
+    ...env,
     TABLEFATE_LOG_LEVEL: 'info',
-    TABLEFATE_RECONCILE_SECONDS: '0',
     TABLEFATE_STORAGE_DRIVER: 'postgres',
     TABLEFATE_STORAGE_URLS: urls.map(withPassword).join(','),
   };
