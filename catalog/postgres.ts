@@ -185,8 +185,11 @@ export class PostgresCatalog extends TransactionalCatalog {
       // No transaction here waits on anything but the database: one idle this long belongs to a stuck process,
       // and holds row locks others wait for.
       idle_in_transaction_session_timeout: 60_000,
-      // Nothing of a user's can stand in for a built-in name: the catalog's own names are all qualified.
-      options: '-c search_path=pg_catalog,pg_temp',
+      // A catalog statement is short; one running this long is stuck, and holds row locks others wait for.
+      statement_timeout: 5 * 60_000,
+      // Nothing of a user's can stand in for a built-in name: the catalog's own names are all qualified. The server's
+      // keepalives find a client that is gone mid-transaction as the client's find a server that is.
+      options: '-c search_path=pg_catalog,pg_temp -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
     });
     try {
       if (opts.mustExist) await checkSchema(pool, where, tables);

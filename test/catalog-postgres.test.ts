@@ -179,6 +179,40 @@ describe('PostgreSQL catalog shared by several workers', () => {
     }
   });
 
+  test("a session's search_path cannot send the catalog to other tables, nor a user's function stand in for a built-in one", async () => {
+    const url = await pg.freshDatabase('pinned');
+    const made = await PostgresCatalog.open(url);
+    const id = made.id;
+    await made.close();
+    // What a role's own search_path could be made to look at first: decoys of the catalog's tables, in a schema that
+    // comes first, and a user's function in it that would answer for a built-in one given the chance.
+    await withClient(url, async (c) => {
+      await c.query(`CREATE SCHEMA decoy;
+        CREATE TABLE decoy.meta (key text, value text); INSERT INTO decoy.meta VALUES ('catalog_id', 'decoy');
+        CREATE TABLE decoy.tables (LIKE public.tables); CREATE TABLE decoy.calls (fn text);
+        CREATE FUNCTION decoy.pg_advisory_xact_lock(text) RETURNS void LANGUAGE sql AS $$ INSERT INTO decoy.calls VALUES ('lock') $$;
+        ALTER DATABASE ${JSON.stringify(new URL(url).pathname.slice(1))} SET search_path = decoy, public`);
+    });
+    const reopened = await PostgresCatalog.open(url);
+    try {
+      expect(reopened.id).toBe(id);
+      const was = catalog;
+      catalog = reopened;
+      try {
+        expect(await readyTable('pinned')).toMatchObject({ namespace: 'ns', name: 'pinned', state: 'READY' });
+      } finally {
+        catalog = was;
+      }
+    } finally {
+      await reopened.close();
+    }
+    await withClient(url, async (c) => {
+      expect((await c.query('SELECT count(*)::int AS n FROM public.tables')).rows).toEqual([{ n: 1 }]);
+      expect((await c.query('SELECT count(*)::int AS n FROM decoy.tables')).rows).toEqual([{ n: 0 }]);
+      expect((await c.query('SELECT fn FROM decoy.calls')).rows).toEqual([]);
+    });
+  });
+
   test('a schema newer than this code is refused', async () => {
     await withClient(url, (c) => c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES (${SCHEMA_VERSION + 1}, 0)`));
     await expect(PostgresCatalog.open(url)).rejects.toThrow(/newer than this tablefate knows/);
