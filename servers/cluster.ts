@@ -19,7 +19,7 @@ import {
   serverOptions,
 } from './local-postgres';
 import { ensureNamespace } from './namespaces';
-import { registerSearchAttributes } from './search-attributes';
+import { registerSearchAttributes, searchAttributesServed } from './search-attributes';
 
 const execFileAsync = promisify(execFile);
 
@@ -565,6 +565,7 @@ export class TemporalCluster {
       if (registered) this.log(`namespace ${namespace}: registered`);
       const added = await registerSearchAttributes(connection, namespace);
       if (added.length > 0) this.log(`namespace ${namespace}: search attributes ${added.join(', ')} added`);
+      await searchAttributesServed(connection, namespace, Math.max(1000, deadline - Date.now()));
     } finally {
       await connection.close();
     }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 // The SDK's own encoder from a SearchAttributeType to temporal.api.enums.v1.IndexedValueType
@@ -55,4 +56,30 @@ export async function registerSearchAttributes(connection: Connection, namespace
     if (check(await customAttributes(connection, namespace)).length > 0) throw err;
   }
   return missing.map((key) => key.name);
+}
+
+/**
+ * Resolves once the frontend accepts every one of the project's search attributes in a query. An attribute just added
+ * is in the database at once, but a cluster's frontends read a namespace's attributes from a cache refreshed some 10 s
+ * later: until then a workflow started with them is refused ("no mapping defined for search attribute"). The query is
+ * checked against that same mapping, and changes nothing.
+ */
+export async function searchAttributesServed(connection: Connection, namespace: string, timeoutMs: number): Promise<void> {
+  const query = Object.values(SEARCH_ATTRIBUTES)
+    .map((key) => `${key.name} IS NULL`)
+    .join(' OR ');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1, query });
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `the Temporal frontend did not serve tablefate's search attributes within ${timeoutMs} ms: ${(err as Error).message}`,
+        );
+      }
+      await sleep(250);
+    }
+  }
 }
