@@ -1,4 +1,4 @@
-import { ActivityCancellationType, patched, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
 import { storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import type { Activities } from '../activities';
@@ -6,7 +6,7 @@ import type { TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
-import { acquireLockBeforeWaits, PATCHES, shardChangesBeforeNodeActivities } from './patches';
+import { passed } from './legacy/markers';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
@@ -88,14 +88,13 @@ export function operationCalls(catalogId: string | undefined) {
   const scope: CallScope = { catalogId };
   /** Whether the run's last change released its locks, and none has been taken since. */
   let released = false;
-  /** The operation's last change, releasing the run's locks in the same local activity (one call less). */
-  const lastChange = async <T extends TableRecord>(change: (releaseLocks: boolean) => Promise<T>): Promise<T> => {
-    const releaseLocks = patched(PATCHES.lastChangeReleasesLocks);
-    const table = await change(releaseLocks);
-    released = releaseLocks;
+  /** The operation's last change, which releases the run's locks in the same local activity (one call less). */
+  const lastChange = async <T extends TableRecord>(change: (locks: { releaseLocks: true }) => Promise<T>): Promise<T> => {
+    passed('lastChangeReleasesLocks');
+    const table = await change({ releaseLocks: true });
+    released = true;
     return table;
   };
-  const changeShardsBefore = shardChangesBeforeNodeActivities(scope, step);
   const notes: string[] = [];
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
@@ -105,18 +104,13 @@ export function operationCalls(catalogId: string | undefined) {
       if (attempt.acquired) released = false;
       return attempt;
     },
-    /** Runs started before the lock-wait patch only: waits inside the activity's retries. */
-    acquireLockBeforeWaits: async (lock: string) => {
-      await acquireLockBeforeWaits({ lock, ...step('acquireLock') });
-      released = false;
-    },
     /** Releases every lock the run holds (nothing to do when its last change did). */
     releaseLocks: () => (released ? Promise.resolve() : locking.releaseLock.executeWithOptions(said("release this run's locks"), [scope])),
     /** The transition that ends the operation: the locks go with it. */
     commit: (args: Args<Activities['transition']>) =>
-      lastChange((releaseLocks) =>
+      lastChange((locks) =>
         catalog.transition.executeWithOptions(said(`${describeTransition(args)}, releasing the locks`), [
-          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('transition') },
+          { ...args, ...locks, ...step('transition') },
         ]),
       ),
     prepareCreate: (args: Args<Activities['prepareCreate']>) =>
@@ -128,9 +122,9 @@ export function operationCalls(catalogId: string | undefined) {
       catalog.transition.executeWithOptions(said(describeTransition(args)), [{ ...args, ...step('transition') }]),
     /** TRASHING -> TRASHED, the trash's last change under its lock: the locks go with it. */
     commitTrash: (args: Args<Activities['commitTrash']>) =>
-      lastChange((releaseLocks) =>
+      lastChange((locks) =>
         catalog.commitTrash.executeWithOptions(said(`table ${args.tableId}: TRASHING to TRASHED, its expiry set, releasing the locks`), [
-          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('commitTrash') },
+          { ...args, ...locks, ...step('commitTrash') },
         ]),
       ),
     endTrashTimer: (tableId: number, reason: 'restored' | 'purged', droppedAt: number) =>
@@ -148,9 +142,9 @@ export function operationCalls(catalogId: string | undefined) {
       ]),
     /** A hold placed or released: the operation's last change, the locks go with it. */
     changeHold: (args: Args<Activities['changeHold']>) =>
-      lastChange((releaseLocks) =>
+      lastChange((locks) =>
         catalog.changeHold.executeWithOptions(said(`${args.hold ? 'place a hold on' : 'release the hold of'} table ${args.tableId}`), [
-          { ...args, ...(releaseLocks ? { releaseLocks } : {}), ...step('changeHold') },
+          { ...args, ...locks, ...step('changeHold') },
         ]),
       ),
     changeExpiry: (args: Args<Activities['changeExpiry']>) =>
@@ -178,7 +172,7 @@ export function operationCalls(catalogId: string | undefined) {
      */
     changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
       const shards = shardsOf(table);
-      if (!patched(PATCHES.shardChangesOnNodeActivities)) return changeShardsBefore(shards, change, onShard);
+      passed('shardChangesOnNodeActivities');
       await settleAll(nodesOf(shards), async ([node, held]) => {
         const summary = describeShardChange(
           change,

@@ -1,11 +1,10 @@
-import { patched, upsertSearchAttributes } from '@temporalio/workflow';
+import { upsertSearchAttributes } from '@temporalio/workflow';
 import { OPERATIONS, type CreateInput } from '../domain/operations';
 import { formatTableName } from '../domain/names';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { definitionOf, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { untilFree, withLock, type Waiting } from './lock';
-import { PATCHES } from './patches';
 import { commit, everyShard, finished, runSteps, SHARDS, type Step } from './steps';
 
 /**
@@ -38,25 +37,21 @@ function prepare(calls: OperationCalls, input: CreateInput, lock: string, waitin
   return {
     name: 'prepare',
     call: async () => {
-      const waitsInWorkflow = patched(PATCHES.lockWaitsInWorkflow);
-      const prepareOnce = () =>
-        calls.prepareCreate({
-          namespace: input.namespace,
-          name: input.name,
-          // Only what was asked: the params of a create without a definition keep their old shape.
-          params: { shards: input.shards, ...definitionOf(input) },
-          lock,
-          now: Date.now(),
-          busyIsAnswer: waitsInWorkflow,
-        });
-      const result = waitsInWorkflow
-        ? await untilFree(
-            `the lock of ${formatTableName(input)}'s table`,
-            prepareOnce,
-            (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),
-            waiting,
-          )
-        : await prepareOnce();
+      const result = await untilFree(
+        `the lock of ${formatTableName(input)}'s table`,
+        () =>
+          calls.prepareCreate({
+            namespace: input.namespace,
+            name: input.name,
+            // Only what was asked: the params of a create without a definition keep their old shape.
+            params: { shards: input.shards, ...definitionOf(input) },
+            lock,
+            now: Date.now(),
+            busyIsAnswer: true,
+          }),
+        (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),
+        waiting,
+      );
       if (result.outcome === 'busy') throw new Error('unreachable: a busy prepare is waited on above');
       upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.tableId, value: result.table.id }]);
       return result.outcome === 'exists' ? finished(result.table) : result.table;

@@ -1,7 +1,7 @@
-import { CancellationScope, continueAsNew, log, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, continueAsNew, log, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
 import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
 import type { OperationCalls } from './activities';
-import { PATCHES } from './patches';
+import { passed } from './legacy/markers';
 import { reportLockWait } from './observe';
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
@@ -20,16 +20,13 @@ export interface Waiting {
  */
 export async function withLock<T>(calls: OperationCalls, lock: string, waiting: Waiting, body: () => Promise<T>): Promise<T> {
   try {
-    if (patched(PATCHES.lockWaitsInWorkflow)) {
-      await untilFree(
-        `lock ${lock}`,
-        () => calls.tryLock(lock),
-        (attempt) => (attempt.acquired ? undefined : attempt.holder),
-        waiting,
-      );
-    } else {
-      await calls.acquireLockBeforeWaits(lock);
-    }
+    passed('lockWaitsInWorkflow');
+    await untilFree(
+      `lock ${lock}`,
+      () => calls.tryLock(lock),
+      (attempt) => (attempt.acquired ? undefined : attempt.holder),
+      waiting,
+    );
     return await body();
   } finally {
     await CancellationScope.nonCancellable(() => calls.releaseLocks());

@@ -1,11 +1,11 @@
-import { log, patched } from '@temporalio/workflow';
+import { log } from '@temporalio/workflow';
 import { OPERATIONS, type PurgeInput } from '../domain/operations';
 import { TableNotFoundError, WrongStateError } from '../domain/errors';
 import { onHold } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
-import { endTrashTimerBySignal, PATCHES } from './patches';
+import { passed } from './legacy/markers';
 import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
 
 /**
@@ -17,7 +17,7 @@ export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const purged = await purgeSteps(calls, input, { policy: input.lockWait, input });
   // (At expiry the trash run purges the table itself, and needs no telling.)
   if (input.trigger !== 'expiry' && purged.state === 'PURGED' && purged.droppedAt !== null) {
-    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt, input.catalogId);
+    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt);
   }
   return toTableInfo(purged);
 }
@@ -84,14 +84,10 @@ export async function endTrashTimer(
   tableId: number,
   reason: 'restored' | 'purged',
   droppedAt: number,
-  catalogId: string | undefined,
 ): Promise<void> {
   try {
-    if (patched(PATCHES.endTimerFromLocalActivity)) {
-      if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
-      return;
-    }
-    await endTrashTimerBySignal(OPERATIONS.trash.workflowId(tableId, catalogId), reason, droppedAt);
+    passed('endTimerFromLocalActivity');
+    if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });
   }

@@ -1,11 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { log, patched, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
+import { log, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
 import { describeFinding, type Finding, type ReconcileInput, type ReconcileReport } from '../domain/health';
 import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from '../domain/operations';
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
 import { operationCalls, type OperationCalls } from './activities';
-import { PATCHES, storageOn } from './patches';
+import { passed } from './legacy/markers';
 import type { trashTable } from './trash';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
@@ -17,7 +17,7 @@ const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInte
 const SURVEY_TIMEOUT = '1 minute';
 
 /** The survey reads the whole catalog: an ordinary activity, retried a few times. */
-const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks' | 'collectOrphan'>>({
+const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks'>>({
   startToCloseTimeout: SURVEY_TIMEOUT,
   retry: SURVEY_RETRY,
 });
@@ -36,9 +36,19 @@ function nodeSurvey(node: string) {
   }).surveyNode;
 }
 
+/** An orphan set is collected by the worker of the node that holds it, which heartbeats while it deletes. */
+function orphanCollector(node: string) {
+  return proxyActivities<Pick<Activities, 'collectOrphan'>>({
+    taskQueue: storageQueue(workflowInfo().taskQueue, node),
+    startToCloseTimeout: '5 minutes',
+    heartbeatTimeout: '20s',
+    retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+  }).collectOrphan;
+}
+
 /** The catalog's survey, then every node's survey of its own sets, at once; findings in the catalog's order, then by node. */
 async function survey(catalogId: string | undefined): Promise<Survey> {
-  if (!patched(PATCHES.storageOnNodeQueues)) return housekeeping.surveyHealth({ catalogId });
+  passed('storageOnNodeQueues');
   const tables = await housekeeping.surveyHealth({ catalogId, sets: false });
   const nodes = await Promise.all(
     tables.nodes.map((node) =>
@@ -148,8 +158,8 @@ async function repair(
       const lock = await calls.tryLock(lockFor.table(finding.set.tableId));
       if (!lock.acquired) return `skipped: ${lock.holder} holds the table`;
       try {
-        const collector = patched(PATCHES.storageOnNodeQueues) ? storageOn(finding.set.node) : housekeeping;
-        const done = await collector.collectOrphan({ catalogId, set: finding.set });
+        passed('storageOnNodeQueues');
+        const done = await orphanCollector(finding.set.node)({ catalogId, set: finding.set });
         return done === 'collected' ? 'collected' : 'kept: no longer an orphan on a second look';
       } finally {
         await calls.releaseLocks();

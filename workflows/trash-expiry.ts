@@ -6,7 +6,6 @@ import {
   continueAsNew,
   ContinueAsNew,
   log,
-  patched,
   setHandler,
   sleep,
   workflowInfo,
@@ -18,7 +17,7 @@ import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
 import { asFailure, domainFailure } from './steps';
 import type { OperationCalls } from './activities';
-import { PATCHES, purgeAsChild } from './patches';
+import { passed } from './legacy/markers';
 import { purgeSteps } from './purge';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 
@@ -81,7 +80,10 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
       expireAtMs = table.expireAt;
       state.expireAt = new Date(table.expireAt!).toISOString();
       const early = heardEarly.find((end) => end.droppedAt === table.droppedAt);
-      if (early && patched(PATCHES.endHeardBeforeArmed)) state.ended ??= early.reason;
+      if (early) {
+        passed('endHeardBeforeArmed');
+        state.ended ??= early.reason;
+      }
     },
     /** The expiry the run waits for now (moved by a new retention). */
     expireAt: (): number => expireAtMs!,
@@ -190,33 +192,29 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
  * failing. A lock wait that outgrows its run does the same.
  */
 async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<'done' | 'held' | 'later'> {
-  const { id: tableId, droppedAt, namespace, name } = trashed;
+  const { id: tableId, droppedAt } = trashed;
   const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId: input.catalogId, lockWait: input.lockWait };
   const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
   const pace = input.expiryRetry ?? DEFAULT_EXPIRY_RETRY;
-  const failed = (attempt: number) => (err: unknown) =>
-    log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
   for (let attempt = 0; ; attempt++) {
-    if (patched(PATCHES.expiryPurgesInTrashRun)) {
-      try {
-        const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
-        // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
-        if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return 'done';
-        // Still TRASHED in this trash: held, or its retention was made longer while the timer fired.
-        if (table.state === 'TRASHED' && table.hold) return 'held';
-        if (table.state === 'TRASHED' && table.expireAt! > Date.now()) return 'later';
-      } catch (err) {
-        if (err instanceof ContinueAsNew) throw err;
-        failed(attempt)(err);
-        reportExpiryPurgeFailure();
-      }
-    } else {
-      await purgeAsChild(purge, { namespace, name }, failed(attempt));
+    passed('expiryPurgesInTrashRun');
+    try {
+      const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
+      // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
+      if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return 'done';
+      // Still TRASHED in this trash: held, or its retention was made longer while the timer fired.
+      if (table.state === 'TRASHED' && table.hold) return 'held';
+      if (table.state === 'TRASHED' && table.expireAt! > Date.now()) return 'later';
+    } catch (err) {
+      if (err instanceof ContinueAsNew) throw err;
+      log.warn('purge on expiry failed; will try again', { tableId, attempt, error: String(err) });
+      reportExpiryPurgeFailure();
     }
     const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return 'done';
     const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
-    if (bounded && patched(PATCHES.expiryRetriesContinueAsNew)) {
+    if (bounded) {
+      passed('expiryRetriesContinueAsNew');
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
       await continueAsNew<(input: TrashInput) => Promise<TrashTimerState>>(rearmed);
     }

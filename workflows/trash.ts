@@ -8,7 +8,6 @@ import {
   ContinueAsNew,
   isCancellation,
   log,
-  patched,
   setCurrentDetails,
   setHandler,
 } from '@temporalio/workflow';
@@ -21,8 +20,7 @@ import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashCommitted } from '../activities';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
-import { PATCHES } from './patches';
-import { trashStepsBeforeLeases } from './legacy/trash-before-leases';
+import { passed } from './legacy/markers';
 import { purgeSteps } from './purge';
 import { reportOutcome } from './observe';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
@@ -91,7 +89,7 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer
     },
   };
   return withLock(calls, tableLock!, { policy: input.lockWait, input }, () => {
-    if (!patched(PATCHES.drainsLeases)) return trashStepsBeforeLeases(calls, input, commitTrashed);
+    passed('drainsLeases');
     // One deadline for the whole drain: the leases, then (PostgreSQL) the sessions using the table.
     const deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
     return runSteps<Drop>(
@@ -194,9 +192,9 @@ function answerTheCaller(input: TrashInput) {
     trashedUpdate,
     async () => {
       // A cancel request must not answer the caller while the trash is still being taken back: the answer waits for
-      // the compensation (runs started before the patch answered at once, and compensated after).
-      const answered = () => condition(() => outcome !== undefined);
-      await (patched(PATCHES.answerAfterCompensation) ? CancellationScope.nonCancellable(answered) : answered());
+      // the compensation.
+      passed('answerAfterCompensation');
+      await CancellationScope.nonCancellable(() => condition(() => outcome !== undefined));
       if ('error' in outcome!) {
         // Cancelled, and taken back: the caller hears the cancellation itself, not the activity it interrupted.
         if (isCancellation(outcome.error)) throw new CancelledFailure('the trash was cancelled, and what it had done was taken back');

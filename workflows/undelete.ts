@@ -34,7 +34,7 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
       {
         name: 'end trash timer',
         call: async (recall) => {
-          await endTrashTimer(calls, input.tableId, 'restored', recall.droppedAt, input.catalogId);
+          await endTrashTimer(calls, input.tableId, 'restored', recall.droppedAt);
           return recall;
         },
       },
