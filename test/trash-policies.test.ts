@@ -1,9 +1,10 @@
 import { Worker } from '@temporalio/worker';
 import { Harness, workflowBundle } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
-import { failureOf, sleep, waitFor } from './support/wait';
+import { failureOf, untilPast, waitFor } from './support/wait';
+import { admittedUpdates, heldPastExpiry, timerEvents } from './support/trash-runs';
 import { workflowIdFor } from '../domain/operations';
-import { trashTimerQuery } from '../domain/contracts';
+import { retentionUpdate, trashTimerQuery } from '../domain/contracts';
 import { InvalidInputError, LeaseNotFoundError, OnHoldError, TableBusyError, TableInTrashError, WrongStateError } from '../domain/errors';
 import type { TableInfo } from '../domain/table';
 
@@ -32,6 +33,8 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
       { what: `table ${id} to be purged`, timeoutMs },
     );
   const trashRun = (id: number) => h.temporal.workflow.getHandle(workflowIdFor.trash(id, h.catalog.id));
+  /** Once table `id`'s trash run has met its expiry and found the table held: it waits for the release now. */
+  const waitsForRelease = (id: number) => heldPastExpiry(trashRun(id));
 
   test('a held table outlives its expiry, a purge by hand is OnHold naming the reason, and its release purges it', async () => {
     const table = await h.client.create({ table: 'hold.expiry', shards: 2 });
@@ -43,7 +46,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
 
     const trashed = await h.client.trash({ table: 'hold.expiry', retentionSeconds: 1 });
     expect(trashed.hold?.reason).toBe('case 42');
-    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 2500);
+    await waitsForRelease(table.id);
     expect(await stateOf(table.id)).toBe('TRASHED');
     expect(await h.shardAreas(trashed)).toEqual(['trash', 'trash']);
     const refused = await failureOf(h.client.purge({ tableId: table.id }));
@@ -62,8 +65,8 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
   test('a held table past its expiry is not being purged: it can be recalled, and keeps its hold', async () => {
     const table = await h.client.create({ table: 'hold.recall', shards: 1 });
     await h.client.hold({ table: table.id, reason: 'keep' });
-    const trashed = await h.client.trash({ table: 'hold.recall', retentionSeconds: 1 });
-    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 1500);
+    await h.client.trash({ table: 'hold.recall', retentionSeconds: 1 });
+    await waitsForRelease(table.id);
     const back = await h.client.undelete({ table: table.id });
     expect(back).toMatchObject({ state: 'READY', hold: { reason: 'keep' } });
     expect(await h.shardAreas(back)).toEqual(['live']);
@@ -83,9 +86,10 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     const table = await h.client.create({ table: 'ret.short', shards: 2 });
     const trashed = await h.client.trash({ table: 'ret.short', retentionSeconds: 3600 });
     const { runId } = await trashRun(table.id).describe();
-    await sleep(1100);
+    const shortened = Date.parse(trashed.droppedAt!) + 1000;
+    await untilPast(shortened);
     const changed = await h.client.setRetention({ table: table.id, retentionSeconds: 1 });
-    expect(changed.expireAt).toBe(new Date(Date.parse(trashed.droppedAt!) + 1000).toISOString());
+    expect(changed.expireAt).toBe(new Date(shortened).toISOString());
     await purged(table.id);
     expect(await h.shardAreas(trashed)).toEqual([null, null]);
     // One run: the update re-armed its timer, no second run started.
@@ -98,11 +102,12 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     const table = await h.client.create({ table: 'ret.twice', shards: 1 });
     const trashed = await h.client.trash({ table: 'ret.twice', retentionSeconds: 3600 });
     await h.stopWorker();
-    // Both wait for a worker: the next one's first task takes both updates at once.
-    const first = h.client.setRetention({ table: table.id, retentionSeconds: 7200 }, { timeoutMs: 60_000 });
-    await sleep(300);
-    const second = h.client.setRetention({ table: table.id, retentionSeconds: 5400 }, { timeoutMs: 60_000 });
-    await sleep(300);
+    // Both wait for a worker, admitted by the server before it comes: its first task takes both updates at once.
+    const updates = admittedUpdates(h);
+    const first = updates.client.setRetention({ table: table.id, retentionSeconds: 7200 }, { timeoutMs: 60_000 });
+    await updates.admitted(trashRun(table.id), 1);
+    const second = updates.client.setRetention({ table: table.id, retentionSeconds: 5400 }, { timeoutMs: 60_000 });
+    await updates.admitted(trashRun(table.id), 2);
     await h.startWorker();
     const answers = await Promise.all([first, second]);
     const dropped = Date.parse(trashed.droppedAt!);
@@ -112,6 +117,13 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect((await trashRun(table.id).query(trashTimerQuery)).expireAt).toBe(new Date(stored).toISOString());
     // What a worker that lost the run from its cache does: replay its history so far, exactly.
     const history = await trashRun(table.id).fetchHistory();
+    // Both were accepted by one workflow task (their events follow the same task's completion).
+    const events = history.events ?? [];
+    const taskOf = (i: number) => events.slice(0, i).filter((e) => e.workflowTaskCompletedEventAttributes).length;
+    const acceptedIn = events.flatMap((e, i) =>
+      e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === retentionUpdate.name ? [taskOf(i)] : [],
+    );
+    expect(acceptedIn).toEqual([acceptedIn[0], acceptedIn[0]]);
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowIdFor.trash(table.id, h.catalog.id));
   });
 
@@ -124,8 +136,13 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect((await h.client.describe({ table: table.id })).expireAt).toBe(expected);
     expect((await h.client.list({ includeTrashed: true })).find((t) => t.id === table.id)?.expireAt).toBe(expected);
     expect((await trashRun(table.id).query(trashTimerQuery)).expireAt).toBe(expected);
-    await sleep(3500);
+    // The timer of the first expiry was cancelled, not left to fire; past that expiry (and a second for a purge to
+    // show, were one made), the table is still in the trash.
+    const firstExpiry = Date.parse(trashed.expireAt!);
+    expect(await timerEvents(trashRun(table.id))).toMatchObject({ fired: 0, canceled: 1 });
+    await untilPast(firstExpiry + 1000);
     expect(await stateOf(table.id)).toBe('TRASHED');
+    expect(await timerEvents(trashRun(table.id))).toMatchObject({ fired: 0 });
     await expect(h.client.setRetention({ table: table.id, retentionSeconds: 0 })).rejects.toThrow(InvalidInputError);
     // Recalled: no retention left to change.
     await h.client.undelete({ table: table.id });
@@ -172,8 +189,8 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
 
     // A lease that expired before the drop: the drop goes straight to TRASHING.
     const other = await h.client.create({ table: 'lease.stale', shards: 1 });
-    await h.client.acquireLease(other.id, { ttlSeconds: 1 });
-    await sleep(1200);
+    const stale = await h.client.acquireLease(other.id, { ttlSeconds: 1 });
+    await untilPast(Date.parse(stale.expiresAt));
     const quick = Date.now();
     await h.client.trash({ table: 'lease.stale' });
     expect(Date.now() - quick).toBeLessThan(5000);
@@ -257,7 +274,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await h.client.hold({ table: kept.id });
     const trashed = await h.client.trash({ table: 'off.held', retentionSeconds: 1 });
     expect(trashed.state).toBe('TRASHED');
-    await sleep(2000);
+    await waitsForRelease(kept.id);
     expect(await stateOf(kept.id)).toBe('TRASHED');
     await h.client.release({ table: kept.id });
     await purged(kept.id);

@@ -25,3 +25,12 @@ export const failureOf = (promise: Promise<unknown>): Promise<unknown> =>
     },
     (err: unknown) => err,
   );
+
+/**
+ * Resolves once the wall clock is past `instantMs` (ms since the epoch): for a test that must act after a boundary it
+ * computed (an expiry, a lease's end, a grace period), waiting for exactly that boundary and no fixed time. The
+ * worker, the server and the test share this machine's clock.
+ */
+export async function untilPast(instantMs: number): Promise<void> {
+  while (Date.now() <= instantMs) await sleep(instantMs - Date.now() + 1);
+}
