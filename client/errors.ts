@@ -3,6 +3,7 @@ import {
   isGrpcDeadlineError,
   isGrpcServiceError,
   WorkflowFailedError,
+  WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TemporalFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
@@ -17,6 +18,18 @@ import {
 
 /** gRPC status codes (@grpc/grpc-js's `status`) of a server that is not there: UNIMPLEMENTED, UNAVAILABLE. */
 const NOT_THERE: readonly number[] = [12, 14];
+/** The gRPC status (@grpc/grpc-js's `status.NOT_FOUND`) of a call to a run that is not there (closed, say, before it accepted an update). */
+const GRPC_NOT_FOUND = 5;
+
+/** Whether the server answered NOT_FOUND: the run a call addressed is not there (or no longer runs). */
+export function isNotFoundStatus(err: unknown): boolean {
+  return isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND;
+}
+
+/** Whether a call to a run found no such run, as the client says it or as the server does. */
+export function isRunNotFound(err: unknown): boolean {
+  return err instanceof WorkflowNotFoundError || isNotFoundStatus(err);
+}
 
 /**
  * The failure a workflow or update failed with, however deeply the client wrapped it (WorkflowFailedError,

@@ -1,0 +1,138 @@
+import { InvalidInputError, TableExistsError, TableNotFoundError } from '../domain/errors';
+import { formatTableName, type TableName } from '../domain/names';
+import { notRenamable } from '../domain/refusals';
+import { OPERATIONS } from '../domain/operations';
+import {
+  describeRequestSchema,
+  listRequestSchema,
+  OPERATION_REQUESTS,
+  parseRequest,
+  type AdoptRequest,
+  type CreateRequest,
+  type DescribeRequest,
+  type ListRequest,
+  type RenameRequest,
+} from '../domain/requests';
+import {
+  definitionOf,
+  describeCreateParams,
+  sameCreateParams,
+  toTableInfo,
+  type CreateParams,
+  type TableInfo,
+  type TableRecord,
+} from '../domain/table';
+import type { createTable, renameTable } from '../workflows';
+import { callTimeout, describeCheck, type ClientContext } from './context';
+import { checkForDriver, expectedName, liveTable } from './names';
+import type { WriteOptions } from './options';
+import { withSizes } from './sizes';
+import { onTable, startAndWait } from './start';
+
+/** The tables themselves: made (create, adopt), renamed, and read (describe, list). */
+
+export async function create(ctx: ClientContext, request: CreateRequest, opts: WriteOptions): Promise<TableInfo> {
+  // A table of PostgreSQL is one real table unless more shards are asked for.
+  const asked = ctx.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
+  const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
+  checkForDriver(ctx.storageDriver, { table, shards, columns, like });
+  const params: CreateParams = { shards, ...definitionOf({ shards, columns, like }) };
+  return startCreate(ctx, OPERATIONS.create, table, params, opts);
+}
+
+export async function adopt(ctx: ClientContext, request: AdoptRequest, opts: WriteOptions): Promise<TableInfo> {
+  const { table, node } = parseRequest(OPERATION_REQUESTS.adopt, request);
+  if (ctx.storageDriver !== 'postgres') {
+    throw new InvalidInputError('adopt is for the postgres storage driver: it registers a PostgreSQL table that exists already');
+  }
+  checkForDriver(ctx.storageDriver, { table, shards: 1 });
+  return startCreate(ctx, OPERATIONS.adopt, table, { shards: 1, adopt: { node } }, opts);
+}
+
+/** A create or an adopt (the same workflow, under each one's id): started or joined, and its answer checked against `params`. */
+async function startCreate(
+  ctx: ClientContext,
+  record: typeof OPERATIONS.create | typeof OPERATIONS.adopt,
+  table: TableName,
+  params: CreateParams,
+  opts: WriteOptions,
+): Promise<TableInfo> {
+  const timeoutMs = callTimeout(ctx, opts);
+  const label = formatTableName(table);
+  const created = await startAndWait<typeof createTable>(ctx, {
+    workflowId: record.workflowId(table, ctx.catalog.id),
+    what: `${record.name} of ${label}`,
+    check: describeCheck(label),
+    timeoutMs,
+    onDetails: opts.onDetails,
+    run: {
+      record,
+      input: { ...table, ...params },
+      target: table,
+      summary: `${record.name} ${label}: ${describeCreateParams(params)}`,
+      answer: async (handle) => {
+        try {
+          return await handle.result();
+        } catch (err) {
+          // A same-named create with other parameters was running and this call joined it: its TableExists is
+          // not ours if the table that exists is the one we asked for.
+          const existing = await ctx.catalog.findByName(table);
+          if (existing?.state === 'READY' && sameCreateParams(existing.params, params)) return toTableInfo(existing);
+          throw err;
+        }
+      },
+    },
+  });
+  // Joining a running create of the same name with other parameters must not pass for success.
+  // (The definition is not in the answer: the catalog has it.)
+  const made = (await ctx.catalog.getTable(created.id))?.params ?? { shards: created.shards };
+  if (!sameCreateParams(made, params)) {
+    throw new TableExistsError(`table ${label} is being created with ${describeCreateParams(made)}, not ${describeCreateParams(params)}`);
+  }
+  return created;
+}
+
+export async function rename(ctx: ClientContext, request: RenameRequest, opts: WriteOptions): Promise<TableInfo> {
+  const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
+  // A rename changes the catalog only; a PostgreSQL table would keep its old name where services query it.
+  if (ctx.storageDriver === 'postgres') {
+    throw new InvalidInputError('rename is not available with the postgres storage driver yet: drop and recall under the new name');
+  }
+  const timeoutMs = callTimeout(ctx, opts);
+  const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
+  if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
+  // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
+  if (table.state !== 'READY') throw notRenamable(table);
+  if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
+  const tableId = table.id;
+  const record = OPERATIONS.rename;
+  const to = formatTableName(newName);
+  return startAndWait<typeof renameTable>(ctx, {
+    ...onTable(ctx, record, tableId, `rename of table ${tableId} to ${to}`, timeoutMs, opts),
+    run: {
+      record,
+      input: { tableId, newName, expectedName: expectedName(ref) },
+      target: { tableId, ...newName },
+      summary: `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
+    },
+  });
+}
+
+export async function list(ctx: ClientContext, request: ListRequest): Promise<TableInfo[]> {
+  const { includeTrashed, after, limit, withSizes: sized } = parseRequest(listRequestSchema, request);
+  const tables = await ctx.catalog.listTables({ includeTrashed, afterId: after, limit });
+  return sized ? withSizes(ctx, tables) : tables.map(toTableInfo);
+}
+
+export async function describe(ctx: ClientContext, request: DescribeRequest): Promise<TableInfo> {
+  const { table: ref, withSizes: sized } = parseRequest(describeRequestSchema, request);
+  let table: TableRecord;
+  if (ref.kind === 'id') {
+    const found = await ctx.catalog.getTable(ref.id);
+    if (!found) throw new TableNotFoundError(`table ${ref.id} does not exist`);
+    table = found;
+  } else {
+    table = await liveTable(ctx.catalog, ref);
+  }
+  return sized ? (await withSizes(ctx, [table]))[0]! : toTableInfo(table);
+}

@@ -1,0 +1,235 @@
+import { randomUUID } from 'node:crypto';
+import type { WorkflowHandle } from '@temporalio/client';
+import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { recallProgressQuery, retentionUpdate, trashedUpdate, type RecallProgress } from '../domain/contracts';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
+import { formatTableName } from '../domain/names';
+import { OPERATIONS } from '../domain/operations';
+import { onHold } from '../domain/refusals';
+import {
+  OPERATION_REQUESTS,
+  parseRequest,
+  retentionRequestSchema,
+  type PurgeRequest,
+  type RetentionRequest,
+  type TrashRequest,
+  type UndeleteRequest,
+} from '../domain/requests';
+import type { TableInfo, TableRecord } from '../domain/table';
+import type { purgeTable, trashTable, undeleteTable } from '../workflows';
+import { callTimeout, describeCheck, type ClientContext } from './context';
+import { watchChanges } from './details';
+import { applicationFailureOf, isNotFoundStatus, isRunNotFound } from './errors';
+import { checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
+import type { UndeleteOptions, WriteOptions } from './options';
+import { onTable, startAndWait } from './start';
+
+/** The trash: a table moved to it (trash), brought back (undelete), deleted for good (purge), kept longer or shorter (retention). */
+
+/** How often an undelete asks its run how many shards are back. */
+const PROGRESS_POLL_MS = 300;
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function trash(ctx: ClientContext, request: TrashRequest, opts: WriteOptions): Promise<TableInfo> {
+  const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
+  // A drop may wait for its drain (leases, PostgreSQL sessions) up to its drain timeout: unless the call or the client
+  // says otherwise, it waits for its answer that long and a little more, so that a drain is not mistaken for a server
+  // that does not answer.
+  const drainMs = (drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
+  const timeoutMs =
+    opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven ? Math.max(ctx.defaultTimeoutMs, drainMs + 30_000) : callTimeout(ctx, opts);
+  const label = formatTableName(name);
+  const requestId = randomUUID();
+  let table = await liveTable(ctx.catalog, name);
+  const record = OPERATIONS.trash;
+  const workflowId = () => record.workflowId(table.id, ctx.catalog.id);
+  const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
+    ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
+    run: async (attempt) => {
+      if (attempt > 0) table = await liveTable(ctx.catalog, name);
+      // DRAINING, TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
+      if (table.state !== 'READY' && table.state !== 'DRAINING' && table.state !== 'TRASHING') {
+        throw new WrongStateError(`table ${label} (id ${table.id}) is ${table.state}`);
+      }
+      return {
+        record,
+        workflowId: workflowId(),
+        input: { tableId: table.id, retentionSeconds, drainTimeoutSeconds, requestId, expectedName: name, expiryRetry: ctx.expiryRetry },
+        target: { tableId: table.id, ...name },
+        summary: `trash ${label} (id ${table.id})`,
+        update: { definition: trashedUpdate, args: [requestId] },
+      };
+    },
+    again: async (outcome, signal) => {
+      if ('answer' in outcome) {
+        if (isTrashSince(outcome.answer, table)) return false;
+        // The run this call joined had trashed the table before the state this call read (it is READY again: a
+        // recall came between), and told it only now: its workflow task that committed was lost, and its repeat
+        // answered every caller waiting. That is the recalled trash's answer, not this call's: wait for its run
+        // to close (the recall ended its timer), then start a fresh one, as for TrashRunAnswered below.
+        await pause(200);
+        return true;
+      }
+      const err = outcome.error;
+      // The run closed before it accepted the update (terminated while its first workflow task ran, say):
+      // the server answers NOT_FOUND, and how the run closed is the answer.
+      if (isNotFoundStatus(err) && !(await isRunning(ctx, workflowId()))) {
+        throw await closedRunError(ctx.client.workflow.getHandle(workflowId()), err);
+      }
+      if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') {
+        // The run continued as new while it waited for the table's lock: ask the run that goes on.
+        if (!signal.aborted && (await isRunning(ctx, workflowId()))) return true;
+        // The run closed before it answered: how it closed (terminated, failed...) is the answer.
+        throw await closedRunError(ctx.client.workflow.getHandle(workflowId()), err);
+      }
+      // An earlier trash run of this table has answered and is ending (the table was restored since):
+      // wait for it to close (a worker may have died meanwhile: that takes a workflow task timeout), then
+      // start a fresh one. The call's deadline bounds the wait.
+      if (applicationFailureOf(err)?.type !== 'TrashRunAnswered' || signal.aborted) return false;
+      await pause(200);
+      return true;
+    },
+  });
+  // Joined a trash of this table that was already running: its retention is the one that holds.
+  const kept = (Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)) / 1000;
+  if (retentionSeconds !== undefined && kept !== retentionSeconds) {
+    throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
+  }
+  return trashed;
+}
+
+/**
+ * Whether a trash's answer is of a trash made after `read`, the table as the call found it before it started or
+ * joined the run: every state change is stamped with its workflow's time, and a trash commits after the READY (or
+ * TRASHING) it starts from. An answer dropped before that READY was stamped is of an earlier trash, which a recall
+ * has undone since.
+ */
+function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
+  return answer.droppedAt === null || Date.parse(answer.droppedAt) >= read.updatedAt;
+}
+
+/** Whether the latest run of `workflowId` is running (a later run, after a continue-as-new). */
+async function isRunning(ctx: ClientContext, workflowId: string): Promise<boolean> {
+  try {
+    return (await ctx.client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+  } catch {
+    return false;
+  }
+}
+
+/** The error a closed run's result throws (how it ended), or `fallback` if it completed after all. */
+async function closedRunError(run: WorkflowHandle, fallback: unknown): Promise<unknown> {
+  try {
+    await run.result();
+    return fallback;
+  } catch (err) {
+    return err;
+  }
+}
+
+export async function undelete(ctx: ClientContext, request: UndeleteRequest, opts: UndeleteOptions): Promise<TableInfo> {
+  const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
+  if (newName && ctx.storageDriver === 'postgres') checkSchemaFor(newName);
+  const timeoutMs = callTimeout(ctx, opts);
+  const trashed = await trashedTable(ctx.catalog, ref);
+  const tableId = trashed.id;
+  const target = newName ?? trashed;
+  const record = OPERATIONS.undelete;
+  const { onProgress } = opts;
+  return startAndWait<typeof undeleteTable>(ctx, {
+    ...onTable(ctx, record, tableId, `undelete of table ${tableId}`, timeoutMs, opts),
+    run: {
+      record,
+      input: { tableId, newName, expectedName: expectedName(ref) },
+      target: { tableId, namespace: target.namespace, name: target.name },
+      summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
+      answer: async (handle, signal) => {
+        const result = handle.result();
+        if (onProgress) await reportProgress(handle, result, onProgress, signal);
+        return await result;
+      },
+    },
+  });
+}
+
+/** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
+function reportProgress(
+  handle: WorkflowHandle<typeof undeleteTable>,
+  result: Promise<unknown>,
+  onProgress: (progress: RecallProgress) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  return watchChanges(
+    async () => {
+      const progress = await handle.query(recallProgressQuery).catch(() => undefined);
+      return progress && progress.shards > 0 ? progress : null;
+    },
+    (progress) => JSON.stringify(progress),
+    result,
+    onProgress,
+    signal,
+    { afterMs: 0, everyMs: PROGRESS_POLL_MS },
+  );
+}
+
+export async function purge(ctx: ClientContext, request: PurgeRequest, opts: WriteOptions): Promise<TableInfo> {
+  const { tableId } = parseRequest(OPERATION_REQUESTS.purge, request);
+  const timeoutMs = callTimeout(ctx, opts);
+  const table = await ctx.catalog.getTable(tableId);
+  if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
+  // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
+  if (table.state === 'TRASHED' && table.hold) throw onHold({ ...table, hold: table.hold });
+  const record = OPERATIONS.purge;
+  const purged = await startAndWait<typeof purgeTable>(ctx, {
+    ...onTable(ctx, record, tableId, `purge of table ${tableId}`, timeoutMs, opts),
+    run: {
+      record,
+      input: { tableId, trigger: 'manual' },
+      target: { tableId, namespace: table.namespace, name: table.name },
+      summary: `purge table ${tableId}`,
+    },
+  });
+  // Joined a purge started by the trash timer that found the table restored: nothing was purged.
+  if (purged.state !== 'PURGED') {
+    throw new WrongStateError(`table ${tableId} is ${purged.state}; only a trashed table can be purged`);
+  }
+  return purged;
+}
+
+/**
+ * A retention change starts no run: it is an update to the table's trash run, which moves its own timer. It has a
+ * write's deadline and typed errors all the same (WriteRunner).
+ */
+export async function setRetention(ctx: ClientContext, request: RetentionRequest, opts: WriteOptions): Promise<TableInfo> {
+  const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
+  const timeoutMs = callTimeout(ctx, opts);
+  const table = await trashedTable(ctx.catalog, ref);
+  if (table.state !== 'TRASHED')
+    throw new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table has a retention to change`);
+  const workflowId = OPERATIONS.trash.workflowId(table.id, ctx.catalog.id);
+  const op = { workflowId, what: `retention change of table ${table.id}`, check: describeCheck(table.id) };
+  return ctx.writes.run(op, timeoutMs, async (started, signal) => {
+    started();
+    const run = ctx.client.workflow.getHandle<typeof trashTable>(workflowId);
+    try {
+      for (;;) {
+        try {
+          return await run.executeUpdate(retentionUpdate, { args: [retentionSeconds] });
+        } catch (err) {
+          // The catalog says TRASHED but the run does not know it yet (the task that committed was lost, and is being
+          // repeated): ask again shortly; the call's deadline bounds it.
+          if (!/not in the trash yet/.test(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
+          await pause(500);
+        }
+      }
+    } catch (err) {
+      if (isRunNotFound(err)) {
+        throw new WrongStateError(
+          `the trash run of table ${table.id} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
+        );
+      }
+      throw err;
+    }
+  });
+}
