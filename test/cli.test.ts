@@ -4,7 +4,8 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { CliProcess, jsonOf, runCli, runCliAll, runCliAllInProcess, runCliInProcess, type CliResult } from './support/cli';
 import { testNamespace, testServerAddress } from './support/test-server';
-import { sleep, waitFor } from './support/wait';
+import { waitFor } from './support/wait';
+import { visibilityCaughtUp } from './support/runs';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import type { TableInfo } from '../domain/table';
 import { formatBytes } from '../cli/format';
@@ -176,17 +177,11 @@ function rowFor(t: TableInfo): Record<string, string> {
   };
 }
 
-/** The number of workflows ever started on the CLI's task queue, once visibility has caught up (two equal reads). */
+/** The number of workflows ever started on the CLI's task queue, once visibility has caught up with every start so far. */
 async function settledWorkflowCount(): Promise<number> {
-  let last = -1;
-  for (let i = 0; i < 15; i++) {
-    await sleep(1000);
-    // The operations' runs: a describe or an ls starts a run that measures sizes, which changes nothing.
-    const { count } = await temporal.workflow.count(`TaskQueue = '${TASK_QUEUE}' AND WorkflowType != 'measureTables'`);
-    if (count === last) return count;
-    last = count;
-  }
-  throw new Error(`the workflow count on task queue ${TASK_QUEUE} did not settle; last ${last}`);
+  await visibilityCaughtUp(temporal);
+  // The operations' runs: a describe or an ls starts a run that measures sizes, which changes nothing.
+  return (await temporal.workflow.count(`TaskQueue = '${TASK_QUEUE}' AND WorkflowType != 'measureTables'`)).count;
 }
 
 test('--help (and help, and <command> --help) prints the usage of every command and exits 0; no command exits 2', async () => {
