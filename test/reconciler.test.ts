@@ -5,7 +5,7 @@ import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { copySet, existing, moveSet, setFiles, writeSet } from './support/sets-on-disk';
-import { sleep, waitFor } from './support/wait';
+import { untilPast, waitFor } from './support/wait';
 import { lockFor, workflowIdFor } from '../domain/operations';
 import type { Finding, ReconcileReport } from '../domain/health';
 import { toTableInfo, type TableInfo } from '../domain/table';
@@ -34,6 +34,12 @@ function findingsOf(report: ReconcileReport, id: number): Finding[] {
 
 /** How long an orphan set is left alone: long enough for two reconcile passes on a loaded machine, short enough to wait out. */
 const ORPHAN_GRACE_SECONDS = 5;
+
+/** When the orphan grace of `files` is over: it runs from a file's last change (its ctime), the reconciler's clock for it. */
+async function graceOverAt(files: string[]): Promise<number> {
+  const changed = await Promise.all(files.map(async (file) => (await fs.promises.lstat(file)).ctimeMs));
+  return Math.max(...changed) + ORPHAN_GRACE_SECONDS * 1000;
+}
 
 describe('the reconciler', () => {
   let h: Harness;
@@ -93,7 +99,7 @@ describe('the reconciler', () => {
     const table = await h.client.create({ table: 'rec.lateexpiry', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.lateexpiry', retentionSeconds: 1 });
     await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).terminate('operator slip');
-    await sleep(Date.parse(trashed.expireAt!) - Date.now() + 200);
+    await untilPast(Date.parse(trashed.expireAt!));
 
     const report = await h.reconcile('report');
     expect(findingsOf(report, table.id)).toEqual([
@@ -367,7 +373,7 @@ describe('the reconciler', () => {
 
     // Past the grace: a repair collects every orphan, and only them.
     const collectableAt = Math.max(...first.findings.map((f) => (f.kind === 'orphan' ? f.collectableAt : 0)));
-    await sleep(collectableAt - Date.now() + 100);
+    await untilPast(collectableAt);
     const repaired = await h.reconcile();
     expect(repaired.actions.map((a) => a.outcome).sort()).toEqual([
       'collected',
@@ -428,7 +434,7 @@ describe('the reconciler', () => {
     const held = await h.client.create({ table: 'rec.held', shards: 1 });
     const spare = await copySet(storageRoot, shardOf(held), 'live', 'trash');
     const stray = await writeSet(storageRoot, { ...shardOf(held), shard: 7 }, 'live');
-    await sleep(ORPHAN_GRACE_SECONDS * 1000 + 100);
+    await untilPast(await graceOverAt([...spare, ...stray]));
     const before = await h.shardReports(held);
     // ... that the running run holds.
     expect(await h.catalog.acquireLock(`table:${held.id}`, owner, Date.now(), () => Promise.resolve(false))).toMatchObject({
