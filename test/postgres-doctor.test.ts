@@ -6,7 +6,7 @@ import { jsonOf, runCli, runCliInProcess, type CliProcess, type CliResult } from
 import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
-import { sleep } from './support/wait';
+import { untilPast } from './support/wait';
 import { TASK_QUEUE } from '../domain/deployment';
 import type { Finding, ReconcileReport } from '../domain/health';
 import type { TableInfo } from '../domain/table';
@@ -125,8 +125,9 @@ test('dropped, renamed, moved and given away by hand: doctor names each, text an
     "ALTER TABLE shop.stale RENAME TO stale_old; UPDATE tablefate.shards SET table_name = 'stale_old' WHERE table_oid = 'shop.stale_old'::regclass",
   );
   await nodeOf(unrecorded).query("DELETE FROM tablefate.shards WHERE table_oid = 'shop.unrecorded'::regclass");
-  // The catalog is compared with a record only for rows that did not change within a second of the listing.
-  await sleep(Math.max(0, createdAt + 1_100 - Date.now()));
+  // The catalog is compared with a record only for rows that did not change within a second of the listing (the
+  // doctor's clock margin): the listing comes after every row's last change by more than that.
+  await untilPast(createdAt + 1_000);
 
   const where = (t: TableInfo) => `table ${t.id} (shop.${t.name}) shard 0 on ${t.placement[0]!.node}`;
   const expected: Array<[TableInfo, string]> = [
