@@ -23,8 +23,8 @@ const STORAGE_FAULT = 'StorageFault';
  * Decides, at the activity boundary, which errors retrying cannot fix. Those cross into the workflow as
  * non-retryable failures whose type names them; everything else is left for Temporal to retry.
  *
- * - ApplicationFailures pass unchanged: the activity chose its failure itself (the lock's retryable LockBusy,
- *   WrongCatalog, ...), and no budget may cut a lock wait short.
+ * - ApplicationFailures pass unchanged: the activity chose its failure itself (WrongCatalog, ...), and its
+ *   retryability is its own, whatever the storage budget.
  * - Domain errors become non-retryable failures of their type; a lost lock becomes `LockLost`.
  * - Storage faults (storage/errors.ts decides which is which): permanent ones become a non-retryable
  *   `StorageFault` at once; transient ones are retried until `attempt` reaches the budget, then become a

@@ -1,10 +1,10 @@
 import { Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
-import { diagnoseSets, diagnoseTables, type Finding, type LockFact, type RecordedShardTables, type SetOnDisk } from '../domain/health';
+import { diagnoseTables, type Finding, type LockFact, type RecordedShardTables, type SetOnDisk } from '../domain/health';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
 import type { TableRecord } from '../domain/table';
-import type { SetListing, StorageDriver } from '../storage/driver';
+import type { SetListing } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
 import type { CallChecks, CallScope } from './scope';
 
@@ -16,7 +16,10 @@ export interface Survey {
   findings: Finding[];
   /** Findings beyond MAX_FINDINGS, not listed: a later pass lists them once the first ones are repaired. */
   omitted: number;
-  /** Nodes whose sets were not listed (quarantined): their orphans wait until they are back. */
+  /**
+   * Nodes whose sets were not listed (quarantined): their orphans wait until they are back. None from the catalog's
+   * survey: the reconciler adds each node whose own survey was skipped.
+   */
   skippedNodes: string[];
   /** For a stuck trash: the retention its stopped run asked for, so that resuming it keeps the promise. */
   retentionOf: Record<number, number>;
@@ -28,11 +31,7 @@ export interface HousekeepingDeps {
   catalog: Catalog;
   /** The storage nodes shards are placed on. */
   nodes: readonly string[];
-  /** Storage served in this process, if any: only runs started before node surveys list sets here. */
-  storage?: StorageDriver;
   isOwnerClosed: IsOwnerClosed;
-  /** How long a set no row accounts for is left alone before it is collected (the worker's setting). */
-  orphanGraceMs: number;
   checks: CallChecks;
 }
 
@@ -88,40 +87,27 @@ export function bounded(findings: Finding[]): { findings: Finding[]; omitted: nu
 export function housekeepingActivities(deps: HousekeepingDeps) {
   const { catalog } = deps;
 
-  /**
-   * Runs started before each node surveyed its own sets ask this survey for the sets too (`sets` unset): it
-   * lists those of the storage served in this process, and names every node skipped when there is none.
-   */
-  const legacySets = async (): Promise<{ sets: SetOnDisk[]; skippedNodes: string[]; recorded?: RecordedShardTables }> => {
-    if (!deps.storage) return { sets: [], skippedNodes: [...deps.nodes] };
-    const listedAt = Date.now();
-    const listing = await deps.storage.listSets();
-    return { sets: setsOnDisk(listing), skippedNodes: listing.skippedNodes, recorded: recordedOf(listing, deps.storage.nodes, listedAt) };
-  };
-
   return {
-    /** Everything the reconciler would do now about tables and locks (and, for older runs, sets); changes nothing. */
+    /**
+     * Everything the reconciler would do now about tables and locks; changes nothing. The sets are each node's own
+     * survey (surveyNode): `sets` is accepted, and ignored, because the reconciler still says `false`.
+     */
     async surveyHealth(input: CallScope & { sets?: false }): Promise<Survey> {
       deps.checks.inScope(input);
       const context = Context.current();
-      const { sets, skippedNodes, recorded } = input.sets === false ? { sets: [], skippedNodes: [] } : await legacySets();
       const [tables, locks, trashTimers] = await Promise.all([
-        tablesFor(catalog, sets, recorded),
+        tablesFor(catalog, []),
         lockFacts(catalog, deps.isOwnerClosed),
         runningTrashTimers(context.info.taskQueue, catalog.id),
       ]);
-      const now = Date.now();
-      const { findings, omitted } = bounded([
-        ...diagnoseTables({ tables, locks, trashTimers, now }),
-        ...diagnoseSets({ tables, locks, sets, recorded, now, orphanGraceMs: deps.orphanGraceMs }),
-      ]);
+      const { findings, omitted } = bounded(diagnoseTables({ tables, locks, trashTimers, now: Date.now() }));
       const retentionOf: Record<number, number> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
         const asked = await askedRetention(OPERATIONS.trash.workflowId(f.table.id, catalog.id));
         if (asked !== undefined) retentionOf[f.table.id] = asked;
       }
-      return { findings, omitted, skippedNodes, retentionOf, nodes: [...deps.nodes] };
+      return { findings, omitted, skippedNodes: [], retentionOf, nodes: [...deps.nodes] };
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */

@@ -1,4 +1,3 @@
-import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
@@ -10,43 +9,32 @@ import { endTimerSignal, evictSignal, trashChangedSignal } from '../domain/contr
 import { defaultSettings, trashPolicy, type SettingKey, type SettingRow, type SettingValue, type TrashPolicy } from '../domain/settings';
 import type { Lease } from '../domain/leases';
 import type { LeaseRequest } from '../catalog/catalog';
-import type { FatalStorageError, StorageDriver } from '../storage/driver';
+import type { FatalStorageError } from '../storage/driver';
 import { withFailureMapping } from './failures';
-import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
-import { createShardsHereActivity, type StorageActivities } from './storage';
+import type { StorageActivities } from './storage';
 
 export type { CallScope } from './scope';
-export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
+export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type StorageActivities } from './storage';
 
 export interface ActivityDeps {
   catalog: Catalog;
   /** The storage nodes new tables' shards are placed on. */
   nodes: readonly string[];
-  /**
-   * Storage served in this process, if any: an operation's shard changes on these nodes run here, in its workflow
-   * task (changeShardsHere), and reconcile runs started before node surveys list it here.
-   */
-  storage?: StorageDriver;
   /** Retention of a trash when the request names none. */
   defaultRetentionSeconds: number;
   /** Called when storage can neither finish nor undo a change: the worker must stop. */
   onFatal: (err: FatalStorageError) => void;
   /** Whether the workflow that holds a lock has closed; defaults to asking the Temporal server. */
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
-  /** How long a set no catalog row accounts for is left alone before the reconciler collects it. */
-  orphanGraceSeconds?: number;
-  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
-  storageRetryAttempts?: number;
   /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
   now?: () => number;
 }
 
 /**
- * The activities of an orchestrating worker: locks, the catalog's compare-and-sets, the reconciler's catalog
- * survey, and the shard changes of the nodes this process serves itself (changeShardsHere). Every other storage
- * call runs on the worker of its node (storage.ts).
+ * The activities of an orchestrating worker: locks, the catalog's compare-and-sets and the reconciler's catalog
+ * survey. Every storage call runs on the worker of its node (storage.ts).
  */
 export function createActivities(deps: ActivityDeps) {
   const { catalog } = deps;
@@ -54,17 +42,6 @@ export function createActivities(deps: ActivityDeps) {
   const isOwnerClosed = deps.isOwnerClosed ?? ownerClosedOnServer;
   const checks = callChecks(catalog);
   const { inScope, stepOf } = checks;
-
-  /** One attempt at a lock; a lock left by a closed workflow is taken over. */
-  const attemptLock = async (input: CallScope & { lock: string }): Promise<LockAttempt> => {
-    const owner = inScope(input);
-    const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
-    if (!result.acquired) return { acquired: false, holder: result.holder.workflowId };
-    if (result.tookOverFrom) {
-      Context.current().log.warn('took over a lock left by a closed workflow', { lock: input.lock, from: result.tookOverFrom.workflowId });
-    }
-    return { acquired: true };
-  };
 
   /** A state change in the calling run's name; with `releaseLocks`, the run's locks go once it is recorded. */
   const change = async (
@@ -79,32 +56,32 @@ export function createActivities(deps: ActivityDeps) {
 
   const activities = {
     /**
-     * FATE's isReady as runs started before workflows waited in their own code still call it: a retryable
-     * LockBusy while another running workflow holds the lock, so that the activity's retries are the wait.
-     */
-    async acquireLock(input: CallScope & { lock: string }): Promise<void> {
-      const attempt = await attemptLock(input);
-      if (!attempt.acquired) throw ApplicationFailure.retryable(`${input.lock} is held by ${attempt.holder}`, 'LockBusy');
-    },
-
-    /**
      * FATE's isReady: one attempt at a lock, for a workflow that waits in its own code (timers, not activity
-     * retries, so the wait is bounded in history). Busy is an answer, naming the holder.
+     * retries, so the wait is bounded in history). Busy is an answer, naming the holder; a lock left by a closed
+     * workflow is taken over.
      */
-    tryLock: (input: CallScope & { lock: string }): Promise<LockAttempt> => attemptLock(input),
+    async tryLock(input: CallScope & { lock: string }): Promise<LockAttempt> {
+      const owner = inScope(input);
+      const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
+      if (!result.acquired) return { acquired: false, holder: result.holder.workflowId };
+      if (result.tookOverFrom) {
+        Context.current().log.warn('took over a lock left by a closed workflow', {
+          lock: input.lock,
+          from: result.tookOverFrom.workflowId,
+        });
+      }
+      return { acquired: true };
+    },
 
     /** Releases every lock the calling run holds. */
     async releaseLock(input: CallScope = {}): Promise<void> {
       await catalog.releaseLocks(inScope(input));
     },
 
-    /**
-     * With `busyIsAnswer`, a table lock held by another running operation comes back as `busy` for the workflow
-     * to wait on; without it (runs started before workflows waited in their own code) it is a retryable LockBusy.
-     */
-    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number; busyIsAnswer?: boolean }) {
+    /** A table lock held by another running operation comes back as `busy`, for the workflow to wait on in its own code. */
+    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number }) {
       const owner = inScope(input);
-      const result = await catalog.prepareCreate(
+      return catalog.prepareCreate(
         {
           namespace: input.namespace,
           name: input.name,
@@ -117,10 +94,6 @@ export function createActivities(deps: ActivityDeps) {
         },
         isOwnerClosed,
       );
-      if (result.outcome === 'busy' && !input.busyIsAnswer) {
-        throw ApplicationFailure.retryable(`${result.holder.resource} is held by ${result.holder.workflowId}`, 'LockBusy');
-      }
-      return result;
     },
 
     /**
@@ -323,18 +296,10 @@ export function createActivities(deps: ActivityDeps) {
   const housekeeping = housekeepingActivities({
     catalog,
     nodes: deps.nodes,
-    storage: deps.storage,
     isOwnerClosed,
     checks,
-    orphanGraceMs: (deps.orphanGraceSeconds ?? DEFAULT_ORPHAN_GRACE_SECONDS) * 1000,
   });
-  const shardsHere = createShardsHereActivity({
-    catalog,
-    storage: deps.storage,
-    onFatal: deps.onFatal,
-    storageRetryAttempts: deps.storageRetryAttempts,
-  });
-  return { ...withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal }), ...shardsHere };
+  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
 }
 
 export type OrchestrationActivities = ReturnType<typeof createActivities>;

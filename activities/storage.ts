@@ -1,15 +1,11 @@
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseSets, judgeSet, type Finding, type SetOnDisk } from '../domain/health';
-import type { ChangeNotes, FatalStorageError, ShardArea, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
-import { ApplicationFailure } from '@temporalio/common';
-import { Context } from '@temporalio/activity';
-import { toActivityFailure, withFailureMapping } from './failures';
+import type { ChangeNotes, FatalStorageError, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
+import { withFailureMapping } from './failures';
 import { bounded, lockFacts, recordedOf, setsOnDisk, tablesFor } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { settleAll } from '../domain/settle';
-import { STORAGE_STOPPED_HERE } from '../domain/operations';
-import { classifyStorageError, messageOf } from '../storage/errors';
 
 export interface StorageActivityDeps {
   catalog: Catalog;
@@ -46,25 +42,6 @@ export function createStorageActivities(deps: StorageActivityDeps) {
   };
 
   const activities = {
-    async createShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.createShard(shard!, watch));
-    },
-    async dropShard(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.dropShard(shard!, watch));
-    },
-    async moveShard(input: CallScope & { shard: ShardRef; from: ShardArea; to: ShardArea }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.moveShard(shard!, input.from, input.to, watch));
-    },
-    async markGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.markGarbage(shard!, watch));
-    },
-    async unmarkGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.unmarkGarbage(shard!, watch));
-    },
-    async deleteGarbage(input: CallScope & { shard: ShardRef }): Promise<void> {
-      await fenced(input, [input.shard], (watch, [shard]) => storage.deleteGarbage(shard!, watch));
-    },
-
     /**
      * One step's change on every shard of a table that this node holds, all at once, fenced like every change. It
      * heartbeats file by file; once cancelled it stops before its next file, the set it was renaming put back, and
@@ -123,76 +100,6 @@ export function createStorageActivities(deps: StorageActivityDeps) {
 
 export type StorageActivities = ReturnType<typeof createStorageActivities>;
 
-/** What a change of shards made in the workflow task left to the nodes' own queues. */
-export interface ShardsHereAnswer {
-  /** The nodes this worker does not serve, whose shards it left untouched. */
-  elsewhere: string[];
-}
-
-export interface ShardsHereDeps {
-  catalog: Catalog;
-  /** The nodes served in this process, if any. */
-  storage?: StorageDriver;
-  onFatal: (err: FatalStorageError) => void;
-  storageRetryAttempts?: number;
-}
-
-/**
- * The change of one step on every shard of a table, as a local activity of the orchestrating worker, in the
- * workflow task that asks for it: the shards of the nodes this worker serves itself (every node, with
- * `--storage local`) are changed here, without a round trip through the server per shard; the others are left
- * to their nodes' queues, which the answer names. Fenced like every storage change, and journaled under the
- * call's step once done: a workflow task lost after it ran (its answer never reached the history) makes the
- * same call again, maybe on another worker and after the operation released its lock, and is answered the same
- * without a file being touched.
- */
-export function createShardsHereActivity(deps: ShardsHereDeps) {
-  const { catalog, storage } = deps;
-  const { inScope, stepOf, fenced } = callChecks(catalog);
-  const mapping = { onFatal: deps.onFatal, storageRetryAttempts: deps.storageRetryAttempts };
-  const activities = {
-    async changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<ShardsHereAnswer> {
-      const owner = inScope(input);
-      const step = stepOf(owner, input);
-      if (!step) throw new Error('changeShardsHere needs the step of the call, under which it is journaled');
-      const made = await catalog.stepOutcome(step);
-      if (made) {
-        if ('value' in made) return made.value as ShardsHereAnswer;
-        throw ApplicationFailure.nonRetryable(made.error.message, made.error.type);
-      }
-      const served = new Set(storage?.nodes ?? []);
-      const here = input.shards.filter((s) => served.has(s.node));
-      const answer: ShardsHereAnswer = { elsewhere: [...new Set(input.shards.filter((s) => !served.has(s.node)).map((s) => s.node))] };
-      if (here.length === 0) return answer;
-      await fenced(input, here, async (watch, shards) => {
-        try {
-          await settleAll(shards, (shard) => applyChange(storage!, input.change, shard, watch));
-        } catch (err) {
-          if (classifyStorageError(err) === 'fatal') {
-            // This worker stops (as a node's worker would); the change is not over, so nothing is journaled.
-            deps.onFatal(err as FatalStorageError);
-            throw ApplicationFailure.create({
-              message: messageOf(err),
-              type: STORAGE_STOPPED_HERE,
-              nonRetryable: true,
-              cause: err as Error,
-            });
-          }
-          // A failure for good is journaled like an answer: the step made again fails the same, and the
-          // operation compensates as it did the first time instead of finding its lock gone.
-          const failure = toActivityFailure(err, mapping, Context.current().info.attempt);
-          if (!(failure instanceof ApplicationFailure && failure.nonRetryable)) throw err;
-          await catalog.recordStep(step, { error: { type: failure.type ?? 'Error', message: failure.message } });
-          throw failure;
-        }
-      });
-      await catalog.recordStep(step, { value: answer });
-      return answer;
-    },
-  };
-  return withFailureMapping(activities, mapping);
-}
-
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
 async function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<ChangeNotes> {
   if (change.method !== 'moveShard') {
@@ -205,12 +112,6 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
 /** The names of the storage activities: what a node's task queue serves. */
 export const STORAGE_ACTIVITY_NAMES = [
   'changeShardsOnNode',
-  'createShard',
-  'dropShard',
-  'moveShard',
-  'markGarbage',
-  'unmarkGarbage',
-  'deleteGarbage',
   'surveyNode',
   'collectOrphan',
   'measureShards',

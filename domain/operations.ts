@@ -490,13 +490,6 @@ export function storageQueue(taskQueue: string, node: string): string {
   return `${taskQueue}-storage-${node}`;
 }
 
-/**
- * The failure of a shard change made in the workflow task when the storage of the worker making it failed fatally
- * (a set left half renamed): that worker is stopping, and the workflow hands the change to the nodes' queues,
- * where it waits for a worker that serves the node again (once an operator has cleared its quarantine).
- */
-export const STORAGE_STOPPED_HERE = 'StorageStoppedHere';
-
 /** Any operation's record, read where only what is common to them all matters (the reconciler, the tests). */
 export type AnyOperation = OperationRecord<string, unknown, unknown>;
 

@@ -85,8 +85,7 @@ function pick<T extends object>(from: T, names: readonly string[], keep: boolean
 
 /**
  * An orchestrating worker: runs tablefate's workflows and the catalog's activities. With local storage it also
- * serves every node's queue in this process (and the storage calls of runs started before shard work moved to
- * the nodes' queues, on its own queue). If storage reports that a set of files could be neither renamed nor
+ * serves every node's queue in this process. If storage reports that a set of files could be neither renamed nor
  * put back, every worker of the process stops at once rather than act on damaged data.
  */
 export async function createTableFateWorker(opts: TableFateWorkerOptions): Promise<TableFateWorker> {
@@ -106,11 +105,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   const orchestration = createActivities({
     catalog: opts.catalog,
     nodes: opts.storage.nodes,
-    storage: local,
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
-    orphanGraceSeconds: opts.orphanGraceSeconds,
-    storageRetryAttempts: opts.storageRetryAttempts,
     onFatal,
   });
   const storageActivities = local
@@ -130,7 +126,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
       ...common,
       taskQueue,
       maxCachedWorkflows: opts.maxCachedWorkflows ?? DEFAULT_WORKFLOW_CACHE,
-      activities: local ? activities : pick(activities, STORAGE_ACTIVITY_NAMES, false),
+      activities: pick(activities, STORAGE_ACTIVITY_NAMES, false),
       ...(opts.workflowBundle
         ? { workflowBundle: opts.workflowBundle }
         : {
