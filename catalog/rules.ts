@@ -3,13 +3,13 @@ import {
   NameTakenError,
   TableExistsError,
   TableFateError,
-  TableNotFoundError,
   WrongStateError,
   domainError,
   isDomainErrorType,
 } from '../domain/errors';
 import { formatTableName, type TableName } from '../domain/names';
 import { lockFor } from '../domain/operations';
+import { nameChanged, notLeasable, notOnHold, tableNotFound } from '../domain/refusals';
 import { canTransition, columnsOnEntering, type TableState } from '../domain/states';
 import { canBeHeld, describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
 import type { Lease } from '../domain/leases';
@@ -252,7 +252,7 @@ async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<Prepar
 /** A state change: a compare-and-set on (id, expected state, lock owner), with the columns the new state stamps. */
 async function transition(tx: CatalogTx, req: TransitionRequest): Promise<TableRecord> {
   const current = await tx.tableById(req.tableId, { forUpdate: true });
-  if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
+  if (!current) throw tableNotFound(req.tableId);
   await assertHolds(tx, lockFor.table(req.tableId), req.owner);
   const plan = planTransition(current, req);
   if (plan.made) return plan.table;
@@ -267,9 +267,9 @@ async function transition(tx: CatalogTx, req: TransitionRequest): Promise<TableR
  */
 async function changeHold(tx: CatalogTx, req: HoldChange): Promise<TableRecord> {
   const current = await tx.tableById(req.tableId, { forUpdate: true });
-  if (!current || current.state === 'PURGED') throw new TableNotFoundError(`table ${req.tableId} does not exist or was purged`);
+  if (!current || current.state === 'PURGED') throw tableNotFound(req.tableId, { orPurged: true });
   await assertHolds(tx, lockFor.table(req.tableId), req.owner);
-  checkName(current, req.tableId, req.expectName);
+  checkName(current, req.expectName);
   if (req.hold) {
     if (!canBeHeld(current)) {
       throw new WrongStateError(`table ${req.tableId} is ${current.state}; only a READY or trashed table can be held`);
@@ -281,7 +281,7 @@ async function changeHold(tx: CatalogTx, req: HoldChange): Promise<TableRecord> 
       );
     }
   } else if (!current.hold) {
-    throw new WrongStateError(`table ${req.tableId} is not on hold; nothing to release`);
+    throw notOnHold(req.tableId);
   }
   await write(tx, current, { ...current, hold: req.hold });
   return mustGet(tx, req.tableId);
@@ -295,7 +295,7 @@ export const reasonOf = (table: TableRecord): string => (table.hold?.reason ? ` 
  */
 async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<TableRecord> {
   const current = await tx.tableById(req.tableId, { forUpdate: true });
-  if (!current || current.state === 'PURGED') throw new TableNotFoundError(`table ${req.tableId} does not exist or was purged`);
+  if (!current || current.state === 'PURGED') throw tableNotFound(req.tableId, { orPurged: true });
   if (current.state !== 'TRASHED' || current.droppedAt !== req.droppedAt) {
     throw new WrongStateError(`table ${req.tableId} is ${current.state}, no longer in the trash whose retention was to change`);
   }
@@ -315,7 +315,7 @@ async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<TableReco
  */
 async function startDrain(tx: CatalogTx, req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }> {
   const current = await tx.tableById(req.tableId, { forUpdate: true });
-  if (!current) throw new TableNotFoundError(`table ${req.tableId} does not exist`);
+  if (!current) throw tableNotFound(req.tableId);
   const leases = await tx.liveLeases({ tableId: req.tableId, now: req.now });
   const resumed = current.state === 'DRAINING' || current.state === 'TRASHING';
   const to = resumed ? current.state : leases.length > 0 ? 'DRAINING' : 'TRASHING';
@@ -334,11 +334,8 @@ async function startDrain(tx: CatalogTx, req: DrainStart): Promise<{ table: Tabl
 async function changeLease(tx: CatalogTx, req: LeaseRequest): Promise<Lease> {
   if (req.action === 'acquire') {
     const table = await tx.tableById(req.lease.tableId, { forUpdate: true });
-    if (!table || table.state === 'PURGED') throw new TableNotFoundError(`table ${req.lease.tableId} does not exist`);
-    if (table.state !== 'READY') {
-      const why = table.state === 'DRAINING' ? ': a drop is waiting for its leases to end, and it takes no new one' : '';
-      throw new WrongStateError(`table ${table.id} is ${table.state}${why}; only a READY table can be leased`);
-    }
+    if (!table || table.state === 'PURGED') throw tableNotFound(req.lease.tableId);
+    if (table.state !== 'READY') throw notLeasable(table);
     if (await tx.leaseById(req.lease.id)) throw new WrongStateError(`a lease ${req.lease.id} exists already`);
     await tx.insertLease(req.lease);
     return req.lease;
@@ -359,12 +356,9 @@ async function changeLease(tx: CatalogTx, req: LeaseRequest): Promise<Lease> {
 }
 
 /** WrongState unless the table still bears the name the caller resolved. */
-function checkName(current: TableRecord, tableId: number, expectName: TableName | undefined): void {
+function checkName(current: TableRecord, expectName: TableName | undefined): void {
   if (expectName && (expectName.namespace !== current.namespace || expectName.name !== current.name)) {
-    throw new WrongStateError(
-      `table ${tableId} is named ${formatTableName(current)}, not ${formatTableName(expectName)}: ` +
-        `the name was resolved from a catalog that has changed since; nothing was done`,
-    );
+    throw nameChanged(current, expectName);
   }
 }
 
@@ -471,7 +465,7 @@ type TransitionPlan =
  * the same name), and the transition table. Throws WrongState; returns what to write otherwise.
  */
 function planTransition(current: TableRecord, req: TransitionRequest): TransitionPlan {
-  checkName(current, req.tableId, req.expectName);
+  checkName(current, req.expectName);
   const wanted = { namespace: req.rename?.namespace ?? current.namespace, name: req.rename?.name ?? current.name };
   // Already made: an earlier run of this operation that stopped half way, which this one resumes. It must be the
   // same move, under the same name.

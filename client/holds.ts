@@ -1,6 +1,6 @@
-import { WrongStateError } from '../domain/errors';
 import { formatTableName, type TableRef } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
+import { notOnHold } from '../domain/refusals';
 import { OPERATION_REQUESTS, parseRequest, type HoldRequest, type ReleaseRequest } from '../domain/requests';
 import { canBeHeld, toTableInfo, type TableInfo } from '../domain/table';
 import type { holdTable } from '../workflows';
@@ -31,7 +31,7 @@ async function changeHold(
   const timeoutMs = callTimeout(ctx, opts);
   const table = await anyTable(ctx.catalog, ref);
   // (Checked again under the lock by the workflow; here, to answer at once.)
-  if (!hold && !table.hold) throw new WrongStateError(`table ${table.id} is not on hold; nothing to release`);
+  if (!hold && !table.hold) throw notOnHold(table.id);
   // Held already for this reason answers the table as it is, as the workflow would: only where it could be held now
   // (a recall of a held table under way is waited for, then answered READY and held).
   if (hold && table.hold && table.hold.reason === hold.reason && canBeHeld(table)) return toTableInfo(table);

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { WrongStateError } from '../domain/errors';
 import { toLeaseInfo, type LeaseInfo } from '../domain/leases';
 import { formatTableName } from '../domain/names';
 import { OPERATIONS, type OperationTarget } from '../domain/operations';
+import { notLeasable } from '../domain/refusals';
 import {
   listLeasesRequestSchema,
   OPERATION_REQUESTS,
@@ -22,11 +22,7 @@ import { startAndWait } from './start';
 export async function acquireLease(ctx: ClientContext, table: string | number, opts: LeaseOptions): Promise<LeaseInfo> {
   const request = parseRequest(OPERATION_REQUESTS.lease, { table, ttlSeconds: opts.ttlSeconds, holder: opts.holder });
   const found = await anyTable(ctx.catalog, request.table);
-  if (found.state !== 'READY') {
-    throw new WrongStateError(
-      `table ${found.id} is ${found.state}${found.state === 'DRAINING' ? ': a drop waits for its leases to end, and it takes no new one' : ''}; only a READY table can be leased`,
-    );
-  }
+  if (found.state !== 'READY') throw notLeasable(found);
   const leaseId = randomUUID();
   return runLease(
     ctx,

@@ -1,6 +1,7 @@
 import type { CatalogReader } from '../catalog/catalog';
 import { reservedSchemaReason, type StorageDriverName } from '../domain/deployment';
 import { InvalidInputError, TableInTrashError, TableNotFoundError } from '../domain/errors';
+import { tableNotFound } from '../domain/refusals';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
 import type { TableRecord } from '../domain/table';
 
@@ -16,7 +17,7 @@ export async function liveTable(catalog: CatalogReader, name: TableName): Promis
   if (table) return table;
   const trashed = await catalog.findTrashed(name);
   if (trashed) throw new TableInTrashError(`table ${formatTableName(name)} is in the trash, id ${trashed.id}`);
-  throw new TableNotFoundError(`table ${formatTableName(name)} does not exist`);
+  throw tableNotFound(name);
 }
 
 /**
@@ -26,16 +27,13 @@ export async function liveTable(catalog: CatalogReader, name: TableName): Promis
 export async function anyTable(catalog: CatalogReader, ref: TableRef, { tombstones = false } = {}): Promise<TableRecord> {
   if (ref.kind === 'id') {
     const table = await catalog.getTable(ref.id);
-    if (!table) throw new TableNotFoundError(`table ${ref.id} does not exist${tombstones ? '' : ' or was purged'}`);
-    if (!tombstones && table.state === 'PURGED') throw new TableNotFoundError(`table ${ref.id} does not exist or was purged`);
+    if (!table || (!tombstones && table.state === 'PURGED')) throw tableNotFound(ref.id, { orPurged: !tombstones });
     return table;
   }
   const table = (await catalog.findByName(ref)) ?? (await catalog.findTrashed(ref));
   if (!table) {
-    const name = formatTableName(ref);
-    throw new TableNotFoundError(
-      tombstones ? `no live or trashed table is named ${name} (a purged table answers by its id)` : `table ${name} does not exist`,
-    );
+    if (!tombstones) throw tableNotFound(ref);
+    throw new TableNotFoundError(`no live or trashed table is named ${formatTableName(ref)} (a purged table answers by its id)`);
   }
   return table;
 }
@@ -44,9 +42,8 @@ export async function anyTable(catalog: CatalogReader, ref: TableRef, { tombston
 export async function trashedTable(catalog: CatalogReader, ref: TableRef): Promise<TableRecord> {
   const table = ref.kind === 'id' ? await catalog.getTable(ref.id) : await catalog.findTrashed(ref);
   if (!table || table.state === 'PURGED') {
-    throw new TableNotFoundError(
-      ref.kind === 'id' ? `table ${ref.id} does not exist or was purged` : `no table named ${formatTableName(ref)} is in the trash`,
-    );
+    if (ref.kind === 'id') throw tableNotFound(ref.id, { orPurged: true });
+    throw new TableNotFoundError(`no table named ${formatTableName(ref)} is in the trash`);
   }
   return table;
 }

@@ -1,6 +1,6 @@
-import { InvalidInputError, TableExistsError, TableNotFoundError } from '../domain/errors';
+import { InvalidInputError, TableExistsError } from '../domain/errors';
 import { formatTableName, type TableName } from '../domain/names';
-import { notRenamable } from '../domain/refusals';
+import { notRenamable, tableNotFound } from '../domain/refusals';
 import { OPERATIONS } from '../domain/operations';
 import {
   describeRequestSchema,
@@ -100,7 +100,7 @@ export async function rename(ctx: ClientContext, request: RenameRequest, opts: W
   }
   const timeoutMs = callTimeout(ctx, opts);
   const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
-  if (!table) throw new TableNotFoundError(`table ${ref.kind === 'id' ? ref.id : formatTableName(ref)} does not exist`);
+  if (!table) throw tableNotFound(ref.kind === 'id' ? ref.id : ref);
   // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
   if (table.state !== 'READY') throw notRenamable(table);
   if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
@@ -129,7 +129,7 @@ export async function describe(ctx: ClientContext, request: DescribeRequest): Pr
   let table: TableRecord;
   if (ref.kind === 'id') {
     const found = await ctx.catalog.getTable(ref.id);
-    if (!found) throw new TableNotFoundError(`table ${ref.id} does not exist`);
+    if (!found) throw tableNotFound(ref.id);
     table = found;
   } else {
     table = await liveTable(ctx.catalog, ref);

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
-import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, trashedUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { formatTableName } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
-import { onHold } from '../domain/refusals';
+import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
   OPERATION_REQUESTS,
   parseRequest,
@@ -177,7 +177,7 @@ export async function purge(ctx: ClientContext, request: PurgeRequest, opts: Wri
   const { tableId } = parseRequest(OPERATION_REQUESTS.purge, request);
   const timeoutMs = callTimeout(ctx, opts);
   const table = await ctx.catalog.getTable(tableId);
-  if (!table) throw new TableNotFoundError(`table ${tableId} does not exist`);
+  if (!table) throw tableNotFound(tableId);
   // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
   if (table.state === 'TRASHED' && table.hold) throw onHold({ ...table, hold: table.hold });
   const record = OPERATIONS.purge;
@@ -191,9 +191,7 @@ export async function purge(ctx: ClientContext, request: PurgeRequest, opts: Wri
     },
   });
   // Joined a purge started by the trash timer that found the table restored: nothing was purged.
-  if (purged.state !== 'PURGED') {
-    throw new WrongStateError(`table ${tableId} is ${purged.state}; only a trashed table can be purged`);
-  }
+  if (purged.state !== 'PURGED') throw notTrashed({ id: tableId, state: purged.state }, 'can be purged');
   return purged;
 }
 
@@ -205,8 +203,7 @@ export async function setRetention(ctx: ClientContext, request: RetentionRequest
   const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
   const timeoutMs = callTimeout(ctx, opts);
   const table = await trashedTable(ctx.catalog, ref);
-  if (table.state !== 'TRASHED')
-    throw new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table has a retention to change`);
+  if (table.state !== 'TRASHED') throw notTrashed(table, 'has a retention to change');
   const workflowId = OPERATIONS.trash.workflowId(table.id, ctx.catalog.id);
   const op = { workflowId, what: `retention change of table ${table.id}`, check: describeCheck(table.id) };
   return ctx.writes.run(op, timeoutMs, async (started, signal) => {
@@ -219,7 +216,7 @@ export async function setRetention(ctx: ClientContext, request: RetentionRequest
         } catch (err) {
           // The catalog says TRASHED but the run does not know it yet (the task that committed was lost, and is being
           // repeated): ask again shortly; the call's deadline bounds it.
-          if (!/not in the trash yet/.test(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
+          if (!isNotTrashedYet(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
           await pause(500);
         }
       }
