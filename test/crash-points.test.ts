@@ -49,8 +49,8 @@ test('a create whose worker dies after it committed and released its locks in on
   await h.stopWorker();
 });
 
-// The lost task's repeat must find its catalog calls journaled (and, from v6 to v8, its shard changes, which ran in
-// the workflow task), even once another operation has taken the table on, rather than fail for a lock it let go.
+// The lost task's repeat must find its catalog calls journaled, even once another operation has taken the table on,
+// rather than fail for a lock it let go.
 test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {
   const worker = await crashingWorker('transition');
   // The create's lost task waits for its timeout (the server's 10 s here) before it is repeated: the trash goes first.

@@ -47,7 +47,6 @@ function prepare(calls: OperationCalls, input: CreateInput, lock: string, waitin
             params: { shards: input.shards, ...definitionOf(input) },
             lock,
             now: Date.now(),
-            busyIsAnswer: true,
           }),
         (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),
         waiting,
