@@ -289,8 +289,8 @@ describe('the activity boundary', () => {
     expect(() => withFailureMapping({}, { onFatal: () => undefined, storageRetryAttempts: 0 })).toThrow(RangeError);
   });
 
-  test('an ApplicationFailure the activity chose (a call for another catalog) passes unchanged, whatever the attempt', async () => {
-    const busy = ApplicationFailure.nonRetryable('this worker serves catalog b, not a', 'WrongCatalog');
+  test('a retryable ApplicationFailure the activity chose itself passes unchanged, whatever the attempt', async () => {
+    const busy = ApplicationFailure.retryable('node-1 is not ready yet', 'NotReady');
     const thrown = await thrownAt(1000, () => Promise.reject(busy));
     expect(thrown).toBe(busy);
     expect((thrown as ApplicationFailure).nonRetryable).toBe(false);
