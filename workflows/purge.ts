@@ -1,7 +1,6 @@
 import { log } from '@temporalio/workflow';
 import { OPERATIONS, type PurgeInput } from '../domain/operations';
-import { TableNotFoundError, WrongStateError } from '../domain/errors';
-import { onHold } from '../domain/refusals';
+import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
@@ -52,7 +51,7 @@ function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord
     name: 'check',
     call: async () => {
       const table = await calls.getTable(input.tableId);
-      if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
+      if (!table) throw asFailure(tableNotFound(input.tableId));
       if (table.state === 'PURGED') return finished(table);
       const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
       if (input.trigger !== 'manual' && !inThatTrash) {
@@ -62,7 +61,7 @@ function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord
       }
       if (table.state === 'PURGING') return forwardOnly(table);
       if (table.state !== 'TRASHED') {
-        throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be purged`));
+        throw asFailure(notTrashed(table, 'can be purged'));
       }
       if (table.hold) {
         if (input.trigger === 'manual') throw asFailure(onHold({ ...table, hold: table.hold }));

@@ -1,6 +1,5 @@
 import { OPERATIONS, type RenameInput } from '../domain/operations';
-import { TableNotFoundError } from '../domain/errors';
-import { notRenamable } from '../domain/refusals';
+import { notRenamable, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import { operationCalls } from './activities';
 import { withLock, type Waiting } from './lock';
@@ -27,7 +26,7 @@ export async function renameTable(input: RenameInput): Promise<TableInfo> {
         name: 'check',
         call: async () => {
           const table = await calls.getTable(input.tableId);
-          if (!table) throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist`));
+          if (!table) throw asFailure(tableNotFound(input.tableId));
           if (table.state !== 'READY') throw asFailure(notRenamable(table));
           return table;
         },

@@ -1,5 +1,4 @@
 import {
-  ApplicationFailure,
   CancellationScope,
   condition,
   allHandlersFinished,
@@ -15,6 +14,7 @@ import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, t
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
+import { notTrashedYet, trashEnded } from '../domain/refusals';
 import { asFailure, domainFailure } from './steps';
 import type { OperationCalls } from './activities';
 import { passed } from './legacy/markers';
@@ -57,9 +57,8 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
         if (!Number.isInteger(retentionSeconds) || retentionSeconds < MIN_RETENTION_SECONDS || retentionSeconds > MAX_RETENTION_SECONDS) {
           throw asFailure(new WrongStateError(`a retention is ${MIN_RETENTION_SECONDS} to ${MAX_RETENTION_SECONDS} whole seconds`));
         }
-        if (state.droppedAt === null) throw ApplicationFailure.nonRetryable(`table ${tableId} is not in the trash yet`, 'WrongState');
-        if (state.ended !== null)
-          throw ApplicationFailure.nonRetryable(`table ${tableId}'s trash has ended (${state.ended})`, 'WrongState');
+        if (state.droppedAt === null) throw asFailure(notTrashedYet(tableId));
+        if (state.ended !== null) throw asFailure(trashEnded(tableId, state.ended));
       },
     },
   );
@@ -121,7 +120,7 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
     refuseRetentions: (): void => {
       for (const request of pending()) {
         request.outcome = {
-          error: ApplicationFailure.nonRetryable(`table ${tableId}'s trash has ended (${state.ended ?? 'expired'})`, 'WrongState'),
+          error: asFailure(trashEnded(tableId, state.ended ?? 'expired')),
         };
       }
     },

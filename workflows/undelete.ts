@@ -1,10 +1,11 @@
 import { setHandler } from '@temporalio/workflow';
 import { OPERATIONS, type UndeleteInput } from '../domain/operations';
 import { recallProgressQuery, type RecallProgress } from '../domain/contracts';
-import { TableNotFoundError, WrongStateError } from '../domain/errors';
+import { WrongStateError } from '../domain/errors';
+import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { formatTableName, type TableName } from '../domain/names';
+import type { TableName } from '../domain/names';
 import { withLock } from './lock';
 import { endTrashTimer } from './purge';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
@@ -58,19 +59,14 @@ function check(calls: OperationCalls, input: UndeleteInput): Step<void, Recall> 
     call: async () => {
       const table = await calls.getTable(input.tableId);
       if (!table || table.state === 'PURGED') {
-        throw asFailure(new TableNotFoundError(`table ${input.tableId} does not exist or was purged`));
+        throw asFailure(tableNotFound(input.tableId, { orPurged: true }));
       }
       if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
-        throw asFailure(
-          new WrongStateError(
-            `table ${table.id} is named ${formatTableName(table)}, not ${formatTableName(input.expectedName)}: ` +
-              `the name was resolved from a catalog that has changed since; nothing was done`,
-          ),
-        );
+        throw asFailure(nameChanged(table, input.expectedName));
       }
       // RESTORING: an earlier undelete stopped half way; this one finishes it.
       if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
-        throw asFailure(new WrongStateError(`table ${table.id} is ${table.state}; only a trashed table can be restored`));
+        throw asFailure(notTrashed(table, 'can be restored'));
       }
       // (Past its expiry but held, it is not being purged: its data waits for the release, and may be recalled.)
       if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now() && !table.hold) {
