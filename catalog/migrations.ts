@@ -25,12 +25,19 @@ export function mustApply(migration: Migration, current: number, migrations: rea
   return current < migration.version;
 }
 
+/** A catalog whose schema is behind this code, met by a reader: a worker of this version migrates it (it may be doing so now). */
+export class CatalogBehindError extends Error {
+  override readonly name = 'CatalogBehindError';
+}
+
 /** For readers, who never migrate: the catalog must be at this code's version. */
 export function assertCurrent(current: number, migrations: readonly Migration[]): void {
   refuseNewer(current, migrations);
   const missing = migrations.filter((m) => m.version > current).map((m) => m.version);
   if (missing.length > 0) {
-    throw new Error(`its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`);
+    throw new CatalogBehindError(
+      `its schema lacks migrations ${missing.join(', ')}: start a worker of this tablefate version to apply them`,
+    );
   }
 }
 

@@ -9,7 +9,7 @@ import type { RenameOps } from '../storage/rename-set';
 import type { createTable } from '../workflows';
 import { Harness } from './support/harness';
 import { BreakingRenames } from './support/rename-gate';
-import { runCli, runCliInProcess } from './support/cli';
+import { CliProcess, runCli, runCliInProcess } from './support/cli';
 import { setFiles, writeSet } from './support/sets-on-disk';
 import { testServerAddress } from './support/test-server';
 import { failureOf, sleep, waitFor } from './support/wait';
@@ -234,10 +234,20 @@ describe('tablefate storage-node refuses what it cannot serve', () => {
     expect(fs.readdirSync(home)).toEqual([]);
   });
 
-  test('a node whose catalog does not exist yet exits 6 naming it, and creates no catalog', async () => {
-    const missing = await runCli(['storage-node', 'node-0', '--dir', path.join(home, 'nodes')], { env: env() });
-    expect(missing.code).toBe(6);
-    expect(missing.stderr).toMatch(/CatalogNotFound/);
+  test('a node whose catalog does not exist yet waits for it, naming it, creates no catalog, and stops on Ctrl-C', async () => {
+    const node = CliProcess.start(['storage-node', 'node-0', '--dir', path.join(home, 'nodes')], env());
+    try {
+      await waitFor(
+        () => Promise.resolve({ stderr: node.stderr, exit: node.exitStatus }),
+        ({ stderr, exit }) => exit !== undefined || stderr.includes('waiting for the catalog at'),
+        { what: 'the node to say it waits for the catalog' },
+      );
+      expect(node.exitStatus).toBeUndefined();
+      expect(node.stderr).toContain(path.join(home, 'catalog.sqlite'));
+      expect(fs.existsSync(path.join(home, 'catalog.sqlite'))).toBe(false);
+    } finally {
+      expect(await node.stop('SIGINT')).toEqual({ code: 0, signal: null });
+    }
     expect(fs.existsSync(path.join(home, 'catalog.sqlite'))).toBe(false);
   });
 });

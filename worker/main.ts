@@ -20,6 +20,7 @@ import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
 import { redactUrl } from '../domain/deployment';
 import { storageQueue } from '../domain/operations';
+import { catalogNotReady, temporalNotUp, untilAvailable } from './waiting';
 
 /** Resolves on the first Ctrl-C or SIGTERM. */
 function untilInterrupted(): Promise<NodeJS.Signals> {
@@ -106,6 +107,7 @@ export async function runWorker(
   logger: Logger,
   stop: Promise<unknown>,
   mode: StorageMode = 'local',
+  onPolling?: () => void,
 ): Promise<number> {
   const paths = statePaths(config.home);
   // The PostgreSQL driver's nodes are made once the catalog is open: its id says whose shard tables are whose.
@@ -152,26 +154,30 @@ export async function runWorker(
       atClose(() => Promise.resolve(gauges.forEach((stop) => stop())));
     }
     await scheduleReconciler(config, server, catalog.id, logger);
-    logger.info(
-      {
-        address: server.address,
-        tls: server.tls !== undefined,
-        apiKey: server.apiKey !== undefined,
-        namespace: config.temporalNamespace,
-        home: config.home,
-        storage: mode,
-        driver: config.storageDriver,
-        nodes: served.nodes,
-      },
-      'worker polling',
-    );
-    return worker;
+    const polling = () => {
+      logger.info(
+        {
+          address: server.address,
+          tls: server.tls !== undefined,
+          apiKey: server.apiKey !== undefined,
+          namespace: config.temporalNamespace,
+          home: config.home,
+          storage: mode,
+          driver: config.storageDriver,
+          nodes: served.nodes,
+        },
+        'worker polling',
+      );
+      onPolling?.();
+    };
+    return { worker, polling };
   });
 }
 
 /**
- * Opens the catalog and a connection to `server`, starts the worker `start` builds, runs it until `stop` settles
- * (or it stops by itself after a fatal storage error), and closes both. Returns the process exit code.
+ * Opens the catalog and a connection to `server` (waiting for either that is not there yet), starts the worker `start`
+ * builds, says it is polling once the server lists it among its queues' pollers, runs it until `stop` settles (or it
+ * stops by itself after a fatal storage error), and closes both. Returns the process exit code.
  */
 async function serveUntil(
   location: CatalogLocation,
@@ -184,16 +190,18 @@ async function serveUntil(
     catalog: Catalog,
     onFatal: (err: Error) => void,
     atClose: (close: () => Promise<void>) => void,
-  ) => Promise<TableFateWorker>,
+  ) => Promise<{ worker: TableFateWorker; polling: () => void }>,
 ): Promise<number> {
-  const catalog = await openCatalog(location, opts);
+  const catalog = await untilAvailable(() => openCatalog(location, opts), catalogNotReady(describeLocation(location)), logger, stop);
+  if (!catalog) return 0;
   let fatal: Error | undefined;
   // What the worker opened beside the catalog (a PostgreSQL storage node's connections), closed once it has stopped.
   const closers: Array<() => Promise<void>> = [];
   try {
-    const connection = await NativeConnection.connect(server);
+    const connection = await untilAvailable(() => NativeConnection.connect(server), temporalNotUp(server.address), logger, stop);
+    if (!connection) return 0;
     try {
-      const worker = await start(
+      const { worker, polling } = await start(
         connection,
         catalog,
         (err) => {
@@ -201,7 +209,7 @@ async function serveUntil(
         },
         (close) => closers.push(close),
       );
-      await runUntil(worker, stop);
+      await runUntil(worker, stop, polling);
     } finally {
       await connection.close();
       for (const close of closers) await close().catch((err: unknown) => logger.warn({ err }, 'closing storage failed'));
@@ -221,9 +229,13 @@ async function warnQuarantined(storage: LocalFileStorage, logger: Logger): Promi
   }
 }
 
-/** Runs the worker until `stop` settles or it stops by itself, then lets it finish what it has in hand. */
-async function runUntil(worker: TableFateWorker, stop: Promise<unknown>): Promise<void> {
+/**
+ * Runs the worker until `stop` settles or it stops by itself, then lets it finish what it has in hand; `polling` is
+ * told once the server lists it as polling.
+ */
+async function runUntil(worker: TableFateWorker, stop: Promise<unknown>, polling: () => void): Promise<void> {
   const running = worker.run();
+  void worker.untilPolling(Promise.race([stop, running.catch(() => undefined)])).then((yes) => yes && polling());
   await Promise.race([stop, running]);
   worker.shutdown();
   await running;
@@ -288,17 +300,18 @@ export async function storageNodeCommand(config: Config, node: string, store: No
       orphanGraceSeconds: config.orphanGraceSeconds,
       onFatal,
     });
-    logger.info(
-      {
-        address: server.address,
-        namespace: config.temporalNamespace,
-        ...(files ? { dir: path.join(files.root, node) } : { postgres: redactUrl((store as { postgres: string }).postgres) }),
-        queue: storageQueue(TASK_QUEUE, node),
-        catalog: describeLocation(location),
-      },
-      'storage node polling',
-    );
-    return worker;
+    const polling = () =>
+      logger.info(
+        {
+          address: server.address,
+          namespace: config.temporalNamespace,
+          ...(files ? { dir: path.join(files.root, node) } : { postgres: redactUrl((store as { postgres: string }).postgres) }),
+          queue: storageQueue(TASK_QUEUE, node),
+          catalog: describeLocation(location),
+        },
+        'storage node polling',
+      );
+    return { worker, polling };
   });
 }
 
@@ -311,6 +324,11 @@ export async function workerCommand(config: Config, mode: StorageMode = 'local')
   const logger = createLogger(config.logLevel, { component: 'tablefate' }, config.logFormat);
   installRuntime(logger, config.logLevel, config.metricsAddress);
   const server: TemporalServer = { address: config.temporalAddress, ...config.temporalSecurity };
+  const interrupted = untilInterrupted();
+  // Started before the server (a compose file, a boot): wait for it, then make sure of the search attributes.
+  const up = await untilAvailable(() => NativeConnection.connect(server), temporalNotUp(server.address), logger, interrupted);
+  if (!up) return 0;
+  await up.close();
   const connection = await Connection.connect(server);
   try {
     const added = await registerSearchAttributes(connection, config.temporalNamespace);
@@ -318,7 +336,7 @@ export async function workerCommand(config: Config, mode: StorageMode = 'local')
   } finally {
     await connection.close();
   }
-  return runWorker(config, server, logger, untilInterrupted(), mode);
+  return runWorker(config, server, logger, interrupted, mode);
 }
 
 export interface DevOptions {
@@ -348,8 +366,9 @@ export async function devCommand(config: Config, opts: DevOptions, print: (line:
   try {
     print(`Temporal dev server: ${server.address} (db ${server.dbFile}, log ${server.logFile})`);
     print(server.uiUrl ? `Temporal web UI: ${server.uiUrl}` : 'Temporal web UI: off (--headless)');
-    print(`tablefate worker running; state in ${config.home}. Ctrl-C to stop.`);
-    return await runWorker(config, { address: server.address }, logger, interrupted);
+    return await runWorker(config, { address: server.address }, logger, interrupted, 'local', () =>
+      print(`tablefate worker running; state in ${config.home}. Ctrl-C to stop.`),
+    );
   } finally {
     print('stopping the worker and the dev server ...');
     await server.stop();

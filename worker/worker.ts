@@ -61,7 +61,34 @@ export class TableFateWorker {
   getState(): ReturnType<Worker['getState']> {
     return this.workers[0]!.getState();
   }
+
+  /**
+   * Resolves once the server lists each of this process's workers among its queue's pollers (DescribeTaskQueue, the
+   * question a client asks before it starts anything): from then on a command typed finds a worker. Each queue is
+   * asked for the kind of task it serves: workflow tasks on the orchestrating queue, activity tasks on a node's.
+   * Gives up (false) once `stopped` settles or the worker stops.
+   */
+  async untilPolling(stopped: Promise<unknown>): Promise<boolean> {
+    let over = false;
+    void stopped.finally(() => (over = true));
+    for (const worker of this.workers) {
+      const { connection, namespace, taskQueue, identity } = worker.options;
+      const kind = worker.options.workflowBundle || worker.options.workflowsPath ? TASK_QUEUE_TYPE.workflow : TASK_QUEUE_TYPE.activity;
+      for (;;) {
+        if (over || !['INITIALIZED', 'RUNNING'].includes(worker.getState())) return false;
+        const queue = await connection!.workflowService
+          .describeTaskQueue({ namespace, taskQueue: { name: taskQueue }, taskQueueType: kind })
+          .catch(() => undefined);
+        if (queue?.pollers?.some((p) => p.identity === identity)) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+    return true;
+  }
 }
+
+/** Temporal's TaskQueueType values (temporal.api.enums.v1): which pollers DescribeTaskQueue lists. */
+const TASK_QUEUE_TYPE = { workflow: 1, activity: 2 } as const;
 
 /**
  * How long the catalog keeps the journal of a run's calls. A run needs its entries until it has closed; a
