@@ -20,6 +20,7 @@ import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';
+import { benchCli, printCliRows, type CliRow } from './cli';
 
 const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention'] as const;
 type Op = (typeof OPS)[number];
@@ -75,6 +76,7 @@ async function main(): Promise<void> {
   const samples = Object.fromEntries(['floor', ...OPS].map((op) => [op, [] as number[]])) as Record<Op | 'floor', number[]>;
   const throughput = { floor: [] as number[], create: [] as number[] };
   let bySize: Array<{ label: string; bytes: number; trashMs: number[] }> = [];
+  let cliRows: CliRow[] = [];
   try {
     // One warm-up round: the first workflow task of each type loads the bundle into the worker's VM.
     for (let round = -1; round < rounds; round++) {
@@ -107,6 +109,8 @@ async function main(): Promise<void> {
       );
     }
     if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
+    // The command line's start and its commands (bench/cli.ts), on the embedded default.
+    if (driver === 'files' && temporalKind === 'dev') cliRows = await benchCli(bench);
   } finally {
     await bench.close();
   }
@@ -142,6 +146,7 @@ async function main(): Promise<void> {
       `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / floorP50).toFixed(2)}x the floor)`,
     );
   }
+  if (cliRows.length > 0) printCliRows(cliRows);
 }
 
 /**

@@ -26,6 +26,8 @@ export interface Bench {
   alsoRun(extra: Worker): void;
   /** With the PostgreSQL driver: the url of its one storage node's database, for the benchmark's own rows. */
   nodeUrl?: string;
+  /** The environment a `tablefate` command needs to use this bench's server and state (TABLEFATE_HOME, TEMPORAL_ADDRESS). */
+  cliEnv: NodeJS.ProcessEnv;
   close(): Promise<void>;
 }
 
@@ -95,6 +97,7 @@ export async function startBench(
     temporal,
     client: new TableFateClient({ client: temporal, catalog, storageDriver: opts.driver }),
     nodeUrl,
+    cliEnv: { ...process.env, TABLEFATE_HOME: dir, TEMPORAL_ADDRESS: server.address },
     catalog,
     workerConnection,
     alsoRun(extra) {

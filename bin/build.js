@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+'use strict';
+// `npm run build` (and `prepare`, so every `npm install`/`npm ci`): the sources compiled to CommonJS under dist/, one
+// file per source file (no bundle, so that each command still loads only what it requires), by the same esbuild
+// that tsx runs them with. No type check here: `npm run typecheck` (and `npm test`) does that.
+const fs = require('node:fs');
+const path = require('node:path');
+const { ROOT, DIST, STAMP, sourceFiles } = require('./sources');
+
+function build() {
+  const started = Date.now();
+  const entryPoints = sourceFiles();
+  // A checkout without its sources (the Dockerfile's `npm ci`, before it copies them): nothing to build yet.
+  if (entryPoints.length === 0) return;
+  let esbuild;
+  try {
+    esbuild = require('esbuild');
+  } catch {
+    process.stderr.write('tablefate build: esbuild is not installed (it comes with tsx): the command line runs the sources through tsx\n');
+    return;
+  }
+  // Built beside dist/ and then put in its place, so that a command started meanwhile sees the old build or none
+  // (and runs the sources through tsx), never half of one.
+  const tmp = `${DIST}.tmp-${process.pid}`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  esbuild.buildSync({
+    entryPoints,
+    outdir: tmp,
+    outbase: ROOT,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    sourcemap: true,
+    logLevel: 'warning',
+  });
+  // servers/cluster.ts finds Temporal's configuration at `__dirname/../deploy/temporal`.
+  fs.symlinkSync(path.join('..', 'deploy'), path.join(tmp, 'deploy'), 'dir');
+  fs.writeFileSync(path.join(tmp, path.basename(STAMP)), String(started));
+  const old = `${DIST}.old-${process.pid}`;
+  try {
+    fs.renameSync(DIST, old);
+  } catch {
+    // no dist/ yet
+  }
+  try {
+    fs.renameSync(tmp, DIST);
+  } catch (err) {
+    // Another build (a second `npm test` at the same time) put its own in place first: as new as this one.
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (!fs.existsSync(STAMP)) throw err;
+  }
+  fs.rmSync(old, { recursive: true, force: true });
+}
+
+build();
