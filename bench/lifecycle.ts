@@ -21,6 +21,7 @@ import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';
 import { benchCli, printCliRows, type CliRow } from './cli';
+import { benchWorkerStart } from './worker-start';
 
 const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention'] as const;
 type Op = (typeof OPS)[number];
@@ -77,6 +78,7 @@ async function main(): Promise<void> {
   const throughput = { floor: [] as number[], create: [] as number[] };
   let bySize: Array<{ label: string; bytes: number; trashMs: number[] }> = [];
   let cliRows: CliRow[] = [];
+  let workerStartMs: number | undefined;
   try {
     // One warm-up round: the first workflow task of each type loads the bundle into the worker's VM.
     for (let round = -1; round < rounds; round++) {
@@ -110,7 +112,10 @@ async function main(): Promise<void> {
     }
     if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
     // The command line's start and its commands (bench/cli.ts), on the embedded default.
-    if (driver === 'files' && temporalKind === 'dev') cliRows = await benchCli(bench);
+    if (driver === 'files' && temporalKind === 'dev') {
+      cliRows = await benchCli(bench);
+      workerStartMs = await benchWorkerStart(bench.cliEnv.TEMPORAL_ADDRESS!);
+    }
   } finally {
     await bench.close();
   }
@@ -147,6 +152,7 @@ async function main(): Promise<void> {
     );
   }
   if (cliRows.length > 0) printCliRows(cliRows);
+  if (workerStartMs !== undefined) console.log(`tablefate worker, start to polling (median of 5): ${(workerStartMs / 1000).toFixed(2)} s`);
 }
 
 /**

@@ -1,6 +1,8 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { workflowBundle } from './support/harness';
-import { WORKFLOW_BUNDLE_ENV, withWorkflowBundle } from '../worker/workflow-bundle';
+import { BUILT_BUNDLE, WORKFLOW_BUNDLE_ENV, withWorkflowBundle } from '../worker/workflow-bundle';
 
 // The worker evaluates every module of the workflow bundle again for each run it holds in memory (the SDK's reused
 // V8 context keeps a module cache per run), so what the bundle carries is paid once per cached run, and again
@@ -64,5 +66,17 @@ describe('withWorkflowBundle, which the worker starts from', () => {
     expect(prebuilt).toBeDefined();
     expect(await withWorkflowBundle((codePath) => Promise.resolve(codePath))).toBe(prebuilt);
     expect(fs.existsSync(prebuilt!)).toBe(true);
+  });
+
+  test('run from the build (dist/), hands over the bundle the build made: the very code the tests run', async () => {
+    const root = path.resolve(__dirname, '..');
+    execFileSync(process.execPath, [path.join(root, 'bin', 'build.js')], { cwd: root, stdio: 'ignore' });
+    const used = execFileSync(
+      process.execPath,
+      ['-e', "require('./dist/worker/workflow-bundle').withWorkflowBundle(async (codePath) => console.log(codePath))"],
+      { cwd: root, env: { ...process.env, [WORKFLOW_BUNDLE_ENV]: '' }, encoding: 'utf8' },
+    ).trim();
+    expect(used).toBe(path.join(root, 'dist', BUILT_BUNDLE));
+    expect(await fs.promises.readFile(used, 'utf8')).toBe((await workflowBundle()).code);
   });
 });
