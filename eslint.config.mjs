@@ -23,7 +23,17 @@ const layer = (files, forbidden, message) => ({
 
 export default tseslint.config(
   {
-    ignores: ['node_modules/**', 'dist/**', 'dist.*/**', '.tablefate/**', 'coverage/**', 'bin/**', 'eslint.config.mjs', 'jest.config.js', 'jest.cluster.config.js'],
+    ignores: [
+      'node_modules/**',
+      'dist/**',
+      'dist.*/**',
+      '.tablefate/**',
+      'coverage/**',
+      'bin/**',
+      'eslint.config.mjs',
+      'jest.config.js',
+      'jest.cluster.config.js',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,

@@ -129,10 +129,10 @@ test("a worker serves Temporal's metrics and ours on one endpoint; counters move
   expect(await worker.stop('SIGINT')).toEqual({ code: 0, signal: null });
   const secondPort = await freePort();
   worker = await startWorker(secondPort, 'flag');
-  // Its gauges are read from the catalog and the server when it starts.
+  // Its gauges are read from the catalog, the server and the storage when it starts (each on its own: wait for both).
   const gauges = await waitFor(
     () => scrape(secondPort),
-    (samples) => samples.some((s) => s.name === METRICS.trashTimersPending.name),
+    (samples) => [METRICS.trashTimersPending.name, METRICS.trashBytes.name].every((name) => samples.some((s) => s.name === name)),
     { timeoutMs: 20_000, what: 'the gauges' },
   );
   expect({
