@@ -1,5 +1,6 @@
 import type { parseArgs } from 'node:util';
 import { InvalidInputError } from '../domain/errors';
+import { DEFAULT_WRITE_TIMEOUT_MS } from '../domain/limits';
 import type { TableInfo } from '../domain/table';
 import type { TableFateClient, WriteOptions } from '../client/client';
 import type { CliIo } from './io';
@@ -62,9 +63,6 @@ export const TIMEOUT = { timeout: { type: 'string' } } as const;
 /** The commands that run a worker serve Prometheus metrics there (TABLEFATE_METRICS_ADDRESS, which the flag overrides). */
 export const METRICS_ADDRESS = { 'metrics-address': { type: 'string' } } as const;
 
-/** The SDK's default wait for a write, in ms (client/options.ts's DEFAULT_TIMEOUT_MS, which loads with the SDK). */
-export const DEFAULT_TIMEOUT_SECONDS = 60;
-
 /** `--timeout S` as the SDK's option; absent: the SDK's default. */
 export function timeoutOption(values: Values): WriteOptions {
   const value = values.timeout;
@@ -72,7 +70,7 @@ export function timeoutOption(values: Values): WriteOptions {
   const seconds = typeof value === 'string' && /^[0-9]+(\.[0-9]+)?$/.test(value) ? Number(value) : NaN;
   if (!(seconds > 0 && seconds <= 86_400)) {
     throw new InvalidInputError(
-      `--timeout must be a number of seconds above 0 and at most 86400, not "${String(value)}" (default ${DEFAULT_TIMEOUT_SECONDS})`,
+      `--timeout must be a number of seconds above 0 and at most 86400, not "${String(value)}" (default ${DEFAULT_WRITE_TIMEOUT_MS / 1000})`,
     );
   }
   return { timeoutMs: seconds * 1000 };

@@ -1,10 +1,11 @@
 import type { Client, Connection, ConnectionLike } from '@temporalio/client';
 import { InvalidInputError, NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateError } from '../domain/errors';
+import { DEFAULT_WRITE_TIMEOUT_MS } from '../domain/limits';
 import { watchDetails } from './details';
 import { isDeadlineOrCancelled, isUnreachable, toTableFateError, unreachable } from './errors';
 
 /** How long a write waits for its answer unless told otherwise. */
-export const DEFAULT_TIMEOUT_MS = 60_000;
+export const DEFAULT_TIMEOUT_MS = DEFAULT_WRITE_TIMEOUT_MS;
 /** How long a write looks for a worker before it fails with NoWorkerError (one that has just started may not poll yet). */
 const NO_WORKER_GRACE_MS = 2_000;
 /** How long a worker once seen polling the task queue is believed to be there, before the server is asked again. */

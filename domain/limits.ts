@@ -10,6 +10,9 @@ export const MAX_RETENTION_SECONDS = 10 * 365 * 24 * 3600;
 /** Retention of a trash that names none (Pegasus: 7 days). */
 export const DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600;
 
+/** How long an SDK write (and a command) waits for its answer when the call does not say. */
+export const DEFAULT_WRITE_TIMEOUT_MS = 60_000;
+
 /** Attempts a storage activity gets for a transient fault before the operation ends with StorageFault. */
 export const DEFAULT_STORAGE_RETRY_ATTEMPTS = 10;
 export const MAX_STORAGE_RETRY_ATTEMPTS = 1000;
