@@ -1,8 +1,7 @@
-import { promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { statePaths } from '../worker/config';
 import { runCli, runCliInProcess } from './support/cli';
+import { tempRootPerTest, touch } from './support/temp-root';
 
 /*
  * `tablefate worker` refuses a configuration that is wrong before it does anything (the rules themselves are
@@ -10,19 +9,9 @@ import { runCli, runCliInProcess } from './support/cli';
  */
 
 describe('`tablefate worker` with a bad configuration', () => {
-  let root: string;
-  beforeEach(async () => {
-    root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-nodes-'));
-  });
-  afterEach(async () => {
-    await fs.rm(root, { recursive: true, force: true });
-  });
-
-  async function put(relative: string): Promise<void> {
-    const file = path.join(root, relative);
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    await fs.writeFile(file, '');
-  }
+  let root = '';
+  tempRootPerTest('tablefate-nodes-', (made) => (root = made));
+  const put = (relative: string) => touch(root, relative);
 
   test('make `tablefate worker` refuse to start, naming the node and how many files it holds', async () => {
     const home = root;

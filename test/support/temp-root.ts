@@ -15,6 +15,13 @@ export function tempRootPerTest(prefix: string, use: (root: string) => void): vo
   });
 }
 
+/** An empty file at `relative` under `root`, its directories made. */
+export async function touch(root: string, relative: string): Promise<void> {
+  const file = path.join(root, relative);
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  await fs.writeFile(file, '');
+}
+
 /** Whether anything (a file, a directory, a dangling link) is at `file`. */
 export async function exists(file: string): Promise<boolean> {
   return fs.lstat(file).then(

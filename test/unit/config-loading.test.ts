@@ -1,5 +1,4 @@
 import { promises as fs } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { InvalidInputError } from '../../domain/errors';
 import { redactUrl } from '../../domain/deployment';
@@ -7,6 +6,7 @@ import { DEFAULT_STORAGE_RETRY_ATTEMPTS, MAX_RETENTION_SECONDS, MIN_RETENTION_SE
 import { parseRequest, trashRequestSchema } from '../../domain/requests';
 import { assertNodesHoldAllShards, shardsBeyond } from '../../storage/nodes';
 import { loadConfig } from '../../worker/config';
+import { tempRootPerTest, touch } from '../support/temp-root';
 
 /*
  * The worker's configuration is strict: a number that is empty or malformed is an error naming the variable
@@ -115,19 +115,9 @@ describe('retention bounds', () => {
 });
 
 describe('storage nodes beyond the configured count', () => {
-  let root: string;
-  beforeEach(async () => {
-    root = await fs.mkdtemp(path.join(os.tmpdir(), 'tablefate-nodes-'));
-  });
-  afterEach(async () => {
-    await fs.rm(root, { recursive: true, force: true });
-  });
-
-  async function put(relative: string): Promise<void> {
-    const file = path.join(root, relative);
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    await fs.writeFile(file, '');
-  }
+  let root = '';
+  tempRootPerTest('tablefate-nodes-', (made) => (root = made));
+  const put = (relative: string) => touch(root, relative);
 
   test('are counted by the shard files they hold in live, trash and garbage; empty or temporary ones do not count', async () => {
     await put('node-2/live/t1-s2.dat'); // within 3 nodes
