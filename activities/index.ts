@@ -9,14 +9,14 @@ import { endTimerSignal, evictSignal, trashChangedSignal } from '../domain/contr
 import { defaultSettings, trashPolicy, type SettingKey, type SettingRow, type SettingValue, type TrashPolicy } from '../domain/settings';
 import type { Lease } from '../domain/leases';
 import type { LeaseRequest } from '../catalog/catalog';
-import type { FatalStorageError } from '../storage/driver';
+import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
-import type { StorageActivities } from './storage';
+import { createShardsHereActivity, type StorageActivities } from './storage';
 
 export type { CallScope } from './scope';
-export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type StorageActivities } from './storage';
+export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
 
 export interface ActivityDeps {
   catalog: Catalog;
@@ -24,6 +24,10 @@ export interface ActivityDeps {
   nodes: readonly string[];
   /** Retention of a trash when the request names none. */
   defaultRetentionSeconds: number;
+  /** The storage nodes served in this process, whose shards a step changes in its workflow task (none: `--storage remote`). */
+  storage?: StorageDriver;
+  /** How many attempts a transient storage fault gets before the step fails (default: see failures.ts). */
+  storageRetryAttempts?: number;
   /** Called when storage can neither finish nor undo a change: the worker must stop. */
   onFatal: (err: FatalStorageError) => void;
   /** Whether the workflow that holds a lock has closed; defaults to asking the Temporal server. */
@@ -33,8 +37,9 @@ export interface ActivityDeps {
 }
 
 /**
- * The activities of an orchestrating worker: locks, the catalog's compare-and-sets and the reconciler's catalog
- * survey. Every storage call runs on the worker of its node (storage.ts).
+ * The activities of an orchestrating worker: locks, the catalog's compare-and-sets, the reconciler's catalog
+ * survey, and a step's shard changes on the nodes this process serves (storage.ts's changeShardsHere). Every other
+ * storage call runs on the worker of its node (storage.ts).
  */
 export function createActivities(deps: ActivityDeps) {
   const { catalog } = deps;
@@ -299,7 +304,13 @@ export function createActivities(deps: ActivityDeps) {
     isOwnerClosed,
     checks,
   });
-  return withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
+  const shardsHere = createShardsHereActivity({
+    catalog,
+    storage: deps.storage,
+    onFatal: deps.onFatal,
+    storageRetryAttempts: deps.storageRetryAttempts,
+  });
+  return { ...withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal }), ...shardsHere };
 }
 
 export type OrchestrationActivities = ReturnType<typeof createActivities>;

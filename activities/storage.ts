@@ -1,7 +1,11 @@
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseSets, judgeSet, type Finding, type SetOnDisk } from '../domain/health';
 import type { ChangeNotes, FatalStorageError, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
-import { withFailureMapping } from './failures';
+import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
+import { toActivityFailure, withFailureMapping, type FailureMappingOptions } from './failures';
+import { STORAGE_STOPPED_HERE } from '../domain/operations';
+import { classifyStorageError, messageOf } from '../storage/errors';
 import { bounded, lockFacts, recordedOf, setsOnDisk, tablesFor } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
@@ -99,6 +103,79 @@ export function createStorageActivities(deps: StorageActivityDeps) {
 }
 
 export type StorageActivities = ReturnType<typeof createStorageActivities>;
+
+/** What a step's change made in the workflow task left to the nodes' own queues. */
+export interface ShardsHereAnswer {
+  /** The nodes this worker does not serve, whose shards it left untouched. */
+  elsewhere: string[];
+  /** What the changes made here said beyond doing them (a recall's foreign keys it could not put back as they were). */
+  notes: ChangeNotes;
+}
+
+export interface ShardsHereDeps extends FailureMappingOptions {
+  catalog: Catalog;
+  /** The nodes served in this process, if any (`--storage local`: every one). */
+  storage?: StorageDriver;
+}
+
+/**
+ * A step's change on every shard of a table, as a local activity of the orchestrating worker, in the workflow task
+ * that asks for it: the shards of the nodes this worker serves itself are changed here, with no round trip through
+ * the server; the others are left to their nodes' queues, which the answer names. The workflow awaits it where a
+ * cancel cannot reach it (workflows/activities.ts), so it is never abandoned while it still renames files.
+ *
+ * Fenced like every storage change, and journaled under the call's step once done: a workflow task lost after it
+ * ran (its answer never reached the history) makes the same call again, maybe on another worker and after the
+ * operation released its lock, and is answered the same without a file being touched. A change cut short (the
+ * worker killed) has no journal entry: made again, it finishes what is left, each shard's change being idempotent;
+ * and a shard's changes take turns in this process (storage/local-files.ts), so an attempt the SDK gave up on ends
+ * before the next begins.
+ */
+export function createShardsHereActivity(deps: ShardsHereDeps) {
+  const { catalog, storage } = deps;
+  const { inScope, stepOf, fenced } = callChecks(catalog);
+  const served = new Set(storage?.nodes ?? []);
+  const activities = {
+    async changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<ShardsHereAnswer> {
+      const owner = inScope(input);
+      const step = stepOf(owner, input);
+      if (!step) throw new Error('changeShardsHere needs the step of the call, under which it is journaled');
+      const made = await catalog.stepOutcome(step);
+      if (made) {
+        if ('value' in made) return made.value as ShardsHereAnswer;
+        throw ApplicationFailure.nonRetryable(made.error.message, made.error.type);
+      }
+      const here = input.shards.filter((s) => served.has(s.node));
+      const elsewhere = [...new Set(input.shards.filter((s) => !served.has(s.node)).map((s) => s.node))];
+      // (Nothing done here needs no journal: the same call made again answers the same, or does the change here.)
+      if (here.length === 0) return { elsewhere, notes: [] };
+      let notes: ChangeNotes;
+      try {
+        const said = await fenced(input, here, (watch, shards) =>
+          settleAll(shards, (shard) => applyChange(storage!, input.change, shard, watch)),
+        );
+        notes = said.flat();
+      } catch (err) {
+        if (classifyStorageError(err) === 'fatal') {
+          // This worker stops (as a node's worker would); the change is not over, so nothing is journaled, and the
+          // workflow hands it to the nodes' queues, where it waits for a worker that serves them again.
+          deps.onFatal(err as FatalStorageError);
+          throw ApplicationFailure.create({ message: messageOf(err), type: STORAGE_STOPPED_HERE, nonRetryable: true, cause: err as Error });
+        }
+        // A failure for good is journaled like an answer: the step made again fails the same, and the operation
+        // compensates as it did the first time instead of finding its lock gone.
+        const failure = toActivityFailure(err, deps, Context.current().info.attempt);
+        if (!(failure instanceof ApplicationFailure && failure.nonRetryable)) throw err;
+        await catalog.recordStep(step, { error: { type: failure.type ?? 'Error', message: failure.message } });
+        throw failure;
+      }
+      const answer: ShardsHereAnswer = { elsewhere, notes };
+      await catalog.recordStep(step, { value: answer });
+      return answer;
+    },
+  };
+  return withFailureMapping(activities, deps);
+}
 
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
 async function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<ChangeNotes> {

@@ -12,7 +12,8 @@ export type { CliIo };
  * The command line: finds the command in cli/commands.ts's table, parses its options and arguments, runs it and
  * prints what it returns. This file and the table load nothing heavy: each command requires what it needs when it
  * runs (the SDK for a table command, the worker for `worker`), so that `--help` answers at once and `ls` does not
- * load the worker.
+ * load the worker. The SDK in turn loads Temporal's client (gRPC, the server's protobufs) only for a call that needs
+ * the server (client/temporal.ts): `config get` and `lease ls` answer from the catalog without it.
  */
 
 /* eslint-disable @typescript-eslint/no-require-imports -- lazy loading (a require: tsx's CommonJS hook, which import() bypasses) */

@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import type { Client, Connection } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { TASK_QUEUE } from '../domain/deployment';
@@ -40,6 +40,7 @@ import { defaultIdentity, type LeaseOptions, type TableFateClientOptions, type U
 import { planPurgeAll, purgeAll, type PurgeAllProgress, type PurgeAllSummary } from './purge-all';
 import { getSettings, setSetting, unsetSetting } from './settings';
 import { adopt, create, describe, list, rename } from './tables';
+import { temporalClient } from './temporal';
 import { purge, setRetention, trash, undelete } from './trash';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
 
@@ -71,8 +72,19 @@ export class TableFateClient {
 
   constructor(opts: TableFateClientOptions) {
     const taskQueue = opts.taskQueue ?? TASK_QUEUE;
+    // The Temporal client (and the WriteRunner on it) is made at its first use: a call the catalog answers alone
+    // (config get, a listing without sizes) never loads @temporalio/client and gRPC, some 130 to 250 ms of a command.
+    const given = opts.client;
+    let client: Client | undefined;
+    let writes: WriteRunner | undefined;
+    const temporal = (): Client => (client ??= typeof given === 'function' ? given() : given);
     this.ctx = {
-      client: opts.client,
+      get client() {
+        return temporal();
+      },
+      get writes() {
+        return (writes ??= new WriteRunner(temporal(), taskQueue));
+      },
       catalog: opts.catalog,
       taskQueue,
       defaultTimeoutMs: timeoutOf(opts.defaultTimeoutMs, DEFAULT_TIMEOUT_MS, 'defaultTimeoutMs'),
@@ -81,7 +93,6 @@ export class TableFateClient {
       expiryRetry: opts.expiryRetry === undefined ? undefined : parseRequest(backoffSchema, opts.expiryRetry),
       storageDriver: opts.storageDriver ?? 'files',
       startedBy: parseRequest(identitySchema, opts.identity ?? defaultIdentity()),
-      writes: new WriteRunner(opts.client, taskQueue),
     };
   }
 
@@ -101,10 +112,16 @@ export class TableFateClient {
     } catch (err) {
       throw explainMissing(err, location, config.home);
     }
-    // Lazy: requests are validated, and reads answered from the catalog, without waiting for the server.
-    const connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s', ...config.temporalSecurity });
+    // Lazy: requests are validated, and reads answered from the catalog, without waiting for the server, nor loading
+    // its client: the connection is made (and @temporalio/client loaded) by the first call that needs the server.
+    let connection: Connection | undefined;
+    const temporal = (): Client => {
+      const { Client, Connection } = temporalClient();
+      connection = Connection.lazy({ address: config.temporalAddress, connectTimeout: '5s', ...config.temporalSecurity });
+      return new Client({ connection, namespace: config.temporalNamespace });
+    };
     const client = new TableFateClient({
-      client: new Client({ connection, namespace: config.temporalNamespace }),
+      client: temporal,
       catalog,
       defaultTimeoutMs: opts.defaultTimeoutMs,
       storageDriver: config.storageDriver,
@@ -112,7 +129,7 @@ export class TableFateClient {
     });
     client.owned.push(
       () => catalog.close(),
-      () => connection.close(),
+      async () => connection?.close(),
     );
     return client;
   }

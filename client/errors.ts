@@ -1,12 +1,4 @@
-import {
-  isGrpcCancelledError,
-  isGrpcDeadlineError,
-  isGrpcServiceError,
-  WorkflowFailedError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-} from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure, TemporalFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
+import type { ApplicationFailure, TemporalFailure } from '@temporalio/common';
 import {
   domainError,
   isDomainErrorType,
@@ -15,6 +7,7 @@ import {
   ServerUnreachableError,
   TableFateError,
 } from '../domain/errors';
+import { temporalClient, temporalCommon } from './temporal';
 
 /** gRPC status codes (@grpc/grpc-js's `status`) of a server that is not there: UNIMPLEMENTED, UNAVAILABLE. */
 const NOT_THERE: readonly number[] = [12, 14];
@@ -23,12 +16,13 @@ const GRPC_NOT_FOUND = 5;
 
 /** Whether the server answered NOT_FOUND: the run a call addressed is not there (or no longer runs). */
 export function isNotFoundStatus(err: unknown): boolean {
+  const { isGrpcServiceError } = temporalClient();
   return isGrpcServiceError(err) && (err.code as number) === GRPC_NOT_FOUND;
 }
 
 /** Whether a call to a run found no such run, as the client says it or as the server does. */
 export function isRunNotFound(err: unknown): boolean {
-  return err instanceof WorkflowNotFoundError || isNotFoundStatus(err);
+  return err instanceof temporalClient().WorkflowNotFoundError || isNotFoundStatus(err);
 }
 
 /**
@@ -36,6 +30,8 @@ export function isRunNotFound(err: unknown): boolean {
  * WorkflowUpdateFailedError, or the OperationFailedError the SDK made of them).
  */
 function temporalFailureOf(err: unknown): TemporalFailure | undefined {
+  const { WorkflowFailedError, WorkflowUpdateFailedError } = temporalClient();
+  const { TemporalFailure } = temporalCommon();
   let cause: unknown = err;
   while (cause instanceof Error) {
     if (cause instanceof TemporalFailure) return cause;
@@ -50,7 +46,7 @@ function temporalFailureOf(err: unknown): TemporalFailure | undefined {
 /** The application failure a workflow or update failed with, if that is what it failed with. */
 export function applicationFailureOf(err: unknown): ApplicationFailure | undefined {
   const failure = temporalFailureOf(err);
-  return failure instanceof ApplicationFailure ? failure : undefined;
+  return failure instanceof temporalCommon().ApplicationFailure ? failure : undefined;
 }
 
 /**
@@ -61,6 +57,8 @@ export function applicationFailureOf(err: unknown): ApplicationFailure | undefin
  */
 export function toTableFateError(err: unknown, ctx: { workflowId: string; address: string; check: string }): unknown {
   if (err instanceof TableFateError) return err;
+  const { WorkflowFailedError, WorkflowUpdateFailedError } = temporalClient();
+  const { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } = temporalCommon();
   const failure = temporalFailureOf(err);
   const { workflowId, check } = ctx;
   if (failure instanceof ApplicationFailure) {
@@ -103,6 +101,7 @@ export function toTableFateError(err: unknown, ctx: { workflowId: string; addres
 
 /** The error a call to a server that does not answer ends with (refused, unreachable, not a Temporal frontend). */
 export function isUnreachable(err: unknown): boolean {
+  const { isGrpcServiceError } = temporalClient();
   return causeChain(err).some(
     (e) =>
       (isGrpcServiceError(e) && NOT_THERE.includes(e.code)) || /failed to connect|ECONNREFUSED|No connection established/i.test(e.message),
@@ -111,6 +110,7 @@ export function isUnreachable(err: unknown): boolean {
 
 /** Whether a gRPC call ended because its deadline passed or it was cancelled (our abort). */
 export function isDeadlineOrCancelled(err: unknown): boolean {
+  const { isGrpcDeadlineError, isGrpcCancelledError } = temporalClient();
   return causeChain(err).some((e) => isGrpcDeadlineError(e) || isGrpcCancelledError(e));
 }
 

@@ -18,7 +18,11 @@ export function defaultIdentity(): string {
 }
 
 export interface TableFateClientOptions {
-  client: Client;
+  /**
+   * The Temporal client; or what makes it, called once when a call first needs the server (TableFateClient.connect's:
+   * a call the catalog answers alone loads no Temporal code).
+   */
+  client: Client | (() => Client);
   /** Reads (list, describe, name resolution) go to the catalog directly; writes go through workflows. */
   catalog: CatalogReader;
   taskQueue?: string;

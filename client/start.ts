@@ -1,16 +1,9 @@
-import {
-  WithStartWorkflowOperation,
-  WorkflowExecutionAlreadyStartedError,
-  type UpdateDefinition,
-  type Workflow,
-  type WorkflowHandle,
-  type WorkflowResultType,
-  type WorkflowStartOptions,
-} from '@temporalio/client';
+import type { UpdateDefinition, Workflow, WorkflowHandle, WorkflowResultType, WorkflowStartOptions } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
 import { STARTED_BY_MEMO, type AnyOperation, type OperationTarget } from '../domain/operations';
 import { describeCheck, type ClientContext } from './context';
 import type { WriteOptions } from './options';
+import { temporalClient } from './temporal';
 import type { Operation } from './writes';
 
 /** What every start adds to a run's input (see startOptions). */
@@ -104,6 +97,7 @@ async function startOnce<W extends Workflow, R>(
   signal: AbortSignal,
 ): Promise<R> {
   const options = startOptions(ctx, run, workflowId);
+  const { WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError } = temporalClient();
   if (run.update) {
     const start = new WithStartWorkflowOperation<W>(run.record.workflowType, options);
     // (An update-with-start tells nothing before its answer: the run exists once its handle does.)

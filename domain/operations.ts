@@ -506,3 +506,10 @@ export function resumption(
     input: op.resume.input(table, context),
   };
 }
+
+/**
+ * The failure of a shard change made in the workflow task when the storage of the worker making it failed fatally
+ * (a set left half renamed): that worker is stopping, and the workflow hands the change to the nodes' queues,
+ * where it waits for a worker that serves the node again (once an operator has cleared its quarantine).
+ */
+export const STORAGE_STOPPED_HERE = 'StorageStoppedHere';

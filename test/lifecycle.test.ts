@@ -94,20 +94,4 @@ describe.each(['sqlite', 'postgres'] as const)('the lifecycle on a %s catalog', 
     await expect(h.client.undelete({ table: table.id })).rejects.toThrow(TableNotFoundError);
     expect(await h.catalog.listLocks()).toEqual([]);
   });
-
-  // Node by node, since v9 (one activity per node and step), wherever the nodes are served: see storage-nodes.test.ts.
-  test('undelete reports its progress while it runs, a node’s shards at a time', async () => {
-    const table = await h.client.create({ table: 'data.progress', shards: 6 });
-    await h.client.trash({ table: 'data.progress' });
-    // A shard is slow to come back, so the undelete runs long enough to be asked.
-    h.storage.faults.inject({ op: 'moveShard', tableId: table.id, shard: 0, kind: 'transient', times: 3 });
-    const seen: Array<{ shardsBack: number; shards: number }> = [];
-    const restored = await h.client.undelete({ table: table.id }, { onProgress: (p) => seen.push({ ...p }) });
-    expect(restored.state).toBe('READY');
-    expect(seen.length).toBeGreaterThan(0);
-    // Six shards placed round-robin on three nodes: two a node, back together.
-    expect(seen.every((p) => p.shards === 6 && p.shardsBack % 2 === 0)).toBe(true);
-    const counts = seen.map((p) => p.shardsBack);
-    expect(counts).toEqual([...counts].sort((a, b) => a - b));
-  });
 });

@@ -132,6 +132,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   const orchestration = createActivities({
     catalog: opts.catalog,
     nodes: opts.storage.nodes,
+    ...(local ? { storage: local } : {}),
+    storageRetryAttempts: opts.storageRetryAttempts,
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
     onFatal,

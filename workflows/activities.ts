@@ -1,5 +1,14 @@
-import { ActivityCancellationType, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
-import { storageQueue } from '../domain/operations';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  proxyActivities,
+  proxyLocalActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
 import type { Activities } from '../activities';
 import type { TableRecord } from '../domain/table';
@@ -7,6 +16,7 @@ import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
 import { passed } from './legacy/markers';
+import { takes } from './patches';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
@@ -43,7 +53,21 @@ const catalog = proxyLocalActivities<
 const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>>({ startToCloseTimeout: '30s', retry: RETRY });
 
 /**
- * One step's change on every shard a node holds: one ordinary activity per node, on the node's queue. It may take
+ * One step's change on every shard of the nodes this worker serves (every node with `--storage local`, the embedded
+ * default): a local activity, in the workflow task, with no round trip through the server (createShardsHereActivity).
+ * It may take long (256 shards on a slow disk): the SDK keeps the workflow task alive meanwhile, and a retry after a
+ * lost worker finishes what is left. It is journaled, so a lost workflow task's repeat touches nothing.
+ */
+/** How many shards one local activity changes: a long change (256 shards, a slow disk) is seen to progress between calls. */
+const SHARDS_PER_CALL = 16;
+const shardsHere = proxyLocalActivities<Pick<Activities, 'changeShardsHere'>>({
+  startToCloseTimeout: '1 hour',
+  retry: RETRY,
+}).changeShardsHere;
+
+/**
+ * One step's change on every shard a node holds that this worker does not serve: one ordinary activity per node, on
+ * the node's queue. It may take
  * long (256 shards, big files, a node whose disk is slow), so it heartbeats shard file by shard file, and a cancel
  * request reaches it through its heartbeats; a dead worker's attempt is retried after the heartbeat timeout. The
  * workflow waits until a cancelled change has really stopped (and put back the set it was renaming) before it runs
@@ -96,6 +120,43 @@ export function operationCalls(catalogId: string | undefined) {
     return table;
   };
   const notes: string[] = [];
+  /** The nodes this worker was found not to serve (`--storage remote`): not asked about again in this run. */
+  const away = new Set<string>();
+  /**
+   * The change on the shards of the nodes this worker serves, in the workflow task, a few shards per local activity
+   * (a recall's progress moves as each call ends). Each call is awaited where a cancel cannot reach it: a local
+   * activity the SDK is told to cancel is abandoned while it still renames files, and an undo would race it (v8's
+   * defect, docs/design.md). A cancel waits for the call to end and is taken before the next, where the step's
+   * compensation takes back what was done. Answers the shards left to their nodes' queues: those of the nodes this
+   * worker does not serve, and all not yet changed once its storage has failed fatally (a worker that serves them
+   * again takes them from the queues).
+   */
+  const changeHere = async (table: TableRecord, change: ShardChange, shards: ShardRef[], onShard: () => void): Promise<ShardRef[]> => {
+    for (let first = 0; first < shards.length; first += SHARDS_PER_CALL) {
+      const ask = shards.slice(first, first + SHARDS_PER_CALL).filter((shard) => !away.has(shard.node));
+      if (ask.length === 0) continue;
+      if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
+      const summary = describeShardChange(
+        change,
+        table.id,
+        ask.map((shard) => shard.shard),
+        'the nodes this worker serves',
+      );
+      try {
+        const answer = await CancellationScope.nonCancellable(() =>
+          shardsHere.executeWithOptions({ summary }, [{ change, shards: ask, ...step('changeShardsHere') }]),
+        );
+        notes.push(...answer.notes);
+        answer.elsewhere.forEach((node) => away.add(node));
+      } catch (err) {
+        const failure = err instanceof ActivityFailure ? err.cause : err;
+        if (!(failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE)) throw err;
+        return shards.filter((shard, i) => i >= first || away.has(shard.node));
+      }
+      ask.filter((shard) => !away.has(shard.node)).forEach(() => onShard());
+    }
+    return shards.filter((shard) => away.has(shard.node));
+  };
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
   return {
@@ -173,7 +234,8 @@ export function operationCalls(catalogId: string | undefined) {
     changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
       const shards = shardsOf(table);
       passed('shardChangesOnNodeActivities');
-      await settleAll(nodesOf(shards), async ([node, held]) => {
+      const left = takes('shardChangesHere') ? await changeHere(table, change, shards, onShard) : shards;
+      await settleAll(nodesOf(left), async ([node, held]) => {
         const summary = describeShardChange(
           change,
           table.id,

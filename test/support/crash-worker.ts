@@ -4,7 +4,9 @@
  * test chooses. Run as a child process (`node --require tsx/cjs test/support/crash-worker.ts`) with:
  *   CRASH_HOME, CRASH_ADDRESS, CRASH_TASK_QUEUE, CRASH_BUNDLE (a workflow bundle file),
  *   CRASH_AFTER (activity name; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`),
- *   CRASH_POSTGRES_URLS (optional: the PostgreSQL storage driver on these nodes' databases, comma-separated).
+ *   CRASH_POSTGRES_URLS (optional: the PostgreSQL storage driver on these nodes' databases, comma-separated),
+ *   CRASH_NODE_WORKERS=1 (optional: each node served by a storage-node worker of its own in this process, as with
+ *   `--storage remote`, rather than in the workflow task of the orchestrating worker).
  */
 import path from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
@@ -13,7 +15,7 @@ import { LocalFileStorage } from '../../storage/local-files';
 import { PostgresStorage } from '../../storage/postgres';
 import { nodeName } from '../../storage/nodes';
 import type { StorageOp } from '../../storage/faults';
-import { createTableFateWorker } from '../../worker/worker';
+import { createStorageNodeWorker, createTableFateWorker, TableFateWorker } from '../../worker/worker';
 import { createLogger } from '../../worker/logger';
 import type { Activities } from '../../activities';
 
@@ -54,19 +56,37 @@ async function main(): Promise<void> {
     return wrapped as Activities;
   };
   const connection = await NativeConnection.connect({ address: env('CRASH_ADDRESS') });
+  const taskQueue = env('CRASH_TASK_QUEUE');
+  const nodeWorkers = process.env.CRASH_NODE_WORKERS === '1';
   const worker = await createTableFateWorker({
     connection,
     namespace: 'default',
     catalog,
-    storage,
+    storage: nodeWorkers ? { nodes: storage.nodes } : storage,
     defaultRetentionSeconds: 3600,
     logger: createLogger('error'),
-    taskQueue: env('CRASH_TASK_QUEUE'),
+    taskQueue,
     workflowBundle: { codePath: env('CRASH_BUNDLE') },
     wrapActivities: wrap,
   });
+  const nodes = nodeWorkers
+    ? await Promise.all(
+        files.nodes.map((node) =>
+          createStorageNodeWorker({
+            connection,
+            namespace: 'default',
+            catalog,
+            storage: new LocalFileStorage({ root: files.root, nodes: [node] }),
+            node,
+            logger: createLogger('error'),
+            taskQueue,
+            wrapActivities: wrap,
+          }),
+        ),
+      )
+    : [];
   process.stdout.write('ready\n');
-  await worker.run();
+  await new TableFateWorker([...worker.workers, ...nodes.flatMap((n) => n.workers)]).run();
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,18 @@
+import { patched } from '@temporalio/workflow';
+
+/**
+ * The patches of v14: each is asked (`takes`) where a run started on v13 took the old branch, which stays beside the
+ * new one for a release (docs/changing-workflows.md says when it goes).
+ */
+export const PATCHES = {
+  /**
+   * v14: a step's change on the nodes this worker serves is a journaled local activity in the workflow task, awaited
+   * where a cancel cannot reach it (`changeShards`); v13 sent every node's share to the node's queue.
+   */
+  shardChangesHere: 'shard-changes-here',
+} as const;
+
+/** Whether this run takes the patch's new branch (every run started on v14 or later does). */
+export function takes(patch: keyof typeof PATCHES): boolean {
+  return patched(PATCHES[patch]);
+}
