@@ -127,7 +127,7 @@ describe('crashes and repeats', () => {
     await crashes?.close();
   });
 
-  test('a worker killed right after a node moved the table to the trash, before the server heard: TRASHED, every row kept', async () => {
+  test('a worker killed right after it moved the table to the trash in a lost workflow task: TRASHED, every row kept', async () => {
     await crashes.startWorker();
     const table = await crashes.client.create({ table: 'crash.ledger', shards: 2, columns: 'id int primary key, amount int' });
     for (const shard of [0, 1]) await nodeOf(table, shard, urls).query(`INSERT INTO crash.ledger_${shard} VALUES (${shard}, 100)`);
@@ -139,7 +139,7 @@ describe('crashes and repeats', () => {
       address: crashes.address,
       taskQueue: crashes.taskQueue,
       bundleFile,
-      activity: 'changeShardsOnNode',
+      activity: 'changeShardsHere',
       env: { CRASH_POSTGRES_URLS: urls.join(',') },
     });
     const trashing = crashes.client.trash({ table: 'crash.ledger', retentionSeconds: 3600 });

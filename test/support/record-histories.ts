@@ -367,6 +367,24 @@ async function main(): Promise<void> {
       gate.open();
       await trashing;
       await save('trash-cancelled-while-moving', movingRun.workflowId);
+
+      // (since v14) the same with more shards than one call changes (16): the call under way ends, the cancel is
+      // taken before the next, and the undo moves back what the first call moved
+      const many = await slow.client.create({ table: 'rec.many', shards: 20 });
+      const manyRun = slow.temporal.workflow.getHandle(workflowIdFor.trash(many.id, slow.catalog.id));
+      gate.hold();
+      const trashingMany = slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 }).catch(() => undefined);
+      await gate.someoneWaiting(many.id);
+      await manyRun.cancel();
+      await cancelHeard(manyRun);
+      gate.open();
+      await trashingMany;
+      await save('trash-cancelled-between-calls', manyRun.workflowId);
+
+      // (since v14) a recall of more shards than one call changes: two calls, the progress moving between them
+      await slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 });
+      await slow.client.undelete({ table: many.id });
+      await save('undelete-in-calls', workflowIdFor.undelete(many.id, slow.catalog.id));
     } finally {
       gate.open();
       await slow.close();

@@ -8,7 +8,8 @@ import { deprecatePatch } from '@temporalio/workflow';
  * deprecated in new runs, so that a worker still on v12 during a rolling deploy replays them on its new branch.
  *
  * Removing a `passed()` call (and its id here) is the second step of retiring a patch: once no run started before
- * v13 is open (the short ones end within minutes; waiting trash runs are moved with `tablefate rearm`).
+ * v13 is open (the short ones end within minutes; waiting trash runs are terminated and the reconciler re-arms them on
+ * today's code: docs/changing-workflows.md).
  */
 export const RETIRED_IN_V13 = {
   /** v3: lock waits are workflow timers with continue-as-new (`withLock`). */
