@@ -1,16 +1,18 @@
 /**
  * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete and purge, and
- * the trash's policies (a hold, its release, a lease taken and released, a trashed table's new retention) through the SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same dev server, the
- * same worker process and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each
- * as a multiple of the floor's, then throughput: 32 creates at once against 32 floors at once.
+ * the trash's policies (a hold, its release, a lease taken and released, a trashed table's new retention) through the
+ * SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same server, the same worker process
+ * and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each as a multiple of the
+ * floor's, then throughput: 32 creates at once against 32 floors at once. One setting per run (`npm run bench` runs
+ * them all, bench/all.ts):
  *
- *   npm run bench                          (20 rounds, the dev server as `tablefate dev` starts it)
- *   npm run bench -- --rounds 50
- *   npm run bench -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
- *   npm run bench -- --temporal cluster    (a Temporal cluster as `tablefate cluster up` makes it, on a PostgreSQL it
- *                                           starts, instead of the dev server)
- *   npm run bench -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the trash of
- *                                           a table of 1 GB against one of 1 MB)
+ *   npm run bench:lifecycle                          (20 rounds, the dev server as `tablefate dev` starts it, files)
+ *   npm run bench:lifecycle -- --rounds 50
+ *   npm run bench:lifecycle -- --server-defaults     (Temporal's own dynamic config instead of tablefate's)
+ *   npm run bench:lifecycle -- --temporal cluster    (a Temporal cluster as `tablefate cluster up` makes it, on a
+ *                                                     PostgreSQL it starts, instead of the dev server)
+ *   npm run bench:lifecycle -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the
+ *                                                     trash of a table of 1 GB against one of 1 MB)
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -40,22 +42,39 @@ async function timed<T>(samples: number[], fn: () => Promise<T>): Promise<T> {
   return result;
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      rounds: { type: 'string' },
-      'server-defaults': { type: 'boolean' },
-      driver: { type: 'string' },
-      temporal: { type: 'string' },
-    },
-    strict: true,
-  });
-  const rounds = Number(values.rounds ?? 20);
-  const serverDefaults = values['server-defaults'] === true;
-  const driver = values.driver === 'postgres' ? 'postgres' : 'files';
-  const temporalKind = values.temporal === 'cluster' ? 'cluster' : 'dev';
-  if (values.temporal !== undefined && values.temporal !== 'dev' && values.temporal !== 'cluster')
-    throw new Error('--temporal: dev or cluster');
+/** Where a lifecycle bench runs: the Temporal server, its dynamic config, and the storage driver. */
+export interface LifecycleSetting {
+  driver: 'files' | 'postgres';
+  temporal: 'dev' | 'cluster';
+  /** Temporal's own dynamic config instead of tablefate's (dev server only). */
+  serverDefaults?: boolean;
+}
+
+/** One lifecycle bench's figures: each op's p50 and p90 (ms) beside the floor's, the throughput, the trash by size. */
+export interface LifecycleReport {
+  setting: LifecycleSetting;
+  rounds: number;
+  p50: Record<Op | 'floor', number>;
+  p90: Record<Op | 'floor', number>;
+  /** Per second, 32 at once (median of 3 batches). */
+  throughput: { floor: number; create: number };
+  bySize: Array<{ label: string; bytes: number; trashMs: number[] }>;
+  cliRows: CliRow[];
+  workerStartMs?: number;
+}
+
+export const OPERATION_NAMES = OPS;
+
+/**
+ * Runs the lifecycle against the floor on a server and driver of its own, and with `withCli` the command line's times
+ * and the worker's start on the same server (files on the dev server only: what a person runs).
+ */
+export async function benchLifecycle(
+  setting: LifecycleSetting,
+  opts: { rounds?: number; withCli?: boolean } = {},
+): Promise<LifecycleReport> {
+  const rounds = opts.rounds ?? 20;
+  const { driver, temporal: temporalKind, serverDefaults = false } = setting;
   if (temporalKind === 'cluster' && serverDefaults)
     throw new Error("--server-defaults is for the dev server: a cluster runs deploy/temporal's dynamic config");
   const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG, driver, temporal: temporalKind });
@@ -76,7 +95,7 @@ async function main(): Promise<void> {
 
   const samples = Object.fromEntries(['floor', ...OPS].map((op) => [op, [] as number[]])) as Record<Op | 'floor', number[]>;
   const throughput = { floor: [] as number[], create: [] as number[] };
-  let bySize: Array<{ label: string; bytes: number; trashMs: number[] }> = [];
+  let bySize: LifecycleReport['bySize'] = [];
   let cliRows: CliRow[] = [];
   let workerStartMs: number | undefined;
   try {
@@ -112,48 +131,64 @@ async function main(): Promise<void> {
     }
     if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
     // The command line's start and its commands (bench/cli.ts), on the embedded default.
-    if (driver === 'files' && temporalKind === 'dev') {
+    if (opts.withCli && driver === 'files' && temporalKind === 'dev') {
       cliRows = await benchCli(bench);
       workerStartMs = await benchWorkerStart(bench.cliEnv.TEMPORAL_ADDRESS!);
     }
   } finally {
     await bench.close();
   }
+  const at = (p: number) =>
+    Object.fromEntries(Object.entries(samples).map(([op, s]) => [op, percentile(s, p)])) as Record<Op | 'floor', number>;
+  const perSecond = (ms: readonly number[]) => (CONCURRENCY * 1000) / percentile(ms, 50);
+  return {
+    setting,
+    rounds,
+    p50: at(50),
+    p90: at(90),
+    throughput: { floor: perSecond(throughput.floor), create: perSecond(throughput.create) },
+    bySize,
+    cliRows,
+    workerStartMs,
+  };
+}
 
-  const floorP50 = percentile(samples.floor, 50);
-  const floorP90 = percentile(samples.floor, 90);
+/** How a setting reads in a title: "dev server as `tablefate dev` starts it, files driver". */
+export function describeSetting({ driver, temporal, serverDefaults }: LifecycleSetting): string {
+  const server =
+    temporal === 'cluster'
+      ? 'a Temporal cluster as `tablefate cluster up` starts it (four services, two history processes, PostgreSQL)'
+      : `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}`;
+  return `${server}, ${driver} driver`;
+}
+
+export function printLifecycle(report: LifecycleReport): void {
+  const { p50, p90, throughput } = report;
   console.log(
-    `tablefate lifecycle against the floor: ${rounds} rounds, ${os.cpus().length} cores, node ${process.version}, ` +
-      (temporalKind === 'cluster'
-        ? 'a Temporal cluster as `tablefate cluster up` starts it (four services, two history processes, PostgreSQL)'
-        : `dev server ${serverDefaults ? "with Temporal's default dynamic config" : 'as `tablefate dev` starts it'}`) +
-      `, ${driver} driver`,
+    `tablefate lifecycle against the floor: ${report.rounds} rounds, ${os.cpus().length} cores, node ${process.version}, ${describeSetting(report.setting)}`,
   );
   console.log('op          p50 ms   p90 ms   p50/floor   p90/floor');
   for (const op of ['floor', ...OPS] as const) {
-    const s = samples[op];
-    const p50 = percentile(s, 50);
-    const p90 = percentile(s, 90);
     console.log(
-      `${op.padEnd(9)} ${p50.toFixed(0).padStart(8)} ${p90.toFixed(0).padStart(8)} ${`${(p50 / floorP50).toFixed(2)}x`.padStart(11)} ${`${(p90 / floorP90).toFixed(2)}x`.padStart(11)}`,
+      `${op.padEnd(9)} ${p50[op].toFixed(0).padStart(8)} ${p90[op].toFixed(0).padStart(8)} ${`${(p50[op] / p50.floor).toFixed(2)}x`.padStart(11)} ${`${(p90[op] / p90.floor).toFixed(2)}x`.padStart(11)}`,
     );
   }
-  const perSecond = (ms: readonly number[]) => (CONCURRENCY * 1000) / percentile(ms, 50);
-  const floorRate = perSecond(throughput.floor);
-  const createRate = perSecond(throughput.create);
   console.log(
-    `throughput, ${CONCURRENCY} at once (median of 3 batches): floor ${floorRate.toFixed(1)}/s, create ${createRate.toFixed(1)}/s = ` +
-      `${(createRate / floorRate).toFixed(2)}x the floor's`,
+    `throughput, ${CONCURRENCY} at once (median of 3 batches): floor ${throughput.floor.toFixed(1)}/s, create ${throughput.create.toFixed(1)}/s = ` +
+      `${(throughput.create / throughput.floor).toFixed(2)}x the floor's`,
   );
-  for (const { label, bytes, trashMs } of bySize) {
+  for (const { label, bytes, trashMs } of report.bySize) {
     const ms = trashMs.map((t) => t.toFixed(0)).join(', ');
     console.log(
-      `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / floorP50).toFixed(2)}x the floor)`,
+      `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / p50.floor).toFixed(2)}x the floor)`,
     );
   }
-  if (cliRows.length > 0) printCliRows(cliRows);
-  if (workerStartMs !== undefined) console.log(`tablefate worker, start to polling (median of 5): ${(workerStartMs / 1000).toFixed(2)} s`);
+  if (report.cliRows.length > 0) printCliRows(report.cliRows);
+  if (report.workerStartMs !== undefined)
+    console.log(`tablefate worker, start to polling (median of 5): ${(report.workerStartMs / 1000).toFixed(2)} s`);
 }
+
+export { percentile };
 
 /**
  * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB, three times each (trash, then recall):
@@ -189,7 +224,31 @@ async function trashBySize(client: TableFateClient, url: string): Promise<Array<
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      rounds: { type: 'string' },
+      'server-defaults': { type: 'boolean' },
+      driver: { type: 'string' },
+      temporal: { type: 'string' },
+    },
+    strict: true,
+  });
+  if (values.temporal !== undefined && values.temporal !== 'dev' && values.temporal !== 'cluster')
+    throw new Error('--temporal: dev or cluster');
+  if (values.driver !== undefined && values.driver !== 'files' && values.driver !== 'postgres')
+    throw new Error('--driver: files or postgres');
+  const setting: LifecycleSetting = {
+    driver: values.driver === 'postgres' ? 'postgres' : 'files',
+    temporal: values.temporal === 'cluster' ? 'cluster' : 'dev',
+    serverDefaults: values['server-defaults'] === true,
+  };
+  printLifecycle(await benchLifecycle(setting, { rounds: Number(values.rounds ?? 20), withCli: true }));
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
+}

@@ -87,23 +87,39 @@ async function floorCrowd(address: string, count: number): Promise<number> {
   }
 }
 
-async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      waiting: { type: 'string' },
-      expiring: { type: 'string' },
-      'idle-seconds': { type: 'string' },
-      'worker-heap-mb': { type: 'string' },
-    },
-    strict: true,
-  });
+/** What a timers bench found: the crowd's purge against the floor's crowd, and the worker's memory. */
+export interface TimersReport {
+  waiting: number;
+  expiring: number;
+  /** Tables created and trashed per second (the waiting ones). */
+  createRate: number;
+  /** Seconds from the last (first) expiry to the last purge; NaN if not all were purged within 300 s. */
+  purgedAfterLastS: number;
+  purgedAfterFirstS: number;
+  /** Seconds for as many bare workflows started together. */
+  floorCrowdS: number;
+  /** The worker's largest resident memory seen, MB. */
+  workerRssMaxMb: number;
+  locksLeft: number;
+}
+
+/**
+ * `waiting` tables trashed for 30 days, then `expiring` trashed to expire in the same second; the crowd's purge timed
+ * against `expiring` bare workflows started together. Logs as it goes.
+ */
+export async function benchTimers(opts: {
+  waiting: number;
+  expiring: number;
+  idleSeconds?: number;
+  heapMb?: number;
+}): Promise<TimersReport> {
   // The worker's V8 old space, as an operator sets it (NODE_OPTIONS=--max-old-space-size=N); unset: Node's default.
-  const heapMb = values['worker-heap-mb'];
+  const heapMb = opts.heapMb;
   const workerNodeOptions =
-    heapMb === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${Number(heapMb)}`.trim() };
-  const waiting = Number(values.waiting ?? 10_000);
-  const expiring = Number(values.expiring ?? 1_000);
-  const idleSeconds = Number(values['idle-seconds'] ?? 60);
+    heapMb === undefined ? {} : { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-old-space-size=${heapMb}`.trim() };
+  const { waiting, expiring } = opts;
+  const idleSeconds = opts.idleSeconds ?? 60;
+  const rssSeen: number[] = [];
   const home = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-timers-'));
   const server = await DevServer.start({ stateDir: home, headless: true, cliPath: process.env.TEMPORAL_CLI_PATH, log: () => undefined });
   const connection = await Connection.connect({ address: server.address });
@@ -124,6 +140,7 @@ async function main(): Promise<void> {
         `worker heap ${heapMb === undefined ? "Node's default" : `--max-old-space-size=${heapMb}`}`,
     );
     console.log(`worker RSS at start: ${rssMb(worker.pid!).toFixed(0)} MB`);
+    rssSeen.push(rssMb(worker.pid!));
 
     const createMs = await inParallel(waiting, 'created and trashed', async (i) => {
       await client.create({ table: `wait.t${i}`, shards: 1 });
@@ -151,6 +168,7 @@ async function main(): Promise<void> {
         `(${percent(settled.reduce((a, b) => a + b, 0) / settled.length)} over the second half)`,
     );
     console.log(`  worker RSS per 5 s: ${rssSamples.map((mb) => mb.toFixed(0)).join(', ')} MB`);
+    rssSeen.push(...rssSamples);
     console.log(`  dev server CPU per 5 s: ${cpuSlices.map(percent).join(', ')}`);
 
     // The crowd: trashed so that every expiry falls in the same second, `lead` seconds from now.
@@ -159,7 +177,8 @@ async function main(): Promise<void> {
     await inParallel(expiring, 'crowd created', async (i) => {
       ids[i] = (await client.create({ table: names[i]!, shards: 1 })).id;
     });
-    const lead = 120;
+    // Far enough ahead that the whole crowd is trashed before it (about 20 trashes a second here), and no further.
+    const lead = 20 + Math.ceil(expiring / 10);
     const expireAt = Math.ceil(Date.now() / 1000) * 1000 + lead * 1000;
     const trashMs = await inParallel(expiring, 'crowd trashed', async (i) => {
       await client.trash({ table: names[i]!, retentionSeconds: Math.round((expireAt - Date.now()) / 1000) });
@@ -178,6 +197,7 @@ async function main(): Promise<void> {
     let purged = 0;
     let lastPurgedAt = 0;
     for (;;) {
+      rssSeen.push(rssMb(worker.pid!));
       const rows = await Promise.all(ids.map((id) => catalog!.getTable(id)));
       const done = rows.filter((t) => t?.state === 'PURGED');
       purged = done.length;
@@ -200,7 +220,7 @@ async function main(): Promise<void> {
     console.log(
       `  while the crowd was purged: worker ${busy(worker.pid!, cpuAtExpiry.worker)}, dev server ${busy(server.pid, cpuAtExpiry.server)}`,
     );
-    console.log(`worker RSS at the end: ${rssMb(worker.pid!).toFixed(0)} MB`);
+    console.log(`worker RSS at the end: ${rssMb(worker.pid!).toFixed(0)} MB, at most ${Math.max(...rssSeen).toFixed(0)} MB`);
 
     // The floor for a crowd: as many bare one-activity workflows, all started at once on the same server, each
     // finished by the worker of this process. Nothing built on Temporal finishes a crowd faster here.
@@ -209,6 +229,17 @@ async function main(): Promise<void> {
       `floor: ${expiring} bare workflows started together all finished ${(floorMs / 1000).toFixed(1)} s after the first start ` +
         `(the crowd's purge took ${(((lastPurgedAt || Date.now()) - first) / floorMs).toFixed(2)}x that)`,
     );
+    const all = purged === expiring;
+    return {
+      waiting,
+      expiring,
+      createRate: waiting > 0 ? (waiting * 1000) / createMs : NaN,
+      purgedAfterLastS: all ? (lastPurgedAt - Math.max(...expiries)) / 1000 : NaN,
+      purgedAfterFirstS: all ? (lastPurgedAt - first) / 1000 : NaN,
+      floorCrowdS: floorMs / 1000,
+      workerRssMaxMb: Math.max(...rssSeen),
+      locksLeft: crowdLocks.length,
+    };
   } finally {
     if (worker && !worker.exitStatus) await worker.stop('SIGINT');
     await catalog?.close();
@@ -218,7 +249,27 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err);
-  process.exitCode = 1;
-});
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      waiting: { type: 'string' },
+      expiring: { type: 'string' },
+      'idle-seconds': { type: 'string' },
+      'worker-heap-mb': { type: 'string' },
+    },
+    strict: true,
+  });
+  await benchTimers({
+    waiting: Number(values.waiting ?? 10_000),
+    expiring: Number(values.expiring ?? 1_000),
+    idleSeconds: Number(values['idle-seconds'] ?? 60),
+    ...(values['worker-heap-mb'] === undefined ? {} : { heapMb: Number(values['worker-heap-mb']) }),
+  });
+}
+
+if (require.main === module) {
+  main().catch((err: unknown) => {
+    console.error(err);
+    process.exitCode = 1;
+  });
+}
