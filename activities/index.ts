@@ -65,9 +65,10 @@ export function createActivities(deps: ActivityDeps) {
      * retries, so the wait is bounded in history). Busy is an answer, naming the holder; a lock left by a closed
      * workflow is taken over.
      */
-    async tryLock(input: CallScope & { lock: string }): Promise<LockAttempt> {
+    async tryLock(input: CallScope & { lock: string; readTable?: number }): Promise<LockAttempt> {
       const owner = inScope(input);
-      const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, stepOf(owner, input));
+      const step = stepOf(owner, input);
+      const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, step);
       if (!result.acquired) return { acquired: false, holder: result.holder.workflowId };
       if (result.tookOverFrom) {
         Context.current().log.warn('took over a lock left by a closed workflow', {
@@ -75,7 +76,10 @@ export function createActivities(deps: ActivityDeps) {
           from: result.tookOverFrom.workflowId,
         });
       }
-      return { acquired: true };
+      if (input.readTable === undefined) return { acquired: true };
+      // The operation's first look at its table, under the lock just taken: journaled like a getTable of its own.
+      const table = await catalog.getTable(input.readTable, step && { ...step, step: `${step.step}/table` });
+      return { acquired: true, table: table ?? null };
     },
 
     /** Releases every lock the calling run holds. */
@@ -101,23 +105,10 @@ export function createActivities(deps: ActivityDeps) {
       );
     },
 
-    /**
-     * Tells the trash run of the trash that happened at `droppedAt` that its timer has nothing left to do (the
-     * table was recalled or purged by hand). A run that has ended already needs no telling. Sent from a local
-     * activity, in the workflow task of the operation's last step, rather than as the workflow's own signal
-     * command, whose delivery the operation would wait for in one more workflow task.
-     */
-    async endTrashTimer(input: CallScope & { tableId: number; reason: 'restored' | 'purged'; droppedAt: number }): Promise<boolean> {
+    /** Tells the trash run of a trash that its timer has nothing left to do (see signalEndOfTimer). */
+    async endTrashTimer(input: CallScope & EndTrashTimer & { tableId: number }): Promise<boolean> {
       inScope(input);
-      try {
-        await Context.current()
-          .client.workflow.getHandle(workflowIdFor.trash(input.tableId, input.catalogId))
-          .signal(endTimerSignal, input.reason, input.droppedAt);
-        return true;
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return false;
-        throw err;
-      }
+      return signalEndOfTimer(input.tableId, input, input.catalogId);
     },
 
     async getTable(input: CallScope & { tableId: number }): Promise<TableRecord | null> {
@@ -135,10 +126,16 @@ export function createActivities(deps: ActivityDeps) {
         expectName?: TableName;
         /** The operation's last change: release the run's locks too, once it is recorded. */
         releaseLocks?: boolean;
+        /** Then tell the table's trash run that its timer has nothing left to do (a recall, a purge by hand). */
+        endTrashTimer?: EndTrashTimer;
       },
     ): Promise<TableRecord> {
       const { tableId, from, to, now, rename, expectName } = input;
-      return change(input, { tableId, from, to, now, rename, expectName });
+      const table = await change(input, { tableId, from, to, now, rename, expectName });
+      if (input.endTrashTimer && !(await signalEndOfTimer(tableId, input.endTrashTimer, input.catalogId))) {
+        Context.current().log.info('no trash timer to end', { tableId });
+      }
+      return table;
     },
 
     /**
@@ -333,5 +330,31 @@ export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
-/** One try at a lock: taken, or held by another running workflow (its id). */
-export type LockAttempt = { acquired: true } | { acquired: false; holder: string };
+/**
+ * One try at a lock: taken (with the table asked for, as read under it: null if there is none), or held by another
+ * running workflow (its id).
+ */
+export type LockAttempt = { acquired: true; table?: TableRecord | null } | { acquired: false; holder: string };
+
+/** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
+export interface EndTrashTimer {
+  reason: 'restored' | 'purged';
+  droppedAt: number;
+}
+
+/**
+ * Tells the trash run of the trash at `droppedAt` that its timer has nothing left to do. Sent from a local activity, in
+ * the workflow task of the operation's last step, rather than as the workflow's own signal command, whose delivery the
+ * operation would wait for in one more workflow task. False when the run has ended already (nothing to tell).
+ */
+async function signalEndOfTimer(tableId: number, end: EndTrashTimer, catalogId: string | undefined): Promise<boolean> {
+  try {
+    await Context.current()
+      .client.workflow.getHandle(workflowIdFor.trash(tableId, catalogId))
+      .signal(endTimerSignal, end.reason, end.droppedAt);
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}

@@ -110,6 +110,8 @@ export interface ShardsHereAnswer {
   elsewhere: string[];
   /** What the changes made here said beyond doing them (a recall's foreign keys it could not put back as they were). */
   notes: ChangeNotes;
+  /** With `then`: whether the follow-up change was made too, on every shard changed here. */
+  thenMade?: boolean;
 }
 
 export interface ShardsHereDeps extends FailureMappingOptions {
@@ -136,7 +138,12 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
   const { inScope, stepOf, fenced } = callChecks(catalog);
   const served = new Set(storage?.nodes ?? []);
   const activities = {
-    async changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<ShardsHereAnswer> {
+    /**
+     * `then`: a follow-up change tried once the change is made on every shard here (a purge's deletes, once every shard
+     * is marked garbage): its failure is not this call's, which answers `thenMade: false` and leaves it to the step
+     * that makes it (with its own retries, past the point of no return).
+     */
+    async changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[]; then?: ShardChange }): Promise<ShardsHereAnswer> {
       const owner = inScope(input);
       const step = stepOf(owner, input);
       if (!step) throw new Error('changeShardsHere needs the step of the call, under which it is journaled');
@@ -169,10 +176,24 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
         await catalog.recordStep(step, { error: { type: failure.type ?? 'Error', message: failure.message } });
         throw failure;
       }
-      const answer: ShardsHereAnswer = { elsewhere, notes };
+      const answer: ShardsHereAnswer = { elsewhere, notes, ...(input.then ? { thenMade: await madeOnAll(input, here, input.then) } : {}) };
       await catalog.recordStep(step, { value: answer });
       return answer;
     },
+  };
+  /** Makes `change` on `shards`, answering whether it was made on all; a fatal storage error stops the worker. */
+  const madeOnAll = async (scope: CallScope, shards: ShardRef[], change: ShardChange): Promise<boolean> => {
+    try {
+      await fenced(scope, shards, (watch, described) => settleAll(described, (shard) => applyChange(storage!, change, shard, watch)));
+      return true;
+    } catch (err) {
+      if (classifyStorageError(err) === 'fatal') deps.onFatal(err as FatalStorageError);
+      Context.current().log.warn('the follow-up change was not made here; its own step makes it', {
+        change: change.method,
+        error: messageOf(err),
+      });
+      return false;
+    }
   };
   return withFailureMapping(activities, deps);
 }

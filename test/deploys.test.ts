@@ -4,12 +4,13 @@ import { waitFor } from './support/wait';
 import { lockFor, workflowIdFor } from '../domain/operations';
 import type { TrashTimerState } from '../domain/contracts';
 import type { trashTable } from '../workflows';
+import { PATCHES } from '../workflows/patches';
 
 // A deploy replaces the workflow code under runs that are in flight, and a trash waits for its whole retention. The
 // supported upgrade is from the previous release (docs/changing-workflows.md): each test starts runs on its frozen
-// code (test/released/workflows.v12.js.gz), stops that worker, starts today's, and every run ends as it should,
-// replaying what v12 recorded first. A change that is not behind a patch fails here.
-const PREVIOUS_RELEASE = 'v12';
+// code (test/released/workflows.v13.js.gz), stops that worker, starts today's, and every run ends as it should,
+// replaying what v13 recorded first. A change that is not behind a patch fails here.
+const PREVIOUS_RELEASE = 'v13';
 
 let h: Harness;
 beforeEach(async () => {
@@ -35,7 +36,7 @@ async function replayedCleanly(workflowId: string): Promise<void> {
   expect((await historyOf(workflowId)).some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
 }
 
-/** The patch markers a run recorded, and whether each was recorded as deprecated (by today's code) or not (by v12's). */
+/** The patch markers a run recorded, and whether each was recorded as deprecated (a retired patch's) or not (a live one's). */
 async function patchMarkers(workflowId: string): Promise<Array<{ id: string; deprecated: boolean }>> {
   return (await historyOf(workflowId)).flatMap((e) => {
     const marker = e.markerRecordedEventAttributes;
@@ -62,8 +63,11 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
   test('a trash waiting on its timer is purged at expiry', async () => {
     const table = await h.client.create({ table: 'deploy.expiring', shards: 2 });
     const trashed = await h.client.trash({ table: 'deploy.expiring', retentionSeconds: 4 });
-    // The run recorded v12's markers, not deprecated: today's code must meet each where v12 asked for it.
-    expect((await patchMarkers(workflowIdFor.trash(table.id, h.catalog.id))).some((m) => !m.deprecated)).toBe(true);
+    // v13 recorded the markers of the patches it had retired, as deprecated: today's code, which no longer asks for them
+    // at all, replays the run without them.
+    const markers = await patchMarkers(workflowIdFor.trash(table.id, h.catalog.id));
+    expect(markers.length).toBeGreaterThan(0);
+    expect(markers.every((m) => m.deprecated)).toBe(true);
     await deploy();
     const purged = await waitFor(
       () => h.catalog.getTable(table.id),
@@ -102,9 +106,9 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
     const purging = h.client.purge({ tableId: table.id }, { timeoutMs: 110_000 });
     const creating = h.client.create({ table: 'deploy.fresh', shards: 1 }, { timeoutMs: 110_000 });
     const purgeId = workflowIdFor.purge(table.id, h.catalog.id);
-    await untilWaitingOnTimer(purgeId, 'the v12 purge to wait for its lock on a timer');
+    await untilWaitingOnTimer(purgeId, 'the v13 purge to wait for its lock on a timer');
     const createId = (await h.client.operations({ running: true })).find((op) => op.operation === 'create')!.workflowId;
-    await untilWaitingOnTimer(createId, 'the v12 create to wait for its name on a timer');
+    await untilWaitingOnTimer(createId, 'the v13 create to wait for its name on a timer');
     await deploy();
     await h.catalog.releaseLocks(holder);
 
@@ -124,7 +128,7 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
     await waitFor(
       () => h.catalog.getTable(table.id),
       (t) => t?.state === 'DRAINING',
-      { what: 'the v12 drop to wait for the lease' },
+      { what: 'the v13 drop to wait for the lease' },
     );
     await deploy();
     await h.client.releaseLease(lease.id);
@@ -151,13 +155,14 @@ describe('a trash run waiting since the previous release moves to today’s code
     const moved = await h.temporal.workflow.getHandle(trashId).describe();
     expect(moved.runId).not.toBe(old.runId);
     expect(moved.status.name).toBe('RUNNING');
-    // Today's run: every marker it records is deprecated, so the release that drops the calls replays it too.
+    // Today's run records only today's live patches (workflows/patches.ts), none of those v13 had retired.
     await waitFor(
       () => h.temporal.workflow.getHandle<typeof trashTable>(trashId).query<TrashTimerState>('trashTimer'),
       (s) => s.expireAt === trashed.expireAt,
       { what: 'the re-armed run to wait for the same expiry' },
     );
-    expect((await patchMarkers(trashId)).filter((m) => !m.deprecated)).toEqual([]);
+    const live = Object.values(PATCHES) as string[];
+    expect((await patchMarkers(trashId)).every((m) => live.includes(m.id) && !m.deprecated)).toBe(true);
 
     expect((await h.client.undelete({ table: table.id })).state).toBe('READY');
     expect((await trashResult(table.id)).ended).toBe('restored');

@@ -15,7 +15,6 @@ import type { TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
-import { passed } from './legacy/markers';
 import { takes } from './patches';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
@@ -112,14 +111,18 @@ export function operationCalls(catalogId: string | undefined) {
   const scope: CallScope = { catalogId };
   /** Whether the run's last change released its locks, and none has been taken since. */
   let released = false;
+  /** Whether the run's commit ended the trash timer. */
+  let timerEnded = false;
   /** The operation's last change, which releases the run's locks in the same local activity (one call less). */
   const lastChange = async <T extends TableRecord>(change: (locks: { releaseLocks: true }) => Promise<T>): Promise<T> => {
-    passed('lastChangeReleasesLocks');
     const table = await change({ releaseLocks: true });
     released = true;
     return table;
   };
   const notes: string[] = [];
+  /** The shard changes already made by an earlier call's `then` (a purge's deletes): a later step skips them. */
+  const madeAhead = new Set<string>();
+  const aheadKey = (change: ShardChange, shard: ShardRef) => `${change.method}:${shard.tableId}:${shard.shard}`;
   /** The nodes this worker was found not to serve (`--storage remote`): not asked about again in this run. */
   const away = new Set<string>();
   /**
@@ -131,7 +134,13 @@ export function operationCalls(catalogId: string | undefined) {
    * worker does not serve, and all not yet changed once its storage has failed fatally (a worker that serves them
    * again takes them from the queues).
    */
-  const changeHere = async (table: TableRecord, change: ShardChange, shards: ShardRef[], onShard: () => void): Promise<ShardRef[]> => {
+  const changeHere = async (
+    table: TableRecord,
+    change: ShardChange,
+    shards: ShardRef[],
+    onShard: () => void,
+    then?: ShardChange,
+  ): Promise<ShardRef[]> => {
     for (let first = 0; first < shards.length; first += SHARDS_PER_CALL) {
       const ask = shards.slice(first, first + SHARDS_PER_CALL).filter((shard) => !away.has(shard.node));
       if (ask.length === 0) continue;
@@ -144,10 +153,13 @@ export function operationCalls(catalogId: string | undefined) {
       );
       try {
         const answer = await CancellationScope.nonCancellable(() =>
-          shardsHere.executeWithOptions({ summary }, [{ change, shards: ask, ...step('changeShardsHere') }]),
+          shardsHere.executeWithOptions({ summary: then ? `${summary}, then ${then.method}` : summary }, [
+            { change, shards: ask, ...(then ? { then } : {}), ...step('changeShardsHere') },
+          ]),
         );
         notes.push(...answer.notes);
         answer.elsewhere.forEach((node) => away.add(node));
+        if (then && answer.thenMade) for (const shard of ask) if (!away.has(shard.node)) madeAhead.add(aheadKey(then, shard));
       } catch (err) {
         const failure = err instanceof ActivityFailure ? err.cause : err;
         if (!(failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE)) throw err;
@@ -160,20 +172,33 @@ export function operationCalls(catalogId: string | undefined) {
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
   return {
-    tryLock: async (lock: string) => {
-      const attempt = await locking.tryLock.executeWithOptions(said(`take lock ${lock}`), [{ lock, ...step('tryLock') }]);
+    /** One try at `lock`; with `readTable`, the table as read under it once taken (in runs since v14). */
+    tryLock: async (lock: string, readTable?: number) => {
+      const reads = readTable !== undefined && takes('fewerLocalActivities');
+      const attempt = await locking.tryLock.executeWithOptions(said(`take lock ${lock}${reads ? `, read table ${readTable}` : ''}`), [
+        { lock, ...(reads ? { readTable } : {}), ...step('tryLock') },
+      ]);
       if (attempt.acquired) released = false;
       return attempt;
     },
     /** Releases every lock the run holds (nothing to do when its last change did). */
     releaseLocks: () => (released ? Promise.resolve() : locking.releaseLock.executeWithOptions(said("release this run's locks"), [scope])),
-    /** The transition that ends the operation: the locks go with it. */
-    commit: (args: Args<Activities['transition']>) =>
-      lastChange((locks) =>
-        catalog.transition.executeWithOptions(said(`${describeTransition(args)}, releasing the locks`), [
-          { ...args, ...locks, ...step('transition') },
-        ]),
-      ),
+    /**
+     * The transition that ends the operation: the locks go with it, and, with `endTrashTimer` (since v14), the trash
+     * run hears that its timer is over.
+     */
+    commit: (args: Args<Activities['transition']>) => {
+      const ends = args.endTrashTimer !== undefined;
+      if (ends) timerEnded = true;
+      return lastChange((locks) =>
+        catalog.transition.executeWithOptions(
+          said(`${describeTransition(args)}, releasing the locks${ends ? ', ending the trash timer' : ''}`),
+          [{ ...args, ...locks, ...step('transition') }],
+        ),
+      );
+    },
+    /** Whether the run's commit told the trash run that its timer is over. */
+    timerEnded: () => timerEnded,
     prepareCreate: (args: Args<Activities['prepareCreate']>) =>
       catalog.prepareCreate.executeWithOptions(said(`prepare table ${args.namespace}.${args.name}: its id, shards and locks`), [
         { ...args, ...step('prepareCreate') },
@@ -229,12 +254,21 @@ export function operationCalls(catalogId: string | undefined) {
     requestEviction: () => catalog.requestEviction.executeWithOptions(said('ask the trash space cap to look again'), [scope]),
     /**
      * One step's change on every shard of `table`, settling when every shard has (an undo must never race a change
-     * still running). `onShard` hears each shard done.
+     * still running). `onShard` hears each shard done. `then`: a change the next step makes, tried in the same calls
+     * once this one is made (where this worker serves the nodes); the next step skips the shards it was made on.
      */
-    changeShards: async (table: TableRecord, change: ShardChange, onShard: () => void = () => undefined): Promise<void> => {
-      const shards = shardsOf(table);
-      passed('shardChangesOnNodeActivities');
-      const left = takes('shardChangesHere') ? await changeHere(table, change, shards, onShard) : shards;
+    changeShards: async (
+      table: TableRecord,
+      change: ShardChange,
+      onShard: () => void = () => undefined,
+      then?: ShardChange,
+    ): Promise<void> => {
+      const all = shardsOf(table);
+      const ahead = all.filter((shard) => madeAhead.has(aheadKey(change, shard)));
+      ahead.forEach(() => onShard());
+      const shards = all.filter((shard) => !madeAhead.has(aheadKey(change, shard)));
+      if (shards.length === 0) return;
+      const left = takes('shardChangesHere') ? await changeHere(table, change, shards, onShard, then) : shards;
       await settleAll(nodesOf(left), async ([node, held]) => {
         const summary = describeShardChange(
           change,

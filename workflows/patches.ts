@@ -10,6 +10,12 @@ export const PATCHES = {
    * where a cancel cannot reach it (`changeShards`); v13 sent every node's share to the node's queue.
    */
   shardChangesHere: 'shard-changes-here',
+  /**
+   * v14: fewer local activities per operation: the lock attempt reads the table under the lock it takes (`withLock`'s
+   * `readTable`); the commit of an undelete or a purge by hand tells the trash run that its timer is over (`commit`'s
+   * `endTrashTimer`); a purge's call that marks the shards garbage deletes them too once all are marked (`then`).
+   */
+  fewerLocalActivities: 'fewer-local-activities',
 } as const;
 
 /** Whether this run takes the patch's new branch (every run started on v14 or later does). */

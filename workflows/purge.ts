@@ -3,8 +3,8 @@ import { OPERATIONS, type PurgeInput } from '../domain/operations';
 import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { withLock, type Waiting } from './lock';
-import { passed } from './legacy/markers';
+import { tableUnderLock, withLock, type ReadUnderLock, type Waiting } from './lock';
+import { takes } from './patches';
 import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
 
 /**
@@ -13,29 +13,44 @@ import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runS
  */
 export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
-  const purged = await purgeSteps(calls, input, { policy: input.lockWait, input });
-  // (At expiry the trash run purges the table itself, and needs no telling.)
-  if (input.trigger !== 'expiry' && purged.state === 'PURGED' && purged.droppedAt !== null) {
+  // (At expiry the trash run purges the table itself, and needs no telling: a purge run tells it, with its commit.)
+  const purged = await purgeSteps(calls, input, { policy: input.lockWait, input }, input.trigger !== 'expiry');
+  // (Before v14, or when the table was found purged already, with a call of its own.)
+  if (input.trigger !== 'expiry' && purged.state === 'PURGED' && purged.droppedAt !== null && !calls.timerEnded()) {
     await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt);
   }
   return toTableInfo(purged);
 }
 
 /**
- * The purge's steps under the table's lock, made with `calls`: a purge run's own, or, at expiry, the trash run's
- * (which purges in its own workflow task rather than through a purge run). A lock wait that outgrows its run
- * continues as new with `waiting.input`.
+ * The purge's steps under the table's lock, made with `calls`: a purge run's own, or the trash run's (at expiry, or
+ * with the trash off), which purges in its own workflow task rather than through a purge run. A lock wait that
+ * outgrows its run continues as new with `waiting.input`. With `endsTimer` (a purge run's), the commit tells the
+ * table's trash run that its timer is over (since v14).
  */
-export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Waiting): Promise<TableRecord> {
+export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Waiting, endsTimer = false): Promise<TableRecord> {
   const [tableLock] = OPERATIONS.purge.locks(input);
-  return withLock(calls, tableLock!, waiting, () =>
-    runSteps(
-      check(calls, input),
-      changeState(calls, input.tableId, ['TRASHED', 'PURGING']),
-      everyShard(calls, 'mark shards garbage', SHARDS.markGarbage, { undo: SHARDS.unmarkGarbage }),
-      { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage), pointOfNoReturn: true },
-      commit(calls, ['PURGING', 'PURGED']),
-    ),
+  const endTrashTimer = (table: TableRecord) =>
+    endsTimer && table.droppedAt !== null && takes('fewerLocalActivities')
+      ? { reason: 'purged' as const, droppedAt: table.droppedAt }
+      : undefined;
+  return withLock(
+    calls,
+    tableLock!,
+    waiting,
+    (read) =>
+      runSteps(
+        check(calls, input, read),
+        changeState(calls, input.tableId, ['TRASHED', 'PURGING']),
+        // (Since v14 the call that marks deletes too, once every shard is marked: the next step's work, done ahead.)
+        everyShard(calls, 'mark shards garbage', SHARDS.markGarbage, {
+          undo: SHARDS.unmarkGarbage,
+          then: () => (takes('fewerLocalActivities') ? SHARDS.deleteGarbage : undefined),
+        }),
+        { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage), pointOfNoReturn: true },
+        commit(calls, ['PURGING', 'PURGED'], endTrashTimer),
+      ),
+    input.tableId,
   );
 }
 
@@ -46,11 +61,11 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
  * purged: a purge by hand is OnHold, naming the reason; an expiry or a policy finds nothing to do yet, as it does for an
  * expiry moved later (a new retention) since its timer fired.
  */
-function check(calls: OperationCalls, input: PurgeInput): Step<void, TableRecord> {
+function check(calls: OperationCalls, input: PurgeInput, read: ReadUnderLock): Step<void, TableRecord> {
   return {
     name: 'check',
     call: async () => {
-      const table = await calls.getTable(input.tableId);
+      const table = await tableUnderLock(calls, read, input.tableId);
       if (!table) throw asFailure(tableNotFound(input.tableId));
       if (table.state === 'PURGED') return finished(table);
       const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
@@ -85,7 +100,6 @@ export async function endTrashTimer(
   droppedAt: number,
 ): Promise<void> {
   try {
-    passed('endTimerFromLocalActivity');
     if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
   } catch (err) {
     log.info('no trash timer to end', { tableId, error: String(err) });

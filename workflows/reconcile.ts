@@ -5,7 +5,6 @@ import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from 
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
 import { operationCalls, type OperationCalls } from './activities';
-import { passed } from './legacy/markers';
 import type { trashTable } from './trash';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
@@ -48,7 +47,6 @@ function orphanCollector(node: string) {
 
 /** The catalog's survey, then every node's survey of its own sets, at once; findings in the catalog's order, then by node. */
 async function survey(catalogId: string | undefined): Promise<Survey> {
-  passed('storageOnNodeQueues');
   const tables = await housekeeping.surveyHealth({ catalogId, sets: false });
   const nodes = await Promise.all(
     tables.nodes.map((node) =>
@@ -158,7 +156,6 @@ async function repair(
       const lock = await calls.tryLock(lockFor.table(finding.set.tableId));
       if (!lock.acquired) return `skipped: ${lock.holder} holds the table`;
       try {
-        passed('storageOnNodeQueues');
         const done = await orphanCollector(finding.set.node)({ catalogId, set: finding.set });
         return done === 'collected' ? 'collected' : 'kept: no longer an orphan on a second look';
       } finally {

@@ -2,7 +2,7 @@ import { OPERATIONS, type RenameInput } from '../domain/operations';
 import { notRenamable, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import { operationCalls } from './activities';
-import { withLock, type Waiting } from './lock';
+import { tableUnderLock, withLock, type Waiting } from './lock';
 import { asFailure, runSteps } from './steps';
 
 /**
@@ -20,33 +20,38 @@ export async function renameTable(input: RenameInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
   const waiting: Waiting = { policy: input.lockWait, input };
   const [tableLock, nameLock] = OPERATIONS.rename.locks(input);
-  const table = await withLock(calls, tableLock!, waiting, () =>
-    runSteps(
-      {
-        name: 'check',
-        call: async () => {
-          const table = await calls.getTable(input.tableId);
-          if (!table) throw asFailure(tableNotFound(input.tableId));
-          if (table.state !== 'READY') throw asFailure(notRenamable(table));
-          return table;
+  const table = await withLock(
+    calls,
+    tableLock!,
+    waiting,
+    (read) =>
+      runSteps(
+        {
+          name: 'check',
+          call: async () => {
+            const table = await tableUnderLock(calls, read, input.tableId);
+            if (!table) throw asFailure(tableNotFound(input.tableId));
+            if (table.state !== 'READY') throw asFailure(notRenamable(table));
+            return table;
+          },
         },
-      },
-      {
-        // The operation's last change: the locks go with it. The same name again is a move already made.
-        name: 'lock the new name, rename',
-        call: (table) =>
-          withLock(calls, nameLock!, waiting, () =>
-            calls.commit({
-              tableId: table.id,
-              from: ['READY'],
-              to: 'READY',
-              now: Date.now(),
-              rename: input.newName,
-              expectName: input.expectedName,
-            }),
-          ),
-      },
-    ),
+        {
+          // The operation's last change: the locks go with it. The same name again is a move already made.
+          name: 'lock the new name, rename',
+          call: (table) =>
+            withLock(calls, nameLock!, waiting, () =>
+              calls.commit({
+                tableId: table.id,
+                from: ['READY'],
+                to: 'READY',
+                now: Date.now(),
+                rename: input.newName,
+                expectName: input.expectedName,
+              }),
+            ),
+        },
+      ),
+    input.tableId,
   );
   return toTableInfo(table);
 }

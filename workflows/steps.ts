@@ -5,6 +5,7 @@ import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { OperationCalls } from './activities';
+import type { EndTrashTimer } from '../activities';
 import { enterStep, stepProgress, tookBack, undoingStep } from './observe';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
@@ -182,12 +183,15 @@ export function changeState(
   };
 }
 
-/** A step that makes `change` (or the change `change()` makes, when the step runs) on every shard of the table and, if it has an undo, `undo` on every shard to take it back. */
+/**
+ * A step that makes `change` (or the change `change()` makes, when the step runs) on every shard of the table and, if
+ * it has an undo, `undo` on every shard to take it back. `then()`: the next step's change, tried in the same calls.
+ */
 export function everyShard<T extends Carrying>(
   calls: OperationCalls,
   name: string,
   change: ShardChange | (() => ShardChange),
-  { undo, onShard }: { undo?: ShardChange; onShard?: () => void } = {},
+  { undo, onShard, then }: { undo?: ShardChange; onShard?: () => void; then?: () => ShardChange | undefined } = {},
 ): Step<T> {
   return {
     name,
@@ -197,6 +201,7 @@ export function everyShard<T extends Carrying>(
         tableIn(carried),
         typeof change === 'function' ? change() : change,
         counted(name, tableIn(carried), onShard),
+        then?.(),
       );
       return carried;
     },
@@ -215,7 +220,20 @@ function counted(name: string, table: TableRecord, onShard?: () => void): () => 
   };
 }
 
-/** The operation's last step: the change to its end state, which releases its locks with it (nothing to undo). */
-export function commit(calls: OperationCalls, [from, to]: [TableState, TableState]): Step<TableRecord> {
-  return { name: `commit ${to.toLowerCase()}`, call: (table) => calls.commit({ tableId: table.id, from: [from], to, now: Date.now() }) };
+/**
+ * The operation's last step: the change to its end state, which releases its locks with it (nothing to undo), and
+ * ends the table's trash timer if `endsTimer` says so.
+ */
+export function commit(
+  calls: OperationCalls,
+  [from, to]: [TableState, TableState],
+  endsTimer: (table: TableRecord) => EndTrashTimer | undefined = () => undefined,
+): Step<TableRecord> {
+  return {
+    name: `commit ${to.toLowerCase()}`,
+    call: (table) => {
+      const endTrashTimer = endsTimer(table);
+      return calls.commit({ tableId: table.id, from: [from], to, now: Date.now(), ...(endTrashTimer ? { endTrashTimer } : {}) });
+    },
+  };
 }

@@ -17,7 +17,6 @@ import { WrongStateError } from '../domain/errors';
 import { notTrashedYet, trashEnded } from '../domain/refusals';
 import { asFailure, domainFailure } from './steps';
 import type { OperationCalls } from './activities';
-import { passed } from './legacy/markers';
 import { purgeSteps } from './purge';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 
@@ -80,7 +79,6 @@ export function trashTimer(calls: OperationCalls, tableId: number) {
       state.expireAt = new Date(table.expireAt!).toISOString();
       const early = heardEarly.find((end) => end.droppedAt === table.droppedAt);
       if (early) {
-        passed('endHeardBeforeArmed');
         state.ended ??= early.reason;
       }
     },
@@ -196,7 +194,6 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
   const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
   const pace = input.expiryRetry ?? DEFAULT_EXPIRY_RETRY;
   for (let attempt = 0; ; attempt++) {
-    passed('expiryPurgesInTrashRun');
     try {
       const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
       // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
@@ -213,7 +210,6 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return 'done';
     const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
     if (bounded) {
-      passed('expiryRetriesContinueAsNew');
       log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
       await continueAsNew<(input: TrashInput) => Promise<TrashTimerState>>(rearmed);
     }

@@ -20,7 +20,6 @@ import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashCommitted } from '../activities';
 import { operationCalls, type OperationCalls } from './activities';
 import { withLock } from './lock';
-import { passed } from './legacy/markers';
 import { purgeSteps } from './purge';
 import { reportOutcome } from './observe';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
@@ -89,7 +88,6 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer
     },
   };
   return withLock(calls, tableLock!, { policy: input.lockWait, input }, () => {
-    passed('drainsLeases');
     // One deadline for the whole drain: the leases, then (PostgreSQL) the sessions using the table.
     const deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
     return runSteps<Drop>(
@@ -193,7 +191,6 @@ function answerTheCaller(input: TrashInput) {
     async () => {
       // A cancel request must not answer the caller while the trash is still being taken back: the answer waits for
       // the compensation.
-      passed('answerAfterCompensation');
       await CancellationScope.nonCancellable(() => condition(() => outcome !== undefined));
       if ('error' in outcome!) {
         // Cancelled, and taken back: the caller hears the cancellation itself, not the activity it interrupted.

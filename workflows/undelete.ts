@@ -6,7 +6,8 @@ import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import type { TableName } from '../domain/names';
-import { withLock } from './lock';
+import { tableUnderLock, withLock, type ReadUnderLock } from './lock';
+import { takes } from './patches';
 import { endTrashTimer } from './purge';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
 
@@ -20,26 +21,37 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   setHandler(recallProgressQuery, () => progress);
 
   const [tableLock] = OPERATIONS.undelete.locks(input);
-  const { table } = await withLock(calls, tableLock!, { policy: input.lockWait, input }, () =>
-    runSteps<Recall>(
-      check(calls, input),
-      claimNameMarkRestoring(calls, input, progress),
-      everyShard(calls, 'move shards back', SHARDS.backFromTrash, { undo: SHARDS.toTrash, onShard: () => progress.shardsBack++ }),
-      {
-        name: 'commit ready',
-        call: async (recall) => ({
-          ...recall,
-          table: await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now() }),
-        }),
-      },
-      {
-        name: 'end trash timer',
-        call: async (recall) => {
-          await endTrashTimer(calls, input.tableId, 'restored', recall.droppedAt);
-          return recall;
+  const { table } = await withLock(
+    calls,
+    tableLock!,
+    { policy: input.lockWait, input },
+    (read) =>
+      runSteps<Recall>(
+        check(calls, input, read),
+        claimNameMarkRestoring(calls, input, progress),
+        everyShard(calls, 'move shards back', SHARDS.backFromTrash, { undo: SHARDS.toTrash, onShard: () => progress.shardsBack++ }),
+        {
+          name: 'commit ready',
+          call: async (recall) => {
+            // (Since v14 the commit ends the trash timer too; before, the step below.)
+            const ends = takes('fewerLocalActivities')
+              ? { endTrashTimer: { reason: 'restored' as const, droppedAt: recall.droppedAt } }
+              : {};
+            return {
+              ...recall,
+              table: await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now(), ...ends }),
+            };
+          },
         },
-      },
-    ),
+        {
+          name: 'end trash timer',
+          call: async (recall) => {
+            if (!calls.timerEnded()) await endTrashTimer(calls, input.tableId, 'restored', recall.droppedAt);
+            return recall;
+          },
+        },
+      ),
+    input.tableId,
   );
   const notes = calls.notes();
   return notes.length > 0 ? { ...toTableInfo(table), notes: [...notes] } : toTableInfo(table);
@@ -53,11 +65,11 @@ interface Recall {
 }
 
 /** The table is TRASHED and not expired, still under the name the caller resolved; or RESTORING (a recall to finish). */
-function check(calls: OperationCalls, input: UndeleteInput): Step<void, Recall> {
+function check(calls: OperationCalls, input: UndeleteInput, read: ReadUnderLock): Step<void, Recall> {
   return {
     name: 'check',
     call: async () => {
-      const table = await calls.getTable(input.tableId);
+      const table = await tableUnderLock(calls, read, input.tableId);
       if (!table || table.state === 'PURGED') {
         throw asFailure(tableNotFound(input.tableId, { orPurged: true }));
       }
