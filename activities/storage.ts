@@ -139,6 +139,17 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
   const served = new Set(storage?.nodes ?? []);
   const activities = {
     /**
+     * The bytes of each of these shards that this worker's nodes hold, in order, null for the others (`describe`,
+     * `ls`, the space cap), and the nodes it does not serve, for their own workers to measure. A read: no lock, no
+     * journal (a repeat measures again).
+     */
+    async measureShardsHere(input: CallScope & { shards: ShardRef[] }): Promise<{ sizes: Array<number | null>; elsewhere: string[] }> {
+      inScope(input);
+      const sizes = await Promise.all(input.shards.map(async (shard) => (served.has(shard.node) ? storage!.sizeOf(shard) : null)));
+      return { sizes, elsewhere: [...new Set(input.shards.filter((s) => !served.has(s.node)).map((s) => s.node))] };
+    },
+
+    /**
      * `then`: a follow-up change tried once the change is made on every shard here (a purge's deletes, once every shard
      * is marked garbage): its failure is not this call's, which answers `thenMade: false` and leaves it to the step
      * that makes it (with its own retries, past the point of no return).

@@ -16,6 +16,8 @@ export const PATCHES = {
    * `endTrashTimer`); a purge's call that marks the shards garbage deletes them too once all are marked (`then`).
    */
   fewerLocalActivities: 'fewer-local-activities',
+  /** v14: `describe` and `ls` measure the shards of the nodes this worker serves in the workflow task (`measureSizes`). */
+  measuresHere: 'measures-here',
 } as const;
 
 /** Whether this run takes the patch's new branch (every run started on v14 or later does). */
