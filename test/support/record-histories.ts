@@ -5,6 +5,7 @@
  * inputs change, and keep every older one, which today's code must still replay.
  *
  *   npm run record-histories -- <tag>        (for example: npm run record-histories -- v2)
+ *   npm run record-histories -- <tag> --only measure,evict     (only these paths: a change that touches no other)
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +28,7 @@ const OUT = process.env.TABLEFATE_HISTORIES_DIR ?? path.resolve(__dirname, '../h
 
 async function main(): Promise<void> {
   const tag = process.argv[2];
+  const only = process.argv[3] === '--only' ? new Set((process.argv[4] ?? '').split(',')) : undefined;
   if (!tag || !/^[a-z0-9-]+$/.test(tag)) throw new Error('usage: record-histories <tag>, e.g. v2 (lower-case letters, digits, -)');
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-record-'));
   const cli = await findTemporalCli({ stateDir: path.resolve(__dirname, '../../.tablefate') });
@@ -64,6 +66,7 @@ async function main(): Promise<void> {
         .getHandle(workflowId)
         .result()
         .catch(() => undefined);
+    if (only && !only.has(file)) return;
     // The CLI writes the history in the proto3 JSON form that historyFromJSON reads back.
     const { stdout } = await promisify(execFile)(
       cli,
