@@ -359,30 +359,25 @@ async function main(): Promise<void> {
     // and answers cancelled; then the undo moves back what it had moved, and the run ends cancelled
     const gate = new RenameGate();
     const slow = await Harness.start({ address: server.address, renameOps: gate });
-    try {
-      const moving = await slow.client.create({ table: 'rec.moving', shards: 2 });
-      const movingRun = slow.temporal.workflow.getHandle(workflowIdFor.trash(moving.id, slow.catalog.id));
+    /** Trashes a new table of `shards` shards, cancels the trash while its move waits at the gate, and saves the run. */
+    const cancelWhileMoving = async (name: string, shards: number, file: string) => {
+      const table = await slow.client.create({ table: `rec.${name}`, shards });
+      const run = slow.temporal.workflow.getHandle(workflowIdFor.trash(table.id, slow.catalog.id));
       gate.hold();
-      const trashing = slow.client.trash({ table: 'rec.moving', retentionSeconds: 3600 }).catch(() => undefined);
-      await gate.someoneWaiting(moving.id);
-      await movingRun.cancel();
-      await cancelHeard(movingRun);
+      const trashing = slow.client.trash({ table: `rec.${name}`, retentionSeconds: 3600 }).catch(() => undefined);
+      await gate.someoneWaiting(table.id);
+      await run.cancel();
+      await cancelHeard(run);
       gate.open();
       await trashing;
-      await save('trash-cancelled-while-moving', movingRun.workflowId);
-
+      await save(file, run.workflowId);
+      return table;
+    };
+    try {
+      await cancelWhileMoving('moving', 2, 'trash-cancelled-while-moving');
       // (since v14) the same with more shards than one call changes (16): the call under way ends, the cancel is
       // taken before the next, and the undo moves back what the first call moved
-      const many = await slow.client.create({ table: 'rec.many', shards: 20 });
-      const manyRun = slow.temporal.workflow.getHandle(workflowIdFor.trash(many.id, slow.catalog.id));
-      gate.hold();
-      const trashingMany = slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 }).catch(() => undefined);
-      await gate.someoneWaiting(many.id);
-      await manyRun.cancel();
-      await cancelHeard(manyRun);
-      gate.open();
-      await trashingMany;
-      await save('trash-cancelled-between-calls', manyRun.workflowId);
+      const many = await cancelWhileMoving('many', 20, 'trash-cancelled-between-calls');
 
       // (since v14) a recall of more shards than one call changes: two calls, the progress moving between them
       await slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 });
