@@ -52,7 +52,7 @@ async function main(): Promise<void> {
 
 /** The ratios of every setting side by side, each beside its goal (issue 31). */
 function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleReport }>, timers: TimersReport | undefined): void {
-  const width = 16;
+  const width = 22;
   console.log("\n== side by side: p50 / the floor's p50 (throughput: creates / floors, 32 at once)");
   console.log(`${'op'.padEnd(12)}${reports.map((r) => r.label.padStart(width)).join('')}   goal`);
   const goals: Record<string, string> = {
