@@ -65,7 +65,7 @@ export function createActivities(deps: ActivityDeps) {
      * retries, so the wait is bounded in history). Busy is an answer, naming the holder; a lock left by a closed
      * workflow is taken over.
      */
-    async tryLock(input: CallScope & { lock: string; readTable?: number }): Promise<LockAttempt> {
+    async tryLock(input: CallScope & { lock: string; readTable?: number; now?: number }): Promise<LockAttempt> {
       const owner = inScope(input);
       const step = stepOf(owner, input);
       const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, step);
@@ -77,9 +77,15 @@ export function createActivities(deps: ActivityDeps) {
         });
       }
       if (input.readTable === undefined) return { acquired: true };
-      // The operation's first look at its table, under the lock just taken: journaled like a getTable of its own.
-      const table = await catalog.getTable(input.readTable, step && { ...step, step: `${step.step}/table` });
-      return { acquired: true, table: table ?? null };
+      // The operation's first look at its table, under the lock just taken, with the workflow time it was taken at:
+      // journaled together, so that a lost workflow task's repeat decides on what the first attempt saw, then (a
+      // recall checked before the expiry and repeated after it must not be refused once it has begun).
+      const key = step && { ...step, step: `${step.step}/table` };
+      const seen = key && (await catalog.stepOutcome(key));
+      if (seen && 'value' in seen) return seen.value as LockAttempt;
+      const answer: LockAttempt = { acquired: true, table: (await catalog.getTable(input.readTable)) ?? null, readAt: input.now };
+      if (key) await catalog.recordStep(key, { value: answer });
+      return answer;
     },
 
     /** Releases every lock the calling run holds. */
@@ -331,10 +337,10 @@ export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /**
- * One try at a lock: taken (with the table asked for, as read under it: null if there is none), or held by another
- * running workflow (its id).
+ * One try at a lock: taken (with the table asked for, as read under it: null if there is none, and the workflow time
+ * of the first attempt that read it), or held by another running workflow (its id).
  */
-export type LockAttempt = { acquired: true; table?: TableRecord | null } | { acquired: false; holder: string };
+export type LockAttempt = { acquired: true; table?: TableRecord | null; readAt?: number } | { acquired: false; holder: string };
 
 /** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
 export interface EndTrashTimer {

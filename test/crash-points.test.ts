@@ -4,7 +4,7 @@ import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
 import type { trashTable } from '../workflows';
 import { toTableInfo } from '../domain/table';
-import { waitFor } from './support/wait';
+import { untilPast, waitFor } from './support/wait';
 
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:
 // the work happened, the history does not know it, and the next worker runs the task again. These tests put
@@ -192,6 +192,30 @@ test('a trash whose node worker dies after it moved its shards, before the serve
   const events = await trashKilledAfterMove('moved_there', 'changeShardsOnNode', { CRASH_NODE_WORKERS: '1' }, 'a node');
   expect(events.some((e) => e.activityTaskTimedOutEventAttributes)).toBe(false);
 }, 90_000);
+
+// A recall's check decides on the workflow time at which it first read the table (journaled with the read): the whole
+// recall is one workflow task, and its repeat, made after the table's expiry, must not refuse a recall whose name it
+// has claimed already (found by chaos: the repeat said "expired", and the table stayed half recalled).
+test('an undelete whose worker dies after it claimed the name, its lost task repeated past the expiry, still recalls the table', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.late', shards: 2 });
+  const trashed = await h.client.trash({ table: 'crash.late', retentionSeconds: 3 });
+  await h.stopWorker();
+  const worker = await crashingWorker('transition');
+  const recalled = h.client.undelete({ table: table.id }, { timeoutMs: 60_000 });
+  expect(await worker.exited).toBe('SIGKILL');
+  expect((await h.catalog.getTable(table.id))?.state).toBe('RESTORING');
+  await untilPast(Date.parse(trashed.expireAt!));
+  await h.startWorker();
+
+  expect(await recalled).toMatchObject({ id: table.id, state: 'READY' });
+  expect(await h.shardAreas(table)).toEqual(['live', 'live']);
+  // (Its timer fired while the recall held the table: the trash run found it recalled, and ended.)
+  const trashRun = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
+  expect(['restored', 'expired']).toContain((await trashRun.result()).ended);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+}, 60_000);
 
 test('a compensation whose worker dies after it released the lock in one lost task still ends compensated', async () => {
   const worker = await crashingWorker('releaseLock', { CRASH_FAULT: 'createShard:1:permanent' });

@@ -176,7 +176,7 @@ export function operationCalls(catalogId: string | undefined) {
     tryLock: async (lock: string, readTable?: number) => {
       const reads = readTable !== undefined && takes('fewerLocalActivities');
       const attempt = await locking.tryLock.executeWithOptions(said(`take lock ${lock}${reads ? `, read table ${readTable}` : ''}`), [
-        { lock, ...(reads ? { readTable } : {}), ...step('tryLock') },
+        { lock, ...(reads ? { readTable, now: Date.now() } : {}), ...step('tryLock') },
       ]);
       if (attempt.acquired) released = false;
       return attempt;

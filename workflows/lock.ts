@@ -5,14 +5,23 @@ import type { TableRecord } from '../domain/table';
 import { reportLockWait } from './observe';
 
 /**
- * The table `withLock` was asked to read, as the lock attempt read it under the lock (null: no such table), or
- * undefined when it was not read there (a run from before v14 reads it with a call of its own: `tableUnderLock`).
+ * The table `withLock` was asked to read, as the lock attempt read it under the lock (null: no such table), and the
+ * workflow time of the first attempt that read it (a repeat after a lost workflow task answers the same); undefined
+ * when it was not read there (a run from before v14 reads it with a call of its own: `tableUnderLock`).
  */
-export type ReadUnderLock = TableRecord | null | undefined;
+export type ReadUnderLock = { table: TableRecord | null; at?: number } | undefined;
 
 /** The table read under the lock, or, where it was not, read now. */
 export function tableUnderLock(calls: OperationCalls, read: ReadUnderLock, tableId: number): Promise<TableRecord | null> {
-  return read !== undefined ? Promise.resolve(read) : calls.getTable(tableId);
+  return read !== undefined ? Promise.resolve(read.table) : calls.getTable(tableId);
+}
+
+/**
+ * The time a check made under the lock decides on: when the table was first read under it, so that a repeat of the
+ * check (a lost workflow task, made again later) decides as the first attempt did, whose changes may have been made.
+ */
+export function checkedAt(read: ReadUnderLock): number {
+  return read?.at ?? Date.now();
 }
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
@@ -44,7 +53,7 @@ export async function withLock<T>(
       (answer) => (answer.acquired ? undefined : answer.holder),
       waiting,
     );
-    return await body(attempt.acquired ? attempt.table : undefined);
+    return await body(attempt.acquired && attempt.table !== undefined ? { table: attempt.table, at: attempt.readAt } : undefined);
   } finally {
     await CancellationScope.nonCancellable(() => calls.releaseLocks());
   }

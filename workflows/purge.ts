@@ -3,7 +3,7 @@ import { OPERATIONS, type PurgeInput } from '../domain/operations';
 import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { tableUnderLock, withLock, type ReadUnderLock, type Waiting } from './lock';
+import { checkedAt, tableUnderLock, withLock, type ReadUnderLock, type Waiting } from './lock';
 import { takes } from './patches';
 import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
 
@@ -83,7 +83,7 @@ function check(calls: OperationCalls, input: PurgeInput, read: ReadUnderLock): S
         log.info('table is on hold: not purged', { tableId: table.id, trigger: input.trigger });
         return finished(table);
       }
-      if (input.trigger === 'expiry' && table.expireAt! > Date.now()) return finished(table);
+      if (input.trigger === 'expiry' && table.expireAt! > checkedAt(read)) return finished(table);
       return table;
     },
   };

@@ -6,7 +6,7 @@ import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
 import type { TableName } from '../domain/names';
-import { tableUnderLock, withLock, type ReadUnderLock } from './lock';
+import { checkedAt, tableUnderLock, withLock, type ReadUnderLock } from './lock';
 import { takes } from './patches';
 import { endTrashTimer } from './purge';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
@@ -81,7 +81,7 @@ function check(calls: OperationCalls, input: UndeleteInput, read: ReadUnderLock)
         throw asFailure(notTrashed(table, 'can be restored'));
       }
       // (Past its expiry but held, it is not being purged: its data waits for the release, and may be recalled.)
-      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= Date.now() && !table.hold) {
+      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= checkedAt(read) && !table.hold) {
         throw asFailure(new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`));
       }
       return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };
