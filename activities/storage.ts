@@ -7,7 +7,7 @@ import { toActivityFailure, withFailureMapping, type FailureMappingOptions } fro
 import { STORAGE_STOPPED_HERE } from '../domain/operations';
 import { classifyStorageError, messageOf } from '../storage/errors';
 import { bounded, lockFacts, recordedOf, setsOnDisk, tablesFor } from './housekeeping';
-import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
+import { callChecks, ownerClosedOnServer, type CallChecks, type CallScope } from './scope';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { settleAll } from '../domain/settle';
 
@@ -53,10 +53,7 @@ export function createStorageActivities(deps: StorageActivityDeps) {
      * a worker lost mid-way), it finishes what is left: each shard's change is idempotent.
      */
     async changeShardsOnNode(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<{ notes: ChangeNotes }> {
-      const said = await fenced(input, input.shards, (watch, shards) =>
-        settleAll(shards, (shard) => applyChange(storage, input.change, shard, watch)),
-      );
-      return { notes: said.flat() };
+      return { notes: await changeEvery(fenced, storage, input, input.shards, input.change) };
     },
 
     /** The bytes of each of these shards of this node, in order (`describe`, `ls`): a read, so no lock is needed. */
@@ -169,10 +166,7 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
       if (here.length === 0) return { elsewhere, notes: [] };
       let notes: ChangeNotes;
       try {
-        const said = await fenced(input, here, (watch, shards) =>
-          settleAll(shards, (shard) => applyChange(storage!, input.change, shard, watch)),
-        );
-        notes = said.flat();
+        notes = await changeEvery(fenced, storage!, input, here, input.change);
       } catch (err) {
         if (classifyStorageError(err) === 'fatal') {
           // This worker stops (as a node's worker would); the change is not over, so nothing is journaled, and the
@@ -195,7 +189,7 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
   /** Makes `change` on `shards`, answering whether it was made on all; a fatal storage error stops the worker. */
   const madeOnAll = async (scope: CallScope, shards: ShardRef[], change: ShardChange): Promise<boolean> => {
     try {
-      await fenced(scope, shards, (watch, described) => settleAll(described, (shard) => applyChange(storage!, change, shard, watch)));
+      await changeEvery(fenced, storage!, scope, shards, change);
       return true;
     } catch (err) {
       if (classifyStorageError(err) === 'fatal') deps.onFatal(err as FatalStorageError);
@@ -207,6 +201,20 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
     }
   };
   return withFailureMapping(activities, deps);
+}
+
+/** Makes `change` on every one of `shards` at once, fenced (the calling run holds the table's lock); answers their notes. */
+async function changeEvery(
+  fenced: CallChecks['fenced'],
+  storage: StorageDriver,
+  scope: CallScope,
+  shards: readonly ShardRef[],
+  change: ShardChange,
+): Promise<ChangeNotes> {
+  const said = await fenced(scope, shards, (watch, described) =>
+    settleAll(described, (shard) => applyChange(storage, change, shard, watch)),
+  );
+  return said.flat();
 }
 
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
