@@ -13,7 +13,7 @@ import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope } from './scope';
-import { createShardsHereActivity, type StorageActivities } from './storage';
+import { createShardsHereActivity, type ShardsHereAnswer, type StorageActivities } from './storage';
 
 export type { CallScope } from './scope';
 export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
@@ -313,7 +313,32 @@ export function createActivities(deps: ActivityDeps) {
     onFatal: deps.onFatal,
     storageRetryAttempts: deps.storageRetryAttempts,
   });
-  return { ...withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal }), ...shardsHere };
+  const catalogCalls = withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
+  return {
+    ...catalogCalls,
+    ...shardsHere,
+    /**
+     * Since v15, one local activity makes a step's changes in the catalog along with its shards:
+     * - `before`: the table's state change first, journaled under its own step as the `transition` call would be; a
+     *   refused change (NameTaken) touches no shard;
+     * - `commit`: the operation's commit last (a transition releasing the run's locks), if every shard was changed
+     *   here, and with `then`, the follow-up too.
+     * The shards' answer comes with the table as each change left it.
+     */
+    async changeShardsHere(
+      input: Parameters<typeof shardsHere.changeShardsHere>[0] & {
+        before?: Parameters<typeof catalogCalls.transition>[0];
+        commit?: Parameters<typeof catalogCalls.transition>[0];
+      },
+    ): Promise<ShardsHereAnswer & { before?: TableRecord; committed?: TableRecord }> {
+      const { before, commit, ...change } = input;
+      const table = before && (await catalogCalls.transition(before));
+      const answer = await shardsHere.changeShardsHere(change);
+      const every = answer.elsewhere.length === 0 && (change.then === undefined || answer.thenMade === true);
+      const committed = commit && every ? await catalogCalls.transition(commit) : undefined;
+      return { ...answer, ...(table ? { before: table } : {}), ...(committed ? { committed } : {}) };
+    },
+  };
 }
 
 export type OrchestrationActivities = ReturnType<typeof createActivities>;

@@ -8,9 +8,9 @@ import { PATCHES } from '../workflows/patches';
 
 // A deploy replaces the workflow code under runs that are in flight, and a trash waits for its whole retention. The
 // supported upgrade is from the previous release (docs/changing-workflows.md): each test starts runs on its frozen
-// code (test/released/workflows.v13.js.gz), stops that worker, starts today's, and every run ends as it should,
-// replaying what v13 recorded first. A change that is not behind a patch fails here.
-const PREVIOUS_RELEASE = 'v13';
+// code (test/released/workflows.v14.js.gz), stops that worker, starts today's, and every run ends as it should,
+// replaying what v14 recorded first. A change that is not behind a patch fails here.
+const PREVIOUS_RELEASE = 'v14';
 
 let h: Harness;
 beforeEach(async () => {
@@ -63,11 +63,10 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
   test('a trash waiting on its timer is purged at expiry', async () => {
     const table = await h.client.create({ table: 'deploy.expiring', shards: 2 });
     const trashed = await h.client.trash({ table: 'deploy.expiring', retentionSeconds: 4 });
-    // v13 recorded the markers of the patches it had retired, as deprecated: today's code, which no longer asks for them
-    // at all, replays the run without them.
+    // v14 recorded the markers of its live patches, which today's code still asks at the same points (and v15's own
+    // patch not at all: the purge at expiry, after the deploy, takes its new branch).
     const markers = await patchMarkers(workflowIdFor.trash(table.id, h.catalog.id));
-    expect(markers.length).toBeGreaterThan(0);
-    expect(markers.every((m) => m.deprecated)).toBe(true);
+    expect(markers).toEqual([{ id: PATCHES.shardChangesHere, deprecated: false }]);
     await deploy();
     const purged = await waitFor(
       () => h.catalog.getTable(table.id),
@@ -106,9 +105,9 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
     const purging = h.client.purge({ tableId: table.id }, { timeoutMs: 110_000 });
     const creating = h.client.create({ table: 'deploy.fresh', shards: 1 }, { timeoutMs: 110_000 });
     const purgeId = workflowIdFor.purge(table.id, h.catalog.id);
-    await untilWaitingOnTimer(purgeId, 'the v13 purge to wait for its lock on a timer');
+    await untilWaitingOnTimer(purgeId, 'the v14 purge to wait for its lock on a timer');
     const createId = (await h.client.operations({ running: true })).find((op) => op.operation === 'create')!.workflowId;
-    await untilWaitingOnTimer(createId, 'the v13 create to wait for its name on a timer');
+    await untilWaitingOnTimer(createId, 'the v14 create to wait for its name on a timer');
     await deploy();
     await h.catalog.releaseLocks(holder);
 
@@ -128,7 +127,7 @@ describe(`runs started on the previous release (${PREVIOUS_RELEASE}) end correct
     await waitFor(
       () => h.catalog.getTable(table.id),
       (t) => t?.state === 'DRAINING',
-      { what: 'the v13 drop to wait for the lease' },
+      { what: 'the v14 drop to wait for the lease' },
     );
     await deploy();
     await h.client.releaseLease(lease.id);
@@ -155,7 +154,7 @@ describe('a trash run waiting since the previous release moves to today’s code
     const moved = await h.temporal.workflow.getHandle(trashId).describe();
     expect(moved.runId).not.toBe(old.runId);
     expect(moved.status.name).toBe('RUNNING');
-    // Today's run records only today's live patches (workflows/patches.ts), none of those v13 had retired.
+    // Today's run records only today's live patches (workflows/patches.ts).
     await waitFor(
       () => h.temporal.workflow.getHandle<typeof trashTable>(trashId).query<TrashTimerState>('trashTimer'),
       (s) => s.expireAt === trashed.expireAt,

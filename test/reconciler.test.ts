@@ -119,14 +119,14 @@ describe('the reconciler', () => {
 
   describe('a worker killed between a transitional state and the next step, and the operation terminated: the doctor reports the table stuck, and the reconciler finishes it', () => {
     /**
-     * Runs `operation` on a worker that SIGKILLs itself right after the operation's first `activity` (by default
-     * `transition`: the catalog has the transitional state, nothing else happened), then terminates the operation's
+     * Runs `operation` on a worker that SIGKILLs itself right after the operation's first `activity` (by default the
+     * catalog's transition, whichever call makes it: the catalog has the transitional state, nothing else happened), then terminates the operation's
      * workflow as an operator would, and brings this harness's worker back. Returns the run that was terminated.
      */
     async function killedAfterTransition(
       workflowId: string,
       operation: () => Promise<unknown>,
-      activity = 'transition',
+      activity = 'catalog.transition',
     ): Promise<{ runId: string }> {
       await h.stopWorker();
       const crashing = await startCrashingWorker({

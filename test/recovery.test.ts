@@ -82,6 +82,23 @@ test('a purge that resumes a table left PURGING only goes forward: a failure nev
   expect(await h.catalog.listLocks()).toEqual([]);
 });
 
+// A purge deletes nothing before every shard is marked garbage, however many calls the marks take (16 shards a call): a
+// mark that fails on the last shard is taken back whole. (v14 deleted each call's shards after its own marks, so a table
+// of more than 16 shards lost its first 16 to a failure that was to leave it in the trash.)
+test('a purge whose marks fail on the last of 20 shards leaves every shard in the trash, the table TRASHED', async () => {
+  const table = await h.client.create({ table: 'recover.wide', shards: 20 });
+  await h.client.trash({ table: 'recover.wide', retentionSeconds: 3600 });
+  h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 19, kind: 'permanent', times: 1 });
+  await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({ type: 'StorageFault' });
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+  expect(await h.shardAreas(table)).toEqual(Array.from({ length: 20 }, () => 'trash'));
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  const purged = await h.client.purge({ tableId: table.id });
+  expect(purged.state).toBe('PURGED');
+  expect(await h.shardAreas(table)).toEqual(Array.from({ length: 20 }, () => null));
+});
+
 describe('a trash whose purge at expiry keeps failing', () => {
   let paced: Harness;
   beforeAll(async () => {

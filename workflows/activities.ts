@@ -138,28 +138,56 @@ export function operationCalls(catalogId: string | undefined) {
     table: TableRecord,
     change: ShardChange,
     shards: ShardRef[],
-    onShard: () => void,
-    then?: ShardChange,
+    { onShard, then, before, commit }: AlongTheShards,
   ): Promise<ShardRef[]> => {
+    // Since v15 `then` is made only where it follows the change on every shard of the step (a purge deletes nothing
+    // before every shard is marked): where one call makes the whole step. v14 made it in every call.
+    const thenEveryCall = then !== undefined && !takes('changesWithShards');
     for (let first = 0; first < shards.length; first += SHARDS_PER_CALL) {
       const ask = shards.slice(first, first + SHARDS_PER_CALL).filter((shard) => !away.has(shard.node));
       if (ask.length === 0) continue;
       if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
-      const summary = describeShardChange(
-        change,
-        table.id,
-        ask.map((shard) => shard.shard),
-        'the nodes this worker serves',
-      );
+      const last = first + SHARDS_PER_CALL >= shards.length;
+      const follow = then && (thenEveryCall || (first === 0 && last && away.size === 0)) ? then : undefined;
+      // The step's state change rides with its first call, and the operation's commit with its last when no shard of the
+      // step was left to a node's queue: each numbered as a call of its own, before and after the shards'.
+      const stateChange = before && !before.made ? { ...before.args, ...step('transition') } : undefined;
+      const shardsStep = step('changeShardsHere');
+      const commitAlong =
+        commit && last && away.size === 0 && (!then || follow)
+          ? { ...commit, ...step('transition'), releaseLocks: true as const }
+          : undefined;
+      const summary = [
+        stateChange && describeTransition(stateChange),
+        describeShardChange(
+          change,
+          table.id,
+          ask.map((shard) => shard.shard),
+          'the nodes this worker serves',
+        ),
+        follow?.method,
+        commitAlong && `${describeTransition(commitAlong)}, releasing the locks (once every shard is done)`,
+      ]
+        .filter(Boolean)
+        .join(', then ');
       try {
         const answer = await CancellationScope.nonCancellable(() =>
-          shardsHere.executeWithOptions({ summary: then ? `${summary}, then ${then.method}` : summary }, [
-            { change, shards: ask, ...(then ? { then } : {}), ...step('changeShardsHere') },
+          shardsHere.executeWithOptions({ summary }, [
+            {
+              change,
+              shards: ask,
+              ...(follow ? { then: follow } : {}),
+              ...(stateChange ? { before: stateChange } : {}),
+              ...(commitAlong ? { commit: commitAlong } : {}),
+              ...shardsStep,
+            },
           ]),
         );
+        if (before && answer.before) before.made = answer.before;
+        if (answer.committed) committed(answer.committed, commitAlong?.endTrashTimer !== undefined);
         notes.push(...answer.notes);
         answer.elsewhere.forEach((node) => away.add(node));
-        if (then && answer.thenMade) for (const shard of ask) if (!away.has(shard.node)) madeAhead.add(aheadKey(then, shard));
+        if (follow && answer.thenMade) for (const shard of ask) if (!away.has(shard.node)) madeAhead.add(aheadKey(follow, shard));
       } catch (err) {
         const failure = err instanceof ActivityFailure ? err.cause : err;
         if (!(failure instanceof ApplicationFailure && failure.type === STORAGE_STOPPED_HERE)) throw err;
@@ -169,9 +197,22 @@ export function operationCalls(catalogId: string | undefined) {
     }
     return shards.filter((shard) => away.has(shard.node));
   };
+  /** The operation's commit, made by a shard call (since v15): the run's locks went with it, and the commit step finds it made. */
+  let committedAhead: TableRecord | undefined;
+  const committed = (table: TableRecord, endedTimer: boolean) => {
+    committedAhead = table;
+    released = true;
+    if (endedTimer) timerEnded = true;
+  };
+  /** The commit made ahead, once: the commit step's answer. */
+  const takeCommitted = (): TableRecord | undefined => {
+    const table = committedAhead;
+    committedAhead = undefined;
+    return table;
+  };
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
-  return {
+  const operation = {
     /** One try at `lock`; with `readTable`, the table as read under it once taken (in runs since v14). */
     tryLock: async (lock: string, readTable?: number) => {
       const reads = readTable !== undefined && takes('fewerLocalActivities');
@@ -187,7 +228,9 @@ export function operationCalls(catalogId: string | undefined) {
      * The transition that ends the operation: the locks go with it, and, with `endTrashTimer` (since v14), the trash
      * run hears that its timer is over.
      */
-    commit: (args: Args<Activities['transition']>) => {
+    commit: async (args: Args<Activities['transition']>) => {
+      const ahead = takeCommitted();
+      if (ahead) return ahead;
       const ends = args.endTrashTimer !== undefined;
       if (ends) timerEnded = true;
       return lastChange((locks) =>
@@ -260,15 +303,23 @@ export function operationCalls(catalogId: string | undefined) {
     changeShards: async (
       table: TableRecord,
       change: ShardChange,
-      onShard: () => void = () => undefined,
-      then?: ShardChange,
-    ): Promise<void> => {
+      {
+        onShard = () => undefined,
+        then,
+        before: state,
+        commit,
+      }: { onShard?: () => void; then?: ShardChange; before?: Args<Activities['transition']>; commit?: CommitAhead } = {},
+    ): Promise<TableRecord> => {
       const all = shardsOf(table);
       const ahead = all.filter((shard) => madeAhead.has(aheadKey(change, shard)));
       ahead.forEach(() => onShard());
       const shards = all.filter((shard) => !madeAhead.has(aheadKey(change, shard)));
-      if (shards.length === 0) return;
-      const left = takes('shardChangesHere') ? await changeHere(table, change, shards, onShard, then) : shards;
+      const before: StateChangeAhead | undefined = state && { args: state };
+      const along: AlongTheShards = { onShard, then, before, commit: commit && takes('changesWithShards') ? commit : undefined };
+      const left = takes('shardChangesHere') && shards.length > 0 ? await changeHere(table, change, shards, along) : shards;
+      // No call here made the state change (every node is served elsewhere, or this worker's storage stopped before it
+      // answered): it is made on its own, before any node's (a change made already is answered as it is).
+      const changed = before ? (before.made ?? (await operation.transition(before.args))) : table;
       await settleAll(nodesOf(left), async ([node, held]) => {
         const summary = describeShardChange(
           change,
@@ -281,10 +332,33 @@ export function operationCalls(catalogId: string | undefined) {
         notes.push(...(answer?.notes ?? []));
         held.forEach(() => onShard());
       });
+      return changed;
     },
     /** What the run's shard changes said beyond doing them (a recall's foreign keys it could not put back as they were). */
     notes: (): readonly string[] => notes,
   };
+  return operation;
+}
+
+/** A step's state change to be made with its first shard call, and the table once it is. */
+interface StateChangeAhead {
+  args: Args<Activities['transition']>;
+  made?: TableRecord;
+}
+
+/**
+ * The operation's commit, which the last call of a step's shard change makes too (since v15) when every shard of the
+ * step was changed here, releasing the run's locks: only past the point of no return (a purge's), where a cancel has
+ * nothing left to take back.
+ */
+export type CommitAhead = Args<Activities['transition']>;
+
+/** What a step's shard calls make along with the shards. */
+interface AlongTheShards {
+  onShard: () => void;
+  then: ShardChange | undefined;
+  before: StateChangeAhead | undefined;
+  commit: CommitAhead | undefined;
 }
 
 /** A transition as the web UI shows it: "table 12: READY to TRASHING". */

@@ -1,10 +1,17 @@
 import { patched } from '@temporalio/workflow';
 
 /**
- * The patches of v14: each is asked (`takes`) where a run started on v13 took the old branch, which stays beside the
+ * The patches of v14 and v15: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
  * new one for a release (docs/changing-workflows.md says when it goes).
  */
 export const PATCHES = {
+  /**
+   * v15: the local activity that changes a step's shards makes the table's state change before them (a recall's claim
+   * of its name, a purge's PURGING: `everyShard`'s `state`) and the operation's commit after them, when every shard of
+   * the step is changed here (`everyShard`'s `commit`): two local activities less. A purge's deletes ride with its
+   * marks only where one call marks every shard (v14 deleted after each call's marks).
+   */
+  changesWithShards: 'changes-with-shards',
   /**
    * v14: a step's change on the nodes this worker serves is a journaled local activity in the workflow task, awaited
    * where a cancel cannot reach it (`changeShards`); v13 sent every node's share to the node's queue.

@@ -34,6 +34,7 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
     endsTimer && table.droppedAt !== null && takes('fewerLocalActivities')
       ? { reason: 'purged' as const, droppedAt: table.droppedAt }
       : undefined;
+  const purged = commit(calls, ['PURGING', 'PURGED'], endTrashTimer);
   return withLock(
     calls,
     tableLock!,
@@ -41,14 +42,17 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
     (read) =>
       runSteps(
         check(calls, input, read),
-        changeState(calls, input.tableId, ['TRASHED', 'PURGING']),
+        // (Since v15 PURGING is marked by the call that marks the shards; before, by a step of its own.)
+        ...(takes('changesWithShards') ? [] : [changeState(calls, input.tableId, ['TRASHED', 'PURGING'])]),
         // (Since v14 the call that marks deletes too, once every shard is marked: the next step's work, done ahead.)
-        everyShard(calls, 'mark shards garbage', SHARDS.markGarbage, {
+        everyShard(calls, takes('changesWithShards') ? 'mark purging, mark shards garbage' : 'mark shards garbage', SHARDS.markGarbage, {
           undo: SHARDS.unmarkGarbage,
           then: () => (takes('fewerLocalActivities') ? SHARDS.deleteGarbage : undefined),
+          commit: purged,
+          ...(takes('changesWithShards') ? { state: () => ({ from: 'TRASHED', to: 'PURGING' }) as const } : {}),
         }),
-        { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage), pointOfNoReturn: true },
-        commit(calls, ['PURGING', 'PURGED'], endTrashTimer),
+        { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage, { commit: purged }), pointOfNoReturn: true },
+        purged,
       ),
     input.tableId,
   );

@@ -4,7 +4,7 @@ import type { ShardChange } from '../domain/contracts';
 import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
-import type { OperationCalls } from './activities';
+import type { CommitAhead, OperationCalls } from './activities';
 import type { EndTrashTimer } from '../activities';
 import { enterStep, stepProgress, tookBack, undoingStep } from './observe';
 
@@ -184,29 +184,83 @@ export function changeState(
 }
 
 /**
+ * The change of the table's state that a step makes first, in one compare-and-set of the catalog (`rename`: under that
+ * name), and that its undo makes back last (`backAs`: under that name).
+ */
+export interface StateChange {
+  from: TableState;
+  to: TableState;
+  rename?: TableName;
+  backAs?: TableName;
+}
+
+/**
  * A step that makes `change` (or the change `change()` makes, when the step runs) on every shard of the table and, if
  * it has an undo, `undo` on every shard to take it back. `then()`: the next step's change, tried in the same calls.
+ * `state(carried)`: the change of the table's state the step begins with (since v15, made with its first shard call:
+ * one local activity less than a step of its own), undone after the shards' undo. `commit`: the operation's commit step,
+ * whose change the step's last call makes too when every shard of the step is changed here (since v15): the commit step
+ * then finds it made.
  */
 export function everyShard<T extends Carrying>(
   calls: OperationCalls,
   name: string,
   change: ShardChange | (() => ShardChange),
-  { undo, onShard, then }: { undo?: ShardChange; onShard?: () => void; then?: () => ShardChange | undefined } = {},
+  {
+    undo,
+    onShard,
+    then,
+    state,
+    commit,
+  }: {
+    undo?: ShardChange;
+    onShard?: () => void;
+    then?: () => ShardChange | undefined;
+    state?: (carried: T) => StateChange;
+    commit?: CommitStep<T>;
+  } = {},
 ): Step<T> {
   return {
     name,
     call: async (carried) => {
+      const begins = state?.(carried);
+      const tableId = tableIn(carried).id;
       // (A change made when the step runs: a drop's move takes the drain time its deadline leaves.)
-      await calls.changeShards(
-        tableIn(carried),
-        typeof change === 'function' ? change() : change,
-        counted(name, tableIn(carried), onShard),
-        then?.(),
-      );
-      return carried;
+      const table = await calls.changeShards(tableIn(carried), typeof change === 'function' ? change() : change, {
+        onShard: counted(name, tableIn(carried), onShard),
+        then: then?.(),
+        ...(begins
+          ? {
+              before: { tableId, from: [begins.from], to: begins.to, now: Date.now(), ...(begins.rename ? { rename: begins.rename } : {}) },
+            }
+          : {}),
+        ...(commit ? { commit: commit.ahead(carried) } : {}),
+      });
+      return begins ? withTable(carried, table) : carried;
     },
-    ...(undo ? { undo: (carried: T) => calls.changeShards(tableIn(carried), undo, counted(`undo ${name}`, tableIn(carried))) } : {}),
+    ...(undo || state
+      ? {
+          undo: async (carried: T) => {
+            if (undo) await calls.changeShards(tableIn(carried), undo, { onShard: counted(`undo ${name}`, tableIn(carried)) });
+            const begun = state?.(carried);
+            if (begun) {
+              await calls.transition({
+                tableId: tableIn(carried).id,
+                from: [begun.to],
+                to: begun.from,
+                now: Date.now(),
+                ...(begun.backAs ? { rename: begun.backAs } : {}),
+              });
+            }
+          },
+        }
+      : {}),
   };
+}
+
+/** `carried` with the table `table` in it (or `table` itself, when what is carried is the table). */
+function withTable<T extends Carrying>(carried: T, table: TableRecord): T {
+  return ('table' in carried ? { ...carried, table } : table) as T;
 }
 
 /** Says how many of the table's shards the step has done so far ("move shards to trash: 3/8"), and tells `onShard`. */
@@ -220,20 +274,27 @@ function counted(name: string, table: TableRecord, onShard?: () => void): () => 
   };
 }
 
+/** The operation's last step, and the change it makes, which a shard step's last call may make ahead of it. */
+export interface CommitStep<T> extends Step<T> {
+  ahead: (carried: T) => CommitAhead;
+}
+
 /**
  * The operation's last step: the change to its end state, which releases its locks with it (nothing to undo), and
  * ends the table's trash timer if `endsTimer` says so.
  */
-export function commit(
+export function commit<T extends Carrying = TableRecord>(
   calls: OperationCalls,
   [from, to]: [TableState, TableState],
-  endsTimer: (table: TableRecord) => EndTrashTimer | undefined = () => undefined,
-): Step<TableRecord> {
+  endsTimer: (carried: T) => EndTrashTimer | undefined = () => undefined,
+): CommitStep<T> {
+  const change = (carried: T) => {
+    const endTrashTimer = endsTimer(carried);
+    return { tableId: tableIn(carried).id, from: [from], to, now: Date.now(), ...(endTrashTimer ? { endTrashTimer } : {}) };
+  };
   return {
     name: `commit ${to.toLowerCase()}`,
-    call: (table) => {
-      const endTrashTimer = endsTimer(table);
-      return calls.commit({ tableId: table.id, from: [from], to, now: Date.now(), ...(endTrashTimer ? { endTrashTimer } : {}) });
-    },
+    call: async (carried) => withTable(carried, await calls.commit(change(carried))),
+    ahead: change,
   };
 }

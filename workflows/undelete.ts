@@ -9,7 +9,7 @@ import type { TableName } from '../domain/names';
 import { checkedAt, tableUnderLock, withLock, type ReadUnderLock } from './lock';
 import { takes } from './patches';
 import { endTrashTimer } from './purge';
-import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
+import { asFailure, commit, everyShard, runSteps, SHARDS, type Step } from './steps';
 
 /**
  * Recalls a trashed table before it expires, under its old name or a new one, and ends its trash timer so
@@ -21,6 +21,10 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   setHandler(recallProgressQuery, () => progress);
 
   const [tableLock] = OPERATIONS.undelete.locks(input);
+  // (Since v14 the commit ends the trash timer too; before, the step after it.)
+  const ready = commit<Recall>(calls, ['RESTORING', 'READY'], (recall) =>
+    takes('fewerLocalActivities') ? { reason: 'restored', droppedAt: recall.droppedAt } : undefined,
+  );
   const { table } = await withLock(
     calls,
     tableLock!,
@@ -28,21 +32,16 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
     (read) =>
       runSteps<Recall>(
         check(calls, input, read),
-        claimNameMarkRestoring(calls, input, progress),
-        everyShard(calls, 'move shards back', SHARDS.backFromTrash, { undo: SHARDS.toTrash, onShard: () => progress.shardsBack++ }),
-        {
-          name: 'commit ready',
-          call: async (recall) => {
-            // (Since v14 the commit ends the trash timer too; before, the step below.)
-            const ends = takes('fewerLocalActivities')
-              ? { endTrashTimer: { reason: 'restored' as const, droppedAt: recall.droppedAt } }
-              : {};
-            return {
-              ...recall,
-              table: await calls.commit({ tableId: input.tableId, from: ['RESTORING'], to: 'READY', now: Date.now(), ...ends }),
-            };
-          },
-        },
+        ...(takes('changesWithShards')
+          ? [claimNameMoveShardsBack(calls, input, progress)]
+          : [
+              claimNameMarkRestoring(calls, input, progress),
+              everyShard<Recall>(calls, 'move shards back', SHARDS.backFromTrash, {
+                undo: SHARDS.toTrash,
+                onShard: () => progress.shardsBack++,
+              }),
+            ]),
+        ready,
         {
           name: 'end trash timer',
           call: async (recall) => {
@@ -90,7 +89,23 @@ function check(calls: OperationCalls, input: UndeleteInput, read: ReadUnderLock)
 }
 
 /**
- * Takes the name (its own, or the new one asked for) and moves TRASHED to RESTORING in one compare-and-set: the catalog
+ * Takes the name (its own, or the new one asked for) and moves TRASHED to RESTORING in one compare-and-set (the catalog
+ * refuses a name another table holds: NameTaken), then brings the shards back from the trash. Undone by the shards'
+ * move to the trash, then the move back to TRASHED under the name it had there.
+ */
+function claimNameMoveShardsBack(calls: OperationCalls, input: UndeleteInput, progress: RecallProgress): Step<Recall> {
+  return everyShard<Recall>(calls, 'claim name, move shards back', SHARDS.backFromTrash, {
+    undo: SHARDS.toTrash,
+    onShard: () => progress.shardsBack++,
+    state: (recall) => {
+      progress.shards = recall.table.placement.length;
+      return { from: 'TRASHED', to: 'RESTORING', rename: input.newName ?? recall.trashedAs, backAs: recall.trashedAs };
+    },
+  });
+}
+
+/**
+ * (Before v15.) Takes the name (its own, or the new one asked for) and moves TRASHED to RESTORING in one compare-and-set: the catalog
  * refuses a name another table holds (NameTaken). Undone by the move back under the name it had in the trash.
  */
 function claimNameMarkRestoring(calls: OperationCalls, input: UndeleteInput, progress: RecallProgress): Step<Recall> {

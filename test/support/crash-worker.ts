@@ -3,7 +3,9 @@
  * before the workflow task that asked for it can complete: the crash every step must survive, at a point a
  * test chooses. Run as a child process (`node --require tsx/cjs test/support/crash-worker.ts`) with:
  *   CRASH_HOME, CRASH_ADDRESS, CRASH_TASK_QUEUE, CRASH_BUNDLE (a workflow bundle file),
- *   CRASH_AFTER (activity name; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional `op:shard:kind`),
+ *   CRASH_AFTER (activity name, or `catalog.<method>` for a call of the catalog's inside whatever activity makes it: a
+ *   state change that rides with a shard call, say; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional
+ *   `op:shard:kind`),
  *   CRASH_POSTGRES_URLS (optional: the PostgreSQL storage driver on these nodes' databases, comma-separated),
  *   CRASH_NODE_WORKERS=1 (optional: each node served by a storage-node worker of its own in this process, as with
  *   `--storage remote`, rather than in the workflow task of the orchestrating worker).
@@ -44,15 +46,23 @@ async function main(): Promise<void> {
     files.faults.inject({ op: op as StorageOp, shard: Number(shard), kind: kind as 'permanent' | 'transient' });
   }
   let calls = 0;
-  const wrap = (activities: Activities): Activities => {
-    if (!crashAfter) return activities;
-    const wrapped: Record<string, unknown> = { ...activities };
-    const original = wrapped[crashAfter] as (...args: unknown[]) => Promise<unknown>;
-    wrapped[crashAfter] = async (...args: unknown[]) => {
+  const dieAfter =
+    <A extends unknown[], R>(original: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
       const result = await original(...args);
       if (++calls === onCall) process.kill(process.pid, 'SIGKILL');
       return result;
     };
+  const inCatalog = crashAfter?.startsWith('catalog.') ? (crashAfter.slice('catalog.'.length) as keyof SqliteCatalog) : undefined;
+  if (inCatalog) {
+    const methods = catalog as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const method = methods[inCatalog]!.bind(catalog);
+    methods[inCatalog] = dieAfter(method);
+  }
+  const wrap = (activities: Activities): Activities => {
+    if (!crashAfter || inCatalog) return activities;
+    const wrapped: Record<string, unknown> = { ...activities };
+    wrapped[crashAfter] = dieAfter(wrapped[crashAfter] as (...args: unknown[]) => Promise<unknown>);
     return wrapped as Activities;
   };
   const connection = await NativeConnection.connect({ address: env('CRASH_ADDRESS') });

@@ -383,6 +383,12 @@ async function main(): Promise<void> {
       await slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 });
       await slow.client.undelete({ table: many.id });
       await save('undelete-in-calls', workflowIdFor.undelete(many.id, slow.catalog.id));
+
+      // (since v15) a purge of more shards than one call changes: every shard marked first, in two calls, then deleted
+      // in two more, the second also committing PURGED
+      await slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 });
+      await slow.client.purge({ tableId: many.id });
+      await save('purge-in-calls', workflowIdFor.purge(many.id, slow.catalog.id));
     } finally {
       gate.open();
       await slow.close();
