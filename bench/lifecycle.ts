@@ -77,7 +77,12 @@ export async function benchLifecycle(
   const { driver, temporal: temporalKind, serverDefaults = false } = setting;
   if (temporalKind === 'cluster' && serverDefaults)
     throw new Error("--server-defaults is for the dev server: a cluster runs deploy/temporal's dynamic config");
-  const bench = await startBench({ dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG, driver, temporal: temporalKind });
+  const bench = await startBench({
+    dynamicConfig: serverDefaults ? {} : EMBEDDED_DYNAMIC_CONFIG,
+    fourPartitions: serverDefaults,
+    driver,
+    temporal: temporalKind,
+  });
   // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL table with two columns.
   const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
   const { client, temporal } = bench;

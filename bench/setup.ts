@@ -42,7 +42,12 @@ interface BenchServer {
  * history processes, matching, worker, on a PostgreSQL of its own under the run's directory; deploy/temporal's
  * configuration as it is).
  */
-async function startServer(dir: string, temporal: 'dev' | 'cluster', dynamicConfig: Record<string, number>): Promise<BenchServer> {
+async function startServer(
+  dir: string,
+  temporal: 'dev' | 'cluster',
+  dynamicConfig: Record<string, number>,
+  onePartition: boolean,
+): Promise<BenchServer> {
   if (temporal === 'dev') {
     const server = await DevServer.start({
       stateDir: dir,
@@ -50,6 +55,7 @@ async function startServer(dir: string, temporal: 'dev' | 'cluster', dynamicConf
       cliPath: process.env.TEMPORAL_CLI_PATH,
       log: () => undefined,
       dynamicConfig,
+      onePartition,
     });
     return server;
   }
@@ -68,11 +74,17 @@ async function startServer(dir: string, temporal: 'dev' | 'cluster', dynamicConf
 
 /** Starts it all; `close` stops it all and removes the state directory. */
 export async function startBench(
-  opts: { dynamicConfig?: Record<string, number>; driver?: StorageDriverName; temporal?: 'dev' | 'cluster' } = {},
+  opts: {
+    dynamicConfig?: Record<string, number>;
+    /** Temporal's four partitions per task queue instead of the one `tablefate dev` gives a new state. */
+    fourPartitions?: boolean;
+    driver?: StorageDriverName;
+    temporal?: 'dev' | 'cluster';
+  } = {},
 ): Promise<Bench> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-bench-'));
-  const server = await startServer(dir, opts.temporal ?? 'dev', opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG);
+  const server = await startServer(dir, opts.temporal ?? 'dev', opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG, !opts.fourPartitions);
   const catalog = new SqliteCatalog(path.join(dir, 'catalog.sqlite'));
   // The PostgreSQL driver on a server of its own (one node: the moves, not the placement, are what is measured).
   const postgres = opts.driver === 'postgres' ? await startPostgres() : undefined;

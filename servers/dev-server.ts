@@ -33,6 +33,11 @@ export interface DevServerOptions {
   log?: (line: string) => void;
   /** The server's dynamic configuration (`--dynamic-config-value`); EMBEDDED_DYNAMIC_CONFIG by default. */
   dynamicConfig?: Readonly<Record<string, number | string | boolean>>;
+  /**
+   * One partition per task queue (ONE_PARTITION) where the state allows it (taskQueuePartitions); default true. False:
+   * Temporal's four.
+   */
+  onePartition?: boolean;
 }
 
 /**
@@ -46,6 +51,30 @@ export const EMBEDDED_DYNAMIC_CONFIG: Readonly<Record<string, number>> = {
   'history.timerProcessorMaxPollRPS': 1000,
   'history.visibilityProcessorMaxPollRPS': 1000,
 };
+
+/**
+ * One partition per task queue, instead of Temporal's four. Partitions spread a queue's load over matching hosts; with
+ * the few pollers of a tablefate worker a task could wait seconds in a partition no poller was on (traced: a create's
+ * first workflow task 2.4 s in the queue while the 31 others of its batch took 1 s; docs/performance.md).
+ */
+export const ONE_PARTITION: Readonly<Record<string, number>> = {
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+};
+
+/**
+ * Whether the server on `dbFile` may run with one partition per task queue: a new state may (and is marked so, beside
+ * the database); a state made before, with four, keeps four, since the tasks it holds in partitions 1 to 3 would never
+ * be read again with one.
+ */
+export async function taskQueuePartitions(dbFile: string): Promise<1 | 4> {
+  const marker = `${dbFile}.partitions`;
+  const marked = await fs.promises.readFile(marker, 'utf8').catch(() => undefined);
+  if (marked !== undefined) return marked.trim() === '1' ? 1 : 4;
+  if (fs.existsSync(dbFile)) return 4;
+  await fs.promises.writeFile(marker, '1\n');
+  return 1;
+}
 
 /** The server could not bind a port: another process took it. */
 class PortInUseError extends Error {}
@@ -144,7 +173,9 @@ export class DevServer {
     if (uiPort === null) args.push('--headless');
     else args.push('--ui-port', String(uiPort));
     args.push('--namespace', namespace, '--log-level', 'warn');
-    for (const [key, value] of Object.entries(opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG)) {
+    const partitions = opts.onePartition === false ? 4 : await taskQueuePartitions(dbFile);
+    const dynamicConfig = { ...(partitions === 1 ? ONE_PARTITION : {}), ...(opts.dynamicConfig ?? EMBEDDED_DYNAMIC_CONFIG) };
+    for (const [key, value] of Object.entries(dynamicConfig)) {
       args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
     }
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
-import { DevServer } from '../servers/dev-server';
+import { DevServer, taskQueuePartitions } from '../servers/dev-server';
 import { indexedValueType } from '../servers/search-attributes';
 import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../servers/go-tools';
 import { testNamespace, testServerAddress } from './support/test-server';
@@ -163,6 +163,9 @@ describe('DevServer', () => {
     expect(first.dbFile).toBe(dbFile);
     expect(fs.existsSync(dbFile)).toBe(true);
     expectAllSearchAttributes(await customSearchAttributes(first.address));
+    // A new state runs one partition per task queue, and is marked so for its restarts.
+    expect(fs.readFileSync(`${dbFile}.partitions`, 'utf8')).toBe('1\n');
+    expect(fs.readFileSync(first.logFile, 'utf8')).toMatch(/matching\.numTaskqueueReadPartitions=1 .*matching\.numTaskqueueWritePartitions=1/);
 
     // A workflow with no worker stays RUNNING; it must survive a restart on the same db.
     const connection = await Connection.connect({ address: first.address });
@@ -198,6 +201,19 @@ describe('DevServer', () => {
     }
     await second.stop();
     expect(processExists(second.pid)).toBe(false);
+  });
+
+  test("a state made before one partition keeps Temporal's four (its tasks in partitions 1 to 3 would never be read with one)", async () => {
+    const dir = path.join(tempDir, 'partitions');
+    fs.mkdirSync(dir, { recursive: true });
+    const old = path.join(dir, 'old.db');
+    fs.writeFileSync(old, 'a state from before');
+    expect(await taskQueuePartitions(old)).toBe(4);
+    expect(fs.existsSync(`${old}.partitions`)).toBe(false);
+    const fresh = path.join(dir, 'fresh.db');
+    expect(await taskQueuePartitions(fresh)).toBe(1);
+    fs.writeFileSync(fresh, 'the server made it');
+    expect(await taskQueuePartitions(fresh)).toBe(1);
   });
 
   test('with a UI, a namespace of its own and the search attributes there', async () => {
