@@ -165,7 +165,9 @@ describe('DevServer', () => {
     expectAllSearchAttributes(await customSearchAttributes(first.address));
     // A new state runs one partition per task queue, and is marked so for its restarts.
     expect(fs.readFileSync(`${dbFile}.partitions`, 'utf8')).toBe('1\n');
-    expect(fs.readFileSync(first.logFile, 'utf8')).toMatch(/matching\.numTaskqueueReadPartitions=1 .*matching\.numTaskqueueWritePartitions=1/);
+    expect(fs.readFileSync(first.logFile, 'utf8')).toMatch(
+      /matching\.numTaskqueueReadPartitions=1 .*matching\.numTaskqueueWritePartitions=1/,
+    );
 
     // A workflow with no worker stays RUNNING; it must survive a restart on the same db.
     const connection = await Connection.connect({ address: first.address });
