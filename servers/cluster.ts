@@ -20,6 +20,7 @@ import {
 } from './local-postgres';
 import { ensureNamespace } from './namespaces';
 import { registerSearchAttributes, searchAttributesServed } from './search-attributes';
+import { ONE_PARTITION } from './dev-server';
 
 const execFileAsync = promisify(execFile);
 
@@ -70,6 +71,12 @@ export interface ClusterState {
     local: { dataDir: string; bin: string } | null;
   };
   processes: ClusterProcess[];
+  /**
+   * 1: one partition per task queue (a cluster made since v15: `dynamicConfig` in clusterPaths, deploy/temporal's and
+   * ONE_PARTITION); absent: Temporal's four, which a cluster made before keeps (its tasks in partitions 1 to 3 would
+   * never be read with one).
+   */
+  taskQueuePartitions?: 1;
 }
 
 export interface ClusterUpOptions {
@@ -137,6 +144,7 @@ export function clusterPaths(stateDir: string) {
     logs: path.join(dir, 'logs'),
     postgresData: path.join(dir, 'postgres', 'data'),
     uiConfig: path.join(dir, 'ui'),
+    dynamicConfig: path.join(dir, 'dynamicconfig.yaml'),
   };
 }
 
@@ -246,6 +254,7 @@ export class TemporalCluster {
     cluster.toolDir = toolDir;
     const server = await findGoTool(TEMPORAL_SERVER, { stateDir: toolDir, log });
     await cluster.save();
+    await cluster.writeDynamicConfig();
     try {
       await cluster.ensureDatabase();
       await cluster.setUpSchemas(toolDir);
@@ -339,6 +348,7 @@ export class TemporalCluster {
       serverVersion: TEMPORAL_SERVER_VERSION,
       database,
       processes,
+      taskQueuePartitions: 1,
     };
   }
 
@@ -446,6 +456,20 @@ export class TemporalCluster {
     }
   }
 
+  /** deploy/temporal's dynamic config, or this cluster's copy of it with one partition per task queue. */
+  private dynamicConfigFile(): string {
+    return this.state.taskQueuePartitions === 1 ? clusterPaths(this.stateDir).dynamicConfig : DYNAMIC_CONFIG_FILE;
+  }
+
+  /** This cluster's copy of deploy/temporal's dynamic config, made again at every `up` (the server reads it every minute). */
+  private async writeDynamicConfig(): Promise<void> {
+    if (this.state.taskQueuePartitions !== 1) return;
+    const entries = Object.entries(ONE_PARTITION).map(([key, value]) => `${key}:\n  - value: ${value}\n    constraints: {}\n`);
+    const base = await fs.promises.readFile(DYNAMIC_CONFIG_FILE, 'utf8');
+    const text = `${base.trimEnd()}\n\n# One partition per task queue: this cluster was made so (ClusterState.taskQueuePartitions).\n${entries.join('')}`;
+    await fs.promises.writeFile(clusterPaths(this.stateDir).dynamicConfig, text);
+  }
+
   /** What cluster.yaml reads for process `proc`. */
   private environmentOf(proc: ClusterProcess): NodeJS.ProcessEnv {
     const db = this.state.database;
@@ -462,7 +486,7 @@ export class TemporalCluster {
       TEMPORAL_BIND_IP: HOST,
       TEMPORAL_BROADCAST_ADDRESS: HOST,
       TEMPORAL_FRONTEND_ADDRESS: this.state.address,
-      TEMPORAL_DYNAMIC_CONFIG_FILE: DYNAMIC_CONFIG_FILE,
+      TEMPORAL_DYNAMIC_CONFIG_FILE: this.dynamicConfigFile(),
       [`TEMPORAL_${service}_GRPC_PORT`]: String(proc.port),
       [`TEMPORAL_${service}_MEMBERSHIP_PORT`]: String(proc.membershipPort),
       ...(proc.service === 'frontend' ? { TEMPORAL_FRONTEND_HTTP_PORT: String(proc.httpPort) } : {}),

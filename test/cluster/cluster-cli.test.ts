@@ -107,6 +107,15 @@ test('up makes PostgreSQL, the schemas, every service as its own process and the
     const cmdline = fs.readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').split('\0');
     expect(cmdline).toEqual(expect.arrayContaining(['start', '--service', p.name.replace(/-\d$/, '')]));
   }
+  // A new cluster runs one partition per task queue: its own copy of deploy/temporal's dynamic config says so.
+  const matching = made.processes.find((p) => p.name === 'matching')!;
+  const environ = fs.readFileSync(`/proc/${matching.pid}/environ`, 'utf8').split('\0');
+  const dynamicConfig = path.join(home, 'cluster', 'dynamicconfig.yaml');
+  expect(environ).toContain(`TEMPORAL_DYNAMIC_CONFIG_FILE=${dynamicConfig}`);
+  const config = fs.readFileSync(dynamicConfig, 'utf8');
+  expect(config).toMatch(/^limit\.maxIDLength:/m);
+  expect(config).toMatch(/^matching\.numTaskqueueReadPartitions:\n {2}- value: 1$/m);
+  expect(config).toMatch(/^matching\.numTaskqueueWritePartitions:\n {2}- value: 1$/m);
 
   // The web UI answers, and the namespace has tablefate's search attributes.
   const page = await fetch(made.uiUrl!);
