@@ -39,21 +39,23 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
     calls,
     tableLock!,
     waiting,
-    (read) =>
-      runSteps(
+    (read) => {
+      // (Since v15 PURGING is marked by the call that marks the shards; before, by a step of its own.)
+      const withShards = takes('changesWithShards');
+      return runSteps(
         check(calls, input, read),
-        // (Since v15 PURGING is marked by the call that marks the shards; before, by a step of its own.)
-        ...(takes('changesWithShards') ? [] : [changeState(calls, input.tableId, ['TRASHED', 'PURGING'])]),
+        ...(withShards ? [] : [changeState(calls, input.tableId, ['TRASHED', 'PURGING'])]),
         // (Since v14 the call that marks deletes too, once every shard is marked: the next step's work, done ahead.)
-        everyShard(calls, takes('changesWithShards') ? 'mark purging, mark shards garbage' : 'mark shards garbage', SHARDS.markGarbage, {
+        everyShard(calls, withShards ? 'mark purging, mark shards garbage' : 'mark shards garbage', SHARDS.markGarbage, {
           undo: SHARDS.unmarkGarbage,
           then: () => (takes('fewerLocalActivities') ? SHARDS.deleteGarbage : undefined),
           commit: purged,
-          ...(takes('changesWithShards') ? { state: () => ({ from: 'TRASHED', to: 'PURGING' }) as const } : {}),
+          ...(withShards ? { state: () => ({ from: 'TRASHED', to: 'PURGING' }) as const } : {}),
         }),
         { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage, { commit: purged }), pointOfNoReturn: true },
         purged,
-      ),
+      );
+    },
     input.tableId,
   );
 }
