@@ -1,12 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { OPERATIONS, type TableSize } from '../domain/operations';
+import { MEASURE_TIMEOUT_MS, OPERATIONS, type TableSize } from '../domain/operations';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import type { measureTables } from '../workflows';
 import type { ClientContext } from './context';
 import { startAndWait } from './start';
 
-/** How long `describe` and `ls` wait for the nodes' sizes before they answer without them (a node down takes 5 s). */
-const MEASURE_TIMEOUT_MS = 15_000;
 /** At most this many tables in one measure run: their placements stay far below the server's payload limit. */
 const MEASURED_PER_RUN = 500;
 
@@ -35,6 +33,7 @@ function measure(ctx: ClientContext, tables: TableRecord[]): Promise<TableSize[]
     what: 'measure of table sizes',
     check: `the workflow ${workflowId} in the web UI`,
     timeoutMs: MEASURE_TIMEOUT_MS,
+    startsBeforeWorkerCheck: true,
     run: {
       record,
       input: { tables: tables.map((t) => ({ id: t.id, placement: t.placement })) },

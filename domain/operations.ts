@@ -251,6 +251,8 @@ export interface OperationRecord<Name extends string, Subject, Input> {
   start: {
     /** USE_EXISTING: a second request joins the run going on; FAIL: it is refused while one runs. */
     workflowIdConflictPolicy: 'USE_EXISTING' | 'FAIL';
+    /** A bound on the run's whole life, ms: only a read's, which nobody waits for longer. */
+    workflowExecutionTimeout?: number;
   };
   /** The search attributes of its runs, so the UI answers "what happened to table 42" in one query. */
   searchAttributes: (table: OperationTarget) => SearchAttributePair[];
@@ -426,13 +428,17 @@ export interface TableSize {
   bytes: number | null;
 }
 
+/** How long `describe` and `ls` wait for the nodes' sizes before they answer without them (a node down takes 5 s). */
+export const MEASURE_TIMEOUT_MS = 15_000;
+
 const measure: OperationRecord<'measure', string, MeasureInput> = {
   name: 'measure',
   workflowType: 'measureTables',
   // One run per request (its id a fresh uuid): a read, which nothing else waits for or joins.
   workflowId: (requestId, catalogId) => `measure@${catalogId}-${requestId}`,
   locks: () => [],
-  start: { workflowIdConflictPolicy: 'FAIL' },
+  // As long as a caller waits for it: a run no worker took by then ends, as nobody reads its answer.
+  start: { workflowIdConflictPolicy: 'FAIL', workflowExecutionTimeout: MEASURE_TIMEOUT_MS },
   searchAttributes: () => [],
 };
 

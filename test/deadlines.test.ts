@@ -14,7 +14,7 @@ import { visibilityCaughtUp } from './support/runs';
 import { NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateClient, type TableInfo } from '../client';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
-import { workflowIdFor } from '../domain/operations';
+import { MEASURE_TIMEOUT_MS, workflowIdFor } from '../domain/operations';
 import { registerSearchAttributes } from '../servers/search-attributes';
 import { DevServer } from '../servers/dev-server';
 
@@ -146,6 +146,18 @@ describe('the SDK', () => {
       expect(await idle.catalog.listLocks()).toEqual([]);
       await visibilityCaughtUp(idle.temporal);
       expect((await idle.temporal.workflow.count(`TaskQueue = '${idle.taskQueue}'`)).count).toBe(0);
+
+      // A read with sizes answers without them, as soon: its measure run, started beside the worker check, ends by
+      // itself at the time the read would have waited for it (a run nobody reads).
+      const { value: sized, ms } = await timed(idle.client.describe({ table: live.id, withSizes: true }));
+      expect(sized).toMatchObject({ id: live.id, bytes: null });
+      expect(ms).toBeLessThan(5000);
+      await visibilityCaughtUp(idle.temporal);
+      const measures = [];
+      for await (const run of idle.temporal.workflow.list({ query: `TaskQueue = '${idle.taskQueue}'` })) measures.push(run);
+      expect(measures.map((run) => run.type)).toEqual(['measureTables']);
+      const { raw } = await idle.temporal.workflow.getHandle(measures[0]!.workflowId).describe();
+      expect(Number(raw.executionConfig?.workflowExecutionTimeout?.seconds)).toBe(MEASURE_TIMEOUT_MS / 1000);
 
       // "No worker" is not remembered: once one polls, the same client's writes go through.
       await idle.startWorker();
