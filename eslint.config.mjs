@@ -11,7 +11,8 @@ const folders = (...names) => names.flatMap((name) => [`../${name}`, `../${name}
 /**
  * The layers, bottom up: domain/ (pure, shared by all) and workflows/; config/ (how every process reads its
  * environment), catalog/ and storage/; servers/ (the Temporal servers and PostgreSQL started for development and
- * tests); activities/; worker/ (runs workflows and activities) beside client/ (the SDK); cli/ on top of both. Each folder imports only from below; these rules keep the directions.
+ * tests); activities/; client/ (the SDK); contract/ (the SDK's calls for services in any language); worker/ (runs
+ * workflows, activities and the contract's calls); cli/ on top. Each folder imports only from below; these rules keep the directions.
  */
 const CATALOG_LAYER =
   'catalog/, storage/ and config/ know nothing of the SDK, the worker or workflows: shared contracts live in domain/contracts.ts.';
@@ -99,7 +100,12 @@ export default tseslint.config(
   layer(
     ['worker/**/*.ts'],
     folders('client', 'cli'),
-    'worker/ imports nothing from client/ or cli/: what both need lives in domain/ or config/.',
+    "worker/ imports nothing from client/ or cli/: what both need lives in domain/ or config/ (the contract's calls, which run the SDK, in contract/).",
+  ),
+  layer(
+    ['contract/**/*.ts'],
+    folders('cli', 'worker', 'activities', 'storage', 'servers'),
+    'contract/ (the calls offered to services in any language) stands on the SDK (client/) and the domain; the worker runs it, the command line prints it.',
   ),
   layer(
     ['activities/**/*.ts'],

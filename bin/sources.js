@@ -6,7 +6,7 @@ const path = require('node:path');
 const ROOT = path.resolve(__dirname, '..');
 const DIST = path.join(ROOT, 'dist');
 /** The directories of the code the command line and the worker run (test/ and bench/ run through tsx, as before). */
-const SOURCE_DIRS = ['domain', 'workflows', 'activities', 'catalog', 'storage', 'servers', 'worker', 'client', 'config', 'cli'];
+const SOURCE_DIRS = ['domain', 'workflows', 'activities', 'catalog', 'storage', 'servers', 'worker', 'client', 'contract', 'config', 'cli'];
 /** Written last by a build: the time (ms) the build began reading the sources. */
 const STAMP = path.join(DIST, '.built');
 

@@ -34,14 +34,14 @@ import { cancel, type CancelOutcome } from './cancel';
 import type { ClientContext } from './context';
 import { health } from './health';
 import { history, operations, type TableHistory } from './history';
-import { hold, release } from './holds';
-import { acquireLease, listLeases, releaseLease, renewLease } from './leases';
+import { listLeases } from './leases';
 import { defaultIdentity, type LeaseOptions, type TableFateClientOptions, type UndeleteOptions, type WriteOptions } from './options';
 import { planPurgeAll, purgeAll, type PurgeAllProgress, type PurgeAllSummary } from './purge-all';
-import { getSettings, setSetting, unsetSetting } from './settings';
-import { adopt, create, describe, list, rename } from './tables';
+import { getSettings } from './settings';
+import { describe, list } from './tables';
 import { temporalClient } from './temporal';
-import { purge, setRetention, trash, undelete } from './trash';
+import { CALLS, type CallName } from './call-table';
+import { perform, type CallRecord, type ExecuteOptions, type Planned } from './calls';
 import { DEFAULT_TIMEOUT_MS, timeoutOf, WriteRunner } from './writes';
 
 export { DEFAULT_TIMEOUT_MS, defaultIdentity };
@@ -136,7 +136,7 @@ export class TableFateClient {
 
   /** Creates a table, or returns it if the same create already happened; joins a create of it that is running. */
   create(request: CreateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return create(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.create, request, opts);
   }
 
   /**
@@ -147,12 +147,12 @@ export class TableFateClient {
    * not alter) InvalidInput.
    */
   adopt(request: AdoptRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return adopt(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.adopt, request, opts);
   }
 
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */
   trash(request: TrashRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return trash(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.trash, request, opts);
   }
 
   /**
@@ -160,12 +160,12 @@ export class TableFateClient {
    * `onProgress` hears how many shards are back, each time that changes (Pegasus's recall progress).
    */
   undelete(request: UndeleteRequest, opts: UndeleteOptions = {}): Promise<TableInfo> {
-    return undelete(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.undelete, request, opts);
   }
 
   /** Purges a trashed table now. Purging a table already purged returns its tombstone. */
   purge(request: PurgeRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return purge(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.purge, request, opts);
   }
 
   /**
@@ -174,7 +174,7 @@ export class TableFateClient {
    * is started (as a create of a table that exists returns it). NameTaken if another table holds the name.
    */
   rename(request: RenameRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return rename(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.rename, request, opts);
   }
 
   /**
@@ -183,12 +183,12 @@ export class TableFateClient {
    * by hand (OnHold). Holding a table held for the same reason answers it as it is; for another reason is WrongState.
    */
   hold(request: HoldRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return hold(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.hold, request, opts);
   }
 
   /** Releases a table's legal hold; a trashed table whose expiry passed while it was held is purged right after. WrongState if not held. */
   release(request: ReleaseRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return release(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.release, request, opts);
   }
 
   /**
@@ -197,7 +197,7 @@ export class TableFateClient {
    * expiry at once; an expiry already past purges the table now. 1 s to 10 years, as a drop's.
    */
   setRetention(request: RetentionRequest, opts: WriteOptions = {}): Promise<TableInfo> {
-    return setRetention(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.setRetention, request, opts);
   }
 
   /**
@@ -206,17 +206,17 @@ export class TableFateClient {
    * (DRAINING: a drop waits already) is WrongState: schedule nothing on it.
    */
   acquireLease(table: string | number, opts: LeaseOptions = {}): Promise<LeaseInfo> {
-    return acquireLease(this.ctx, table, opts);
+    return perform(this.ctx, CALLS.acquireLease, { table, ttlSeconds: opts.ttlSeconds, holder: opts.holder }, opts);
   }
 
   /** Renews a lease for its ttl (or `ttlSeconds`) from now. An expired or released lease is LeaseNotFound: take a new one. */
   renewLease(leaseId: string, opts: Omit<LeaseOptions, 'holder'> = {}): Promise<LeaseInfo> {
-    return renewLease(this.ctx, leaseId, opts);
+    return perform(this.ctx, CALLS.renewLease, { leaseId, ttlSeconds: opts.ttlSeconds }, opts);
   }
 
   /** Releases a lease: a drop waiting for it goes on at once. LeaseNotFound if there is none by that id. */
   releaseLease(leaseId: string, opts: WriteOptions = {}): Promise<LeaseInfo> {
-    return releaseLease(this.ctx, leaseId, opts);
+    return perform(this.ctx, CALLS.releaseLease, { leaseId }, opts);
   }
 
   /** The leases that have not expired, of every table or of one (by id or name), soonest to expire first. */
@@ -234,12 +234,12 @@ export class TableFateClient {
 
   /** Sets a runtime setting (globally, or for a namespace), read by every worker from its next operation on. */
   setSetting(request: ConfigSetRequest, opts: WriteOptions = {}): Promise<EffectiveSetting> {
-    return setSetting(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.setSetting, request, opts);
   }
 
   /** Unsets a runtime setting: the global value (for a namespace) or the default applies again. */
   unsetSetting(request: ConfigUnsetRequest, opts: WriteOptions = {}): Promise<EffectiveSetting> {
-    return unsetSetting(this.ctx, request, opts);
+    return perform(this.ctx, CALLS.unsetSetting, request, opts);
   }
 
   /** What `purgeAll` would purge now, changing nothing: the trashed tables (of `namespace`), those held apart. */
@@ -311,6 +311,22 @@ export class TableFateClient {
    */
   cancel(request: CancelRequest, opts: WriteOptions = {}): Promise<CancelOutcome> {
     return cancel(this.ctx, request, opts);
+  }
+
+  /**
+   * A call's first half by its name (client/call-table.ts): its answer already, or the plan of the run that makes it.
+   * For the contract's calls (contract/), which record the plan before they execute it; a service calls the methods above.
+   * @internal
+   */
+  planCall(name: CallName, request: unknown): Promise<Planned<unknown, unknown>> {
+    const call = CALLS[name] as CallRecord<unknown, unknown, unknown>;
+    return Promise.resolve(call.plan(this.ctx, request));
+  }
+
+  /** A call's second half by its name: starts or joins the planned run and waits for its answer. @internal */
+  executeCall(name: CallName, plan: unknown, opts: WriteOptions & ExecuteOptions): Promise<unknown> {
+    const call = CALLS[name] as CallRecord<unknown, unknown, unknown>;
+    return call.execute(this.ctx, plan, opts);
   }
 
   async close(): Promise<void> {

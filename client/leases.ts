@@ -9,39 +9,65 @@ import {
   parseRequest,
   releaseLeaseRequestSchema,
   renewLeaseRequestSchema,
+  type LeaseRequest,
   type ListLeasesRequest,
+  type ReleaseLeaseRequest,
+  type RenewLeaseRequest,
 } from '../domain/requests';
 import type { leaseTable } from '../workflows';
 import { callTimeout, type ClientContext } from './context';
 import { anyTable } from './names';
-import type { LeaseOptions, WriteOptions } from './options';
+import type { WriteOptions } from './options';
+import type { CallRecord, ExecuteOptions } from './calls';
 import { startAndWait } from './start';
 
 /** Leases: each change is a run of leaseTable, under an id of its own (a lease is not a table's one operation at a time). */
 
-export async function acquireLease(ctx: ClientContext, table: string | number, opts: LeaseOptions): Promise<LeaseInfo> {
-  const request = parseRequest(OPERATION_REQUESTS.lease, { table, ttlSeconds: opts.ttlSeconds, holder: opts.holder });
-  const found = await anyTable(ctx.catalog, request.table);
-  if (found.state !== 'READY') throw notLeasable(found);
-  const leaseId = randomUUID();
-  return runLease(
-    ctx,
-    { action: 'acquire', leaseId, tableId: found.id, holder: request.holder ?? ctx.startedBy, ttlSeconds: request.ttlSeconds },
-    { tableId: found.id, namespace: found.namespace, name: found.name },
-    `lease table ${found.id} (${formatTableName(found)}) for ${request.ttlSeconds} s`,
-    opts,
-  );
+/** A lease change's plan: its run's input (an acquire's new lease id drawn here), what it is on, and its run's subject. */
+interface LeasePlan {
+  input: Parameters<typeof leaseTable>[0];
+  subject: string;
+  target: OperationTarget;
+  summary: string;
 }
 
-export async function renewLease(ctx: ClientContext, leaseId: string, opts: Omit<LeaseOptions, 'holder'>): Promise<LeaseInfo> {
-  const request = parseRequest(renewLeaseRequestSchema, { leaseId, ttlSeconds: opts.ttlSeconds });
-  return runLease(ctx, { action: 'renew', ...request }, {}, `renew lease ${request.leaseId}`, opts);
-}
+export const acquireLeaseCall: CallRecord<LeaseRequest, LeasePlan, LeaseInfo> = {
+  async plan(ctx, asked) {
+    const request = parseRequest(OPERATION_REQUESTS.lease, asked);
+    const found = await anyTable(ctx.catalog, request.table);
+    if (found.state !== 'READY') throw notLeasable(found);
+    const leaseId = randomUUID();
+    return {
+      plan: {
+        input: { action: 'acquire', leaseId, tableId: found.id, holder: request.holder ?? ctx.startedBy, ttlSeconds: request.ttlSeconds },
+        subject: `${leaseId}:acquire`,
+        target: { tableId: found.id, namespace: found.namespace, name: found.name },
+        summary: `lease table ${found.id} (${formatTableName(found)}) for ${request.ttlSeconds} s`,
+      },
+    };
+  },
+  execute: (ctx, plan, opts) => runLease(ctx, plan, opts),
+};
 
-export async function releaseLease(ctx: ClientContext, leaseId: string, opts: WriteOptions): Promise<LeaseInfo> {
-  const request = parseRequest(releaseLeaseRequestSchema, { leaseId });
-  return runLease(ctx, { action: 'release', ...request }, {}, `release lease ${request.leaseId}`, opts);
-}
+export const renewLeaseCall: CallRecord<RenewLeaseRequest, LeasePlan, LeaseInfo> = {
+  plan(_ctx, asked) {
+    const request = parseRequest(renewLeaseRequestSchema, asked);
+    const summary = `renew lease ${request.leaseId}`;
+    return { plan: { input: { action: 'renew', ...request }, subject: `${request.leaseId}:renew:${randomUUID()}`, target: {}, summary } };
+  },
+  execute: (ctx, plan, opts) => runLease(ctx, plan, opts),
+};
+
+export const releaseLeaseCall: CallRecord<ReleaseLeaseRequest, LeasePlan, LeaseInfo> = {
+  plan(_ctx, asked) {
+    const request = parseRequest(releaseLeaseRequestSchema, asked);
+    const summary = `release lease ${request.leaseId}`;
+    return {
+      plan: { input: { action: 'release', ...request }, subject: `${request.leaseId}:release:${randomUUID()}`, target: {}, summary },
+    };
+  },
+  execute: (ctx, plan, opts) => runLease(ctx, plan, opts),
+};
 
 export async function listLeases(ctx: ClientContext, request: ListLeasesRequest): Promise<LeaseInfo[]> {
   const { table } = parseRequest(listLeasesRequestSchema, request);
@@ -52,19 +78,16 @@ export async function listLeases(ctx: ClientContext, request: ListLeasesRequest)
 /** One change of a lease, a run under an id of its own: an acquire's is its new lease's, a renew's or release's fresh. */
 async function runLease(
   ctx: ClientContext,
-  input: Parameters<typeof leaseTable>[0],
-  target: OperationTarget,
-  summary: string,
-  opts: WriteOptions,
+  { input, subject, target, summary }: LeasePlan,
+  opts: WriteOptions & ExecuteOptions,
 ): Promise<LeaseInfo> {
-  const timeoutMs = callTimeout(ctx, opts);
   const record = OPERATIONS.lease;
-  const subject = input.action === 'acquire' ? `${input.leaseId}:acquire` : `${input.leaseId}:${input.action}:${randomUUID()}`;
   const lease = await startAndWait<typeof leaseTable>(ctx, {
     workflowId: record.workflowId(subject, ctx.catalog.id),
     what: summary,
     check: '`tablefate lease ls`',
-    timeoutMs,
+    timeoutMs: callTimeout(ctx, opts),
+    requestId: opts.requestId,
     run: { record, input, target, summary },
   });
   return toLeaseInfo(lease);

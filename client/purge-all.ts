@@ -3,7 +3,8 @@ import { parseRequest, purgeAllRequestSchema, type PurgeAllRequest } from '../do
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { ClientContext } from './context';
 import type { WriteOptions } from './options';
-import { purge } from './trash';
+import { purgeCall } from './trash';
+import { perform } from './calls';
 
 /** How far a `purgeAll` is: tables done of all, and how each ended so far. */
 export interface PurgeAllProgress {
@@ -47,7 +48,7 @@ export async function purgeAll(
   const purgeNext = async (): Promise<void> => {
     for (let table = queue.shift(); table; table = queue.shift()) {
       try {
-        await purge(ctx, { tableId: table.id }, opts);
+        await perform(ctx, purgeCall, { tableId: table.id }, opts);
         summary.purged.push(table.id);
       } catch (err) {
         if (err instanceof OnHoldError) summary.held.push(table.id);

@@ -14,6 +14,7 @@ import type { configureTrash } from '../workflows';
 import { callTimeout, type ClientContext } from './context';
 import type { WriteOptions } from './options';
 import { startAndWait } from './start';
+import type { CallRecord, ExecuteOptions } from './calls';
 
 /** The runtime settings: read from the catalog, changed by a run of configureTrash. */
 
@@ -23,26 +24,42 @@ export async function getSettings(ctx: ClientContext, request: ConfigGetRequest)
   return (key ? [key] : SETTING_KEYS).map((k) => effectiveSetting(rows, k, namespace ?? null, defaultSettings()));
 }
 
-export async function setSetting(ctx: ClientContext, request: ConfigSetRequest, opts: WriteOptions): Promise<EffectiveSetting> {
-  const { key, value, namespace } = parseRequest(configSetRequestSchema, request);
-  return configure(ctx, { key, namespace: namespace ?? null, value }, opts);
+/** A setting change's plan: the change, and its run's own id (drawn here). */
+interface ConfigurePlan {
+  change: Omit<ConfigureInput, 'catalogId'>;
+  runId: string;
 }
 
-export async function unsetSetting(ctx: ClientContext, request: ConfigUnsetRequest, opts: WriteOptions): Promise<EffectiveSetting> {
-  const { key, namespace } = parseRequest(configUnsetRequestSchema, request);
-  return configure(ctx, { key, namespace: namespace ?? null }, opts);
-}
+export const setSettingCall: CallRecord<ConfigSetRequest, ConfigurePlan, EffectiveSetting> = {
+  plan(_ctx, request) {
+    const { key, value, namespace } = parseRequest(configSetRequestSchema, request);
+    return { plan: { change: { key, namespace: namespace ?? null, value }, runId: randomUUID() } };
+  },
+  execute: (ctx, plan, opts) => configure(ctx, plan, opts),
+};
 
-async function configure(ctx: ClientContext, change: Omit<ConfigureInput, 'catalogId'>, opts: WriteOptions): Promise<EffectiveSetting> {
-  const timeoutMs = callTimeout(ctx, opts);
+export const unsetSettingCall: CallRecord<ConfigUnsetRequest, ConfigurePlan, EffectiveSetting> = {
+  plan(_ctx, request) {
+    const { key, namespace } = parseRequest(configUnsetRequestSchema, request);
+    return { plan: { change: { key, namespace: namespace ?? null }, runId: randomUUID() } };
+  },
+  execute: (ctx, plan, opts) => configure(ctx, plan, opts),
+};
+
+async function configure(
+  ctx: ClientContext,
+  { change, runId }: ConfigurePlan,
+  opts: WriteOptions & ExecuteOptions,
+): Promise<EffectiveSetting> {
   const record = OPERATIONS.configure;
   const scope = change.namespace === null ? 'globally' : `for namespace ${change.namespace}`;
   const what = change.value === undefined ? `unset ${change.key} ${scope}` : `set ${change.key} ${scope}`;
   const rows = await startAndWait<typeof configureTrash>(ctx, {
-    workflowId: record.workflowId(randomUUID(), ctx.catalog.id),
+    workflowId: record.workflowId(runId, ctx.catalog.id),
     what,
     check: '`tablefate config get`',
-    timeoutMs,
+    timeoutMs: callTimeout(ctx, opts),
+    requestId: opts.requestId,
     run: { record, input: change, target: {}, summary: what },
   });
   return effectiveSetting(rows, change.key, change.namespace, defaultSettings());

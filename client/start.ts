@@ -3,7 +3,8 @@ import { WrongStateError } from '../domain/errors';
 import { STARTED_BY_MEMO, type AnyOperation, type OperationTarget } from '../domain/operations';
 import { describeCheck, type ClientContext } from './context';
 import type { WriteOptions } from './options';
-import { temporalClient } from './temporal';
+import type { ExecuteOptions } from './calls';
+import { temporalClient, temporalClientInternals } from './temporal';
 import type { Operation } from './writes';
 
 /** What every start adds to a run's input (see startOptions). */
@@ -36,6 +37,12 @@ export type Outcome<R> = { answer: R } | { error: unknown };
 /** One SDK write: what its caller is told about it if it fails or times out (Operation), and the run it starts. */
 export interface Call<W extends Workflow, R> extends Operation {
   timeoutMs: number;
+  /**
+   * The request's own id, when the same write may be executed again (a contract call's activity, after its worker
+   * died): the server answers a start with the run this id started (Temporal's start request id, which dedupes even
+   * after that run closed), and an update sent with the start with its first outcome (the update's id).
+   */
+  requestId?: string;
   /** The run to start; or what makes it, asked after the worker check and again on each attempt `again` asks for. */
   run: Run<W, R> | ((attempt: number) => Promise<Run<W, R>>);
   /**
@@ -55,13 +62,14 @@ export function onTable(
   tableId: number,
   what: string,
   timeoutMs: number,
-  opts: WriteOptions,
-): Operation & { timeoutMs: number } {
+  opts: WriteOptions & ExecuteOptions,
+): Operation & { timeoutMs: number; requestId?: string } {
   return {
     workflowId: record.workflowId(tableId, ctx.catalog.id),
     what,
     check: describeCheck(tableId),
     timeoutMs,
+    requestId: opts.requestId,
     onDetails: opts.onDetails,
   };
 }
@@ -77,7 +85,7 @@ export function startAndWait<W extends Workflow, R = WorkflowResultType<W>>(ctx:
       const run = typeof call.run === 'function' ? await call.run(attempt) : call.run;
       let outcome: Outcome<R>;
       try {
-        outcome = { answer: await startOnce(ctx, run, run.workflowId ?? call.workflowId, started, signal) };
+        outcome = { answer: await startOnce(ctx, run, run.workflowId ?? call.workflowId, call.requestId, started, signal) };
       } catch (error) {
         outcome = { error };
       }
@@ -93,16 +101,21 @@ async function startOnce<W extends Workflow, R>(
   ctx: ClientContext,
   run: Run<W, R>,
   workflowId: string,
+  requestId: string | undefined,
   started: () => void,
   signal: AbortSignal,
 ): Promise<R> {
-  const options = startOptions(ctx, run, workflowId);
+  const options = startOptions(ctx, run, workflowId, requestId);
   const { WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError } = temporalClient();
   if (run.update) {
     const start = new WithStartWorkflowOperation<W>(run.record.workflowType, options);
     // (An update-with-start tells nothing before its answer: the run exists once its handle does.)
     start.workflowHandle().then(started, () => undefined);
-    return ctx.client.workflow.executeUpdateWithStart(run.update.definition, { args: run.update.args, startWorkflowOperation: start });
+    return ctx.client.workflow.executeUpdateWithStart(run.update.definition, {
+      args: run.update.args,
+      ...(requestId === undefined ? {} : { id: requestId }),
+      startWorkflowOperation: start,
+    });
   }
   let handle: WorkflowHandle<W>;
   try {
@@ -127,8 +140,11 @@ function startOptions<W extends Workflow>(
   ctx: ClientContext,
   run: Run<W, unknown>,
   workflowId: string,
+  requestId: string | undefined,
 ): WorkflowStartOptions<W> & AnyOperation['start'] {
   const options = {
+    // (The SDK's own way to give a start its request id, as its Nexus helpers do: not in WorkflowStartOptions' types.)
+    ...(requestId === undefined ? {} : { [temporalClientInternals().InternalWorkflowStartOptionsSymbol]: { requestId } }),
     workflowId,
     taskQueue: ctx.taskQueue,
     args: [{ ...run.input, catalogId: ctx.catalog.id, lockWait: ctx.lockWait, startedBy: ctx.startedBy }],

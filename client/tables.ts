@@ -28,35 +28,43 @@ import { checkForDriver, expectedName, liveTable } from './names';
 import type { WriteOptions } from './options';
 import { withSizes } from './sizes';
 import { onTable, startAndWait } from './start';
+import type { CallRecord, ExecuteOptions } from './calls';
 
 /** The tables themselves: made (create, adopt), renamed, and read (describe, list). */
 
-export async function create(ctx: ClientContext, request: CreateRequest, opts: WriteOptions): Promise<TableInfo> {
-  // A table of PostgreSQL is one real table unless more shards are asked for.
-  const asked = ctx.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
-  const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
-  checkForDriver(ctx.storageDriver, { table, shards, columns, like });
-  const params: CreateParams = { shards, ...definitionOf({ shards, columns, like }) };
-  return startCreate(ctx, OPERATIONS.create, table, params, opts);
+/** A create's or an adopt's plan: the table's name and what it is made with. */
+interface CreatePlan {
+  op: 'create' | 'adopt';
+  table: TableName;
+  params: CreateParams;
 }
 
-export async function adopt(ctx: ClientContext, request: AdoptRequest, opts: WriteOptions): Promise<TableInfo> {
-  const { table, node } = parseRequest(OPERATION_REQUESTS.adopt, request);
-  if (ctx.storageDriver !== 'postgres') {
-    throw new InvalidInputError('adopt is for the postgres storage driver: it registers a PostgreSQL table that exists already');
-  }
-  checkForDriver(ctx.storageDriver, { table, shards: 1 });
-  return startCreate(ctx, OPERATIONS.adopt, table, { shards: 1, adopt: { node } }, opts);
-}
+export const createCall: CallRecord<CreateRequest, CreatePlan, TableInfo> = {
+  plan(ctx, request) {
+    // A table of PostgreSQL is one real table unless more shards are asked for.
+    const asked = ctx.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
+    const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
+    checkForDriver(ctx.storageDriver, { table, shards, columns, like });
+    return { plan: { op: 'create', table, params: { shards, ...definitionOf({ shards, columns, like }) } } };
+  },
+  execute: (ctx, plan, opts) => startCreate(ctx, plan, opts),
+};
 
-/** A create or an adopt (the same workflow, under each one's id): started or joined, and its answer checked against `params`. */
-async function startCreate(
-  ctx: ClientContext,
-  record: typeof OPERATIONS.create | typeof OPERATIONS.adopt,
-  table: TableName,
-  params: CreateParams,
-  opts: WriteOptions,
-): Promise<TableInfo> {
+export const adoptCall: CallRecord<AdoptRequest, CreatePlan, TableInfo> = {
+  plan(ctx, request) {
+    const { table, node } = parseRequest(OPERATION_REQUESTS.adopt, request);
+    if (ctx.storageDriver !== 'postgres') {
+      throw new InvalidInputError('adopt is for the postgres storage driver: it registers a PostgreSQL table that exists already');
+    }
+    checkForDriver(ctx.storageDriver, { table, shards: 1 });
+    return { plan: { op: 'adopt', table, params: { shards: 1, adopt: { node } } } };
+  },
+  execute: (ctx, plan, opts) => startCreate(ctx, plan, opts),
+};
+
+/** A create or an adopt (the same workflow, under each one's id): started or joined, and its answer checked against its params. */
+async function startCreate(ctx: ClientContext, { op, table, params }: CreatePlan, opts: WriteOptions & ExecuteOptions): Promise<TableInfo> {
+  const record = OPERATIONS[op];
   const timeoutMs = callTimeout(ctx, opts);
   const label = formatTableName(table);
   const created = await startAndWait<typeof createTable>(ctx, {
@@ -64,6 +72,7 @@ async function startCreate(
     what: `${record.name} of ${label}`,
     check: describeCheck(label),
     timeoutMs,
+    requestId: opts.requestId,
     onDetails: opts.onDetails,
     run: {
       record,
@@ -92,31 +101,42 @@ async function startCreate(
   return created;
 }
 
-export async function rename(ctx: ClientContext, request: RenameRequest, opts: WriteOptions): Promise<TableInfo> {
-  const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
-  // A rename changes the catalog only; a PostgreSQL table would keep its old name where services query it.
-  if (ctx.storageDriver === 'postgres') {
-    throw new InvalidInputError('rename is not available with the postgres storage driver yet: drop and recall under the new name');
-  }
-  const timeoutMs = callTimeout(ctx, opts);
-  const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
-  if (!table) throw tableNotFound(ref.kind === 'id' ? ref.id : ref);
-  // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
-  if (table.state !== 'READY') throw notRenamable(table);
-  if (table.namespace === newName.namespace && table.name === newName.name) return toTableInfo(table);
-  const tableId = table.id;
-  const record = OPERATIONS.rename;
-  const to = formatTableName(newName);
-  return startAndWait<typeof renameTable>(ctx, {
-    ...onTable(ctx, record, tableId, `rename of table ${tableId} to ${to}`, timeoutMs, opts),
-    run: {
-      record,
-      input: { tableId, newName, expectedName: expectedName(ref) },
-      target: { tableId, ...newName },
-      summary: `rename table ${tableId} (${formatTableName(table)}) to ${to}`,
-    },
-  });
+/** A rename's plan: the table, as it was found under the name or id given, and its new name. */
+interface RenamePlan {
+  tableId: number;
+  from: string;
+  newName: TableName;
+  expectedName?: TableName;
 }
+
+export const renameCall: CallRecord<RenameRequest, RenamePlan, TableInfo> = {
+  async plan(ctx, request) {
+    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
+    // A rename changes the catalog only; a PostgreSQL table would keep its old name where services query it.
+    if (ctx.storageDriver === 'postgres') {
+      throw new InvalidInputError('rename is not available with the postgres storage driver yet: drop and recall under the new name');
+    }
+    const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
+    if (!table) throw tableNotFound(ref.kind === 'id' ? ref.id : ref);
+    // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
+    if (table.state !== 'READY') throw notRenamable(table);
+    if (table.namespace === newName.namespace && table.name === newName.name) return { done: toTableInfo(table) };
+    return { plan: { tableId: table.id, from: formatTableName(table), newName, expectedName: expectedName(ref) } };
+  },
+  execute(ctx, { tableId, from, newName, expectedName: expected }, opts) {
+    const record = OPERATIONS.rename;
+    const to = formatTableName(newName);
+    return startAndWait<typeof renameTable>(ctx, {
+      ...onTable(ctx, record, tableId, `rename of table ${tableId} to ${to}`, callTimeout(ctx, opts), opts),
+      run: {
+        record,
+        input: { tableId, newName, expectedName: expected },
+        target: { tableId, ...newName },
+        summary: `rename table ${tableId} (${from}) to ${to}`,
+      },
+    });
+  },
+};
 
 export async function list(ctx: ClientContext, request: ListRequest): Promise<TableInfo[]> {
   const { includeTrashed, after, limit, withSizes: sized } = parseRequest(listRequestSchema, request);

@@ -12,3 +12,7 @@ export const temporalClient = (): typeof import('@temporalio/client') =>
 /** @temporalio/common (the failures a workflow fails with), as temporalClient. */
 export const temporalCommon = (): typeof import('@temporalio/common') =>
   require('@temporalio/common') as typeof import('@temporalio/common');
+
+/** @temporalio/client's internal symbols (a start's request id), as temporalClient. */
+export const temporalClientInternals = (): typeof import('@temporalio/client/lib/internal') =>
+  require('@temporalio/client/lib/internal') as typeof import('@temporalio/client/lib/internal');

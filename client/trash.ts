@@ -3,7 +3,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, trashedUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
-import { formatTableName } from '../domain/names';
+import { formatTableName, type TableName } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
 import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
@@ -23,6 +23,7 @@ import { applicationFailureOf, isNotFoundStatus, isRunNotFound } from './errors'
 import { checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
 import type { UndeleteOptions, WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
+import type { CallRecord, ExecuteOptions } from './calls';
 
 /** The trash: a table moved to it (trash), brought back (undelete), deleted for good (purge), kept longer or shorter (retention). */
 
@@ -31,8 +32,24 @@ const PROGRESS_POLL_MS = 300;
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function trash(ctx: ClientContext, request: TrashRequest, opts: WriteOptions): Promise<TableInfo> {
-  const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
+/** A trash's plan: the name asked for, the table that bore it when asked, and the drop's own settings. */
+interface TrashPlan {
+  name: TableName;
+  table: TableRecord;
+  retentionSeconds?: number;
+  drainTimeoutSeconds?: number;
+}
+
+export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
+  async plan(ctx, request) {
+    const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
+    return { plan: { name, table: await liveTable(ctx.catalog, name), retentionSeconds, drainTimeoutSeconds } };
+  },
+  execute: (ctx, plan, opts) => trash(ctx, plan, opts),
+};
+
+async function trash(ctx: ClientContext, plan: TrashPlan, opts: WriteOptions & ExecuteOptions): Promise<TableInfo> {
+  const { name, retentionSeconds, drainTimeoutSeconds } = plan;
   // A drop may wait for its drain (leases, PostgreSQL sessions) up to its drain timeout: unless the call or the client
   // says otherwise, it waits for its answer that long and a little more, so that a drain is not mistaken for a server
   // that does not answer.
@@ -40,8 +57,9 @@ export async function trash(ctx: ClientContext, request: TrashRequest, opts: Wri
   const timeoutMs =
     opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven ? Math.max(ctx.defaultTimeoutMs, drainMs + 30_000) : callTimeout(ctx, opts);
   const label = formatTableName(name);
-  const requestId = randomUUID();
-  let table = await liveTable(ctx.catalog, name);
+  // (The trash run answers only the request that started it, once the table is in the trash: see answerTheCaller.)
+  const requestId = opts.requestId ?? randomUUID();
+  let table = plan.table;
   const record = OPERATIONS.trash;
   const workflowId = () => record.workflowId(table.id, ctx.catalog.id);
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
@@ -128,30 +146,43 @@ async function closedRunError(run: WorkflowHandle, fallback: unknown): Promise<u
   }
 }
 
-export async function undelete(ctx: ClientContext, request: UndeleteRequest, opts: UndeleteOptions): Promise<TableInfo> {
-  const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
-  if (newName && ctx.storageDriver === 'postgres') checkSchemaFor(newName);
-  const timeoutMs = callTimeout(ctx, opts);
-  const trashed = await trashedTable(ctx.catalog, ref);
-  const tableId = trashed.id;
-  const target = newName ?? trashed;
-  const record = OPERATIONS.undelete;
-  const { onProgress } = opts;
-  return startAndWait<typeof undeleteTable>(ctx, {
-    ...onTable(ctx, record, tableId, `undelete of table ${tableId}`, timeoutMs, opts),
-    run: {
-      record,
-      input: { tableId, newName, expectedName: expectedName(ref) },
-      target: { tableId, namespace: target.namespace, name: target.name },
-      summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
-      answer: async (handle, signal) => {
-        const result = handle.result();
-        if (onProgress) await reportProgress(handle, result, onProgress, signal);
-        return await result;
-      },
-    },
-  });
+/** An undelete's plan: the trashed table found, and the name it comes back under. */
+interface UndeletePlan {
+  tableId: number;
+  newName?: TableName;
+  expectedName?: TableName;
+  target: TableName;
 }
+
+export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
+  async plan(ctx, request) {
+    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    if (newName && ctx.storageDriver === 'postgres') checkSchemaFor(newName);
+    const trashed = await trashedTable(ctx.catalog, ref);
+    const target = newName ?? trashed;
+    return {
+      plan: { tableId: trashed.id, newName, expectedName: expectedName(ref), target: { namespace: target.namespace, name: target.name } },
+    };
+  },
+  execute(ctx, { tableId, newName, expectedName: expected, target }, opts) {
+    const record = OPERATIONS.undelete;
+    const { onProgress } = opts;
+    return startAndWait<typeof undeleteTable>(ctx, {
+      ...onTable(ctx, record, tableId, `undelete of table ${tableId}`, callTimeout(ctx, opts), opts),
+      run: {
+        record,
+        input: { tableId, newName, expectedName: expected },
+        target: { tableId, ...target },
+        summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
+        answer: async (handle, signal) => {
+          const result = handle.result();
+          if (onProgress) await reportProgress(handle, result, onProgress, signal);
+          return await result;
+        },
+      },
+    });
+  },
+};
 
 /** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
 function reportProgress(
@@ -173,37 +204,55 @@ function reportProgress(
   );
 }
 
-export async function purge(ctx: ClientContext, request: PurgeRequest, opts: WriteOptions): Promise<TableInfo> {
-  const { tableId } = parseRequest(OPERATION_REQUESTS.purge, request);
-  const timeoutMs = callTimeout(ctx, opts);
-  const table = await ctx.catalog.getTable(tableId);
-  if (!table) throw tableNotFound(tableId);
-  // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
-  if (table.state === 'TRASHED' && table.hold) throw onHold({ ...table, hold: table.hold });
-  const record = OPERATIONS.purge;
-  const purged = await startAndWait<typeof purgeTable>(ctx, {
-    ...onTable(ctx, record, tableId, `purge of table ${tableId}`, timeoutMs, opts),
-    run: {
-      record,
-      input: { tableId, trigger: 'manual' },
-      target: { tableId, namespace: table.namespace, name: table.name },
-      summary: `purge table ${tableId}`,
-    },
-  });
-  // Joined a purge started by the trash timer that found the table restored: nothing was purged.
-  if (purged.state !== 'PURGED') throw notTrashed({ id: tableId, state: purged.state }, 'can be purged');
-  return purged;
+/** A purge's plan: the trashed table, as found. */
+interface PurgePlan {
+  tableId: number;
+  target: TableName;
 }
+
+export const purgeCall: CallRecord<PurgeRequest, PurgePlan, TableInfo> = {
+  async plan(ctx, request) {
+    const { tableId } = parseRequest(OPERATION_REQUESTS.purge, request);
+    const table = await ctx.catalog.getTable(tableId);
+    if (!table) throw tableNotFound(tableId);
+    // (Checked again under the lock by the workflow; here, to refuse at once what must not be purged.)
+    if (table.state === 'TRASHED' && table.hold) throw onHold({ ...table, hold: table.hold });
+    return { plan: { tableId, target: { namespace: table.namespace, name: table.name } } };
+  },
+  async execute(ctx, { tableId, target }, opts) {
+    const record = OPERATIONS.purge;
+    const purged = await startAndWait<typeof purgeTable>(ctx, {
+      ...onTable(ctx, record, tableId, `purge of table ${tableId}`, callTimeout(ctx, opts), opts),
+      run: { record, input: { tableId, trigger: 'manual' }, target: { tableId, ...target }, summary: `purge table ${tableId}` },
+    });
+    // Joined a purge started by the trash timer that found the table restored: nothing was purged.
+    if (purged.state !== 'PURGED') throw notTrashed({ id: tableId, state: purged.state }, 'can be purged');
+    return purged;
+  },
+};
 
 /**
  * A retention change starts no run: it is an update to the table's trash run, which moves its own timer. It has a
  * write's deadline and typed errors all the same (WriteRunner).
  */
-export async function setRetention(ctx: ClientContext, request: RetentionRequest, opts: WriteOptions): Promise<TableInfo> {
-  const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
+export const retentionCall: CallRecord<RetentionRequest, { tableId: number; retentionSeconds: number }, TableInfo> = {
+  async plan(ctx, request) {
+    const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
+    const table = await trashedTable(ctx.catalog, ref);
+    if (table.state !== 'TRASHED') throw notTrashed(table, 'has a retention to change');
+    return { plan: { tableId: table.id, retentionSeconds } };
+  },
+  // (The same retention again changes nothing: a repeated execute needs no request id.)
+  execute: (ctx, plan, opts) => setRetention(ctx, plan, opts),
+};
+
+async function setRetention(
+  ctx: ClientContext,
+  { tableId, retentionSeconds }: { tableId: number; retentionSeconds: number },
+  opts: WriteOptions,
+): Promise<TableInfo> {
   const timeoutMs = callTimeout(ctx, opts);
-  const table = await trashedTable(ctx.catalog, ref);
-  if (table.state !== 'TRASHED') throw notTrashed(table, 'has a retention to change');
+  const table = { id: tableId };
   const workflowId = OPERATIONS.trash.workflowId(table.id, ctx.catalog.id);
   const op = { workflowId, what: `retention change of table ${table.id}`, check: describeCheck(table.id) };
   return ctx.writes.run(op, timeoutMs, async (started, signal) => {

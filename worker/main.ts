@@ -143,6 +143,7 @@ export async function runWorker(
         storageRetryAttempts: config.storageRetryAttempts,
         orphanGraceSeconds: config.orphanGraceSeconds,
         maxCachedWorkflows: config.workflowCache,
+        storageDriver: config.storageDriver,
         logger,
         onFatal,
         workflowBundle: { codePath },

@@ -8,6 +8,8 @@ import { DEFAULT_WORKFLOW_CACHE } from '../domain/limits';
 import type { Logger } from './logger';
 import { WORKFLOW_CODE } from './workflow-bundle';
 import { activityLogFields } from './telemetry';
+import { createContractActivities } from '../contract/activities';
+import type { StorageDriverName } from '../domain/deployment';
 
 export interface TableFateWorkerOptions {
   connection: NativeConnection;
@@ -38,6 +40,8 @@ export interface TableFateWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** How many workflow runs the worker keeps in memory between their tasks (DEFAULT_WORKFLOW_CACHE, TABLEFATE_WORKFLOW_CACHE). */
   maxCachedWorkflows?: number;
+  /** The deployment's storage driver (TABLEFATE_STORAGE_DRIVER; `files` when absent): what the contract's calls may ask for. */
+  storageDriver?: StorageDriverName;
 }
 
 /**
@@ -149,13 +153,15 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     : undefined;
   const all = { ...orchestration, ...storageActivities } as Activities;
   const activities = opts.wrapActivities ? opts.wrapActivities(all) : all;
+  // The contract's calls (workflows/contract.ts): the SDK's own, run here for services in other languages.
+  const contract = createContractActivities({ catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver ?? 'files' });
   const common = { connection: opts.connection, namespace: opts.namespace, interceptors: { activity: [activityLogFields] } };
   const workers = [
     await Worker.create({
       ...common,
       taskQueue,
       maxCachedWorkflows: opts.maxCachedWorkflows ?? DEFAULT_WORKFLOW_CACHE,
-      activities: pick(activities, STORAGE_ACTIVITY_NAMES, false),
+      activities: { ...pick(activities, STORAGE_ACTIVITY_NAMES, false), ...contract },
       ...(opts.workflowBundle
         ? { workflowBundle: opts.workflowBundle }
         : {

@@ -10,3 +10,5 @@ export { holdTable } from './hold';
 export { leaseTable } from './lease';
 export { configureTrash } from './configure';
 export { evictTrash } from './evict';
+// The contract's calls, for services in any language (domain/contract.ts): tablefate.v1.<call>.
+export * from './contract';

@@ -199,6 +199,7 @@ export class Harness {
       now: this.opts.activityClock,
       orphanGraceSeconds: this.opts.orphanGraceSeconds,
       wrapActivities: this.opts.everyCallTwice ? twice : undefined,
+      storageDriver: this.opts.postgresNodes ? 'postgres' : 'files',
     });
     this.worker = worker;
     this.running = worker.run().finally(() => connection.close());

@@ -1,0 +1,72 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { CatalogReader } from '../catalog/catalog';
+import { TableFateClient } from '../client';
+import type { ContractActivities } from '../domain/contract';
+import type { StorageDriverName } from '../domain/deployment';
+import { TableFateError } from '../domain/errors';
+
+/** What a contract call's execute waits for at most: a lock wait or a drain may be long; the caller's own deadline is theirs. */
+const EXECUTE_TIMEOUT_MS = 24 * 3600 * 1000;
+/** How often the waiting activity tells the server it is alive (its heartbeat timeout is 10 s: workflows/contract.ts). */
+const HEARTBEAT_MS = 3_000;
+
+/**
+ * Failures the next attempt may cure: the server lost a moment, the wait's own deadline. Every other failure is the
+ * answer (a refusal, the operation's own failure), not retried.
+ */
+const RETRYABLE = new Set(['ServerUnreachable', 'OperationTimeout', 'NoWorker']);
+
+/**
+ * The activities of the contract's calls (workflows/contract.ts): the SDK's call in its two halves, run by the worker
+ * with its own catalog and its own Temporal client, in the name of the contract run that asks.
+ */
+export function createContractActivities(deps: {
+  catalog: CatalogReader;
+  taskQueue: string;
+  storageDriver: StorageDriverName;
+}): ContractActivities {
+  const sdk = (): TableFateClient => {
+    const { workflowExecution, workflowType } = Context.current().info;
+    return new TableFateClient({
+      client: Context.current().client,
+      catalog: deps.catalog,
+      taskQueue: deps.taskQueue,
+      storageDriver: deps.storageDriver,
+      // Who started it, as `history` and `ops` show it: the contract's run, by its type and id.
+      identity: `${workflowType} ${workflowExecution?.workflowId ?? '?'}`,
+    });
+  };
+  return {
+    async planContractCall({ name, request }) {
+      return typed(() => sdk().planCall(name, request));
+    },
+    async executeContractCall({ name, plan, requestId }) {
+      const beat = setInterval(() => Context.current().heartbeat(), HEARTBEAT_MS);
+      try {
+        Context.current().heartbeat();
+        // (The call stops waiting, and the operation goes on, when the contract's run is cancelled or the worker stops.)
+        return await typed(() => sdk().executeCall(name, plan, { requestId, timeoutMs: EXECUTE_TIMEOUT_MS }));
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}
+
+/** A TableFateError as the failure a caller in another language reads: its type name, its message, what it carries. */
+async function typed<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!(err instanceof TableFateError)) throw err;
+    const { type, message } = err;
+    const carried = Object.fromEntries(Object.entries(err).filter(([key]) => key !== 'type' && key !== 'name' && key !== 'cause'));
+    throw ApplicationFailure.create({
+      type,
+      message,
+      nonRetryable: !RETRYABLE.has(type),
+      details: Object.keys(carried).length > 0 ? [carried] : [],
+    });
+  }
+}

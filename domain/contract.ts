@@ -1,0 +1,46 @@
+/**
+ * The calls a service in any language may make (docs/contract): each is a workflow of its own on the deployment's task
+ * queue, `tablefate.v1.<name>`, whose input is the SDK's request and whose result is the SDK's answer, and an operation
+ * of the same name of the Nexus service `tablefate`. Pure: the workflows (workflows/contract.ts) are made from it.
+ */
+
+/** The contract's version: a change that breaks a caller is a new version, whose calls are new workflow types. */
+export const CONTRACT_VERSION = 1;
+
+/** The Nexus service that offers the calls (an endpoint routes it to the deployment's namespace and task queue). */
+export const NEXUS_SERVICE = 'tablefate';
+
+/** The writes: each starts (or joins) one operation's run and answers once it is done. */
+export const CONTRACT_WRITES = [
+  'create',
+  'adopt',
+  'trash',
+  'undelete',
+  'purge',
+  'rename',
+  'hold',
+  'release',
+  'setRetention',
+  'acquireLease',
+  'renewLease',
+  'releaseLease',
+  'setSetting',
+  'unsetSetting',
+] as const;
+
+/** The reads: answered from the catalog (and, for sizes, the nodes) at once. */
+export const CONTRACT_READS = ['describe', 'list', 'listLeases', 'getSettings'] as const;
+
+export const CONTRACT_CALLS = [...CONTRACT_WRITES, ...CONTRACT_READS] as const;
+export type ContractCallName = (typeof CONTRACT_CALLS)[number];
+
+/** The workflow type of a call: `tablefate.v1.create`. */
+export const contractWorkflowType = (name: ContractCallName): string => `tablefate.v${CONTRACT_VERSION}.${name}`;
+
+/** What the contract's workflows ask of the activities (contract/activities.ts). */
+export interface ContractActivities {
+  /** The call's first half: its answer already (a read, a change already made), or its plan. */
+  planContractCall(input: { name: ContractCallName; request: unknown }): Promise<{ done: unknown } | { plan: unknown }>;
+  /** The call's second half: starts or joins the planned run (the request's id: the same run, however often) and waits. */
+  executeContractCall(input: { name: ContractCallName; plan: unknown; requestId: string }): Promise<unknown>;
+}
