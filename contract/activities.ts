@@ -1,10 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { CatalogReader } from '../catalog/catalog';
-import { TableFateClient } from '../client';
 import type { ContractActivities } from '../domain/contract';
-import type { StorageDriverName } from '../domain/deployment';
 import { TableFateError } from '../domain/errors';
+import { contractClient, type ContractDeps } from './sdk';
 
 /** What a contract call's execute waits for at most: a lock wait or a drain may be long; the caller's own deadline is theirs. */
 const EXECUTE_TIMEOUT_MS = 24 * 3600 * 1000;
@@ -21,21 +19,10 @@ const RETRYABLE = new Set(['ServerUnreachable', 'OperationTimeout', 'NoWorker'])
  * The activities of the contract's calls (workflows/contract.ts): the SDK's call in its two halves, run by the worker
  * with its own catalog and its own Temporal client, in the name of the contract run that asks.
  */
-export function createContractActivities(deps: {
-  catalog: CatalogReader;
-  taskQueue: string;
-  storageDriver: StorageDriverName;
-}): ContractActivities {
-  const sdk = (): TableFateClient => {
+export function createContractActivities(deps: ContractDeps): ContractActivities {
+  const sdk = () => {
     const { workflowExecution, workflowType } = Context.current().info;
-    return new TableFateClient({
-      client: Context.current().client,
-      catalog: deps.catalog,
-      taskQueue: deps.taskQueue,
-      storageDriver: deps.storageDriver,
-      // Who started it, as `history` and `ops` show it: the contract's run, by its type and id.
-      identity: `${workflowType} ${workflowExecution?.workflowId ?? '?'}`,
-    });
+    return contractClient(deps, Context.current().client, `${workflowType} ${workflowExecution?.workflowId ?? '?'}`);
   };
   return {
     async planContractCall({ name, request }) {
@@ -55,7 +42,7 @@ export function createContractActivities(deps: {
 }
 
 /** A TableFateError as the failure a caller in another language reads: its type name, its message, what it carries. */
-async function typed<T>(call: () => Promise<T>): Promise<T> {
+export async function typed<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {

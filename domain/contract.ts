@@ -10,6 +10,9 @@ export const CONTRACT_VERSION = 1;
 /** The Nexus service that offers the calls (an endpoint routes it to the deployment's namespace and task queue). */
 export const NEXUS_SERVICE = 'tablefate';
 
+/** The endpoint `tablefate dev` and `tablefate cluster up` make for it, routed to the deployment's task queue. */
+export const NEXUS_ENDPOINT = 'tablefate';
+
 /** The writes: each starts (or joins) one operation's run and answers once it is done. */
 export const CONTRACT_WRITES = [
   'create',

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import { InvalidInputError } from '../domain/errors';
-import { redactUrl } from '../domain/deployment';
+import { redactUrl, TASK_QUEUE } from '../domain/deployment';
 import { findGoTool, findServerSchemas, TEMPORAL_SERVER, TEMPORAL_SERVER_VERSION, TEMPORAL_SQL_TOOL, TEMPORAL_UI_SERVER } from './go-tools';
 import { freePorts, freePortsBetween, HOST, logTail, tcpAccepts } from './local-host';
 import {
@@ -20,6 +20,8 @@ import {
 } from './local-postgres';
 import { ensureNamespace } from './namespaces';
 import { registerSearchAttributes, searchAttributesServed } from './search-attributes';
+import { ensureNexusEndpoint } from './nexus-endpoint';
+import { NEXUS_ENDPOINT } from '../domain/contract';
 import { ONE_PARTITION } from './dev-server';
 
 const execFileAsync = promisify(execFile);
@@ -590,6 +592,9 @@ export class TemporalCluster {
       const added = await registerSearchAttributes(connection, namespace);
       if (added.length > 0) this.log(`namespace ${namespace}: search attributes ${added.join(', ')} added`);
       await searchAttributesServed(connection, namespace, Math.max(1000, deadline - Date.now()));
+      // The contract's calls as Nexus operations, for workflows of any namespace: routed to the workers' queue.
+      const endpoint = await ensureNexusEndpoint(connection, { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE });
+      if (endpoint !== 'kept') this.log(`Nexus endpoint ${NEXUS_ENDPOINT}: ${endpoint}, to ${namespace}/${TASK_QUEUE}`);
     } finally {
       await connection.close();
     }

@@ -5,6 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Connection } from '@temporalio/client';
 import { statePaths } from '../config/paths';
 import { registerSearchAttributes } from './search-attributes';
+import { ensureNexusEndpoint } from './nexus-endpoint';
+import { NEXUS_ENDPOINT } from '../domain/contract';
+import { TASK_QUEUE } from '../domain/deployment';
 import { findTemporalCli } from './go-tools';
 import { assertPortFree, freePorts, HOST, logTail, LOG_TAIL_LINES, tcpAccepts } from './local-host';
 
@@ -258,8 +261,10 @@ export class DevServer {
 
     try {
       await registerSearchAttributes(connection, namespace);
+      // The contract's calls as Nexus operations, for workflows of any namespace: routed to the worker's queue.
+      await ensureNexusEndpoint(connection, { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE });
     } catch (err) {
-      return fail(`answered, but registering the search attributes failed: ${(err as Error).message}`, state.exit);
+      return fail(`answered, but registering the search attributes or the Nexus endpoint failed: ${(err as Error).message}`, state.exit);
     } finally {
       await connection.close().catch(() => undefined);
     }

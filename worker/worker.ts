@@ -9,6 +9,7 @@ import type { Logger } from './logger';
 import { WORKFLOW_CODE } from './workflow-bundle';
 import { activityLogFields } from './telemetry';
 import { createContractActivities } from '../contract/activities';
+import { tablefateServiceHandler } from '../contract/nexus';
 import type { StorageDriverName } from '../domain/deployment';
 
 export interface TableFateWorkerOptions {
@@ -154,7 +155,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   const all = { ...orchestration, ...storageActivities } as Activities;
   const activities = opts.wrapActivities ? opts.wrapActivities(all) : all;
   // The contract's calls (workflows/contract.ts): the SDK's own, run here for services in other languages.
-  const contract = createContractActivities({ catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver ?? 'files' });
+  const contractDeps = { catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver ?? 'files' } as const;
+  const contract = createContractActivities(contractDeps);
   const common = { connection: opts.connection, namespace: opts.namespace, interceptors: { activity: [activityLogFields] } };
   const workers = [
     await Worker.create({
@@ -162,6 +164,8 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
       taskQueue,
       maxCachedWorkflows: opts.maxCachedWorkflows ?? DEFAULT_WORKFLOW_CACHE,
       activities: { ...pick(activities, STORAGE_ACTIVITY_NAMES, false), ...contract },
+      // The same calls as the Nexus service `tablefate`, for workflows that reach this queue through an endpoint.
+      nexusServices: [tablefateServiceHandler(contractDeps)],
       ...(opts.workflowBundle
         ? { workflowBundle: opts.workflowBundle }
         : {

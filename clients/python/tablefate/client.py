@@ -1,0 +1,44 @@
+"""tablefate's calls from a Python service: each a workflow of the contract, started by its type name and waited for."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Optional
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import WorkflowIDConflictPolicy
+
+from .calls import ANSWERS, DEFAULT_TASK_QUEUE, Calls, workflow_type
+from .errors import from_failure
+
+
+class TablefateClient(Calls):
+    """tablefate's calls on a Temporal client (the deployment's namespace): each answers as tablefate's SDK does.
+
+    Each call is a run of its own, ``tablefate.v1.<call>``, under the id ``tablefate-<call>-<request_id>``: the same
+    ``request_id`` again (a retry after a timeout, a lost connection, a restart) joins the same run and gets its answer,
+    never a second operation. Without one, each call draws its own. A call that fails raises the TablefateError of its
+    type (tablefate.errors: ``NameTakenError``, ``OnHoldError``...).
+    """
+
+    def __init__(self, client: Client, *, task_queue: str = DEFAULT_TASK_QUEUE):
+        self._client = client
+        self._task_queue = task_queue
+
+    async def call(self, name: str, req: dict[str, Any], *, request_id: Optional[str] = None) -> Any:
+        """Any call of the contract by its name, with its request as the contract's JSON; its answer read."""
+        read = ANSWERS[name]
+        try:
+            answer = await self._client.execute_workflow(
+                workflow_type(name),
+                req,
+                id=f"tablefate-{name}-{request_id or uuid.uuid4()}",
+                task_queue=self._task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+        except WorkflowFailureError as err:
+            typed = from_failure(err)
+            if typed is None:
+                raise
+            raise typed from err
+        return read(answer)
