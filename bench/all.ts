@@ -60,6 +60,8 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
     trash: '<= 1.0x (postgres <= 1.1x)',
     undelete: '<= 1.3x',
     purge: '<= 1.3x',
+    contract: '(a create by type name; no goal)',
+    nexus: '(a create through Nexus; no goal)',
   };
   for (const op of OPERATION_NAMES) {
     const cells = reports.map(({ report }) => `${(report.p50[op] / report.p50.floor).toFixed(2)}x`.padStart(width));

@@ -3,8 +3,9 @@
  * the trash's policies (a hold, its release, a lease taken and released, a trashed table's new retention) through the
  * SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same server, the same worker process
  * and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each as a multiple of the
- * floor's, then throughput: 32 creates at once against 32 floors at once. One setting per run (`npm run bench` runs
- * them all, bench/all.ts):
+ * floor's, then throughput: 32 creates at once against 32 floors at once. Then the contract's create, as a service in
+ * another language makes it: by workflow type (`tablefate.v1.create`, `contract`) and from a caller's workflow through
+ * the Nexus endpoint (`nexus`). One setting per run (`npm run bench` runs them all, bench/all.ts):
  *
  *   npm run bench:lifecycle                          (20 rounds, the dev server as `tablefate dev` starts it, files)
  *   npm run bench:lifecycle -- --rounds 50
@@ -22,12 +23,15 @@ import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench } from './setup';
+import { contractWorkflowType } from '../domain/contract';
+import { TASK_QUEUE } from '../domain/deployment';
 import { benchCli, printCliRows, type CliRow } from './cli';
 import { benchWorkerStart } from './worker-start';
 
-const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention'] as const;
+const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention', 'contract', 'nexus'] as const;
 type Op = (typeof OPS)[number];
 const FLOOR_QUEUE = 'bench-floor';
+const NEXUS_CALLER_QUEUE = 'bench-nexus-caller';
 const CONCURRENCY = 32;
 
 function percentile(values: readonly number[], p: number): number {
@@ -97,6 +101,28 @@ export async function benchLifecycle(
     }),
   );
   const floor = () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: `floor-${randomUUID()}` });
+  // The contract's callers: a service by type name, and a workflow of its own through Nexus (the endpoint `tablefate`,
+  // which the bench's server was given, routes to the bench's worker).
+  bench.alsoRun(
+    await Worker.create({
+      connection: bench.workerConnection,
+      namespace: 'default',
+      taskQueue: NEXUS_CALLER_QUEUE,
+      workflowsPath: require.resolve('./nexus-caller-workflow'),
+    }),
+  );
+  const byType = (table: string) =>
+    temporal.workflow.execute(contractWorkflowType('create'), {
+      taskQueue: TASK_QUEUE,
+      workflowId: `bench-contract-${randomUUID()}`,
+      args: [{ table, ...shape }],
+    });
+  const throughNexus = (table: string) =>
+    temporal.workflow.execute('createThroughNexus', {
+      taskQueue: NEXUS_CALLER_QUEUE,
+      workflowId: `bench-nexus-${randomUUID()}`,
+      args: [{ table, ...shape }],
+    });
 
   const samples = Object.fromEntries(['floor', ...OPS].map((op) => [op, [] as number[]])) as Record<Op | 'floor', number[]>;
   const throughput = { floor: [] as number[], create: [] as number[] };
@@ -126,6 +152,10 @@ export async function benchLifecycle(
       await timed(sink('retention'), () => client.setRetention({ table: table.id, retentionSeconds: 7200 }));
       await timed(sink('floor'), floor);
       await timed(sink('purge'), () => client.purge({ tableId: table.id }));
+      await timed(sink('floor'), floor);
+      await timed(sink('contract'), () => byType(`bench.k${round + 1}`));
+      await timed(sink('floor'), floor);
+      await timed(sink('nexus'), () => throughNexus(`bench.n${round + 1}`));
     }
     // Throughput: CONCURRENCY at once, floors and creates in turn, three times each.
     for (let batch = 0; batch < 3; batch++) {

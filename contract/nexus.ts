@@ -1,8 +1,10 @@
 import { getClient, startWorkflow, WorkflowRunOperationHandler } from '@temporalio/nexus';
 import * as nexus from 'nexus-rpc';
-import { CONTRACT_CALLS, CONTRACT_READS, contractWorkflowType, NEXUS_SERVICE, type ContractCallName } from '../domain/contract';
+import { CONTRACT_CALLS, CONTRACT_READS, contractWorkflowType, tablefateService, type ContractCallName } from '../domain/contract';
 import { typed } from './activities';
 import { contractClient, type ContractDeps } from './sdk';
+
+const isRead = (name: ContractCallName): boolean => (CONTRACT_READS as readonly string[]).includes(name);
 
 /**
  * The Nexus service `tablefate`: the contract's calls as operations of the same names, inputs and answers, for a
@@ -12,16 +14,6 @@ import { contractClient, type ContractDeps } from './sdk';
  * The run's id comes from the Nexus request id, so the server's retry of a start joins the run the first one started.
  * A read answers at once, in the handler.
  */
-export const tablefateService = nexus.service(
-  NEXUS_SERVICE,
-  Object.fromEntries(CONTRACT_CALLS.map((name) => [name, nexus.operation<unknown, unknown>()])) as Record<
-    ContractCallName,
-    nexus.OperationDefinition<unknown, unknown>
-  >,
-);
-
-const isRead = (name: ContractCallName): boolean => (CONTRACT_READS as readonly string[]).includes(name);
-
 export function tablefateServiceHandler(deps: ContractDeps) {
   const operation = (name: ContractCallName): nexus.OperationHandler<unknown, unknown> | nexus.SyncOperationHandler<unknown, unknown> =>
     isRead(name)

@@ -1,3 +1,5 @@
+import * as nexus from 'nexus-rpc';
+
 /**
  * The calls a service in any language may make (docs/contract): each is a workflow of its own on the deployment's task
  * queue, `tablefate.v1.<name>`, whose input is the SDK's request and whose result is the SDK's answer, and an operation
@@ -36,6 +38,18 @@ export const CONTRACT_READS = ['describe', 'list', 'listLeases', 'getSettings'] 
 
 export const CONTRACT_CALLS = [...CONTRACT_WRITES, ...CONTRACT_READS] as const;
 export type ContractCallName = (typeof CONTRACT_CALLS)[number];
+
+/**
+ * The Nexus service's definition: an operation per call, of the call's name, its input the call's request and its
+ * output the call's answer (JSON, as docs/contract gives them). Pure, for a TypeScript caller's workflow too.
+ */
+export const tablefateService = nexus.service(
+  NEXUS_SERVICE,
+  Object.fromEntries(CONTRACT_CALLS.map((name) => [name, nexus.operation<unknown, unknown>()])) as Record<
+    ContractCallName,
+    nexus.OperationDefinition<unknown, unknown>
+  >,
+);
 
 /** The workflow type of a call: `tablefate.v1.create`. */
 export const contractWorkflowType = (name: ContractCallName): string => `tablefate.v${CONTRACT_VERSION}.${name}`;

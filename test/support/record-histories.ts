@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { DevServer } from '../../servers/dev-server';
 import { findTemporalCli } from '../../servers/go-tools';
 import { OPERATIONS, workflowIdFor } from '../../domain/operations';
+import { contractWorkflowType, type ContractCallName } from '../../domain/contract';
 import { Harness, workflowBundle } from './harness';
 import { BreakingRenames, RenameGate } from './rename-gate';
 import { cancelHeard } from './runs';
@@ -535,6 +536,20 @@ async function main(): Promise<void> {
       { what: 'a configure run in visibility' },
     );
     await save('configure', configured!);
+
+    // (since v16) the contract's calls by type name: a write planned then executed, a read answered by its plan, and a
+    // write refused by its plan
+    const contractCall = (name: ContractCallName, request: unknown, workflowId: string) =>
+      h.temporal.workflow
+        .execute(contractWorkflowType(name), { taskQueue: h.taskQueue, workflowId, args: [request] })
+        .catch(() => undefined);
+    const ordered = await h.client.create({ table: 'reccontract.orders', shards: 2 });
+    await contractCall('trash', { table: 'reccontract.orders', retentionSeconds: 3600 }, 'rec-contract-trash');
+    await save('contract-write', 'rec-contract-trash');
+    await contractCall('describe', { table: ordered.id }, 'rec-contract-describe');
+    await save('contract-read', 'rec-contract-describe');
+    await contractCall('purge', { tableId: 999_999_999 }, 'rec-contract-refused');
+    await save('contract-refused', 'rec-contract-refused');
   } finally {
     await h.close();
     await server.stop();

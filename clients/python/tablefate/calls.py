@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Union
 
+from .errors import from_failure
 from .types import EffectiveSetting, LeaseInfo, TableInfo, request
 
 #: The contract's version: its calls are the workflow types ``tablefate.v1.<call>``, the Nexus service ``tablefate``.
@@ -51,9 +52,22 @@ TableRef = Union[str, int]
 
 
 class Calls:
-    """The contract's calls, typed: each builds its request and reads its answer; ``call`` (a subclass's) makes it."""
+    """The contract's calls, typed: each builds its request and reads its answer; a subclass's ``_send`` makes it."""
 
     async def call(self, name: str, req: dict[str, Any], *, request_id: Optional[str] = None) -> Any:
+        """Any call of the contract by its name, with its request as the contract's JSON; its answer read, or its
+        failure raised as the TablefateError of its type."""
+        read = ANSWERS[name]
+        try:
+            answer = await self._send(name, req, request_id)
+        except Exception as err:
+            typed = from_failure(err)
+            if typed is None:
+                raise
+            raise typed from err
+        return read(answer)
+
+    async def _send(self, name: str, req: dict[str, Any], request_id: Optional[str]) -> Any:
         raise NotImplementedError
 
     # The tables.

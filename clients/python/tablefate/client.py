@@ -5,11 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Optional
 
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from .calls import ANSWERS, DEFAULT_TASK_QUEUE, Calls, workflow_type
-from .errors import from_failure
+from .calls import DEFAULT_TASK_QUEUE, Calls, workflow_type
 
 
 class TablefateClient(Calls):
@@ -25,20 +24,11 @@ class TablefateClient(Calls):
         self._client = client
         self._task_queue = task_queue
 
-    async def call(self, name: str, req: dict[str, Any], *, request_id: Optional[str] = None) -> Any:
-        """Any call of the contract by its name, with its request as the contract's JSON; its answer read."""
-        read = ANSWERS[name]
-        try:
-            answer = await self._client.execute_workflow(
-                workflow_type(name),
-                req,
-                id=f"tablefate-{name}-{request_id or uuid.uuid4()}",
-                task_queue=self._task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            )
-        except WorkflowFailureError as err:
-            typed = from_failure(err)
-            if typed is None:
-                raise
-            raise typed from err
-        return read(answer)
+    async def _send(self, name: str, req: dict[str, Any], request_id: Optional[str]) -> Any:
+        return await self._client.execute_workflow(
+            workflow_type(name),
+            req,
+            id=f"tablefate-{name}-{request_id or uuid.uuid4()}",
+            task_queue=self._task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )

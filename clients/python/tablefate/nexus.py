@@ -15,10 +15,8 @@ from datetime import timedelta
 from typing import Any, Optional
 
 from temporalio import workflow
-from temporalio.exceptions import NexusOperationError
 
-from .calls import ANSWERS, DEFAULT_ENDPOINT, NEXUS_SERVICE, Calls
-from .errors import from_failure
+from .calls import DEFAULT_ENDPOINT, NEXUS_SERVICE, Calls
 
 
 class TablefateNexus(Calls):
@@ -26,17 +24,8 @@ class TablefateNexus(Calls):
         self._client = workflow.create_nexus_client(service=NEXUS_SERVICE, endpoint=endpoint)
         self._timeout = timeout
 
-    async def call(self, name: str, req: dict[str, Any], *, request_id: Optional[str] = None) -> Any:
-        """The call `name` with its request as the contract's JSON (tablefate.types.request), its answer read."""
+    async def _send(self, name: str, req: dict[str, Any], request_id: Optional[str]) -> Any:
         if request_id is not None:
             # The operation is the workflow's, made once whatever restarts: the server gives it its request id.
             raise TypeError("a call through Nexus takes no request_id: the workflow's own history makes it once")
-        read = ANSWERS[name]
-        try:
-            answer = await self._client.execute_operation(name, req, schedule_to_close_timeout=self._timeout)
-        except NexusOperationError as err:
-            typed = from_failure(err)
-            if typed is None:
-                raise
-            raise typed from err
-        return read(answer)
+        return await self._client.execute_operation(name, req, schedule_to_close_timeout=self._timeout)
