@@ -79,3 +79,17 @@ async def test_a_create_retried_after_it_failed_lands_on_the_same_table(client, 
     assert again.placement == anew.placement
     listed = [t for t in await tables.list() if t.qualified_name == name]
     assert [t.id for t in listed] == [again.id]
+
+
+async def test_the_same_request_again_after_its_answer_gets_that_answer_not_a_second_operation(client):
+    tables = TablefateClient(client)
+    name = unique("twice")
+    await tables.create(name, shards=1)
+    request_id = str(uuid.uuid4())
+    first = await tables.trash(name, retention_seconds=600, request_id=request_id)
+    # A second trash would be refused (the table is in the trash): the same request reads the first one's answer.
+    again = await tables.trash(name, retention_seconds=600, request_id=request_id)
+    assert again == first
+    with pytest.raises(TablefateError) as second:
+        await tables.trash(name, retention_seconds=600)
+    assert second.value.type in ("TableInTrash", "TableNotFound")
