@@ -18,6 +18,13 @@ if (isFresh()) {
 }
 const { main } = require(entry);
 
+// A reader that stops reading (`tablefate contract | head`) ends the output, not the command with a stack trace: the
+// rest is not wanted.
+process.stdout.on('error', (err) => {
+  if (err.code !== 'EPIPE') throw err;
+  process.exit(process.exitCode ?? 0);
+});
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;

@@ -1,5 +1,6 @@
 import type { CommandRecord } from './command';
 import * as catalog from './catalog-commands';
+import { contract } from './contract-command';
 import * as services from './service-commands';
 import * as tables from './table-commands';
 
@@ -32,6 +33,7 @@ export const COMMANDS: readonly (CommandRecord | string)[] = [
   services.quarantine,
   services.guard,
   services.doctor,
+  contract,
 ];
 
 const records = COMMANDS.filter((c): c is CommandRecord => typeof c !== 'string');

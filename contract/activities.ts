@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ContractActivities } from '../domain/contract';
+import { RETRIED_FAILURE_TYPES, type ContractActivities } from '../domain/contract';
 import { TableFateError } from '../domain/errors';
 import { contractClient, type ContractDeps } from './sdk';
 
@@ -8,12 +8,6 @@ import { contractClient, type ContractDeps } from './sdk';
 const EXECUTE_TIMEOUT_MS = 24 * 3600 * 1000;
 /** How often the waiting activity tells the server it is alive (its heartbeat timeout is 10 s: workflows/contract.ts). */
 const HEARTBEAT_MS = 3_000;
-
-/**
- * Failures the next attempt may cure: the server lost a moment, the wait's own deadline. Every other failure is the
- * answer (a refusal, the operation's own failure), not retried.
- */
-const RETRYABLE = new Set(['ServerUnreachable', 'OperationTimeout', 'NoWorker']);
 
 /**
  * The activities of the contract's calls (workflows/contract.ts): the SDK's call in its two halves, run by the worker
@@ -52,7 +46,7 @@ export async function typed<T>(call: () => Promise<T>): Promise<T> {
     throw ApplicationFailure.create({
       type,
       message,
-      nonRetryable: !RETRYABLE.has(type),
+      nonRetryable: !RETRIED_FAILURE_TYPES.includes(type),
       details: Object.keys(carried).length > 0 ? [carried] : [],
     });
   }

@@ -54,6 +54,12 @@ export const tablefateService = nexus.service(
 /** The workflow type of a call: `tablefate.v1.create`. */
 export const contractWorkflowType = (name: ContractCallName): string => `tablefate.v${CONTRACT_VERSION}.${name}`;
 
+/**
+ * The failures a call's activity tries again rather than ends the call with: the server lost a moment, the call's own
+ * day-long wait ran out (the next attempt joins the same run), no worker polled. Every other failure is the answer.
+ */
+export const RETRIED_FAILURE_TYPES: readonly string[] = ['ServerUnreachable', 'OperationTimeout', 'NoWorker'];
+
 /** What the contract's workflows ask of the activities (contract/activities.ts). */
 export interface ContractActivities {
   /** The call's first half: its answer already (a read, a change already made), or its plan. */

@@ -7,30 +7,50 @@ import { MAX_DRAIN_TIMEOUT_SECONDS, MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_R
 import { DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS } from './leases';
 import { isSettingKey, parseSettingValue, SETTING_KEYS, type SettingKey, type SettingValue } from './settings';
 
-const IDENTIFIER = /^[a-z][a-z0-9_]{0,62}$/;
+const IDENTIFIER_PART = '[a-z][a-z0-9_]{0,62}';
+const IDENTIFIER = new RegExp(`^${IDENTIFIER_PART}$`);
+
+/*
+ * The .meta() below describe, for a caller in another language (the contract's JSON Schema, contract/document.ts), what
+ * the transforms check in code and JSON Schema cannot see: a transform's input is a plain string or number there. Each
+ * pattern accepts at least what the transform accepts, and is checked against it (test/unit/contract-document.test.ts);
+ * the transform stays the judge, with its own messages.
+ */
+const TABLE_NAME_PATTERN = `(?:${IDENTIFIER_PART}\\.)?${IDENTIFIER_PART}`;
+/** Decimal digits of a positive whole number (a table id given as text). */
+const TABLE_ID_DIGITS_PATTERN = '0*[1-9][0-9]*';
+const tableIdNumberJsonSchema = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER };
 
 /** `<ns>.<name>` or `<name>` (namespace `default`), parsed into its parts. */
-export const tableNameSchema = z.string().transform((text, ctx): TableName => {
-  const parts = text.split('.');
-  if (parts.length > 2) {
-    ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
-    return z.NEVER;
-  }
-  const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
-  for (const [label, value] of [
-    ['namespace', namespace],
-    ['name', name],
-  ] as const) {
-    if (!IDENTIFIER.test(value)) {
-      ctx.addIssue({
-        code: 'custom',
-        message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
-      });
+export const tableNameSchema = z
+  .string()
+  .meta({
+    description:
+      'a table name: `<namespace>.<name>`, or `<name>` in namespace `default`; each part 1 to 63 characters of a-z, 0-9 and _, starting with a letter',
+    pattern: `^${TABLE_NAME_PATTERN}$`,
+    examples: ['shop.orders'],
+  })
+  .transform((text, ctx): TableName => {
+    const parts = text.split('.');
+    if (parts.length > 2) {
+      ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
       return z.NEVER;
     }
-  }
-  return { namespace, name };
-});
+    const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
+    for (const [label, value] of [
+      ['namespace', namespace],
+      ['name', name],
+    ] as const) {
+      if (!IDENTIFIER.test(value)) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
+        });
+        return z.NEVER;
+      }
+    }
+    return { namespace, name };
+  });
 
 const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
@@ -38,37 +58,52 @@ const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
  * A table id: a positive integer from the catalog's counter, as a number or as decimal digits. Nothing looser
  * (`0x10`, `1e3`, ` 5`): an id picks the table a purge destroys.
  */
-export const tableIdSchema = z.union([z.number(), z.string()]).transform((value, ctx): number => {
-  const id = typeof value === 'number' ? value : /^[0-9]+$/.test(value) ? Number(value) : NaN;
-  if (!positiveId.safeParse(id).success) {
-    // One message for every wrong shape: a purge given a name must say that it wants an id, and where to find one.
-    ctx.addIssue({
-      code: 'custom',
-      message: `${JSON.stringify(value)} is not a table id: a table id is a positive whole number (ls -a and describe show it)`,
-    });
-    return z.NEVER;
-  }
-  return id;
-});
-
-/** What a person typed to name a table: an id or a name (see TableRef). */
-export const tableRefSchema = z.union([z.number(), z.string()]).transform((value, ctx): TableRef => {
-  if (typeof value === 'number' || /^[0-9]+$/.test(value)) {
-    // Digits only: a name part must start with a letter, so this cannot be a name.
-    const id = tableIdSchema.safeParse(value);
-    if (!id.success) {
-      ctx.addIssue({ code: 'custom', message: `"${value}" is not a valid table id` });
+export const tableIdSchema = z
+  .union([z.number(), z.string()])
+  .meta({
+    description: 'a table id: a positive whole number (or its decimal digits as a string), as create answered it and describe shows it',
+    anyOf: [tableIdNumberJsonSchema, { type: 'string', pattern: `^${TABLE_ID_DIGITS_PATTERN}$` }],
+    examples: [42],
+  })
+  .transform((value, ctx): number => {
+    const id = typeof value === 'number' ? value : /^[0-9]+$/.test(value) ? Number(value) : NaN;
+    if (!positiveId.safeParse(id).success) {
+      // One message for every wrong shape: a purge given a name must say that it wants an id, and where to find one.
+      ctx.addIssue({
+        code: 'custom',
+        message: `${JSON.stringify(value)} is not a table id: a table id is a positive whole number (ls -a and describe show it)`,
+      });
       return z.NEVER;
     }
-    return { kind: 'id', id: id.data };
-  }
-  const name = tableNameSchema.safeParse(value);
-  if (!name.success) {
-    for (const issue of name.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
-    return z.NEVER;
-  }
-  return { kind: 'name', ...name.data };
-});
+    return id;
+  });
+
+/** What a person typed to name a table: an id or a name (see TableRef). */
+export const tableRefSchema = z
+  .union([z.number(), z.string()])
+  .meta({
+    description:
+      'a table, by its id (a positive whole number, or its digits as a string) or by its name (`<namespace>.<name>`, or `<name>` in namespace `default`)',
+    anyOf: [tableIdNumberJsonSchema, { type: 'string', pattern: `^(?:${TABLE_ID_DIGITS_PATTERN}|${TABLE_NAME_PATTERN})$` }],
+    examples: ['shop.orders', 42],
+  })
+  .transform((value, ctx): TableRef => {
+    if (typeof value === 'number' || /^[0-9]+$/.test(value)) {
+      // Digits only: a name part must start with a letter, so this cannot be a name.
+      const id = tableIdSchema.safeParse(value);
+      if (!id.success) {
+        ctx.addIssue({ code: 'custom', message: `"${value}" is not a valid table id` });
+        return z.NEVER;
+      }
+      return { kind: 'id', id: id.data };
+    }
+    const name = tableNameSchema.safeParse(value);
+    if (!name.success) {
+      for (const issue of name.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
+      return z.NEVER;
+    }
+    return { kind: 'name', ...name.data };
+  });
 
 /** The most shards a table may have. */
 export const MAX_SHARDS = 256;
@@ -76,20 +111,33 @@ export const DEFAULT_SHARDS = 4;
 
 /** The requests the SDK accepts. Everything entering tablefate passes one of these, once, at the edge. */
 /** Column definitions for the PostgreSQL driver: what fits between one CREATE TABLE's parentheses, nothing more. */
-const columnsSchema = z.string().superRefine((text, ctx) => {
-  const check = checkColumnDefinitions(text);
-  if (!check.ok) ctx.addIssue({ code: 'custom', message: check.reason });
-});
+const columnsSchema = z
+  .string()
+  .superRefine((text, ctx) => {
+    const check = checkColumnDefinitions(text);
+    if (!check.ok) ctx.addIssue({ code: 'custom', message: check.reason });
+  })
+  .meta({
+    description: 'PostgreSQL driver: the column definitions, as between the parentheses of CREATE TABLE; not with like',
+    examples: ['id bigint primary key, placed_at timestamptz not null'],
+  });
 
 /** The table a PostgreSQL create copies the structure of: `schema.table`, each part a plain name. */
 const likeSchema = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_$]{0,62}\.[A-Za-z_][A-Za-z0-9_$]{0,62}$/, 'must be schema.table, each a plain PostgreSQL name');
+  .regex(/^[A-Za-z_][A-Za-z0-9_$]{0,62}\.[A-Za-z_][A-Za-z0-9_$]{0,62}$/, 'must be schema.table, each a plain PostgreSQL name')
+  .meta({ description: 'PostgreSQL driver: `schema.table`, an existing table whose structure the new one copies; not with columns' });
 
 export const createRequestSchema = z
   .strictObject({
     table: tableNameSchema,
-    shards: z.number().int().min(1).max(MAX_SHARDS).default(DEFAULT_SHARDS),
+    shards: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_SHARDS)
+      .meta({ description: `how many shards (pieces on the storage nodes): ${DEFAULT_SHARDS} by default, 1 with the postgres driver` })
+      .default(DEFAULT_SHARDS),
     /** PostgreSQL driver: the columns, as inside `CREATE TABLE (...)`. */
     columns: columnsSchema.optional(),
     /** PostgreSQL driver: an existing table whose structure (indexes, defaults) the new one copies. */
@@ -107,24 +155,41 @@ export const adoptRequestSchema = z.strictObject({
   node: z
     .string()
     .regex(/^node-(0|[1-9][0-9]{0,1})$/, 'a storage node is node-<k>, k from 0')
+    .meta({ description: 'the storage node the existing table is on' })
     .default('node-0'),
 });
 
 export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,
   /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
-  retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS).optional(),
+  retentionSeconds: z
+    .number()
+    .int()
+    .min(MIN_RETENTION_SECONDS)
+    .max(MAX_RETENTION_SECONDS)
+    .meta({ description: "seconds the trash keeps the table before it is purged; the deployment's setting when absent" })
+    .optional(),
   /**
    * PostgreSQL driver: how long the drop waits for other sessions to let go of the table (1 s to an hour;
    * DEFAULT_DRAIN_TIMEOUT_SECONDS when absent) before it is TableBusy and taken back.
    */
-  drainTimeoutSeconds: z.number().int().min(1).max(MAX_DRAIN_TIMEOUT_SECONDS).optional(),
+  drainTimeoutSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_DRAIN_TIMEOUT_SECONDS)
+    .meta({ description: 'seconds the drop waits for leases (and PostgreSQL sessions) to let go of the table before it is TableBusy' })
+    .optional(),
+});
+
+const trashedTableRefSchema = tableRefSchema.meta({
+  description: 'a table in the trash, by its id, or by its name (`<namespace>.<name>`): the most recently trashed table of that name',
 });
 
 export const undeleteRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
-  table: tableRefSchema,
-  newName: tableNameSchema.optional(),
+  table: trashedTableRefSchema,
+  newName: tableNameSchema.meta({ description: 'the name it comes back under; the name it had when absent' }).optional(),
 });
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
@@ -146,9 +211,14 @@ const noteSchema = (what: string, max: number) =>
 
 export const holdRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: a live table (a trashed one by its id). */
-  table: tableRefSchema,
+  table: tableRefSchema.meta({
+    description:
+      'a live table by its id or name (`<namespace>.<name>`), or a trashed one by its id (or its name: the most recently trashed)',
+  }),
   /** Why it is held (a case number, a ticket): shown by describe and ls, and named by the purge it refuses. */
-  reason: noteSchema('a reason', 500).optional(),
+  reason: noteSchema('a reason', 500)
+    .meta({ description: 'why it is held (a case number, a ticket): one line of printable text' })
+    .optional(),
 });
 
 export const releaseRequestSchema = z.strictObject({ table: tableRefSchema });
@@ -156,30 +226,49 @@ export const releaseRequestSchema = z.strictObject({ table: tableRefSchema });
 /** A trashed table's new retention, counted from its drop time (the bounds of a drop's). */
 export const retentionRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
-  table: tableRefSchema,
-  retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS),
+  table: trashedTableRefSchema,
+  retentionSeconds: z.number().int().min(MIN_RETENTION_SECONDS).max(MAX_RETENTION_SECONDS).meta({
+    description: 'the new retention in seconds, counted from the drop: an expiry already past purges the table now (unless it is held)',
+  }),
 });
 
 const leaseIdSchema = z
   .string()
-  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'a lease id is the uuid its acquire printed');
-const ttlSchema = z.number().int().min(1).max(MAX_LEASE_TTL_SECONDS);
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'a lease id is the uuid its acquire printed')
+  .meta({ description: 'a lease id: the uuid acquireLease answered' });
+const ttlSchema = z
+  .number()
+  .int()
+  .min(1)
+  .max(MAX_LEASE_TTL_SECONDS)
+  .meta({ description: 'seconds the lease holds from now, unless renewed' });
 
 export const leaseRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: a READY table. */
   table: tableRefSchema,
   ttlSeconds: ttlSchema.default(DEFAULT_LEASE_TTL_SECONDS),
   /** Who holds it, named by a drop that waits for it (`user@host` by default). */
-  holder: noteSchema('a holder', 200).optional(),
+  holder: noteSchema('a holder', 200)
+    .meta({
+      description: 'who holds it, as a drop that waits for it names it; by default who asks (a contract call: its workflow type and id)',
+    })
+    .optional(),
 });
 
-export const renewLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema, ttlSeconds: ttlSchema.optional() });
+export const renewLeaseRequestSchema = z.strictObject({
+  leaseId: leaseIdSchema,
+  ttlSeconds: ttlSchema.meta({ description: "seconds the lease holds from now; the lease's own ttlSeconds when absent" }).optional(),
+});
 export const releaseLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema });
 export const listLeasesRequestSchema = z.strictObject({ table: tableRefSchema.optional() });
 
 const namespaceSchema = z.string().regex(IDENTIFIER, 'a namespace is 1 to 63 characters of a-z, 0-9 and _, starting with a letter');
+const settingNamespaceSchema = namespaceSchema.meta({
+  description: 'the namespace whose own value is meant; the global value when absent',
+});
 const settingKeySchema = z
   .string()
+  .meta({ description: 'a runtime setting', enum: [...SETTING_KEYS] })
   .superRefine((key, ctx) => {
     if (!isSettingKey(key))
       ctx.addIssue({ code: 'custom', message: `no setting "${key}": a setting is one of ${SETTING_KEYS.join(', ')}` });
@@ -189,12 +278,20 @@ const settingKeySchema = z
 /** `config get [key]`: one key or all, as they apply globally or in a namespace. */
 export const configGetRequestSchema = z.strictObject({
   key: settingKeySchema.optional(),
-  namespace: namespaceSchema.optional(),
+  namespace: settingNamespaceSchema.optional(),
 });
 
 /** `config set <key> <value>`: the value as typed, checked for its key. */
 export const configSetRequestSchema = z
-  .strictObject({ key: settingKeySchema, value: z.string(), namespace: namespaceSchema.optional() })
+  .strictObject({
+    key: settingKeySchema,
+    value: z.string().meta({
+      description:
+        'the value as text: true or false (trash.enabled), whole seconds (trash.retentionSeconds), whole bytes or unlimited (trash.maxBytes)',
+      examples: ['86400'],
+    }),
+    namespace: settingNamespaceSchema.optional(),
+  })
   .transform((r, ctx): { key: SettingKey; value: SettingValue; namespace?: string } => {
     const parsed = parseSettingValue(r.key, r.value);
     if ('refused' in parsed) {
@@ -204,7 +301,7 @@ export const configSetRequestSchema = z
     return { key: r.key, value: parsed.value, namespace: r.namespace };
   });
 
-export const configUnsetRequestSchema = z.strictObject({ key: settingKeySchema, namespace: namespaceSchema.optional() });
+export const configUnsetRequestSchema = z.strictObject({ key: settingKeySchema, namespace: settingNamespaceSchema.optional() });
 
 /** Purge every trashed table that is not held (of one namespace), a few at a time. */
 export const purgeAllRequestSchema = z.strictObject({
@@ -228,16 +325,27 @@ export const OPERATION_REQUESTS = {
   lease: leaseRequestSchema,
 } as const satisfies Record<TableOp, z.ZodType>;
 
+const withSizesSchema = z
+  .boolean()
+  .meta({ description: 'ask the storage nodes how many bytes each table takes (bytes: null where a node did not answer)' })
+  .default(false);
+
 /** A page of a listing: the tables after id `after`, at most `limit` of them (all, without it). */
 export const listRequestSchema = z.strictObject({
-  includeTrashed: z.boolean().default(false),
-  after: tableIdSchema.optional(),
-  limit: z.number().int('a limit is a whole number').min(1).max(MAX_LIST_LIMIT).optional(),
+  includeTrashed: z.boolean().meta({ description: 'the trashed tables too' }).default(false),
+  after: tableIdSchema.meta({ description: 'the tables after this id (the last id of the previous page)' }).optional(),
+  limit: z
+    .number()
+    .int('a limit is a whole number')
+    .min(1)
+    .max(MAX_LIST_LIMIT)
+    .meta({ description: 'at most this many tables; all when absent' })
+    .optional(),
   /** Ask the storage nodes how big each table is (`bytes`), instead of reading the catalog alone. */
-  withSizes: z.boolean().default(false),
+  withSizes: withSizesSchema,
 });
 
-export const describeRequestSchema = z.strictObject({ table: tableRefSchema, withSizes: z.boolean().default(false) });
+export const describeRequestSchema = z.strictObject({ table: tableRefSchema, withSizes: withSizesSchema });
 
 /** The most runs `operations` lists at once, and how many without a limit: the newest first. */
 export const MAX_OPERATIONS_LIMIT = 1000;

@@ -26,7 +26,9 @@ function call(name: ContractCallName, request: unknown, workflowId = `svc-${name
     taskQueue: h.taskQueue,
     workflowId,
     args: [request],
+    // The contract's rule: the same id joins the run going on, and does not start a closed one again.
     workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'REJECT_DUPLICATE',
   });
 }
 
