@@ -100,6 +100,7 @@ export async function startBench(
     storage,
     defaultRetentionSeconds: 3600,
     logger: createLogger('error'),
+    storageDriver: opts.driver ?? 'files',
   });
   const workers: Array<{ shutdown(): void }> = [worker];
   const running: Array<Promise<void>> = [worker.run()];

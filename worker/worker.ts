@@ -41,8 +41,8 @@ export interface TableFateWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** How many workflow runs the worker keeps in memory between their tasks (DEFAULT_WORKFLOW_CACHE, TABLEFATE_WORKFLOW_CACHE). */
   maxCachedWorkflows?: number;
-  /** The deployment's storage driver (TABLEFATE_STORAGE_DRIVER; `files` when absent): what the contract's calls may ask for. */
-  storageDriver?: StorageDriverName;
+  /** The deployment's storage driver (TABLEFATE_STORAGE_DRIVER): what the contract's calls may ask for (columns, adopt). */
+  storageDriver: StorageDriverName;
 }
 
 /**
@@ -155,7 +155,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   const all = { ...orchestration, ...storageActivities } as Activities;
   const activities = opts.wrapActivities ? opts.wrapActivities(all) : all;
   // The contract's calls (workflows/contract.ts): the SDK's own, run here for services in other languages.
-  const contractDeps = { catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver ?? 'files' } as const;
+  const contractDeps = { catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver } as const;
   const contract = createContractActivities(contractDeps);
   const common = { connection: opts.connection, namespace: opts.namespace, interceptors: { activity: [activityLogFields] } };
   const workers = [

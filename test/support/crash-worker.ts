@@ -78,6 +78,7 @@ async function main(): Promise<void> {
     taskQueue,
     workflowBundle: { codePath: env('CRASH_BUNDLE') },
     wrapActivities: wrap,
+    storageDriver: process.env.CRASH_POSTGRES_URLS ? 'postgres' : 'files',
   });
   const nodes = nodeWorkers
     ? await Promise.all(
