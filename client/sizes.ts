@@ -33,7 +33,6 @@ function measure(ctx: ClientContext, tables: TableRecord[]): Promise<TableSize[]
     what: 'measure of table sizes',
     check: `the workflow ${workflowId} in the web UI`,
     timeoutMs: MEASURE_TIMEOUT_MS,
-    startsBeforeWorkerCheck: true,
     run: {
       record,
       input: { tables: tables.map((t) => ({ id: t.id, placement: t.placement })) },

@@ -22,11 +22,6 @@ export interface Operation {
   check: string;
   /** Hears what the run says it is doing (its current details), each time that changes, while the write waits for it. */
   onDetails?: (details: string) => void;
-  /**
-   * A read that starts a run of its own (a measure of sizes): started alongside the worker check rather than after it,
-   * some 20 ms sooner. A run no worker takes reads nothing, changes nothing and ends at its own timeout.
-   */
-  startsBeforeWorkerCheck?: boolean;
 }
 
 /** A timeout in ms as given (above 0, at most a day), or the fallback when absent; anything else is InvalidInput. */
@@ -78,14 +73,9 @@ export class WriteRunner {
     timedOut.catch(() => undefined); // heard below, unless the work settled first
     let checked = false;
     const work = this.connection.withAbortSignal(abort.signal, async () => {
-      let answer: Promise<T> | undefined;
-      if (op.startsBeforeWorkerCheck) {
-        answer = body(() => (started = true), abort.signal);
-        answer.catch(() => undefined); // unheard when the check fails first
-      }
       await this.ensureWorker();
       checked = true;
-      answer ??= body(() => (started = true), abort.signal);
+      const answer = body(() => (started = true), abort.signal);
       if (op.onDetails) void watchDetails(this.client, op.workflowId, answer, op.onDetails, abort.signal);
       return answer;
     });

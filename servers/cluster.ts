@@ -134,6 +134,8 @@ export const CLUSTER_CONFIG_DIR = path.resolve(__dirname, '..', 'deploy', 'tempo
 const CLUSTER_CONFIG_ENV = 'cluster';
 const SETUP_SCHEMA_SCRIPT = path.join(CLUSTER_CONFIG_DIR, 'setup-schema.sh');
 const DYNAMIC_CONFIG_FILE = path.join(CLUSTER_CONFIG_DIR, 'dynamicconfig.yaml');
+/** The frontend's HTTP address as deploy/temporal/dynamicconfig.yaml names it (compose's): a cluster's copy puts its own. */
+const COMPOSE_FRONTEND_HTTP = 'temporal-frontend:7243';
 const STOP_GRACE_MS = 10_000;
 /** How long a namespace's closed runs stay listed, as `temporal operator namespace create` has it. */
 const NAMESPACE_RETENTION_SECONDS = 3 * 24 * 3600;
@@ -458,18 +460,30 @@ export class TemporalCluster {
     }
   }
 
-  /** deploy/temporal's dynamic config, or this cluster's copy of it with one partition per task queue. */
+  /** This cluster's copy of deploy/temporal's dynamic config. */
   private dynamicConfigFile(): string {
-    return this.state.taskQueuePartitions === 1 ? clusterPaths(this.stateDir).dynamicConfig : DYNAMIC_CONFIG_FILE;
+    return clusterPaths(this.stateDir).dynamicConfig;
   }
 
-  /** This cluster's copy of deploy/temporal's dynamic config, made again at every `up` (the server reads it every minute). */
+  /**
+   * This cluster's copy of deploy/temporal's dynamic config, made again at every `up` (the server reads it every minute):
+   * its frontend's HTTP address where the file names compose's (Nexus callbacks), and one partition per task queue where
+   * the cluster was made so.
+   */
   private async writeDynamicConfig(): Promise<void> {
-    if (this.state.taskQueuePartitions !== 1) return;
-    const entries = Object.entries(ONE_PARTITION).map(([key, value]) => `${key}:\n  - value: ${value}\n    constraints: {}\n`);
     const base = await fs.promises.readFile(DYNAMIC_CONFIG_FILE, 'utf8');
-    const text = `${base.trimEnd()}\n\n# One partition per task queue: this cluster was made so (ClusterState.taskQueuePartitions).\n${entries.join('')}`;
-    await fs.promises.writeFile(clusterPaths(this.stateDir).dynamicConfig, text);
+    let text = base.trimEnd().replaceAll(COMPOSE_FRONTEND_HTTP, this.frontendHttpAddress());
+    if (this.state.taskQueuePartitions === 1) {
+      const entries = Object.entries(ONE_PARTITION).map(([key, value]) => `${key}:\n  - value: ${value}\n    constraints: {}\n`);
+      text += `\n\n# One partition per task queue: this cluster was made so (ClusterState.taskQueuePartitions).\n${entries.join('')}`;
+    }
+    await fs.promises.writeFile(this.dynamicConfigFile(), `${text}\n`);
+  }
+
+  /** Where the frontend serves its HTTP API (Nexus: where history sends an operation, where callbacks complete one). */
+  private frontendHttpAddress(): string {
+    const frontend = this.state.processes.find((p) => p.service === 'frontend');
+    return `${HOST}:${frontend?.httpPort ?? 7243}`;
   }
 
   /** What cluster.yaml reads for process `proc`. */
@@ -488,10 +502,12 @@ export class TemporalCluster {
       TEMPORAL_BIND_IP: HOST,
       TEMPORAL_BROADCAST_ADDRESS: HOST,
       TEMPORAL_FRONTEND_ADDRESS: this.state.address,
+      TEMPORAL_FRONTEND_HTTP_ADDRESS: this.frontendHttpAddress(),
       TEMPORAL_DYNAMIC_CONFIG_FILE: this.dynamicConfigFile(),
       [`TEMPORAL_${service}_GRPC_PORT`]: String(proc.port),
       [`TEMPORAL_${service}_MEMBERSHIP_PORT`]: String(proc.membershipPort),
-      ...(proc.service === 'frontend' ? { TEMPORAL_FRONTEND_HTTP_PORT: String(proc.httpPort) } : {}),
+      // (Every service: history dispatches a Nexus operation to the frontend's HTTP port, as its own config says it.)
+      TEMPORAL_FRONTEND_HTTP_PORT: this.frontendHttpAddress().split(':')[1],
     };
   }
 

@@ -14,7 +14,7 @@ import { visibilityCaughtUp } from './support/runs';
 import { NoWorkerError, OperationTimeoutError, ServerUnreachableError, TableFateClient, type TableInfo } from '../client';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
-import { MEASURE_TIMEOUT_MS, workflowIdFor } from '../domain/operations';
+import { workflowIdFor } from '../domain/operations';
 import { registerSearchAttributes } from '../servers/search-attributes';
 import { DevServer } from '../servers/dev-server';
 
@@ -147,17 +147,12 @@ describe('the SDK', () => {
       await visibilityCaughtUp(idle.temporal);
       expect((await idle.temporal.workflow.count(`TaskQueue = '${idle.taskQueue}'`)).count).toBe(0);
 
-      // A read with sizes answers without them, as soon: its measure run, started beside the worker check, ends by
-      // itself at the time the read would have waited for it (a run nobody reads).
+      // A read with sizes answers without them, as soon, and starts no run either.
       const { value: sized, ms } = await timed(idle.client.describe({ table: live.id, withSizes: true }));
       expect(sized).toMatchObject({ id: live.id, bytes: null });
       expect(ms).toBeLessThan(5000);
       await visibilityCaughtUp(idle.temporal);
-      const measures = [];
-      for await (const run of idle.temporal.workflow.list({ query: `TaskQueue = '${idle.taskQueue}'` })) measures.push(run);
-      expect(measures.map((run) => run.type)).toEqual(['measureTables']);
-      const { raw } = await idle.temporal.workflow.getHandle(measures[0]!.workflowId).describe();
-      expect(Number(raw.executionConfig?.workflowExecutionTimeout?.seconds)).toBe(MEASURE_TIMEOUT_MS / 1000);
+      expect((await idle.temporal.workflow.count(`TaskQueue = '${idle.taskQueue}'`)).count).toBe(0);
 
       // "No worker" is not remembered: once one polls, the same client's writes go through.
       await idle.startWorker();
@@ -403,5 +398,15 @@ describe('the command line', () => {
     // that it does not wait for the 60 s deadline.
     expect(write!.ms).toBeLessThan(20_000);
     expect({ code: ls!.code, tables: JSON.parse(ls!.stdout) as unknown }).toEqual({ code: 0, tables: [] });
+  });
+
+  test('ls of tables whose sizes no server can measure answers them, sizes unknown, and ends cleanly (no call left retrying)', async () => {
+    const table = await h.client.create({ table: 'dl.sized', shards: 1 });
+    const address = `127.0.0.1:${await closedPort()}`;
+    const ls = await runCli(['ls', '--json'], { env: { ...process.env, TABLEFATE_HOME: h.home, TEMPORAL_ADDRESS: address } });
+    // (With --json the unknown size is the null; a call left retrying past the connection's close would crash here.)
+    expect({ code: ls.code, stderr: ls.stderr }).toEqual({ code: 0, stderr: '' });
+    const listed = JSON.parse(ls.stdout) as Array<{ id: number; bytes: number | null }>;
+    expect(listed.find((t) => t.id === table.id)).toMatchObject({ bytes: null });
   });
 });

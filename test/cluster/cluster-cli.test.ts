@@ -116,6 +116,13 @@ test('up makes PostgreSQL, the schemas, every service as its own process and the
   expect(config).toMatch(/^limit\.maxIDLength:/m);
   expect(config).toMatch(/^matching\.numTaskqueueReadPartitions:\n {2}- value: 1$/m);
   expect(config).toMatch(/^matching\.numTaskqueueWritePartitions:\n {2}- value: 1$/m);
+  // Nexus (the service tablefate, its endpoint made by `up`): callbacks to this cluster's frontend, its HTTP API.
+  const frontend = made.processes.find((p) => p.name === 'frontend')!;
+  const frontendEnv = fs.readFileSync(`/proc/${frontend.pid}/environ`, 'utf8').split('\0');
+  const httpPort = frontendEnv.find((e) => e.startsWith('TEMPORAL_FRONTEND_HTTP_PORT='))!.split('=')[1];
+  expect(frontendEnv).toContain(`TEMPORAL_FRONTEND_HTTP_ADDRESS=127.0.0.1:${httpPort}`);
+  expect(config).toContain(`http://127.0.0.1:${httpPort}/namespaces/{{.NamespaceName}}/nexus/callback`);
+  expect(config).not.toContain('temporal-frontend:7243');
 
   // The web UI answers, and the namespace has tablefate's search attributes.
   const page = await fetch(made.uiUrl!);
