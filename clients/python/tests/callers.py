@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from tablefate import NameTakenError, TablefateNexus
+    from tablefate import NameTakenError, TableNotFoundError, TablefateNexus
 
 
 @workflow.defn
@@ -26,6 +26,12 @@ class LifecycleCaller:
         except NameTakenError as err:
             refused = err.type
         described = await tables.describe(created.id)
+        # A read answers in the handler: its refusal too, by its type.
+        try:
+            await tables.describe(2**52)
+            missing = None
+        except TableNotFoundError as err:
+            missing = err.type
         purged = await tables.purge(created.id)
         return {
             "id": created.id,
@@ -33,6 +39,7 @@ class LifecycleCaller:
             "expire_at": trashed.expire_at,
             "taker": taker.id,
             "refused": refused,
+            "missing": missing,
         }
 
 

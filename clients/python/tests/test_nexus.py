@@ -25,6 +25,7 @@ async def test_a_workflow_calls_the_lifecycle_through_nexus_and_reads_a_refusal_
     assert result["states"] == ["READY", "TRASHED", "READY", "TRASHED", "PURGED"]
     assert result["expire_at"] is not None
     assert result["refused"] == "NameTaken"
+    assert result["missing"] == "TableNotFound"
     tables = TablefateClient(client)
     assert (await tables.describe(result["id"])).state == "PURGED"
     assert (await tables.describe(name)).id == result["taker"]
