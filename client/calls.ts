@@ -19,10 +19,16 @@ export interface CallRecord<Request, Plan, Result, Options extends WriteOptions 
 /** The first half's answer: the call's answer already, or the plan of the run that makes it. */
 export type Planned<Plan, Result> = { done: Result } | { plan: Plan };
 
-/** What a repeatable execute is given besides a write's options: the request's own id (see Call.requestId). */
+/** What a repeatable execute is given besides a write's options. */
 export interface ExecuteOptions {
+  /** The request's own id (see Call.requestId). */
   requestId?: string;
+  /** Hears the workflow id of the operation's run as it is about to start or join it (a contract call, to cancel it). */
+  onRun?: (workflowId: string) => void;
 }
+
+/** An execute's options as a Call takes them. */
+export const repeatable = ({ requestId, onRun }: ExecuteOptions): ExecuteOptions => ({ requestId, onRun });
 
 /** A read: all plan, answered at once. */
 export function readCall<Request, Result>(

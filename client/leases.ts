@@ -18,7 +18,7 @@ import type { leaseTable } from '../workflows';
 import { callTimeout, type ClientContext } from './context';
 import { anyTable } from './names';
 import type { WriteOptions } from './options';
-import type { CallRecord, ExecuteOptions } from './calls';
+import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 import { startAndWait } from './start';
 
 /** Leases: each change is a run of leaseTable, under an id of its own (a lease is not a table's one operation at a time). */
@@ -87,7 +87,7 @@ async function runLease(
     what: summary,
     check: '`tablefate lease ls`',
     timeoutMs: callTimeout(ctx, opts),
-    requestId: opts.requestId,
+    ...repeatable(opts),
     run: { record, input, target, summary },
   });
   return toLeaseInfo(lease);

@@ -14,7 +14,7 @@ import type { configureTrash } from '../workflows';
 import { callTimeout, type ClientContext } from './context';
 import type { WriteOptions } from './options';
 import { startAndWait } from './start';
-import type { CallRecord, ExecuteOptions } from './calls';
+import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 
 /** The runtime settings: read from the catalog, changed by a run of configureTrash. */
 
@@ -59,7 +59,7 @@ async function configure(
     what,
     check: '`tablefate config get`',
     timeoutMs: callTimeout(ctx, opts),
-    requestId: opts.requestId,
+    ...repeatable(opts),
     run: { record, input: change, target: {}, summary: what },
   });
   return effectiveSetting(rows, change.key, change.namespace, defaultSettings());

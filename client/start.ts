@@ -3,7 +3,7 @@ import { WrongStateError } from '../domain/errors';
 import { STARTED_BY_MEMO, type AnyOperation, type OperationTarget } from '../domain/operations';
 import { describeCheck, type ClientContext } from './context';
 import type { WriteOptions } from './options';
-import type { ExecuteOptions } from './calls';
+import { repeatable, type ExecuteOptions } from './calls';
 import { temporalClient, temporalClientInternals } from './temporal';
 import type { Operation } from './writes';
 
@@ -43,6 +43,8 @@ export interface Call<W extends Workflow, R> extends Operation {
    * after that run closed), and an update sent with the start with its first outcome (the update's id).
    */
   requestId?: string;
+  /** Hears the workflow id of the run it starts or joins, as it is about to. */
+  onRun?: (workflowId: string) => void;
   /** The run to start; or what makes it, asked after the worker check and again on each attempt `again` asks for. */
   run: Run<W, R> | ((attempt: number) => Promise<Run<W, R>>);
   /**
@@ -63,13 +65,13 @@ export function onTable(
   what: string,
   timeoutMs: number,
   opts: WriteOptions & ExecuteOptions,
-): Operation & { timeoutMs: number; requestId?: string } {
+): Operation & ExecuteOptions & { timeoutMs: number } {
   return {
     workflowId: record.workflowId(tableId, ctx.catalog.id),
     what,
     check: describeCheck(tableId),
     timeoutMs,
-    requestId: opts.requestId,
+    ...repeatable(opts),
     onDetails: opts.onDetails,
   };
 }
@@ -84,8 +86,11 @@ export function startAndWait<W extends Workflow, R = WorkflowResultType<W>>(ctx:
     for (let attempt = 0; ; attempt++) {
       const run = typeof call.run === 'function' ? await call.run(attempt) : call.run;
       let outcome: Outcome<R>;
+      const workflowId = run.workflowId ?? call.workflowId;
+      // (Said before the start: an update-with-start tells nothing of its run before its answer.)
+      call.onRun?.(workflowId);
       try {
-        outcome = { answer: await startOnce(ctx, run, run.workflowId ?? call.workflowId, call.requestId, started, signal) };
+        outcome = { answer: await startOnce(ctx, run, workflowId, call.requestId, started, signal) };
       } catch (error) {
         outcome = { error };
       }

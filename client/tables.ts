@@ -28,7 +28,7 @@ import { checkForDriver, expectedName, liveTable } from './names';
 import type { WriteOptions } from './options';
 import { withSizes } from './sizes';
 import { onTable, startAndWait } from './start';
-import type { CallRecord, ExecuteOptions } from './calls';
+import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 
 /** The tables themselves: made (create, adopt), renamed, and read (describe, list). */
 
@@ -72,7 +72,7 @@ async function startCreate(ctx: ClientContext, { op, table, params }: CreatePlan
     what: `${record.name} of ${label}`,
     check: describeCheck(label),
     timeoutMs,
-    requestId: opts.requestId,
+    ...repeatable(opts),
     onDetails: opts.onDetails,
     run: {
       record,

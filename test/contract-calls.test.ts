@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Harness, workflowBundleFile } from './support/harness';
+import { waitFor } from './support/wait';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { CONTRACT_CALLS, contractWorkflowType, type ContractCallName } from '../domain/contract';
@@ -102,6 +103,35 @@ test('the same request id joins the same run: one table, one answer', async () =
   ]);
   expect(a).toEqual(b);
   expect((await h.catalog.listTables({ includeTrashed: true })).filter((t) => t.name === 'once')).toHaveLength(1);
+});
+
+test('a cancel of a call cancels its operation: the drop held in its drain is taken back, and the call ends cancelled', async () => {
+  const table = await h.client.create({ table: 'svc.cancelled', shards: 2 });
+  const lease = await h.client.acquireLease(table.id, { ttlSeconds: 600 });
+  const workflowId = `svc-trash-${randomUUID()}`;
+  const run = await h.temporal.workflow.start(contractWorkflowType('trash'), {
+    taskQueue: h.taskQueue,
+    workflowId,
+    args: [{ table: 'svc.cancelled', drainTimeoutSeconds: 120 }],
+  });
+  await waitFor(
+    () => h.catalog.getTable(table.id),
+    (t) => t?.state === 'DRAINING',
+    { what: 'the drop to wait for the lease' },
+  );
+  await run.cancel();
+  const ended = await run.result().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(ended).toBeInstanceOf(WorkflowFailedError);
+  expect((ended as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+  // Taken back before the call ended: READY, its shards live, the drop's run closed as cancelled, the lease kept.
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+  expect(await h.shardAreas(table)).toEqual(['live', 'live']);
+  const trashRun = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).describe();
+  expect(trashRun.status.name).toBe('CANCELLED');
+  expect((await h.client.listLeases({ table: table.id })).map((l) => l.id)).toEqual([lease.id]);
 });
 
 describe('a worker killed while a call waits for its operation', () => {

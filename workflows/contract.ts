@@ -1,4 +1,11 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  proxyActivities,
+  proxyLocalActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { ContractActivities, ContractCallName } from '../domain/contract';
 
 /**
@@ -8,7 +15,9 @@ import type { ContractActivities, ContractCallName } from '../domain/contract';
  * planned, started or joined and waited for in an activity that heartbeats. A worker that dies meanwhile takes nothing
  * with it: the activity's next attempt executes the same plan under the same request id (this run's), which the server
  * answers with the run the first attempt started. The call fails as the SDK's does, with the error's type name
- * (ApplicationFailure `NameTaken`, `OnHold`...), not wrapped in the activity's failure.
+ * (ApplicationFailure `NameTaken`, `OnHold`...), not wrapped in the activity's failure. A cancel of the call (its run's,
+ * or a Nexus caller's) cancels the operation as the SDK's `cancel` does, and the call ends cancelled once the operation
+ * has taken back what it did.
  */
 
 const planning = proxyLocalActivities<Pick<ContractActivities, 'planContractCall'>>({
@@ -17,10 +26,13 @@ const planning = proxyLocalActivities<Pick<ContractActivities, 'planContractCall
 });
 
 const executing = proxyActivities<Pick<ContractActivities, 'executeContractCall'>>({
+  // A cancel of the call takes the operation back first (contract/activities.ts): the run ends once it has.
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   // A write may wait for a lock or a drain: its own deadline is a day (contract/activities.ts); a worker lost meanwhile
   // is seen within the heartbeat timeout, and the next attempt joins the same run.
   startToCloseTimeout: '25 hours',
-  heartbeatTimeout: '10s',
+  // (A cancel reaches the activity with a heartbeat's answer: the SDK sends one at most every 0.8 of this.)
+  heartbeatTimeout: '5s',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s' },
 });
 

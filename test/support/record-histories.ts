@@ -550,6 +550,22 @@ async function main(): Promise<void> {
     await save('contract-read', 'rec-contract-describe');
     await contractCall('purge', { tableId: 999_999_999 }, 'rec-contract-refused');
     await save('contract-refused', 'rec-contract-refused');
+    // ... and a call cancelled while its drop waits for a lease: the drop is cancelled, then the call
+    const drained = await h.client.create({ table: 'reccontract.leased', shards: 1 });
+    const contractLease = await h.client.acquireLease(drained.id, { ttlSeconds: 600 });
+    const cancelledCall = await h.temporal.workflow.start(contractWorkflowType('trash'), {
+      taskQueue: h.taskQueue,
+      workflowId: 'rec-contract-cancelled',
+      args: [{ table: 'reccontract.leased', drainTimeoutSeconds: 120 }],
+    });
+    await waitFor(
+      () => h.catalog.getTable(drained.id),
+      (t) => t?.state === 'DRAINING',
+      { what: 'the drop to wait for the lease' },
+    );
+    await cancelledCall.cancel();
+    await save('contract-cancelled', 'rec-contract-cancelled');
+    await h.client.releaseLease(contractLease.id);
   } finally {
     await h.close();
     await server.stop();
