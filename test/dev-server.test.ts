@@ -4,6 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
+import { NEXUS_ENDPOINT } from '../domain/contract';
+import { TASK_QUEUE } from '../domain/deployment';
 import { DevServer, taskQueuePartitions } from '../servers/dev-server';
 import { indexedValueType } from '../servers/search-attributes';
 import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../servers/go-tools';
@@ -173,6 +175,11 @@ describe('DevServer', () => {
     const connection = await Connection.connect({ address: first.address });
     const workflowId = `dev-server-test-${Date.now()}`;
     try {
+      // The Nexus endpoint of the contract's calls, routed to the worker's queue.
+      const { endpoints } = await connection.operatorService.listNexusEndpoints({ name: NEXUS_ENDPOINT, pageSize: 1 });
+      expect(endpoints?.map((e) => [e.spec?.name, e.spec?.target?.worker?.namespace, e.spec?.target?.worker?.taskQueue])).toEqual([
+        [NEXUS_ENDPOINT, 'default', TASK_QUEUE],
+      ]);
       const client = new Client({ connection, namespace: 'default' });
       await client.workflow.start('tablefateNoSuchWorkflow', {
         taskQueue: 'dev-server-test-no-worker',
