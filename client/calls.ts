@@ -21,7 +21,7 @@ export type Planned<Plan, Result> = { done: Result } | { plan: Plan };
 
 /** What a repeatable execute is given besides a write's options. */
 export interface ExecuteOptions {
-  /** The request's own id (see Call.requestId). */
+  /** The request's own id, for an execute that may be repeated (see Call in start.ts). */
   requestId?: string;
   /** Hears the workflow id of the operation's run as it is about to start or join it (a contract call, to cancel it). */
   onRun?: (workflowId: string) => void;

@@ -34,17 +34,14 @@ export interface Run<W extends Workflow, R> {
 /** How one attempt ended. */
 export type Outcome<R> = { answer: R } | { error: unknown };
 
-/** One SDK write: what its caller is told about it if it fails or times out (Operation), and the run it starts. */
-export interface Call<W extends Workflow, R> extends Operation {
+/**
+ * One SDK write: what its caller is told about it if it fails or times out (Operation), and the run it starts. With a
+ * request id (a contract call's execute, which a dead worker's next attempt repeats), the server answers a start with
+ * the run this id started (Temporal's start request id, which dedupes even after that run closed), and an update sent
+ * with the start with its first outcome (the update's id).
+ */
+export interface Call<W extends Workflow, R> extends Operation, ExecuteOptions {
   timeoutMs: number;
-  /**
-   * The request's own id, when the same write may be executed again (a contract call's activity, after its worker
-   * died): the server answers a start with the run this id started (Temporal's start request id, which dedupes even
-   * after that run closed), and an update sent with the start with its first outcome (the update's id).
-   */
-  requestId?: string;
-  /** Hears the workflow id of the run it starts or joins, as it is about to. */
-  onRun?: (workflowId: string) => void;
   /** The run to start; or what makes it, asked after the worker check and again on each attempt `again` asks for. */
   run: Run<W, R> | ((attempt: number) => Promise<Run<W, R>>);
   /**

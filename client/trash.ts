@@ -235,7 +235,13 @@ export const purgeCall: CallRecord<PurgeRequest, PurgePlan, TableInfo> = {
  * A retention change starts no run: it is an update to the table's trash run, which moves its own timer. It has a
  * write's deadline and typed errors all the same (WriteRunner).
  */
-export const retentionCall: CallRecord<RetentionRequest, { tableId: number; retentionSeconds: number }, TableInfo> = {
+/** A retention change's plan: the trashed table, and its new retention. */
+interface RetentionPlan {
+  tableId: number;
+  retentionSeconds: number;
+}
+
+export const retentionCall: CallRecord<RetentionRequest, RetentionPlan, TableInfo> = {
   async plan(ctx, request) {
     const { table: ref, retentionSeconds } = parseRequest(retentionRequestSchema, request);
     const table = await trashedTable(ctx.catalog, ref);
@@ -246,15 +252,10 @@ export const retentionCall: CallRecord<RetentionRequest, { tableId: number; rete
   execute: (ctx, plan, opts) => setRetention(ctx, plan, opts),
 };
 
-async function setRetention(
-  ctx: ClientContext,
-  { tableId, retentionSeconds }: { tableId: number; retentionSeconds: number },
-  opts: WriteOptions,
-): Promise<TableInfo> {
+async function setRetention(ctx: ClientContext, { tableId, retentionSeconds }: RetentionPlan, opts: WriteOptions): Promise<TableInfo> {
   const timeoutMs = callTimeout(ctx, opts);
-  const table = { id: tableId };
-  const workflowId = OPERATIONS.trash.workflowId(table.id, ctx.catalog.id);
-  const op = { workflowId, what: `retention change of table ${table.id}`, check: describeCheck(table.id) };
+  const workflowId = OPERATIONS.trash.workflowId(tableId, ctx.catalog.id);
+  const op = { workflowId, what: `retention change of table ${tableId}`, check: describeCheck(tableId) };
   return ctx.writes.run(op, timeoutMs, async (started, signal) => {
     started();
     const run = ctx.client.workflow.getHandle<typeof trashTable>(workflowId);
@@ -272,7 +273,7 @@ async function setRetention(
     } catch (err) {
       if (isRunNotFound(err)) {
         throw new WrongStateError(
-          `the trash run of table ${table.id} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
+          `the trash run of table ${tableId} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
         );
       }
       throw err;
