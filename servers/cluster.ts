@@ -609,7 +609,11 @@ export class TemporalCluster {
       if (added.length > 0) this.log(`namespace ${namespace}: search attributes ${added.join(', ')} added`);
       await searchAttributesServed(connection, namespace, Math.max(1000, deadline - Date.now()));
       // The contract's calls as Nexus operations, for workflows of any namespace: routed to the workers' queue.
-      const endpoint = await ensureNexusEndpoint(connection, { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE });
+      const endpoint = await ensureNexusEndpoint(
+        connection,
+        { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE },
+        { timeoutMs: Math.max(1000, deadline - Date.now()) },
+      );
       if (endpoint !== 'kept') this.log(`Nexus endpoint ${NEXUS_ENDPOINT}: ${endpoint}, to ${namespace}/${TASK_QUEUE}`);
     } finally {
       await connection.close();

@@ -262,7 +262,11 @@ export class DevServer {
     try {
       await registerSearchAttributes(connection, namespace);
       // The contract's calls as Nexus operations, for workflows of any namespace: routed to the worker's queue.
-      await ensureNexusEndpoint(connection, { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE });
+      await ensureNexusEndpoint(
+        connection,
+        { name: NEXUS_ENDPOINT, namespace, taskQueue: TASK_QUEUE },
+        { timeoutMs: Math.max(1000, deadline - Date.now()) },
+      );
     } catch (err) {
       return fail(`answered, but registering the search attributes or the Nexus endpoint failed: ${(err as Error).message}`, state.exit);
     } finally {

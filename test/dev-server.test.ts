@@ -8,6 +8,7 @@ import { NEXUS_ENDPOINT } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
 import { DevServer, taskQueuePartitions } from '../servers/dev-server';
 import { indexedValueType } from '../servers/search-attributes';
+import { ensureNexusEndpoint } from '../servers/nexus-endpoint';
 import { findGoTool, findServerSchemas, findTemporalCli, TEMPORAL_SERVER, TEMPORAL_SQL_TOOL } from '../servers/go-tools';
 import { testNamespace, testServerAddress } from './support/test-server';
 
@@ -155,6 +156,33 @@ describe('DevServer', () => {
     expect(testServerAddress()).toMatch(/^127\.0\.0\.1:\d+$/);
     expect(testNamespace()).toBe('default');
     expectAllSearchAttributes(await customSearchAttributes(testServerAddress(), testNamespace()));
+  });
+
+  test('ensureNexusEndpoint creates an endpoint, keeps it, corrects its target, and throws at once on a refusal no retry mends', async () => {
+    const connection = await Connection.connect({ address: testServerAddress() });
+    const name = `ensure-test-${Date.now()}`;
+    const target = (taskQueue: string) => ({ name, namespace: 'default', taskQueue });
+    const routed = async () => {
+      const { endpoints } = await connection.operatorService.listNexusEndpoints({ name, pageSize: 1 });
+      return endpoints?.map((e) => e.spec?.target?.worker?.taskQueue);
+    };
+    try {
+      expect(await ensureNexusEndpoint(connection, target('queue-a'), { timeoutMs: 10_000 })).toBe('created');
+      expect(await ensureNexusEndpoint(connection, target('queue-a'), { timeoutMs: 10_000 })).toBe('kept');
+      expect(await routed()).toEqual(['queue-a']);
+      expect(await ensureNexusEndpoint(connection, target('queue-b'), { timeoutMs: 10_000 })).toBe('updated');
+      expect(await routed()).toEqual(['queue-b']);
+      // Not a name the server takes (InvalidArgument): thrown at once, not tried again for the whole timeout.
+      const began = Date.now();
+      await expect(ensureNexusEndpoint(connection, { ...target('queue-a'), name: 'not a name!' }, { timeoutMs: 60_000 })).rejects.toThrow(
+        /making the Nexus endpoint not a name! failed: .*/,
+      );
+      expect(Date.now() - began).toBeLessThan(30_000);
+    } finally {
+      const { endpoints } = await connection.operatorService.listNexusEndpoints({ name, pageSize: 1 });
+      for (const e of endpoints ?? []) await connection.operatorService.deleteNexusEndpoint({ id: e.id, version: e.version });
+      await connection.close();
+    }
   });
 
   test('starts headless on free ports, registers the search attributes, stops, and restarts on the same db', async () => {

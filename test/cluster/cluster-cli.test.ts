@@ -86,7 +86,7 @@ test('status and down with no cluster say so (exit 3); bad options and an unreac
 test('up makes PostgreSQL, the schemas, every service as its own process and the UI; tablefate runs on it unchanged', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
   const up = await cluster(['up', '--port', String(port), '--ui-port', String(uiPort), '--history', '2', '--json']);
-  expect(up.code).toBe(0);
+  expect({ code: up.code, stderr: up.stderr }).toMatchObject({ code: 0 });
   expect(up.stderr).toMatch(/initialising a PostgreSQL server/);
   expect(up.stderr).toMatch(/setting up the schemas of temporal and temporal_visibility/);
   const made = JSON.parse(up.stdout) as ClusterStatus;
@@ -170,7 +170,7 @@ test('a history process SIGKILLed shows as stopped (exit 1), and up again starts
   expect(text.stdout).toMatch(/history-1\s+-\s+stopped/);
 
   const again = await cluster(['up']);
-  expect(again.code).toBe(0);
+  expect({ code: again.code, stderr: again.stderr }).toMatchObject({ code: 0 });
   expect(again.stderr).toMatch(/started history-1;/);
   const healed = await status();
   expect(healed.code).toBe(0);
@@ -193,7 +193,7 @@ test('down stops every process and its PostgreSQL, up brings the same cluster ba
   expect(stopped.status.processes.every((p) => !p.running)).toBe(true);
 
   const back = await cluster(['up', '--json']);
-  expect(back.code).toBe(0);
+  expect({ code: back.code, stderr: back.stderr }).toMatchObject({ code: 0 });
   expect(back.stderr).not.toMatch(/initialising/);
   expect(JSON.parse(back.stdout)).toMatchObject({ address: before.address, uiUrl: before.uiUrl });
   // Another frontend port than the cluster's is refused: the cluster is taken as it was made.
