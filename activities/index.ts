@@ -94,7 +94,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** A table lock held by another running operation comes back as `busy`, for the workflow to wait on in its own code. */
-    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; now: number }) {
+    async prepareCreate(input: CallScope & TableName & { params: CreateParams; lock: string; takeLock?: boolean; now: number }) {
       const owner = inScope(input);
       return catalog.prepareCreate(
         {
@@ -103,6 +103,7 @@ export function createActivities(deps: ActivityDeps) {
           params: input.params,
           owner,
           nameLock: input.lock,
+          takeNameLock: input.takeLock,
           place: (id, params) => placeTable(id, params, deps.nodes),
           now: input.now,
           step: stepOf(owner, input),

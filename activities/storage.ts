@@ -59,9 +59,7 @@ export function createStorageActivities(deps: StorageActivityDeps) {
     /** The bytes of each of these shards of this node, in order (`describe`, `ls`): a read, so no lock is needed. */
     async measureShards(input: CallScope & { shards: ShardRef[] }): Promise<number[]> {
       inScope(input);
-      const sizes: number[] = [];
-      for (const shard of input.shards) sizes.push(await storage.sizeOf(shard));
-      return sizes;
+      return storage.sizesOf(input.shards);
     },
 
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
@@ -142,7 +140,10 @@ export function createShardsHereActivity(deps: ShardsHereDeps) {
      */
     async measureShardsHere(input: CallScope & { shards: ShardRef[] }): Promise<{ sizes: Array<number | null>; elsewhere: string[] }> {
       inScope(input);
-      const sizes = await Promise.all(input.shards.map(async (shard) => (served.has(shard.node) ? storage!.sizeOf(shard) : null)));
+      const here = input.shards.filter((s) => served.has(s.node));
+      const measured = here.length === 0 ? [] : await storage!.sizesOf(here);
+      let next = 0;
+      const sizes = input.shards.map((s) => (served.has(s.node) ? measured[next++]! : null));
       return { sizes, elsewhere: [...new Set(input.shards.filter((s) => !served.has(s.node)).map((s) => s.node))] };
     },
 

@@ -80,6 +80,8 @@ export async function startBench(
     fourPartitions?: boolean;
     driver?: StorageDriverName;
     temporal?: 'dev' | 'cluster';
+    /** The worker's activities wrapped (bench/trace.ts times each call). */
+    wrapActivities?: Parameters<typeof createTableFateWorker>[0]['wrapActivities'];
   } = {},
 ): Promise<Bench> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -101,6 +103,7 @@ export async function startBench(
     defaultRetentionSeconds: 3600,
     logger: createLogger('error'),
     storageDriver: opts.driver ?? 'files',
+    wrapActivities: opts.wrapActivities,
   });
   const workers: Array<{ shutdown(): void }> = [worker];
   const running: Array<Promise<void>> = [worker.run()];

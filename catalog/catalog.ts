@@ -53,6 +53,11 @@ export interface PrepareCreateRequest extends TableName {
   owner: LockOwner;
   /** The name lock the create holds (`name:<ns>.<name>`); the prepare also takes the table's own lock. */
   nameLock: string;
+  /**
+   * The prepare takes the name lock itself, in its own transaction, rather than find it held (since v17: one local
+   * activity less); a name lock another operation holds is `busy`, as the table's is.
+   */
+  takeNameLock?: boolean;
   /** Chooses placement once, when the id is known; a resumed create keeps the placement it has. */
   place: (tableId: number, params: CreateParams) => ShardPlacement[];
   now: number;

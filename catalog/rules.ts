@@ -215,7 +215,12 @@ export abstract class TransactionalCatalog implements Catalog {
 
 /** A create's prepare, under its name lock: the table's record made or found, and the table's lock taken. */
 async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<PrepareResult> {
-  await assertHolds(tx, req.nameLock, req.owner);
+  if (req.takeNameLock) {
+    const name = await tryLock(tx, req.nameLock, req.owner, req.now);
+    if (!name.acquired) return { outcome: 'busy', holder: name.holder };
+  } else {
+    await assertHolds(tx, req.nameLock, req.owner);
+  }
   const holder = await tx.nameHolder(req, { forUpdate: true });
   if (!holder) {
     const id = await tx.nextTableId();

@@ -99,8 +99,11 @@ export interface StorageDriver {
   deleteGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Size and content checksum of a shard, wherever it is. */
   inspect(shard: ShardRef): Promise<ShardReport>;
-  /** The bytes a shard takes, wherever it is (0 when it is nowhere): a cheap look, with no checksum (`describe`, `ls`). */
-  sizeOf(shard: ShardRef): Promise<number>;
+  /**
+   * The bytes each shard takes, in order, wherever it is (0 when it is nowhere): a cheap look, with no checksum
+   * (`describe`, `ls`, the trash's gauge), made for many shards at once since `ls` asks for every live table's.
+   */
+  sizesOf(shards: readonly ShardRef[]): Promise<number[]>;
   /**
    * Every set on every node (or on `nodes` only), in every area, whatever the catalog says (the reconciler's view). Quarantined
    * nodes are skipped and named. Not a snapshot: a change running meanwhile may be seen half done, so act on

@@ -180,9 +180,9 @@ export class PostgresStorage implements StorageDriver {
     };
   }
 
-  /** The total relation size of the shard's table (heap, indexes, TOAST), as PostgreSQL measures it; 0 when there is none. */
-  async sizeOf(ref: ShardRef): Promise<number> {
-    return (await this.tablesOf(ref)).bytes(this.idOf(ref));
+  /** The total relation size of each shard's table (heap, indexes, TOAST), as PostgreSQL measures it; 0 when there is none. */
+  async sizesOf(refs: readonly ShardRef[]): Promise<number[]> {
+    return Promise.all(refs.map(async (ref) => (await this.tablesOf(ref)).bytes(this.idOf(ref))));
   }
 
   /**

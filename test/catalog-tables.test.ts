@@ -62,6 +62,42 @@ describeEachCatalog(
       });
     });
 
+    test('a prepare that takes the name lock itself (v17) holds both locks, and is busy while another holds the name', async () => {
+      const take = (workflowId: string, runId?: string) =>
+        catalog.prepareCreate(
+          {
+            namespace: 'ns',
+            name: 't',
+            params: { shards: 2 },
+            owner: owner(workflowId, runId),
+            nameLock: 'name:ns.t',
+            takeNameLock: true,
+            place: (id) => placeShards(id, 2, NODES),
+            now: 1,
+          },
+          never,
+        );
+      // Another operation holds the name: busy, naming it, and nothing is made or taken.
+      await locked('name:ns.t', owner('create:ns.t', 'run-other'));
+      expect(await take('create:ns.t', 'run-1')).toMatchObject({
+        outcome: 'busy',
+        holder: { workflowId: 'create:ns.t', runId: 'run-other' },
+      });
+      expect(await catalog.findByName({ namespace: 'ns', name: 't' })).toBeUndefined();
+      expect((await catalog.listLocks()).map((l) => l.resource)).toEqual(['name:ns.t']);
+      await catalog.releaseLocks(owner('create:ns.t', 'run-other'));
+
+      const first = await take('create:ns.t', 'run-1');
+      if (first.outcome !== 'prepared') throw new Error('expected a new table');
+      expect((await catalog.listLocks()).map((l) => [l.resource, l.runId]).sort()).toEqual([
+        ['name:ns.t', 'run-1'],
+        [`table:${first.table.id}`, 'run-1'],
+      ]);
+      // The same run again (a retried call): the same table, the locks still its own.
+      expect(await take('create:ns.t', 'run-1')).toMatchObject({ outcome: 'prepared', table: { id: first.table.id } });
+      expect(await catalog.listLocks()).toHaveLength(2);
+    });
+
     test('a prepare without the name lock is LockLost; one with other parameters is TableExists', async () => {
       await expect(prepare('t', owner('create:ns.t'))).rejects.toMatchObject({ name: 'LockLostError' });
       await readyTable('t');

@@ -66,11 +66,12 @@ export function startTrashBytesGauge(opts: { catalog: CatalogReader; storage: St
     const bytes = new Map(opts.storage.nodes.map((node) => [node, 0]));
     for (let afterId = 0; ;) {
       const page = await opts.catalog.listTables({ includeTrashed: true, afterId, limit: 500 });
-      for (const table of page.filter((t) => t.state === 'TRASHED')) {
-        for (const { shard, node } of table.placement) {
-          if (bytes.has(node)) bytes.set(node, bytes.get(node)! + (await opts.storage.sizeOf({ tableId: table.id, shard, node })));
-        }
-      }
+      const shards = page
+        .filter((t) => t.state === 'TRASHED')
+        .flatMap((table) => table.placement.map(({ shard, node }) => ({ tableId: table.id, shard, node })))
+        .filter((ref) => bytes.has(ref.node));
+      const sizes = shards.length === 0 ? [] : await opts.storage.sizesOf(shards);
+      shards.forEach((ref, i) => bytes.set(ref.node, bytes.get(ref.node)! + sizes[i]!));
       if (page.length < 500) break;
       afterId = page.at(-1)!.id;
     }

@@ -242,10 +242,14 @@ export function operationCalls(catalogId: string | undefined) {
     },
     /** Whether the run's commit told the trash run that its timer is over. */
     timerEnded: () => timerEnded,
-    prepareCreate: (args: Args<Activities['prepareCreate']>) =>
-      catalog.prepareCreate.executeWithOptions(said(`prepare table ${args.namespace}.${args.name}: its id, shards and locks`), [
-        { ...args, ...step('prepareCreate') },
-      ]),
+    /** With `takeLock` (since v17), it takes the create's name lock too: the run holds locks from its first try on. */
+    prepareCreate: async (args: Args<Activities['prepareCreate']>) => {
+      if (args.takeLock) released = false;
+      return catalog.prepareCreate.executeWithOptions(
+        said(`prepare table ${args.namespace}.${args.name}: its id, shards and locks${args.takeLock ? `, taking ${args.lock}` : ''}`),
+        [{ ...args, ...step('prepareCreate') }],
+      );
+    },
     getTable: (tableId: number) => catalog.getTable.executeWithOptions(said(`read table ${tableId}`), [{ tableId, ...step('getTable') }]),
     transition: (args: Args<Activities['transition']>) =>
       catalog.transition.executeWithOptions(said(describeTransition(args)), [{ ...args, ...step('transition') }]),

@@ -4,7 +4,8 @@ import { formatTableName } from '../domain/names';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { definitionOf, toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { operationCalls, type OperationCalls } from './activities';
-import { untilFree, withLock, type Waiting } from './lock';
+import { holdingLocks, untilFree, withLock, type Waiting } from './lock';
+import { takes } from './patches';
 import { commit, everyShard, finished, runSteps, SHARDS, type Step } from './steps';
 
 /**
@@ -17,28 +18,32 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
   const waiting: Waiting = { policy: input.lockWait, input };
   const [nameLock] = OPERATIONS.create.locks(input);
-  const table = await withLock(calls, nameLock!, waiting, () =>
+  const steps = (takeLock: boolean) => () =>
     runSteps(
-      prepare(calls, input, nameLock!, waiting),
+      prepare(calls, input, nameLock!, waiting, takeLock),
       everyShard(calls, 'create shards', SHARDS.create, { undo: SHARDS.drop }),
       commit(calls, ['CREATING', 'READY']),
-    ),
-  );
+    );
+  // (Since v17 the prepare takes the name lock; before, a lock attempt of its own did, first.)
+  const table = takes('prepareTakesNameLock')
+    ? await holdingLocks(calls, steps(true))
+    : await withLock(calls, nameLock!, waiting, steps(false));
   return toTableInfo(table);
 }
 
 /**
  * The prepare record: the table's id and placement, chosen once (a create found done or begun is the same table). It
- * also takes the table's own lock, which every later change of the table is checked against; that lock may be held
- * by an operation on the record an earlier attempt left (a trash of it), which the create waits for. Its undo keeps
- * the record, marked failed, so that a retry resumes it.
+ * takes the name lock (`takeLock`, since v17) and the table's own lock, which every later change of the table is
+ * checked against; either may be held by another operation (a create of the same name, or a trash of the record an
+ * earlier attempt left), which the create waits for. Its undo keeps the record, marked failed, so that a retry resumes
+ * it.
  */
-function prepare(calls: OperationCalls, input: CreateInput, lock: string, waiting: Waiting): Step<void, TableRecord> {
+function prepare(calls: OperationCalls, input: CreateInput, lock: string, waiting: Waiting, takeLock: boolean): Step<void, TableRecord> {
   return {
     name: 'prepare',
     call: async () => {
       const result = await untilFree(
-        `the lock of ${formatTableName(input)}'s table`,
+        takeLock ? `${lock} and the lock of its table` : `the lock of ${formatTableName(input)}'s table`,
         () =>
           calls.prepareCreate({
             namespace: input.namespace,
@@ -46,6 +51,7 @@ function prepare(calls: OperationCalls, input: CreateInput, lock: string, waitin
             // Only what was asked: the params of a create without a definition keep their old shape.
             params: { shards: input.shards, ...definitionOf(input) },
             lock,
+            ...(takeLock ? { takeLock } : {}),
             now: Date.now(),
           }),
         (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),

@@ -39,21 +39,31 @@ export interface Waiting {
  * takes it over once it sees the holder closed, and the reconciler releases it. With `readTable`, the attempt that
  * takes the lock also reads that table under it, and `body` gets it (one call less than reading it first thing).
  */
-export async function withLock<T>(
+export function withLock<T>(
   calls: OperationCalls,
   lock: string,
   waiting: Waiting,
   body: (read: ReadUnderLock) => Promise<T>,
   readTable?: number,
 ): Promise<T> {
-  try {
+  return holdingLocks(calls, async () => {
     const attempt = await untilFree(
       `lock ${lock}`,
       () => calls.tryLock(lock, readTable),
       (answer) => (answer.acquired ? undefined : answer.holder),
       waiting,
     );
-    return await body(attempt.acquired && attempt.table !== undefined ? { table: attempt.table, at: attempt.readAt } : undefined);
+    return body(attempt.acquired && attempt.table !== undefined ? { table: attempt.table, at: attempt.readAt } : undefined);
+  });
+}
+
+/**
+ * Runs `body`, whose first step takes the run's locks itself (a create's prepare, since v17), and releases every lock
+ * the run holds on every way out, as withLock does.
+ */
+export async function holdingLocks<T>(calls: OperationCalls, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
   } finally {
     await CancellationScope.nonCancellable(() => calls.releaseLocks());
   }

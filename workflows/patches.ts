@@ -1,10 +1,15 @@
 import { patched } from '@temporalio/workflow';
 
 /**
- * The patches of v14 and v15: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
+ * The patches of v14, v15 and v17: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
  * new one for a release (docs/changing-workflows.md says when it goes).
  */
 export const PATCHES = {
+  /**
+   * v17: a create's prepare takes its name lock in its own call (`prepareCreate`'s `takeLock`, under `holdingLocks`)
+   * rather than after a lock attempt of its own: one local activity less.
+   */
+  prepareTakesNameLock: 'prepare-takes-name-lock',
   /**
    * v15: the local activity that changes a step's shards makes the table's state change before them (a recall's claim
    * of its name, a purge's PURGING: `everyShard`'s `state`) and the operation's commit after them, when every shard of

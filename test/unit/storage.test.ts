@@ -3,9 +3,12 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import {
   FatalStorageError,
+  InvalidShardRefError,
   FaultInjector,
   LocalFileStorage,
   PermanentStorageError,
+  QuarantinedNodeError,
+  writeQuarantine,
   renameSet,
   shardPaths,
   type RenameOps,
@@ -130,6 +133,31 @@ describe('LocalFileStorage', () => {
     await storage.moveShard(ref, 'trash', 'live');
     expect(await storage.inspect(ref)).toMatchObject({ area: 'live', bytes: live.bytes, checksum: live.checksum });
     expect(await fs.readFile(shardPaths(root, ref, 'live')[0]!)).toEqual(data);
+  });
+
+  it('measures many shards at once, in order, wherever each is, as inspect counts them', async () => {
+    const storage = new LocalFileStorage({ root });
+    const at = (tableId: number, node = 'node-1'): ShardRef => ({ tableId, shard: 0, node });
+    const [live, trashed, garbage, halfMoved, nowhere, other] = [at(1), at(2), at(3), at(4), at(5), at(6, 'node-0')];
+    for (const r of [live, trashed, garbage, halfMoved, other]) {
+      await storage.createShard(r);
+      await writeRandomData(r);
+    }
+    await storage.moveShard(trashed, 'live', 'trash');
+    await storage.moveShard(garbage, 'live', 'trash');
+    await storage.markGarbage(garbage);
+    // One file of the set in the trash, two still live: a move stopped half way.
+    await fs.rename(shardPaths(root, halfMoved, 'live')[0]!, shardPaths(root, halfMoved, 'trash')[0]!);
+    const asked = [other, nowhere, halfMoved, garbage, trashed, live];
+    const expected = await Promise.all(asked.map(async (r) => (await storage.inspect(r)).bytes));
+    expect(expected.filter((bytes) => bytes > 4096)).toHaveLength(5);
+    expect(await storage.sizesOf(asked)).toEqual(expected);
+    expect(await storage.sizesOf([])).toEqual([]);
+
+    await expect(storage.sizesOf([live, { ...live, node: '../escape' }])).rejects.toThrow(InvalidShardRefError);
+    await writeQuarantine(root, 'node-1', 'a fatal error');
+    await expect(storage.sizesOf([other, live])).rejects.toThrow(QuarantinedNodeError);
+    expect(await storage.sizesOf([other])).toEqual([expected[0]]);
   });
 
   it('writes meta JSON and reports a missing shard as area null', async () => {
