@@ -169,16 +169,21 @@ export function createActivities(deps: ActivityDeps) {
 
     /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
     async startDrain(
-      input: CallScope & { tableId: number; now: number; expectName?: TableName },
-    ): Promise<{ table: TableRecord; leases: Lease[] }> {
+      input: CallScope & { tableId: number; now: number; expectName?: TableName; takeLock?: boolean },
+    ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }> {
       const owner = inScope(input);
-      return catalog.startDrain({
-        tableId: input.tableId,
-        owner,
-        now: input.now,
-        expectName: input.expectName,
-        step: stepOf(owner, input),
-      });
+      const result = await catalog.startDrain(
+        {
+          tableId: input.tableId,
+          owner,
+          now: input.now,
+          expectName: input.expectName,
+          takeLock: input.takeLock,
+          step: stepOf(owner, input),
+        },
+        isOwnerClosed,
+      );
+      return 'outcome' in result ? { busy: result.holder.workflowId } : result;
     },
 
     /** The leases on a table still live at `now` (workflow time), soonest to expire first. */

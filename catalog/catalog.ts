@@ -146,8 +146,16 @@ export interface DrainStart {
   owner: LockOwner;
   now: number;
   expectName?: TableName;
+  /**
+   * The drop takes the table's lock in this transaction rather than hold it already (since v17: one local activity
+   * less); a lock another operation holds is `busy`, and nothing is changed.
+   */
+  takeLock?: boolean;
   step?: StepKey;
 }
+
+/** A drop's first change made (the table, and the leases it waits for), or the table's lock found held by another. */
+export type DrainResult = { table: TableRecord; leases: Lease[] } | { outcome: 'busy'; holder: LockHolder };
 
 export type LeaseRequest =
   | { action: 'acquire'; lease: Lease; step?: StepKey }
@@ -206,7 +214,7 @@ export interface Catalog extends CatalogReader {
   /** Moves the expiry of the trash at `droppedAt`; WrongState if the table is no longer in it or another operation holds it. */
   changeExpiry(req: ExpiryChange): Promise<TableRecord>;
   /** A drop's first change (see DrainStart), with the leases it must wait for. A table DRAINING or TRASHING is answered as it is. */
-  startDrain(req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }>;
+  startDrain(req: DrainStart, isOwnerClosed: IsOwnerClosed): Promise<DrainResult>;
   /**
    * A lease taken (the table must be READY: WrongState otherwise), renewed (it must not have expired) or released
    * (LeaseNotFound if there is none by that id): the lease as the change leaves it (a released one as it was).

@@ -18,6 +18,7 @@ import type { SettingRow } from '../domain/settings';
 import type {
   AcquireResult,
   Catalog,
+  DrainResult,
   DrainStart,
   ExpiryChange,
   HoldChange,
@@ -166,8 +167,15 @@ export abstract class TransactionalCatalog implements Catalog {
     return this.transaction((tx) => journaled(tx, req.step, () => changeExpiry(tx, req))).then(unwrap);
   }
 
-  startDrain(req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }> {
-    return this.transaction((tx) => journaled(tx, req.step, () => startDrain(tx, req))).then(unwrap);
+  startDrain(req: DrainStart, isOwnerClosed: IsOwnerClosed): Promise<DrainResult> {
+    return this.withTakeOver(isOwnerClosed, (tx) =>
+      journaled(
+        tx,
+        req.step,
+        () => startDrain(tx, req),
+        (result) => !('outcome' in result),
+      ),
+    ).then(({ result }) => unwrap(result));
   }
 
   changeLease(req: LeaseRequest): Promise<Lease> {
@@ -318,7 +326,11 @@ async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<TableReco
  * it, and the drop waits for them; straight to TRASHING when there are none. A table found DRAINING or TRASHING (a
  * drop resumed) is answered as it is, with the leases still live.
  */
-async function startDrain(tx: CatalogTx, req: DrainStart): Promise<{ table: TableRecord; leases: Lease[] }> {
+async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainResult> {
+  if (req.takeLock) {
+    const lock = await tryLock(tx, lockFor.table(req.tableId), req.owner, req.now);
+    if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+  }
   const current = await tx.tableById(req.tableId, { forUpdate: true });
   if (!current) throw tableNotFound(req.tableId);
   const leases = await tx.liveLeases({ tableId: req.tableId, now: req.now });

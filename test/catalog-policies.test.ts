@@ -1,6 +1,6 @@
 import type { Catalog, LockOwner, StepKey } from '../catalog/catalog';
 import type { Hold } from '../domain/table';
-import { catalogCalls, describeEachCatalog, leaseOf, owner } from './support/catalogs';
+import { catalogCalls, describeEachCatalog, leaseOf, never, owner } from './support/catalogs';
 
 // The catalog alone, on a real SQLite file and on a real PostgreSQL server: the compare-and-set rules every
 // workflow relies on, the same for both: settings, legal holds, the trash's expiry, drains and leases.
@@ -101,7 +101,7 @@ describeEachCatalog(
       const moving = await readyTable('moving');
       const drop = await locked(`table:${moving.id}`, owner('trash:m'));
       await acquire(leaseOf(moving.id, 'lease-m', 1_000_000));
-      expect((await catalog.startDrain({ tableId: moving.id, owner: drop, now: 5 })).table.state).toBe('DRAINING');
+      expect(await catalog.startDrain({ tableId: moving.id, owner: drop, now: 5 }, never)).toMatchObject({ table: { state: 'DRAINING' } });
       await expect(catalog.changeHold({ tableId: moving.id, hold, owner: drop })).rejects.toMatchObject({ type: 'WrongState' });
       await catalog.transition({ tableId: moving.id, from: ['DRAINING'], to: 'TRASHING', owner: drop, now: 6 });
       await expect(catalog.changeHold({ tableId: moving.id, hold, owner: drop })).rejects.toMatchObject({ type: 'WrongState' });
@@ -163,8 +163,11 @@ describeEachCatalog(
       await acquire(leaseOf(table.id, 'lease-old', 500));
       await acquire(leaseOf(other.id, 'lease-other', 9_000));
       const drop = owner('trash:1', 'run-d');
-      const start = (now: number, more: { expectName?: { namespace: string; name: string }; step?: StepKey } = {}) =>
-        catalog.startDrain({ tableId: table.id, owner: drop, now, ...more });
+      const start = async (now: number, more: { expectName?: { namespace: string; name: string }; step?: StepKey } = {}) => {
+        const result = await catalog.startDrain({ tableId: table.id, owner: drop, now, ...more }, never);
+        if ('outcome' in result) throw new Error('a drop that holds the lock is never busy');
+        return result;
+      };
 
       await expect(start(1_000)).rejects.toMatchObject({ name: 'LockLostError' });
       await locked(`table:${table.id}`, drop);
@@ -206,7 +209,25 @@ describeEachCatalog(
       // Trashed: no drop to start.
       await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: drop, now: 9_000, retentionSeconds: 60 });
       await expect(start(10_000)).rejects.toMatchObject({ type: 'WrongState' });
-      await expect(catalog.startDrain({ tableId: 999, owner: drop, now: 1 })).rejects.toMatchObject({ type: 'TableNotFound' });
+      await expect(catalog.startDrain({ tableId: 999, owner: drop, now: 1 }, never)).rejects.toMatchObject({ type: 'TableNotFound' });
+    });
+
+    test('a drop that takes the table lock itself (v17) is busy while another holds it, and holds it once it starts', async () => {
+      const table = await readyTable('t');
+      const drop = owner('trash:1', 'run-d');
+      const start = () => catalog.startDrain({ tableId: table.id, owner: drop, now: 1_000, takeLock: true }, never);
+      await locked(`table:${table.id}`, owner('hold:1', 'run-h'));
+      expect(await start()).toMatchObject({ outcome: 'busy', holder: { workflowId: 'hold:1' } });
+      expect(await catalog.getTable(table.id)).toEqual(table);
+      await catalog.releaseLocks(owner('hold:1', 'run-h'));
+      expect(await start()).toEqual({ table: { ...table, state: 'TRASHING', updatedAt: 1_000 }, leases: [] });
+      expect((await catalog.listLocks()).map((l) => [l.resource, l.workflowId])).toEqual([[`table:${table.id}`, 'trash:1']]);
+      // A table that is not there: refused, and no lock is left behind.
+      await catalog.releaseLocks(drop);
+      await expect(catalog.startDrain({ tableId: 999, owner: drop, now: 1, takeLock: true }, never)).rejects.toMatchObject({
+        type: 'TableNotFound',
+      });
+      expect(await catalog.listLocks()).toEqual([]);
     });
 
     test('a drop of a READY table whose leases have all expired goes straight to TRASHING', async () => {
@@ -216,7 +237,7 @@ describeEachCatalog(
       await acquire(leaseOf(other.id, 'lease-other', 9_000));
       const drop = await locked(`table:${table.id}`, owner('trash:1'));
       // A lease that ends at `now` has ended.
-      expect(await catalog.startDrain({ tableId: table.id, owner: drop, now: 500 })).toEqual({
+      expect(await catalog.startDrain({ tableId: table.id, owner: drop, now: 500 }, never)).toEqual({
         table: { ...table, state: 'TRASHING', updatedAt: 500 },
         leases: [],
       });

@@ -264,11 +264,17 @@ export function operationCalls(catalogId: string | undefined) {
       catalog.endTrashTimer.executeWithOptions(said(`end the trash timer of table ${tableId} (${reason})`), [
         { tableId, reason, droppedAt, ...scope },
       ]),
-    /** A drop's first change: DRAINING while the table has live leases, else TRASHING; with the leases to wait for. */
-    startDrain: (tableId: number, expectName?: TableName) =>
-      catalog.startDrain.executeWithOptions(said(`table ${tableId}: READY to DRAINING (leases live) or TRASHING; no new leases`), [
-        { tableId, now: Date.now(), ...(expectName ? { expectName } : {}), ...step('startDrain') },
-      ]),
+    /**
+     * A drop's first change: DRAINING while the table has live leases, else TRASHING; with the leases to wait for. With
+     * `takeLock` (since v17) it takes the table's lock too, or answers who holds it.
+     */
+    startDrain: async (tableId: number, expectName?: TableName, takeLock = false) => {
+      if (takeLock) released = false;
+      return catalog.startDrain.executeWithOptions(
+        said(`table ${tableId}: READY to DRAINING (leases live) or TRASHING; no new leases${takeLock ? `; taking its lock` : ''}`),
+        [{ tableId, now: Date.now(), ...(expectName ? { expectName } : {}), ...(takeLock ? { takeLock } : {}), ...step('startDrain') }],
+      );
+    },
     liveLeases: (tableId: number) =>
       catalog.liveLeases.executeWithOptions(said(`read the live leases of table ${tableId}`), [
         { tableId, now: Date.now(), ...step('liveLeases') },

@@ -11,6 +11,11 @@ export const PATCHES = {
    */
   prepareTakesNameLock: 'prepare-takes-name-lock',
   /**
+   * v17: a drop's first change (`startDrain`'s `takeLock`, under `holdingLocks`) takes the table's lock rather than
+   * after a lock attempt of its own: one local activity less.
+   */
+  drainTakesTableLock: 'drain-takes-table-lock',
+  /**
    * v15: the local activity that changes a step's shards makes the table's state change before them (a recall's claim
    * of its name, a purge's PURGING: `everyShard`'s `state`) and the operation's commit after them, when every shard of
    * the step is changed here (`everyShard`'s `commit`): two local activities less. A purge's deletes ride with its

@@ -19,7 +19,8 @@ import { TableBusyError } from '../domain/errors';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashCommitted } from '../activities';
 import { operationCalls, type OperationCalls } from './activities';
-import { withLock } from './lock';
+import { holdingLocks, untilFree, withLock, type Waiting } from './lock';
+import { takes } from './patches';
 import { purgeSteps } from './purge';
 import { reportOutcome } from './observe';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
@@ -87,17 +88,25 @@ function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer
       return trashed;
     },
   };
-  return withLock(calls, tableLock!, { policy: input.lockWait, input }, () => {
-    // One deadline for the whole drain: the leases, then (PostgreSQL) the sessions using the table.
-    const deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
-    return runSteps<Drop>(
-      stopNewLeases(calls, input),
-      waitForLeases(calls, input.tableId, deadline, timer),
+  const waiting: Waiting = { policy: input.lockWait, input };
+  // One deadline for the whole drain, from when the table's lock is taken: the leases, then (PostgreSQL) the sessions
+  // using the table.
+  let deadline = 0;
+  const startDeadline = () => (deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000);
+  const steps = (takeLock: boolean) =>
+    runSteps<Drop>(
+      stopNewLeases(calls, input, takeLock ? { lock: tableLock!, waiting, taken: startDeadline } : undefined),
+      waitForLeases(calls, input.tableId, () => deadline, timer),
       everyShard(calls, 'move shards to trash', () => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(deadline - Date.now(), 1000) }), {
         undo: SHARDS.backFromTrash,
       }),
       commitTrashed as Step<Drop>,
     ) as Promise<TrashCommitted>;
+  // (Since v17 the drop's first change takes the table's lock; before, a lock attempt of its own did, first.)
+  if (takes('drainTakesTableLock')) return holdingLocks(calls, () => steps(true));
+  return withLock(calls, tableLock!, waiting, () => {
+    startDeadline();
+    return steps(false);
   });
 }
 
@@ -107,12 +116,28 @@ const tableIn = (drop: Drop): TableRecord => ('table' in drop ? drop.table : dro
 
 /**
  * A drop's first change, which stops new leases: READY to DRAINING while the table has live leases, else straight to
- * TRASHING (a table found DRAINING or TRASHING is a drop resumed). Undone by the move back to READY.
+ * TRASHING (a table found DRAINING or TRASHING is a drop resumed). Undone by the move back to READY. With `locking`
+ * (since v17) the same call takes the table's lock, waiting its turn while another operation holds it.
  */
-function stopNewLeases(calls: OperationCalls, input: TrashInput): Step<void, Drop> {
+function stopNewLeases(
+  calls: OperationCalls,
+  input: TrashInput,
+  locking?: { lock: string; waiting: Waiting; taken: () => void },
+): Step<void, Drop> {
   return {
     name: 'stop new leases',
-    call: () => calls.startDrain(input.tableId, input.expectedName),
+    call: async () => {
+      if (!locking) return calls.startDrain(input.tableId, input.expectedName) as Promise<Drop>;
+      const drop = await untilFree(
+        `lock ${locking.lock}`,
+        () => calls.startDrain(input.tableId, input.expectedName, true),
+        (answer) => ('busy' in answer ? answer.busy : undefined),
+        locking.waiting,
+      );
+      if ('busy' in drop) throw new Error('unreachable: a busy lock is waited on above');
+      locking.taken();
+      return drop;
+    },
     undo: async () => {
       await calls.transition({ tableId: input.tableId, from: ['DRAINING', 'TRASHING'], to: 'READY', now: Date.now() });
     },
@@ -124,11 +149,12 @@ function stopNewLeases(calls: OperationCalls, input: TrashInput): Step<void, Dro
  * wakes at the soonest expiry), then moves on to TRASHING. Past the deadline the drop is TableBusy, naming the leases,
  * and taken back (the first step's undo: READY again).
  */
-function waitForLeases(calls: OperationCalls, tableId: number, deadline: number, timer: TrashTimer): Step<Drop> {
+function waitForLeases(calls: OperationCalls, tableId: number, deadlineOf: () => number, timer: TrashTimer): Step<Drop> {
   return {
     name: 'wait for leases',
     call: async (drop) => {
       if (!('leases' in drop) || drop.table.state !== 'DRAINING') return drop;
+      const deadline = deadlineOf();
       let leases = drop.leases;
       while (leases.length > 0) {
         const left = deadline - Date.now();

@@ -131,7 +131,7 @@ export function catalogCalls(current: () => Catalog) {
    */
   async function servesVersion2(worker: Catalog): Promise<{ other: TableRecord; hold: { reason: string; since: number } }> {
     await acquire(leaseOf(7, 'lease-7', 10_000));
-    expect(await worker.startDrain({ tableId: 7, owner: owner('trash:7', 'run-7'), now: 1_000 })).toEqual({
+    expect(await worker.startDrain({ tableId: 7, owner: owner('trash:7', 'run-7'), now: 1_000 }, never)).toEqual({
       table: { ...OLD_TABLE, state: 'DRAINING', updatedAt: 1_000 },
       leases: [leaseOf(7, 'lease-7', 10_000)],
     });
