@@ -20,7 +20,6 @@ import { startBench } from './setup';
 
 const FLOOR_QUEUE = 'bench-trace-floor';
 
-
 const OPS = ['floor', 'create', 'trash', 'undelete', 'purge'] as const;
 type Op = (typeof OPS)[number];
 
@@ -46,8 +45,7 @@ const median = (values: readonly number[]) => {
   return sorted[Math.floor(sorted.length / 2)]!;
 };
 
-const ms = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) =>
-  Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
+const ms = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) => Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6);
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { rounds: { type: 'string' }, driver: { type: 'string' } }, strict: true });
@@ -130,7 +128,12 @@ async function main(): Promise<void> {
       const name = `trace.t${round + 1}`;
       const floorId = () => `trace-floor-${round}`;
       const floor = () =>
-        traced('floor', counted, () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: floorId() }), floorId);
+        traced(
+          'floor',
+          counted,
+          () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: floorId() }),
+          floorId,
+        );
       await floor();
       const id = (op: 'trash' | 'undelete' | 'purge') => () => OPERATIONS[op].workflowId(table.id, bench.catalog.id);
       const table = await traced(
@@ -156,7 +159,9 @@ async function main(): Promise<void> {
   for (const op of OPS) {
     const p = parts[op];
     const m = (k: keyof RunParts) => median(p.map((r) => r[k]));
-    console.log(`${op.padEnd(10)}${col(m('total'))}${col(m('toFirstTask'))}${col(m('inTasks'))}${col(m('between'))}${col(m('beforeStart'))}${col(m('afterClose'))}${col(m('tasks'), 9)}`);
+    console.log(
+      `${op.padEnd(10)}${col(m('total'))}${col(m('toFirstTask'))}${col(m('inTasks'))}${col(m('between'))}${col(m('beforeStart'))}${col(m('afterClose'))}${col(m('tasks'), 9)}`,
+    );
   }
   console.log('\nactivity calls, as the worker ran them: median ms, and calls per operation');
   for (const op of OPS.slice(1)) {
