@@ -22,7 +22,7 @@ import { Worker } from '@temporalio/worker';
 import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
-import { startBench } from './setup';
+import { startBench, startFloor } from './setup';
 import { contractWorkflowType } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
 import { benchCli, printCliRows, type CliRow } from './cli';
@@ -90,17 +90,8 @@ export async function benchLifecycle(
   // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL table with two columns.
   const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
   const { client, temporal } = bench;
-  // The floor's worker: same process, same connection, its own queue.
-  bench.alsoRun(
-    await Worker.create({
-      connection: bench.workerConnection,
-      namespace: 'default',
-      taskQueue: FLOOR_QUEUE,
-      workflowsPath: require.resolve('./floor-workflow'),
-      activities: { noop: () => Promise.resolve() },
-    }),
-  );
-  const floor = () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: `floor-${randomUUID()}` });
+  const runFloor = await startFloor(bench, FLOOR_QUEUE);
+  const floor = () => runFloor(`floor-${randomUUID()}`);
   // The contract's callers: a service by type name, and a workflow of its own through Nexus (the endpoint `tablefate`,
   // which the bench's server was given, routes to the bench's worker).
   bench.alsoRun(

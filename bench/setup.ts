@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { PostgresStorage } from '../storage/postgres';
@@ -132,4 +132,21 @@ export async function startBench(
       await fs.promises.rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The floor every measurement is compared with (bench/floor-workflow.ts) served beside tablefate's worker: same process,
+ * same connection, its own queue. Answers a function that runs one floor workflow to its end.
+ */
+export async function startFloor(bench: Bench, taskQueue: string): Promise<(workflowId: string) => Promise<void>> {
+  bench.alsoRun(
+    await Worker.create({
+      connection: bench.workerConnection,
+      namespace: 'default',
+      taskQueue,
+      workflowsPath: require.resolve('./floor-workflow'),
+      activities: { noop: () => Promise.resolve() },
+    }),
+  );
+  return (workflowId) => bench.temporal.workflow.execute('floorWorkflow', { taskQueue, workflowId });
 }

@@ -12,11 +12,10 @@
  */
 import { parseArgs } from 'node:util';
 import { Context } from '@temporalio/activity';
-import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
 import type { StorageDriverName } from '../domain/deployment';
 import { OPERATIONS } from '../domain/operations';
-import { startBench } from './setup';
+import { startBench, startFloor } from './setup';
 
 const FLOOR_QUEUE = 'bench-trace-floor';
 
@@ -77,16 +76,7 @@ async function main(): Promise<void> {
         ]),
       ) as typeof activities,
   });
-  // The floor's worker: same process, same connection, its own queue (as bench/lifecycle.ts runs it).
-  bench.alsoRun(
-    await Worker.create({
-      connection: bench.workerConnection,
-      namespace: 'default',
-      taskQueue: FLOOR_QUEUE,
-      workflowsPath: require.resolve('./floor-workflow'),
-      activities: { noop: () => Promise.resolve() },
-    }),
-  );
+  const runFloor = await startFloor(bench, FLOOR_QUEUE);
   const { client, temporal } = bench;
   const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
   const parts = Object.fromEntries(OPS.map((op) => [op, [] as RunParts[]])) as Record<Op, RunParts[]>;
@@ -127,14 +117,7 @@ async function main(): Promise<void> {
       const counted = round >= 0;
       const name = `trace.t${round + 1}`;
       const floorId = () => `trace-floor-${round}`;
-      const floor = () =>
-        traced(
-          'floor',
-          counted,
-          () => temporal.workflow.execute('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId: floorId() }),
-          floorId,
-        );
-      await floor();
+      await traced('floor', counted, () => runFloor(floorId()), floorId);
       const id = (op: 'trash' | 'undelete' | 'purge') => () => OPERATIONS[op].workflowId(table.id, bench.catalog.id);
       const table = await traced(
         'create',
