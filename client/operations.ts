@@ -49,7 +49,10 @@ export async function listRuns(client: Client, catalogId: string, query: string,
   const starts: number[] = [];
   let ordered = true;
   let lastClose = Infinity;
-  for await (const run of client.workflow.list({ query, pageSize: PAGE_SIZE })) {
+  // (A page a little past the limit: where one catalog is all the namespace holds, the listing stops within it, and the
+  // runs past it are neither sent nor decoded.)
+  const pageSize = limit === undefined ? PAGE_SIZE : Math.min(PAGE_SIZE, limit + 1);
+  for await (const run of client.workflow.list({ query, pageSize })) {
     const closedAt = run.closeTime?.getTime();
     if (closedAt === undefined) {
       if (lastClose !== Infinity) ordered = false;
