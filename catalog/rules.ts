@@ -61,14 +61,7 @@ export abstract class TransactionalCatalog implements Catalog {
   }
 
   prepareCreate(req: PrepareCreateRequest, isOwnerClosed: IsOwnerClosed): Promise<PrepareResult> {
-    return this.withTakeOver(isOwnerClosed, (tx) =>
-      journaled(
-        tx,
-        req.step,
-        () => prepare(tx, req),
-        (result) => result.outcome !== 'busy',
-      ),
-    ).then(({ result }) => unwrap(result));
+    return this.withTakeOver(isOwnerClosed, req.step, (tx) => prepare(tx, req)).then(({ result }) => unwrap(result));
   }
 
   transition(req: TransitionRequest): Promise<TableRecord> {
@@ -100,14 +93,7 @@ export abstract class TransactionalCatalog implements Catalog {
   acquireLock(resource: string, owner: LockOwner, now: number, isOwnerClosed: IsOwnerClosed, step?: StepKey): Promise<AcquireResult> {
     // A journaled acquire answers "acquired" even if the run has since released the lock (its later calls
     // are journaled too): re-taking it would let a run that already finished hold a table again.
-    return this.withTakeOver(isOwnerClosed, (tx) =>
-      journaled(
-        tx,
-        step,
-        () => tryLock(tx, resource, owner, now),
-        (r) => r.acquired,
-      ),
-    ).then(({ result, tookOverFrom }) => {
+    return this.withTakeOver(isOwnerClosed, step, (tx) => tryLock(tx, resource, owner, now)).then(({ result, tookOverFrom }) => {
       const acquired = unwrap(result);
       return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
     });
@@ -168,14 +154,7 @@ export abstract class TransactionalCatalog implements Catalog {
   }
 
   startDrain(req: DrainStart, isOwnerClosed: IsOwnerClosed): Promise<DrainResult> {
-    return this.withTakeOver(isOwnerClosed, (tx) =>
-      journaled(
-        tx,
-        req.step,
-        () => startDrain(tx, req),
-        (result) => !('outcome' in result),
-      ),
-    ).then(({ result }) => unwrap(result));
+    return this.withTakeOver(isOwnerClosed, req.step, (tx) => startDrain(tx, req)).then(({ result }) => unwrap(result));
   }
 
   changeLease(req: LeaseRequest): Promise<Lease> {
@@ -202,17 +181,26 @@ export abstract class TransactionalCatalog implements Catalog {
   }
 
   /**
-   * Runs `attempt` (a transaction that may find a lock busy) and, while the holder it reports has closed
-   * without releasing (a terminated workflow, say), takes that lock over and tries again. The holder's status
-   * is asked outside any transaction: it is a call to the Temporal server.
+   * Runs `attempt` (a call that takes a lock, and may find it busy) in a transaction, journaled under `step` (a busy
+   * answer is not final: its claim is withdrawn), and, while the holder it reports has closed without releasing (a
+   * terminated workflow, say), takes that lock over and tries again. The holder's status is asked outside any
+   * transaction: it is a call to the Temporal server.
    */
   private async withTakeOver<T extends object>(
     isOwnerClosed: IsOwnerClosed,
-    attempt: (tx: CatalogTx) => Promise<Outcome<T>>,
+    step: StepKey | undefined,
+    attempt: (tx: CatalogTx) => Promise<T>,
   ): Promise<{ result: Outcome<T>; tookOverFrom: LockHolder | null }> {
     let tookOverFrom: LockHolder | null = null;
     for (;;) {
-      const result = await this.transaction(attempt);
+      const result = await this.transaction((tx) =>
+        journaled(
+          tx,
+          step,
+          () => attempt(tx),
+          (answer) => busyHolderOf(answer) === undefined,
+        ),
+      );
       const holder = busyHolder(result);
       if (!holder || !(await isOwnerClosed(holder))) return { result, tookOverFrom };
       // Unless it changed hands meanwhile: then the next attempt sees the new holder.
@@ -465,10 +453,13 @@ function unwrap<T>(outcome: Outcome<T>): T {
 
 /** The holder of a lock an attempt found busy, if it did. */
 function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
-  if (!('value' in outcome)) return undefined;
-  const result = outcome.value;
-  if ('outcome' in result && result.outcome === 'busy' && 'holder' in result) return result.holder as LockHolder;
-  if ('acquired' in result && result.acquired === false && 'holder' in result) return result.holder as LockHolder;
+  return 'value' in outcome ? busyHolderOf(outcome.value) : undefined;
+}
+
+/** The holder named by a busy answer (a prepare's, a drop's first change's, or a lock attempt's), if it is one. */
+function busyHolderOf(answer: object): LockHolder | undefined {
+  if ('outcome' in answer && answer.outcome === 'busy' && 'holder' in answer) return answer.holder as LockHolder;
+  if ('acquired' in answer && answer.acquired === false && 'holder' in answer) return answer.holder as LockHolder;
   return undefined;
 }
 
