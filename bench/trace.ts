@@ -64,12 +64,13 @@ async function main(): Promise<void> {
             try {
               return await (fn as (...a: unknown[]) => Promise<unknown>)(...args);
             } finally {
-              const { workflowId, runId } = Context.current().info.workflowExecution!;
-              const op = opOf.get(`${workflowId}/${runId}`) ?? opOf.get(workflowId);
+              const op = opOf.get(Context.current().info.workflowExecution!.workflowId);
               if (op) {
                 const byName = calls.get(op) ?? new Map<string, number[]>();
                 calls.set(op, byName);
-                byName.set(name, [...(byName.get(name) ?? []), performance.now() - began]);
+                const durations = byName.get(name) ?? [];
+                byName.set(name, durations);
+                durations.push(performance.now() - began);
               }
             }
           },

@@ -197,7 +197,11 @@ export class LocalFileStorage implements StorageDriver {
     for (const ref of refs) this.assertValid(ref);
     const sizes = refs.map(() => 0);
     const byNode = new Map<string, number[]>();
-    refs.forEach((ref, i) => byNode.set(ref.node, [...(byNode.get(ref.node) ?? []), i]));
+    refs.forEach((ref, i) => {
+      const indices = byNode.get(ref.node);
+      if (indices) indices.push(i);
+      else byNode.set(ref.node, [i]);
+    });
     await Promise.all(
       [...byNode].map(([node, indices]) =>
         this.guardedListing('inspect', node, async () => {
