@@ -1,9 +1,12 @@
 import { Context } from '@temporalio/activity';
 import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
+import { firstStateChanges, verdictFor, type FirstChangeFor } from '../domain/checks';
+import type { ShardChange, ShardRef } from '../domain/contracts';
+import { ApplicationFailure } from '@temporalio/common';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import { OPERATIONS, workflowIdFor } from '../domain/operations';
+import { OPERATIONS, STORAGE_STOPPED_HERE, workflowIdFor } from '../domain/operations';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { endTimerSignal, evictSignal, trashChangedSignal } from '../domain/contracts';
 import { defaultSettings, trashPolicy, type SettingKey, type SettingRow, type SettingValue, type TrashPolicy } from '../domain/settings';
@@ -344,7 +347,91 @@ export function createActivities(deps: ActivityDeps) {
       const committed = commit && every ? await catalogCalls.transition(commit) : undefined;
       return { ...answer, ...(table ? { before: table } : {}), ...(committed ? { committed } : {}) };
     },
+
+    /**
+     * Since v18, an undelete's or a purge's lock attempt and its first shard call, in one local activity: the table's
+     * lock taken (busy: nothing else is done) and the table read under it, as `tryLock` does, then the operation's
+     * check (domain/checks.ts) made on what was read, and only where it lets the operation go on, the first step's
+     * state change and its first `shardsPerCall` shards; with `then` and the commit too, where that call changes every
+     * shard here. Each part is journaled under its own step, as the separate calls would be. A shard change that fails
+     * for good is answered, not thrown: the step it belongs to fails with it, and takes back what was made.
+     */
+    async lockThenChangeShardsHere(
+      input: CallScope & {
+        lock: string;
+        now: number;
+        for: FirstChangeFor;
+        change: ShardChange;
+        then?: ShardChange;
+        shardsPerCall: number;
+        steps: { lock: string; before: string; shards: string; commit: string };
+      },
+    ): Promise<LockAttempt & { first?: FirstChangeMade }> {
+      const { catalogId, steps, now } = input;
+      const attempt = await catalogCalls.tryLock({ catalogId, step: steps.lock, lock: input.lock, readTable: input.for.tableId, now });
+      if (!attempt.acquired) return attempt;
+      const table = attempt.table ?? null;
+      if (!table || !('proceed' in verdictFor(input.for, table, attempt.readAt ?? now))) return attempt;
+      const changes = firstStateChanges(input.for, table);
+      const before = await catalogCalls.transition({ catalogId, step: steps.before, tableId: table.id, now, ...changes.before });
+      const every = table.placement.length <= input.shardsPerCall;
+      const shards = table.placement.slice(0, input.shardsPerCall).map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
+      const then = every ? input.then : undefined;
+      let answer: ShardsHereAnswer;
+      try {
+        answer = await shardsHere.changeShardsHere({
+          catalogId,
+          step: steps.shards,
+          change: input.change,
+          shards,
+          ...(then ? { then } : {}),
+        });
+      } catch (err) {
+        if (!(err instanceof ApplicationFailure && err.nonRetryable)) throw err;
+        // This worker's storage stopped: the step hands its shards to the nodes' queues (workflows/activities.ts).
+        if (err.type === STORAGE_STOPPED_HERE) return { ...attempt, first: { before, shards: [], elsewhere: [], notes: [] } };
+        return {
+          ...attempt,
+          first: { before, shards: [], elsewhere: [], notes: [], failed: { type: err.type ?? 'Error', message: err.message } },
+        };
+      }
+      const allHere = answer.elsewhere.length === 0 && (then === undefined || answer.thenMade === true);
+      const committed =
+        every && allHere && changes.commit
+          ? await catalogCalls.transition({ catalogId, step: steps.commit, tableId: table.id, now, ...changes.commit, releaseLocks: true })
+          : undefined;
+      const madeHere = shards.filter((shard) => !answer.elsewhere.includes(shard.node));
+      return {
+        ...attempt,
+        first: {
+          before,
+          shards: madeHere,
+          elsewhere: answer.elsewhere,
+          notes: answer.notes,
+          ...(answer.thenMade ? { thenMade: true } : {}),
+          ...(committed ? { committed, ...(changes.commit?.endTrashTimer ? { endedTimer: true as const } : {}) } : {}),
+        },
+      };
+    },
   };
+}
+
+/** What an undelete's or a purge's lock attempt made of its first step, where its check let it (lockThenChangeShardsHere). */
+export interface FirstChangeMade {
+  /** The table after the step's state change. */
+  before: TableRecord;
+  /** The shards changed here (with `then` too, where `thenMade`). */
+  shards: ShardRef[];
+  /** The nodes this worker does not serve: their shards are left to the step, for the nodes' queues. */
+  elsewhere: string[];
+  notes: ShardsHereAnswer['notes'];
+  thenMade?: true;
+  /** The operation's commit, made too (a purge whose every shard was changed here): the run's locks went with it. */
+  committed?: TableRecord;
+  /** That commit told the table's trash run that its timer is over. */
+  endedTimer?: true;
+  /** The shard change failed for good: the step fails with this, and its undo runs. */
+  failed?: { type: string; message: string };
 }
 
 export type OrchestrationActivities = ReturnType<typeof createActivities>;

@@ -99,6 +99,37 @@ test('a purge whose marks fail on the last of 20 shards leaves every shard in th
   expect(await h.shardAreas(table)).toEqual(Array.from({ length: 20 }, () => null));
 });
 
+// Since v18 the lock attempt of an undelete and of a purge makes their first shard call too: a failure there is the
+// step's, which takes back what the call made, as when the step made the call itself.
+test('a purge whose marks fail in the call that took its lock leaves every shard in the trash, the table TRASHED', async () => {
+  const table = await h.client.create({ table: 'recover.narrow', shards: 4 });
+  await h.client.trash({ table: 'recover.narrow', retentionSeconds: 3600 });
+  h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 2, kind: 'permanent', times: 1 });
+  await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({ type: 'StorageFault' });
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+  expect(await h.shardAreas(table)).toEqual(['trash', 'trash', 'trash', 'trash']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  const purged = await h.client.purge({ tableId: table.id });
+  expect(purged.state).toBe('PURGED');
+  expect(await h.shardAreas(table)).toEqual([null, null, null, null]);
+});
+
+test('an undelete whose move back fails in the call that took its lock is taken back: TRASHED, under its trashed name', async () => {
+  const table = await h.client.create({ table: 'recover.back', shards: 4 });
+  await h.client.trash({ table: 'recover.back', retentionSeconds: 3600 });
+  h.storage.faults.inject({ op: 'moveShard', tableId: table.id, shard: 3, kind: 'permanent', times: 1 });
+  await expect(h.client.undelete({ table: table.id, newName: 'recover.back2' })).rejects.toMatchObject({ type: 'StorageFault' });
+  const after = await h.catalog.getTable(table.id);
+  expect(after).toMatchObject({ state: 'TRASHED', name: 'back' });
+  expect(await h.shardAreas(table)).toEqual(['trash', 'trash', 'trash', 'trash']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  const recalled = await h.client.undelete({ table: table.id, newName: 'recover.back2' });
+  expect(recalled).toMatchObject({ state: 'READY', name: 'back2' });
+  expect(await h.shardAreas(table)).toEqual(['live', 'live', 'live', 'live']);
+});
+
 describe('a trash whose purge at expiry keeps failing', () => {
   let paced: Harness;
   beforeAll(async () => {

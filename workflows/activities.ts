@@ -10,7 +10,8 @@ import {
 } from '@temporalio/workflow';
 import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
 import { settleAll } from '../domain/settle';
-import type { Activities } from '../activities';
+import type { Activities, FirstChangeMade, LockAttempt } from '../activities';
+import type { FirstChangeFor } from '../domain/checks';
 import type { TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import type { TableState } from '../domain/states';
@@ -50,6 +51,12 @@ const catalog = proxyLocalActivities<
 
 /** Lock attempts and releases: transient faults are retried; a busy lock is an answer (see lock.ts). */
 const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>>({ startToCloseTimeout: '30s', retry: RETRY });
+
+/** A lock attempt that makes its operation's first shard call too (since v18): as long as a shard call may take. */
+const lockingFirstChange = proxyLocalActivities<Pick<Activities, 'lockThenChangeShardsHere'>>({
+  startToCloseTimeout: '1 hour',
+  retry: RETRY,
+}).lockThenChangeShardsHere;
 
 /**
  * One step's change on every shard of the nodes this worker serves (every node with `--storage local`, the embedded
@@ -138,7 +145,7 @@ export function operationCalls(catalogId: string | undefined) {
     table: TableRecord,
     change: ShardChange,
     shards: ShardRef[],
-    { onShard, then, before, commit }: AlongTheShards,
+    { onShard, then, before, commit, whole }: AlongTheShards,
   ): Promise<ShardRef[]> => {
     // Since v15 `then` is made only where it follows the change on every shard of the step (a purge deletes nothing
     // before every shard is marked): where one call makes the whole step. v14 made it in every call.
@@ -148,13 +155,14 @@ export function operationCalls(catalogId: string | undefined) {
       if (ask.length === 0) continue;
       if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
       const last = first + SHARDS_PER_CALL >= shards.length;
-      const follow = then && (thenEveryCall || (first === 0 && last && away.size === 0)) ? then : undefined;
+      // (`whole`: `shards` are every shard of the step, none made ahead by an earlier call.)
+      const follow = then && (thenEveryCall || (whole && first === 0 && last && away.size === 0)) ? then : undefined;
       // The step's state change rides with its first call, and the operation's commit with its last when no shard of the
       // step was left to a node's queue: each numbered as a call of its own, before and after the shards'.
       const stateChange = before && !before.made ? { ...before.args, ...step('transition') } : undefined;
       const shardsStep = step('changeShardsHere');
       const commitAlong =
-        commit && last && away.size === 0 && (!then || follow)
+        commit && whole && last && away.size === 0 && (!then || follow)
           ? { ...commit, ...step('transition'), releaseLocks: true as const }
           : undefined;
       const summary = [
@@ -210,6 +218,22 @@ export function operationCalls(catalogId: string | undefined) {
     committedAhead = undefined;
     return table;
   };
+  /** The state change a lock attempt made with the first step's first shard call (since v18): the step finds it made. */
+  let stateAhead: TableRecord | undefined;
+  /** That call's shard change, failed for good: the step it belongs to fails with it (and its undo runs). */
+  let failedAhead: ApplicationFailure | undefined;
+  /** What a lock attempt made of the first step, as if the step's own first call had made it. */
+  const madeWithLock = (first: FirstChangeMade, change: ShardChange, then: ShardChange | undefined) => {
+    stateAhead = first.before;
+    first.elsewhere.forEach((node) => away.add(node));
+    for (const shard of first.shards) {
+      madeAhead.add(aheadKey(change, shard));
+      if (then && first.thenMade) madeAhead.add(aheadKey(then, shard));
+    }
+    notes.push(...first.notes);
+    if (first.committed) committed(first.committed, first.endedTimer === true);
+    if (first.failed) failedAhead = ApplicationFailure.nonRetryable(first.failed.message, first.failed.type);
+  };
   /** A local activity called with a summary the web UI shows beside it. */
   const said = (summary: string) => ({ summary });
   const operation = {
@@ -221,6 +245,42 @@ export function operationCalls(catalogId: string | undefined) {
       ]);
       if (attempt.acquired) released = false;
       return attempt;
+    },
+    /**
+     * One try at `lock` that, once it holds it and the operation's check (`first.for`) lets it go on, makes the first
+     * step's state change and first shard call too (since v18): one local activity less than a lock attempt of its
+     * own. The step then finds them made. Answers as `tryLock` does, with the table as read under the lock.
+     */
+    tryLockWithFirstChange: async (lock: string, first: FirstChange): Promise<LockAttempt> => {
+      const steps = {
+        lock: step('tryLock').step!,
+        before: step('transition').step!,
+        shards: step('changeShardsHere').step!,
+        commit: step('transition').step!,
+      };
+      // (Taken before the answer is in: a refused state change (NameTaken) fails the call with the lock held.)
+      released = false;
+      const shards = `the first ${SHARDS_PER_CALL} shards`;
+      const attempt = await lockingFirstChange.executeWithOptions(
+        said(
+          `take lock ${lock}, read table ${first.for.tableId}; if its ${first.for.op} may go on: its first change (${describeFirstChange(first)}) on ${shards}`,
+        ),
+        [
+          {
+            ...scope,
+            lock,
+            now: Date.now(),
+            for: first.for,
+            change: first.change,
+            ...(first.then ? { then: first.then } : {}),
+            shardsPerCall: SHARDS_PER_CALL,
+            steps,
+          },
+        ],
+      );
+      if (attempt.acquired && attempt.first) madeWithLock(attempt.first, first.change, first.then);
+      const { first: _made, ...answer } = attempt;
+      return answer;
     },
     /** Releases every lock the run holds (nothing to do when its last change did). */
     releaseLocks: () => (released ? Promise.resolve() : locking.releaseLock.executeWithOptions(said("release this run's locks"), [scope])),
@@ -320,12 +380,24 @@ export function operationCalls(catalogId: string | undefined) {
         commit,
       }: { onShard?: () => void; then?: ShardChange; before?: Args<Activities['transition']>; commit?: CommitAhead } = {},
     ): Promise<TableRecord> => {
+      if (failedAhead) {
+        const failure = failedAhead;
+        failedAhead = undefined;
+        throw failure;
+      }
       const all = shardsOf(table);
       const ahead = all.filter((shard) => madeAhead.has(aheadKey(change, shard)));
       ahead.forEach(() => onShard());
       const shards = all.filter((shard) => !madeAhead.has(aheadKey(change, shard)));
-      const before: StateChangeAhead | undefined = state && { args: state };
-      const along: AlongTheShards = { onShard, then, before, commit: commit && takes('changesWithShards') ? commit : undefined };
+      const before: StateChangeAhead | undefined = state && { args: state, ...(stateAhead ? { made: stateAhead } : {}) };
+      if (state) stateAhead = undefined;
+      const along: AlongTheShards = {
+        onShard,
+        then,
+        before,
+        commit: commit && takes('changesWithShards') ? commit : undefined,
+        whole: ahead.length === 0,
+      };
       const left = takes('shardChangesHere') && shards.length > 0 ? await changeHere(table, change, shards, along) : shards;
       // No call here made the state change (every node is served elsewhere, or this worker's storage stopped before it
       // answered): it is made on its own, before any node's (a change made already is answered as it is).
@@ -350,6 +422,17 @@ export function operationCalls(catalogId: string | undefined) {
   return operation;
 }
 
+/** The first step's change that an undelete's or a purge's lock attempt makes too (since v18): what for, and which. */
+export interface FirstChange {
+  for: FirstChangeFor;
+  change: ShardChange;
+  then?: ShardChange;
+}
+
+function describeFirstChange(first: FirstChange): string {
+  return first.for.op === 'undelete' ? 'RESTORING, shards back from the trash' : 'PURGING, shards marked garbage, deleted, PURGED';
+}
+
 /** A step's state change to be made with its first shard call, and the table once it is. */
 interface StateChangeAhead {
   args: Args<Activities['transition']>;
@@ -369,6 +452,8 @@ interface AlongTheShards {
   then: ShardChange | undefined;
   before: StateChangeAhead | undefined;
   commit: CommitAhead | undefined;
+  /** No shard of the step was made ahead (by a lock attempt's call, or an earlier step's `then`): its calls make it whole. */
+  whole: boolean;
 }
 
 /** A transition as the web UI shows it: "table 12: READY to TRASHING". */

@@ -1,6 +1,6 @@
 import { CancellationScope, continueAsNew, log, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
 import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
-import type { OperationCalls } from './activities';
+import type { FirstChange, OperationCalls } from './activities';
 import type { TableRecord } from '../domain/table';
 import { reportLockWait } from './observe';
 
@@ -37,7 +37,9 @@ export interface Waiting {
  * as the last state change is safe: if that task is lost, the catalog's journal answers the repeated calls
  * without the lock (see operationCalls). A terminated workflow leaves its lock behind; the next operation
  * takes it over once it sees the holder closed, and the reconciler releases it. With `readTable`, the attempt that
- * takes the lock also reads that table under it, and `body` gets it (one call less than reading it first thing).
+ * takes the lock also reads that table under it, and `body` gets it (one call less than reading it first thing). With
+ * `firstChange` (an undelete's or a purge's, since v18), it makes the first step's first call too, where the operation's
+ * check lets it go on (domain/checks.ts): `body`'s steps find that call made (one call less again).
  */
 export function withLock<T>(
   calls: OperationCalls,
@@ -45,11 +47,12 @@ export function withLock<T>(
   waiting: Waiting,
   body: (read: ReadUnderLock) => Promise<T>,
   readTable?: number,
+  firstChange?: FirstChange,
 ): Promise<T> {
   return holdingLocks(calls, async () => {
     const attempt = await untilFree(
       `lock ${lock}`,
-      () => calls.tryLock(lock, readTable),
+      () => (firstChange ? calls.tryLockWithFirstChange(lock, firstChange) : calls.tryLock(lock, readTable)),
       (answer) => (answer.acquired ? undefined : answer.holder),
       waiting,
     );

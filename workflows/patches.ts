@@ -1,10 +1,16 @@
 import { patched } from '@temporalio/workflow';
 
 /**
- * The patches of v14, v15 and v17: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
+ * The patches of v14, v15, v17 and v18: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
  * new one for a release (docs/changing-workflows.md says when it goes).
  */
 export const PATCHES = {
+  /**
+   * v18: an undelete's and a purge's lock attempt makes their first step's first shard call too, where their check (now
+   * domain/checks.ts, made in that call and again by the check step) lets them go on (`withLock`'s `firstChange`): one
+   * local activity less.
+   */
+  lockWithFirstChange: 'lock-with-first-change',
   /**
    * v17: a create's prepare takes its name lock in its own call (`prepareCreate`'s `takeLock`, under `holdingLocks`)
    * rather than after a lock attempt of its own: one local activity less.

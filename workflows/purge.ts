@@ -1,8 +1,8 @@
 import { log } from '@temporalio/workflow';
 import { OPERATIONS, type PurgeInput } from '../domain/operations';
-import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
+import { purgeVerdict } from '../domain/checks';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { operationCalls, type OperationCalls } from './activities';
+import { operationCalls, type FirstChange, type OperationCalls } from './activities';
 import { checkedAt, tableUnderLock, withLock, type ReadUnderLock, type Waiting } from './lock';
 import { takes } from './patches';
 import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
@@ -35,6 +35,20 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
       ? { reason: 'purged' as const, droppedAt: table.droppedAt }
       : undefined;
   const purged = commit(calls, ['PURGING', 'PURGED'], endTrashTimer);
+  // (Since v18 the lock attempt marks, deletes and commits too, where the check lets the purge go on.)
+  const firstChange: FirstChange | undefined = takes('lockWithFirstChange')
+    ? {
+        for: {
+          op: 'purge',
+          tableId: input.tableId,
+          trigger: input.trigger,
+          ...(input.droppedAt !== undefined ? { droppedAt: input.droppedAt } : {}),
+          endsTimer: endsTimer && takes('fewerLocalActivities'),
+        },
+        change: SHARDS.markGarbage,
+        then: SHARDS.deleteGarbage,
+      }
+    : undefined;
   return withLock(
     calls,
     tableLock!,
@@ -57,40 +71,30 @@ export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Wa
       );
     },
     input.tableId,
+    firstChange,
   );
 }
 
-/**
- * The table is TRASHED, in the trash this purge is for (an expiry's or a policy's is the one at its drop time), or
- * already on its way: PURGING (an earlier purge stopped after it began deleting; this one finishes it and never goes
- * back to TRASHED, whatever fails: shards may be gone already) or PURGED (nothing left to do). A held table is never
- * purged: a purge by hand is OnHold, naming the reason; an expiry or a policy finds nothing to do yet, as it does for an
- * expiry moved later (a new retention) since its timer fired.
- */
+/** The table is in the trash this purge is for, and not held, or already on its way (domain/checks.ts's purgeVerdict). */
 function check(calls: OperationCalls, input: PurgeInput, read: ReadUnderLock): Step<void, TableRecord> {
   return {
     name: 'check',
     call: async () => {
       const table = await tableUnderLock(calls, read, input.tableId);
-      if (!table) throw asFailure(tableNotFound(input.tableId));
-      if (table.state === 'PURGED') return finished(table);
-      const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
-      if (input.trigger !== 'manual' && !inThatTrash) {
-        // Restored (or trashed again) since this timer was set: this expiry no longer applies.
-        log.info('trash timer expired for a table no longer in that trash; nothing to purge', { tableId: table.id, state: table.state });
-        return finished(table);
+      const verdict = purgeVerdict(table, input, checkedAt(read));
+      if ('refuse' in verdict) throw asFailure(verdict.refuse);
+      if ('finished' in verdict) {
+        if (verdict.finished === 'not in that trash') {
+          log.info('trash timer expired for a table no longer in that trash; nothing to purge', {
+            tableId: table!.id,
+            state: table!.state,
+          });
+        } else if (verdict.finished === 'held') {
+          log.info('table is on hold: not purged', { tableId: table!.id, trigger: input.trigger });
+        }
+        return finished(table!);
       }
-      if (table.state === 'PURGING') return forwardOnly(table);
-      if (table.state !== 'TRASHED') {
-        throw asFailure(notTrashed(table, 'can be purged'));
-      }
-      if (table.hold) {
-        if (input.trigger === 'manual') throw asFailure(onHold({ ...table, hold: table.hold }));
-        log.info('table is on hold: not purged', { tableId: table.id, trigger: input.trigger });
-        return finished(table);
-      }
-      if (input.trigger === 'expiry' && table.expireAt! > checkedAt(read)) return finished(table);
-      return table;
+      return verdict.proceed === 'forward' ? forwardOnly(table!) : table!;
     },
   };
 }

@@ -1,10 +1,9 @@
 import { setHandler } from '@temporalio/workflow';
 import { OPERATIONS, type UndeleteInput } from '../domain/operations';
 import { recallProgressQuery, type RecallProgress } from '../domain/contracts';
-import { WrongStateError } from '../domain/errors';
-import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
+import { undeleteVerdict } from '../domain/checks';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { operationCalls, type OperationCalls } from './activities';
+import { operationCalls, type FirstChange, type OperationCalls } from './activities';
 import type { TableName } from '../domain/names';
 import { checkedAt, tableUnderLock, withLock, type ReadUnderLock } from './lock';
 import { takes } from './patches';
@@ -25,6 +24,18 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
   const ready = commit<Recall>(calls, ['RESTORING', 'READY'], (recall) =>
     takes('fewerLocalActivities') ? { reason: 'restored', droppedAt: recall.droppedAt } : undefined,
   );
+  // (Since v18 the lock attempt makes the claim's first call too, where the check lets the recall go on.)
+  const firstChange: FirstChange | undefined = takes('lockWithFirstChange')
+    ? {
+        for: {
+          op: 'undelete',
+          tableId: input.tableId,
+          ...(input.expectedName ? { expectedName: input.expectedName } : {}),
+          ...(input.newName ? { newName: input.newName } : {}),
+        },
+        change: SHARDS.backFromTrash,
+      }
+    : undefined;
   const { table } = await withLock(
     calls,
     tableLock!,
@@ -51,6 +62,7 @@ export async function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
         },
       ),
     input.tableId,
+    firstChange,
   );
   const notes = calls.notes();
   return notes.length > 0 ? { ...toTableInfo(table), notes: [...notes] } : toTableInfo(table);
@@ -69,21 +81,9 @@ function check(calls: OperationCalls, input: UndeleteInput, read: ReadUnderLock)
     name: 'check',
     call: async () => {
       const table = await tableUnderLock(calls, read, input.tableId);
-      if (!table || table.state === 'PURGED') {
-        throw asFailure(tableNotFound(input.tableId, { orPurged: true }));
-      }
-      if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
-        throw asFailure(nameChanged(table, input.expectedName));
-      }
-      // RESTORING: an earlier undelete stopped half way; this one finishes it.
-      if (table.state !== 'TRASHED' && table.state !== 'RESTORING') {
-        throw asFailure(notTrashed(table, 'can be restored'));
-      }
-      // (Past its expiry but held, it is not being purged: its data waits for the release, and may be recalled.)
-      if (table.state === 'TRASHED' && table.expireAt !== null && table.expireAt <= checkedAt(read) && !table.hold) {
-        throw asFailure(new WrongStateError(`table ${table.id} expired at ${new Date(table.expireAt).toISOString()} and is being purged`));
-      }
-      return { table, trashedAs: { namespace: table.namespace, name: table.name }, droppedAt: table.droppedAt! };
+      const verdict = undeleteVerdict(table, input, checkedAt(read));
+      if ('refuse' in verdict) throw asFailure(verdict.refuse);
+      return { table: table!, trashedAs: { namespace: table!.namespace, name: table!.name }, droppedAt: table!.droppedAt! };
     },
   };
 }

@@ -109,6 +109,18 @@ async function main(): Promise<void> {
     await save('trash-restored', workflowIdFor.trash(resumed.id, h.catalog.id));
     await save('undelete', workflowIdFor.undelete(resumed.id, h.catalog.id));
 
+    // (since v18) an undelete whose move back fails in the call that took its lock: its step takes the move back
+    const back = await h.client.create({ table: 'rec.back', shards: 2 });
+    await h.client.trash({ table: 'rec.back', retentionSeconds: 3600 });
+    h.storage.faults.inject({ op: 'moveShard', tableId: back.id, shard: 1, kind: 'permanent', times: 1 });
+    await h.client.undelete({ table: back.id }).catch(() => undefined);
+    await save('undelete-compensated', workflowIdFor.undelete(back.id, h.catalog.id));
+    h.storage.faults.clear();
+    // (since v18) an undelete refused in the call that took its lock: another table has taken its name
+    await h.client.create({ table: 'rec.back', shards: 1 });
+    await h.client.undelete({ table: back.id }).catch(() => undefined);
+    await save('undelete-name-taken', workflowIdFor.undelete(back.id, h.catalog.id));
+
     // trash, then purge by hand (ends the timer)
     await h.client.trash({ table: 'rec.restored', retentionSeconds: 3600 });
     await h.client.purge({ tableId: resumed.id });
