@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
+import type { Catalog, LockHolder, PrepareResult, StepKey, TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { firstStateChanges, verdictFor, type FirstChangeFor } from '../domain/checks';
 import type { ShardChange, ShardRef } from '../domain/contracts';
@@ -323,7 +323,7 @@ export function createActivities(deps: ActivityDeps) {
     storageRetryAttempts: deps.storageRetryAttempts,
   });
   const catalogCalls = withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
-  return {
+  const composed = {
     ...catalogCalls,
     ...shardsHere,
     /**
@@ -346,6 +346,22 @@ export function createActivities(deps: ActivityDeps) {
       const every = answer.elsewhere.length === 0 && (change.then === undefined || answer.thenMade === true);
       const committed = commit && every ? await catalogCalls.transition(commit) : undefined;
       return { ...answer, ...(table ? { before: table } : {}), ...(committed ? { committed } : {}) };
+    },
+
+    /**
+     * Since v18, a create's prepare and its first shard call, in one local activity: the prepare as `prepareCreate`
+     * makes it (busy, or found made: nothing else is done), then, for a table prepared, its first `shardsPerCall`
+     * shards, journaled under their own step. A shard change that fails for good is answered, not thrown: the create's
+     * shard step fails with it, and takes back what was made.
+     */
+    async prepareThenCreateShardsHere(
+      input: Parameters<typeof catalogCalls.prepareCreate>[0] & { change: ShardChange; shardsPerCall: number; shardsStep: string },
+    ): Promise<PrepareResult & { first?: FirstChangeMade }> {
+      const { change, shardsPerCall, shardsStep, ...prepare } = input;
+      const prepared = await catalogCalls.prepareCreate(prepare);
+      if (prepared.outcome !== 'prepared') return prepared;
+      const first = await firstShardCall(input.catalogId, shardsStep, prepared.table, { change, shardsPerCall });
+      return { ...prepared, first: first.made };
     },
 
     /**
@@ -374,52 +390,68 @@ export function createActivities(deps: ActivityDeps) {
       if (!table || !('proceed' in verdictFor(input.for, table, attempt.readAt ?? now))) return attempt;
       const changes = firstStateChanges(input.for, table);
       const before = await catalogCalls.transition({ catalogId, step: steps.before, tableId: table.id, now, ...changes.before });
-      const every = table.placement.length <= input.shardsPerCall;
-      const shards = table.placement.slice(0, input.shardsPerCall).map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
-      const then = every ? input.then : undefined;
-      let answer: ShardsHereAnswer;
-      try {
-        answer = await shardsHere.changeShardsHere({
-          catalogId,
-          step: steps.shards,
-          change: input.change,
-          shards,
-          ...(then ? { then } : {}),
-        });
-      } catch (err) {
-        if (!(err instanceof ApplicationFailure && err.nonRetryable)) throw err;
-        // This worker's storage stopped: the step hands its shards to the nodes' queues (workflows/activities.ts).
-        if (err.type === STORAGE_STOPPED_HERE) return { ...attempt, first: { before, shards: [], elsewhere: [], notes: [] } };
-        return {
-          ...attempt,
-          first: { before, shards: [], elsewhere: [], notes: [], failed: { type: err.type ?? 'Error', message: err.message } },
-        };
-      }
-      const allHere = answer.elsewhere.length === 0 && (then === undefined || answer.thenMade === true);
+      const first = await firstShardCall(catalogId, steps.shards, table, input);
       const committed =
-        every && allHere && changes.commit
+        first.every && changes.commit
           ? await catalogCalls.transition({ catalogId, step: steps.commit, tableId: table.id, now, ...changes.commit, releaseLocks: true })
           : undefined;
-      const madeHere = shards.filter((shard) => !answer.elsewhere.includes(shard.node));
       return {
         ...attempt,
         first: {
           before,
-          shards: madeHere,
-          elsewhere: answer.elsewhere,
-          notes: answer.notes,
-          ...(answer.thenMade ? { thenMade: true } : {}),
+          ...first.made,
           ...(committed ? { committed, ...(changes.commit?.endTrashTimer ? { endedTimer: true as const } : {}) } : {}),
         },
       };
     },
   };
+
+  /**
+   * The first shard call of a step, made along with the call that took the operation's lock (or prepared its create):
+   * the first `shardsPerCall` shards of the table's placement, here; with `then` where that is every shard. Answers what
+   * it made, and whether it made the whole step (`every`: every shard, here, `then` too). A change that fails for good
+   * is answered as `failed`; a storage that stopped here, as nothing made (the step hands the shards to the nodes'
+   * queues).
+   */
+  async function firstShardCall(
+    catalogId: string | undefined,
+    step: string,
+    table: TableRecord,
+    ask: { change: ShardChange; then?: ShardChange; shardsPerCall: number },
+  ): Promise<{ made: Omit<FirstChangeMade, 'before'>; every: boolean }> {
+    const whole = table.placement.length <= ask.shardsPerCall;
+    const shards = table.placement.slice(0, ask.shardsPerCall).map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
+    const then = whole ? ask.then : undefined;
+    let answer: ShardsHereAnswer;
+    try {
+      answer = await shardsHere.changeShardsHere({ catalogId, step, change: ask.change, shards, ...(then ? { then } : {}) });
+    } catch (err) {
+      if (!(err instanceof ApplicationFailure && err.nonRetryable)) throw err;
+      const nothing = { shards: [], elsewhere: [], notes: [] };
+      if (err.type === STORAGE_STOPPED_HERE) return { made: nothing, every: false };
+      return { made: { ...nothing, failed: { type: err.type ?? 'Error', message: err.message } }, every: false };
+    }
+    const every = whole && answer.elsewhere.length === 0 && (then === undefined || answer.thenMade === true);
+    return {
+      made: {
+        shards: shards.filter((shard) => !answer.elsewhere.includes(shard.node)),
+        elsewhere: answer.elsewhere,
+        notes: answer.notes,
+        ...(answer.thenMade ? { thenMade: true } : {}),
+      },
+      every,
+    };
+  }
+  return composed;
 }
 
-/** What an undelete's or a purge's lock attempt made of its first step, where its check let it (lockThenChangeShardsHere). */
+/**
+ * What a create's prepare (prepareThenCreateShardsHere) or an undelete's or a purge's lock attempt
+ * (lockThenChangeShardsHere) made of the first step, where it went on.
+ */
 export interface FirstChangeMade {
-  /** The table after the step's state change. */
-  before: TableRecord;
+  /** The table after the step's state change (an undelete's, a purge's). */
+  before?: TableRecord;
   /** The shards changed here (with `then` too, where `thenMade`). */
   shards: ShardRef[];
   /** The nodes this worker does not serve: their shards are left to the step, for the nodes' queues. */

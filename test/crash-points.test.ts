@@ -49,6 +49,43 @@ test('a create whose worker dies after it committed and released its locks in on
   await h.stopWorker();
 });
 
+// Since v18 a create's prepare makes its first shards in the same local activity: its repeat makes none again.
+test('a create whose worker dies after its prepare made the first shards in one lost task ends READY, its shards made once', async () => {
+  const worker = await crashingWorker('prepareThenCreateShardsHere');
+  const created = h.client.create({ table: 'crash.prepared', shards: 3 });
+  expect(await worker.exited).toBe('SIGKILL');
+  const table = await h.catalog.findByName({ namespace: 'crash', name: 'prepared' });
+  expect(table?.state).toBe('CREATING');
+  expect(await h.shardAreas(toTableInfo(table!))).toEqual(['live', 'live', 'live']);
+
+  await h.startWorker();
+  expect(await created).toMatchObject({ id: table!.id, state: 'READY' });
+  expect(await h.shardAreas(toTableInfo(table!))).toEqual(['live', 'live', 'live']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+// Since v18 a purge of a few shards is one local activity: lock, check, PURGING, marks, deletes, PURGED, the locks
+// released and the trash run told. Its lost task's repeat finds every part journaled.
+test('a purge whose worker dies after its one call purged the table in a lost task ends PURGED, its trash run ended', async () => {
+  await h.startWorker();
+  const table = await h.client.create({ table: 'crash.purge', shards: 2 });
+  await h.client.trash({ table: 'crash.purge', retentionSeconds: 3600 });
+  await h.stopWorker();
+  const worker = await crashingWorker('lockThenChangeShardsHere');
+  const purging = h.client.purge({ tableId: table.id });
+  expect(await worker.exited).toBe('SIGKILL');
+  expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
+  expect(await h.catalog.listLocks()).toEqual([]);
+
+  await h.startWorker();
+  expect(await purging).toMatchObject({ id: table.id, state: 'PURGED' });
+  expect(await h.shardAreas(table)).toEqual([null, null]);
+  const trashRun = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
+  expect((await trashRun.result()).ended).toBe('purged');
+  await h.stopWorker();
+});
+
 // The lost task's repeat must find its catalog calls journaled, even once another operation has taken the table on,
 // rather than fail for a lock it let go.
 test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {

@@ -185,7 +185,7 @@ test('an adopt whose worker died after its prepare, the run terminated, is finis
     address: h.address,
     taskQueue: h.taskQueue,
     bundleFile: await workflowBundleFile(),
-    activity: 'prepareCreate',
+    activity: 'catalog.prepareCreate',
     env: { CRASH_POSTGRES_URLS: urls.join(',') },
   });
   const answer = h.client.adopt({ table: 'crm.contacts' }).catch((err: unknown) => err);

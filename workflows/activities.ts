@@ -52,11 +52,14 @@ const catalog = proxyLocalActivities<
 /** Lock attempts and releases: transient faults are retried; a busy lock is an answer (see lock.ts). */
 const locking = proxyLocalActivities<Pick<Activities, 'tryLock' | 'releaseLock'>>({ startToCloseTimeout: '30s', retry: RETRY });
 
-/** A lock attempt that makes its operation's first shard call too (since v18): as long as a shard call may take. */
-const lockingFirstChange = proxyLocalActivities<Pick<Activities, 'lockThenChangeShardsHere'>>({
+/**
+ * A lock attempt (or a create's prepare) that makes its operation's first shard call too (since v18): as long as a
+ * shard call may take.
+ */
+const withFirstShards = proxyLocalActivities<Pick<Activities, 'lockThenChangeShardsHere' | 'prepareThenCreateShardsHere'>>({
   startToCloseTimeout: '1 hour',
   retry: RETRY,
-}).lockThenChangeShardsHere;
+});
 
 /**
  * One step's change on every shard of the nodes this worker serves (every node with `--storage local`, the embedded
@@ -222,8 +225,8 @@ export function operationCalls(catalogId: string | undefined) {
   let stateAhead: TableRecord | undefined;
   /** That call's shard change, failed for good: the step it belongs to fails with it (and its undo runs). */
   let failedAhead: ApplicationFailure | undefined;
-  /** What a lock attempt made of the first step, as if the step's own first call had made it. */
-  const madeWithLock = (first: FirstChangeMade, change: ShardChange, then: ShardChange | undefined) => {
+  /** What a lock attempt or a prepare made of the first step, as if the step's own first call had made it. */
+  const madeAlong = (first: FirstChangeMade, change: ShardChange, then: ShardChange | undefined) => {
     stateAhead = first.before;
     first.elsewhere.forEach((node) => away.add(node));
     for (const shard of first.shards) {
@@ -261,7 +264,7 @@ export function operationCalls(catalogId: string | undefined) {
       // (Taken before the answer is in: a refused state change (NameTaken) fails the call with the lock held.)
       released = false;
       const shards = `the first ${SHARDS_PER_CALL} shards`;
-      const attempt = await lockingFirstChange.executeWithOptions(
+      const attempt = await withFirstShards.lockThenChangeShardsHere.executeWithOptions(
         said(
           `take lock ${lock}, read table ${first.for.tableId}; if its ${first.for.op} may go on: its first change (${describeFirstChange(first)}) on ${shards}`,
         ),
@@ -278,7 +281,7 @@ export function operationCalls(catalogId: string | undefined) {
           },
         ],
       );
-      if (attempt.acquired && attempt.first) madeWithLock(attempt.first, first.change, first.then);
+      if (attempt.acquired && attempt.first) madeAlong(attempt.first, first.change, first.then);
       const { first: _made, ...answer } = attempt;
       return answer;
     },
@@ -302,13 +305,25 @@ export function operationCalls(catalogId: string | undefined) {
     },
     /** Whether the run's commit told the trash run that its timer is over. */
     timerEnded: () => timerEnded,
-    /** With `takeLock` (since v17), it takes the create's name lock too: the run holds locks from its first try on. */
-    prepareCreate: async (args: Args<Activities['prepareCreate']>) => {
+    /**
+     * With `takeLock` (since v17), it takes the create's name lock too: the run holds locks from its first try on. With
+     * `firstShards` (since v18), a table prepared has its first shards made in the same call (`change`): the create's
+     * shard step finds them made.
+     */
+    prepareCreate: async (args: Args<Activities['prepareCreate']>, firstShards?: ShardChange) => {
       if (args.takeLock) released = false;
-      return catalog.prepareCreate.executeWithOptions(
-        said(`prepare table ${args.namespace}.${args.name}: its id, shards and locks${args.takeLock ? `, taking ${args.lock}` : ''}`),
-        [{ ...args, ...step('prepareCreate') }],
+      const summary = `prepare table ${args.namespace}.${args.name}: its id, shards and locks${args.takeLock ? `, taking ${args.lock}` : ''}`;
+      if (!firstShards) return catalog.prepareCreate.executeWithOptions(said(summary), [{ ...args, ...step('prepareCreate') }]);
+      const prepareStep = step('prepareCreate');
+      const shardsStep = step('changeShardsHere').step!;
+      const prepared = await withFirstShards.prepareThenCreateShardsHere.executeWithOptions(
+        said(`${summary}; if prepared, its first ${SHARDS_PER_CALL} shards made`),
+        [{ ...args, ...prepareStep, change: firstShards, shardsPerCall: SHARDS_PER_CALL, shardsStep }],
       );
+      if (prepared.outcome !== 'prepared' || !prepared.first) return prepared;
+      madeAlong(prepared.first, firstShards, undefined);
+      const { first: _made, ...answer } = prepared;
+      return answer;
     },
     getTable: (tableId: number) => catalog.getTable.executeWithOptions(said(`read table ${tableId}`), [{ tableId, ...step('getTable') }]),
     transition: (args: Args<Activities['transition']>) =>

@@ -18,9 +18,11 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
   const calls = operationCalls(input.catalogId);
   const waiting: Waiting = { policy: input.lockWait, input };
   const [nameLock] = OPERATIONS.create.locks(input);
+  // (Since v18 the prepare makes the first shard call too.)
+  const firstShards = takes('prepareCreatesShards');
   const steps = (takeLock: boolean) => () =>
     runSteps(
-      prepare(calls, input, nameLock!, waiting, takeLock),
+      prepare(calls, input, nameLock!, waiting, takeLock, firstShards),
       everyShard(calls, 'create shards', SHARDS.create, { undo: SHARDS.drop }),
       commit(calls, ['CREATING', 'READY']),
     );
@@ -35,25 +37,36 @@ export async function createTable(input: CreateInput): Promise<TableInfo> {
  * The prepare record: the table's id and placement, chosen once (a create found done or begun is the same table). It
  * takes the name lock (`takeLock`, since v17) and the table's own lock, which every later change of the table is
  * checked against; either may be held by another operation (a create of the same name, or a trash of the record an
- * earlier attempt left), which the create waits for. Its undo keeps the record, marked failed, so that a retry resumes
- * it.
+ * earlier attempt left), which the create waits for. Since v18 the same call makes the first shards of a table it
+ * prepared (`firstShards`), which the shard step then finds made. Its undo keeps the record, marked failed, so that a
+ * retry resumes it.
  */
-function prepare(calls: OperationCalls, input: CreateInput, lock: string, waiting: Waiting, takeLock: boolean): Step<void, TableRecord> {
+function prepare(
+  calls: OperationCalls,
+  input: CreateInput,
+  lock: string,
+  waiting: Waiting,
+  takeLock: boolean,
+  firstShards: boolean,
+): Step<void, TableRecord> {
   return {
     name: 'prepare',
     call: async () => {
       const result = await untilFree(
         takeLock ? `${lock} and the lock of its table` : `the lock of ${formatTableName(input)}'s table`,
         () =>
-          calls.prepareCreate({
-            namespace: input.namespace,
-            name: input.name,
-            // Only what was asked: the params of a create without a definition keep their old shape.
-            params: { shards: input.shards, ...definitionOf(input) },
-            lock,
-            ...(takeLock ? { takeLock } : {}),
-            now: Date.now(),
-          }),
+          calls.prepareCreate(
+            {
+              namespace: input.namespace,
+              name: input.name,
+              // Only what was asked: the params of a create without a definition keep their old shape.
+              params: { shards: input.shards, ...definitionOf(input) },
+              lock,
+              ...(takeLock ? { takeLock } : {}),
+              now: Date.now(),
+            },
+            firstShards ? SHARDS.create : undefined,
+          ),
         (r) => (r.outcome === 'busy' ? r.holder.workflowId : undefined),
         waiting,
       );

@@ -11,6 +11,8 @@ export const PATCHES = {
    * local activity less.
    */
   lockWithFirstChange: 'lock-with-first-change',
+  /** v18: a create's prepare makes the shard step's first call too (`prepareThenCreateShardsHere`): one local activity less. */
+  prepareCreatesShards: 'prepare-creates-shards',
   /**
    * v17: a create's prepare takes its name lock in its own call (`prepareCreate`'s `takeLock`, under `holdingLocks`)
    * rather than after a lock attempt of its own: one local activity less.

@@ -21,7 +21,7 @@ function table(over: Partial<TableRecord> = {}): TableRecord {
     updatedAt: NOW - 5_000,
     hold: null,
     ...over,
-  } as TableRecord;
+  };
 }
 
 const refusal = (verdict: ReturnType<typeof undeleteVerdict>) => ('refuse' in verdict ? verdict.refuse.type : undefined);
