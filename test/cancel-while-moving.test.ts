@@ -111,6 +111,37 @@ describe('the nodes served by the worker that runs the trash (the embedded defau
     expect(events.filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(2);
   }, 90_000);
 
+  // Since v18 a recall's lock attempt makes its first shard call too: a cancel waits for that call as for any other.
+  test('a recall cancelled during the call that took its lock ends that call, then takes the cancel: TRASHED, every shard in the trash', async () => {
+    const table = await h.client.create({ table: 'moving.back', shards: 4 });
+    await h.client.trash({ table: 'moving.back', retentionSeconds: 3600 });
+    const trashed = await h.shardReports(table);
+    const run: WorkflowHandle = h.temporal.workflow.getHandle(workflowIdFor.undelete(table.id, h.catalog.id));
+    disk.delayMs = 150;
+    const first = disk.renames.length;
+    const call = failureOf(h.client.undelete({ table: table.id }));
+    await waitFor(
+      () => Promise.resolve(disk.renames.length - first),
+      (n) => n >= 1,
+      { what: 'the recall to be moving shards back', intervalMs: 10 },
+    );
+    await run.cancel();
+    await cancelHeard(run);
+    disk.delayMs = 0;
+
+    expect(await call).toMatchObject({ type: 'WorkflowCancelled' });
+    expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED', name: 'back' });
+    expect(await h.shardReports(table)).toEqual(trashed);
+    expect(h.fatalErrors).toEqual([]);
+    // The call was not abandoned: it brought all four shards back, and only then did the undo take them to the trash.
+    const renames = disk.renames.slice(first);
+    expect(renames.filter((way) => way === 'back')).toHaveLength(4 * SHARD_EXTENSIONS.length);
+    expect(renames.lastIndexOf('back')).toBeLessThan(renames.indexOf('to trash'));
+    const events = (await run.fetchHistory()).events ?? [];
+    expect(events.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
+    expect((await h.catalog.listLocks()).filter((lock) => lock.workflowId === run.workflowId)).toEqual([]);
+  }, 60_000);
+
   // Where other workers serve the nodes, node by node as they answer: storage-nodes.test.ts.
   test('a long recall reports how many shards are back as its calls end (Pegasus recall progress)', async () => {
     const table = await h.client.create({ table: 'moving.recalled', shards: SHARDS }, { timeoutMs: 60_000 });

@@ -197,7 +197,7 @@ describe('the reconciler', () => {
       const { runId } = await killedAfterTransition(
         createId,
         () => h.client.create({ table: 'rec.killedcreate', shards: 2 }),
-        'prepareCreate',
+        'catalog.prepareCreate',
       );
       const prepared = await h.catalog.findByName(name);
       expect(prepared?.state).toBe('CREATING');

@@ -132,7 +132,9 @@ export function operationCalls(catalogId: string | undefined) {
   const notes: string[] = [];
   /** The shard changes already made by an earlier call's `then` (a purge's deletes): a later step skips them. */
   const madeAhead = new Set<string>();
-  const aheadKey = (change: ShardChange, shard: ShardRef) => `${change.method}:${shard.tableId}:${shard.shard}`;
+  // (A move is keyed by its direction too: the move back of a recall made ahead is not its undo's move to the trash.)
+  const aheadKey = (change: ShardChange, shard: ShardRef) =>
+    `${change.method}${change.method === 'moveShard' ? `:${change.from}>${change.to}` : ''}:${shard.tableId}:${shard.shard}`;
   /** The nodes this worker was found not to serve (`--storage remote`): not asked about again in this run. */
   const away = new Set<string>();
   /**
@@ -255,6 +257,7 @@ export function operationCalls(catalogId: string | undefined) {
      * own. The step then finds them made. Answers as `tryLock` does, with the table as read under the lock.
      */
     tryLockWithFirstChange: async (lock: string, first: FirstChange): Promise<LockAttempt> => {
+      notCancelled();
       const steps = {
         lock: step('tryLock').step!,
         before: step('transition').step!,
@@ -264,22 +267,24 @@ export function operationCalls(catalogId: string | undefined) {
       // (Taken before the answer is in: a refused state change (NameTaken) fails the call with the lock held.)
       released = false;
       const shards = `the first ${SHARDS_PER_CALL} shards`;
-      const attempt = await withFirstShards.lockThenChangeShardsHere.executeWithOptions(
-        said(
-          `take lock ${lock}, read table ${first.for.tableId}; if its ${first.for.op} may go on: its first change (${describeFirstChange(first)}) on ${shards}`,
+      const attempt = await CancellationScope.nonCancellable(() =>
+        withFirstShards.lockThenChangeShardsHere.executeWithOptions(
+          said(
+            `take lock ${lock}, read table ${first.for.tableId}; if its ${first.for.op} may go on: its first change (${describeFirstChange(first)}) on ${shards}`,
+          ),
+          [
+            {
+              ...scope,
+              lock,
+              now: Date.now(),
+              for: first.for,
+              change: first.change,
+              ...(first.then ? { then: first.then } : {}),
+              shardsPerCall: SHARDS_PER_CALL,
+              steps,
+            },
+          ],
         ),
-        [
-          {
-            ...scope,
-            lock,
-            now: Date.now(),
-            for: first.for,
-            change: first.change,
-            ...(first.then ? { then: first.then } : {}),
-            shardsPerCall: SHARDS_PER_CALL,
-            steps,
-          },
-        ],
       );
       if (attempt.acquired && attempt.first) madeAlong(attempt.first, first.change, first.then);
       const { first: _made, ...answer } = attempt;
@@ -314,11 +319,14 @@ export function operationCalls(catalogId: string | undefined) {
       if (args.takeLock) released = false;
       const summary = `prepare table ${args.namespace}.${args.name}: its id, shards and locks${args.takeLock ? `, taking ${args.lock}` : ''}`;
       if (!firstShards) return catalog.prepareCreate.executeWithOptions(said(summary), [{ ...args, ...step('prepareCreate') }]);
+      notCancelled();
       const prepareStep = step('prepareCreate');
       const shardsStep = step('changeShardsHere').step!;
-      const prepared = await withFirstShards.prepareThenCreateShardsHere.executeWithOptions(
-        said(`${summary}; if prepared, its first ${SHARDS_PER_CALL} shards made`),
-        [{ ...args, ...prepareStep, change: firstShards, shardsPerCall: SHARDS_PER_CALL, shardsStep }],
+      const prepared = await CancellationScope.nonCancellable(() =>
+        withFirstShards.prepareThenCreateShardsHere.executeWithOptions(
+          said(`${summary}; if prepared, its first ${SHARDS_PER_CALL} shards made`),
+          [{ ...args, ...prepareStep, change: firstShards, shardsPerCall: SHARDS_PER_CALL, shardsStep }],
+        ),
       );
       if (prepared.outcome !== 'prepared' || !prepared.first) return prepared;
       madeAlong(prepared.first, firstShards, undefined);
@@ -435,6 +443,15 @@ export function operationCalls(catalogId: string | undefined) {
     notes: (): readonly string[] => notes,
   };
   return operation;
+}
+
+/**
+ * A call that changes shards as well as it takes a lock or prepares (since v18) is awaited where a cancel cannot reach
+ * it, as `changeHere` awaits its calls (the cancel is taken at the next step, whose compensation takes back what it
+ * made); an operation cancelled before such a call begins makes none: the cancel is taken here.
+ */
+function notCancelled(): void {
+  if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
 }
 
 /** The first step's change that an undelete's or a purge's lock attempt makes too (since v18): what for, and which. */

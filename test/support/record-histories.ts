@@ -402,6 +402,37 @@ async function main(): Promise<void> {
       await slow.client.trash({ table: 'rec.many', retentionSeconds: 3600 });
       await slow.client.purge({ tableId: many.id });
       await save('purge-in-calls', workflowIdFor.purge(many.id, slow.catalog.id));
+
+      // (since v18) a recall cancelled while the call that took its lock moves its shards back: that call ends, the
+      // cancel is taken at the commit, and the undo takes every shard back to the trash
+      const recalled = await slow.client.create({ table: 'rec.recalling', shards: 2 });
+      await slow.client.trash({ table: 'rec.recalling', retentionSeconds: 3600 });
+      const recallRun = slow.temporal.workflow.getHandle(workflowIdFor.undelete(recalled.id, slow.catalog.id));
+      gate.hold();
+      const recalling = slow.client.undelete({ table: recalled.id }).catch(() => undefined);
+      await gate.someoneWaiting(recalled.id);
+      await recallRun.cancel();
+      await cancelHeard(recallRun);
+      gate.open();
+      await recalling;
+      await save('undelete-cancelled', recallRun.workflowId);
+
+      // (since v18) a create cancelled while its prepare's call makes its first shards: the same, to CREATE_FAILED
+      const createName = { namespace: 'rec', name: 'creating' };
+      const createRun = slow.temporal.workflow.getHandle(workflowIdFor.create(createName, slow.catalog.id));
+      gate.hold();
+      const creating = slow.client.create({ table: 'rec.creating', shards: 2 }).catch(() => undefined);
+      const prepared = await waitFor(
+        () => slow.catalog.findByName(createName),
+        (t) => t !== undefined,
+        { what: 'the create to prepare its table' },
+      );
+      await gate.someoneWaiting(prepared!.id);
+      await createRun.cancel();
+      await cancelHeard(createRun);
+      gate.open();
+      await creating;
+      await save('create-cancelled', createRun.workflowId);
     } finally {
       gate.open();
       await slow.close();
