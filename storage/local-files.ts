@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { promises as fs, statSync } from 'node:fs';
 import path from 'node:path';
 import {
   checkWatch,
@@ -27,7 +27,7 @@ import { FaultInjector, type StorageOp } from './faults';
 import { byNodeNumber, NODE_NAME } from './nodes';
 import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
-import { areaDir, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
+import { areaDir, GARBAGE_SUFFIX, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
 
 export interface LocalFileStorageOptions {
   root: string;
@@ -40,6 +40,9 @@ export interface LocalFileStorageOptions {
 }
 
 const AREAS: readonly StorageArea[] = ['live', 'trash', 'garbage'];
+
+/** How many files `sizesOf` stats before it lets the event loop turn. */
+const STATS_PER_BATCH = 256;
 
 /** Every operation guarded names, in its errors and its quarantine reasons. */
 type GuardedOp = StorageOp | 'unmarkGarbage' | 'inspect' | 'discardSet';
@@ -213,17 +216,24 @@ export class LocalFileStorage implements StorageDriver {
             if (!names) listed.set(dir, (names = listDir(dir).then((entries) => new Set(entries))));
             return names;
           };
-          await Promise.all(
-            indices.map(async (i) => {
-              for (const area of AREAS) {
-                const names = await namesIn(areaDir(this.root, node, area));
-                for (const file of shardPaths(this.root, refs[i]!, area)) {
-                  if (!names.has(path.basename(file))) continue;
-                  sizes[i]! += await sizeOfFile(file);
-                }
-              }
-            }),
-          );
+          // Each area's directory listed once, and only the files it holds stat'ed, a batch at a time: synchronous
+          // stats of files just listed cost some 2 µs each where a promise's costs 10 to 15 (`ls` of 150 tables
+          // measures 1,800 files), and a pause between batches keeps a slow disk from holding the worker's event loop.
+          const files: Array<[index: number, file: string]> = [];
+          for (const area of AREAS) {
+            const dir = areaDir(this.root, node, area);
+            const names = await namesIn(dir);
+            const suffix = area === 'garbage' ? GARBAGE_SUFFIX : '';
+            for (const i of indices) {
+              for (const name of shardFileNames(refs[i]!)) if (names.has(name + suffix)) files.push([i, path.join(dir, name + suffix)]);
+            }
+          }
+          // (A file gone since the listing, moved to another area where the look may have seen it, counts 0.)
+          for (let from = 0; from < files.length; from += STATS_PER_BATCH) {
+            if (from > 0) await new Promise((resolve) => setImmediate(resolve));
+            for (const [i, file] of files.slice(from, from + STATS_PER_BATCH))
+              sizes[i]! += statSync(file, { throwIfNoEntry: false })?.size ?? 0;
+          }
         }),
       ),
     );
@@ -457,16 +467,6 @@ async function exists(file: string): Promise<boolean> {
   } catch (error) {
     const code = errnoOf(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw error;
-  }
-}
-
-/** A file's bytes; 0 once it is gone (moved to another area since its listing, where the look may have seen it). */
-async function sizeOfFile(file: string): Promise<number> {
-  try {
-    return (await fs.stat(file)).size;
-  } catch (error) {
-    if (errnoOf(error) === 'ENOENT') return 0;
     throw error;
   }
 }
