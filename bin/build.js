@@ -101,6 +101,12 @@ async function build() {
     if (!fs.existsSync(STAMP)) throw err;
   }
   fs.rmSync(old, { recursive: true, force: true });
+  // The command line's code cache (bin/compile-cache.js), recorded where dist/ now is: a build without it still runs.
+  try {
+    execFileSync(process.execPath, [path.join(__dirname, 'compile-cache.js'), 'record'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  } catch (err) {
+    process.stderr.write(`tablefate build: no code cache for the command line (${err && err.message ? err.message : err})\n`);
+  }
 }
 
 build().catch((err) => {

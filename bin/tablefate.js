@@ -10,6 +10,7 @@ const { DIST, isFresh } = require('./sources');
 let entry;
 if (isFresh()) {
   entry = path.join(DIST, 'cli', 'main.js');
+  require('./compile-cache').install();
 } else {
   if (process.stderr.isTTY)
     process.stderr.write('tablefate: dist/ is missing or older than the sources: running them through tsx (npm run build)\n');
