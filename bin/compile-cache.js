@@ -17,7 +17,6 @@ const Module = require('node:module');
 const { ROOT, DIST } = require('./sources');
 
 const CACHE = path.join(DIST, '.compile-cache');
-const MANIFEST = path.join(CACHE, 'manifest.json');
 
 /** The modules a command loads: every one the command line requires, whichever command it runs, short of a worker. */
 const RECORDED = [
@@ -68,7 +67,8 @@ function install({ cache = CACHE, root = ROOT } = {}) {
   };
   Module.prototype._compile = function compileFromCache(content, filename) {
     const entry = manifest.files[path.relative(root, filename)];
-    if (!entry || !cacheable(content)) return fromSource(this, content, filename);
+    // (Only cacheable modules are recorded, and one changed since differs in size or time: its content is not scanned.)
+    if (!entry) return fromSource(this, content, filename);
     let cachedData;
     try {
       const stat = fs.statSync(filename);

@@ -158,7 +158,7 @@ export function operationCalls(catalogId: string | undefined) {
     for (let first = 0; first < shards.length; first += SHARDS_PER_CALL) {
       const ask = shards.slice(first, first + SHARDS_PER_CALL).filter((shard) => !away.has(shard.node));
       if (ask.length === 0) continue;
-      if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
+      notCancelled();
       const last = first + SHARDS_PER_CALL >= shards.length;
       // (`whole`: `shards` are every shard of the step, none made ahead by an earlier call.)
       const follow = then && (thenEveryCall || (whole && first === 0 && last && away.size === 0)) ? then : undefined;
@@ -446,9 +446,9 @@ export function operationCalls(catalogId: string | undefined) {
 }
 
 /**
- * A call that changes shards as well as it takes a lock or prepares (since v18) is awaited where a cancel cannot reach
- * it, as `changeHere` awaits its calls (the cancel is taken at the next step, whose compensation takes back what it
- * made); an operation cancelled before such a call begins makes none: the cancel is taken here.
+ * A call that changes shards (`changeHere`'s, and since v18 one that takes a lock or prepares too) is awaited where a
+ * cancel cannot reach it (the cancel is taken at the next step, whose compensation takes back what it made); an
+ * operation cancelled before such a call begins makes none: the cancel is taken here.
  */
 function notCancelled(): void {
   if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
