@@ -1,9 +1,14 @@
-import { Pool, type PoolClient, type PoolConfig } from 'pg';
+import { Pool, type PoolClient, type PoolConfig, type QueryResultRow } from 'pg';
 
 /**
  * How tablefate talks to PostgreSQL, for the catalog's store and the PostgreSQL storage driver alike: one way to make a
  * pool, one way to run a transaction.
  */
+
+/** A pool or one of its connections. */
+export interface Queryable {
+  query<R extends QueryResultRow>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
+}
 
 /** Quotes an identifier, always: a name is never SQL. */
 export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
