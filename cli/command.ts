@@ -88,3 +88,7 @@ export function tableArg(text: string): string | number {
 
 /** A string option's value (undefined when absent). */
 export const str = (value: string | boolean | undefined): string | undefined => value as string | undefined;
+
+/** "a, b or c" */
+export const alternatives = (words: readonly string[]): string =>
+  words.length < 2 ? words.join('') : `${words.slice(0, -1).join(', ')} or ${words.at(-1)}`;

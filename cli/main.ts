@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
 import type { TableInfo } from '../domain/table';
 import type { TableFateClient } from '../client/client';
-import { ServerUnreachableError, TableFateError, exitCodeForType } from '../domain/errors';
-import { COMMON, UsageError, type CommandSpec, type RunContext } from './command';
+import { exitCodeOfError } from '../domain/error-meanings';
+import { TableFateError } from '../domain/errors';
+import { alternatives, COMMON, UsageError, type CommandSpec, type RunContext } from './command';
 import { findCommand, usage } from './commands';
 import type { CliIo } from './io';
 
@@ -25,9 +26,7 @@ const format = () => require('./format') as typeof import('./format');
 
 export function exitCodeOf(err: unknown): number {
   if (err instanceof UsageError) return 2;
-  // The server was lost after the start: like a timeout, the operation may go on.
-  if (err instanceof ServerUnreachableError && err.mayHaveStarted) return 5;
-  if (err instanceof TableFateError) return exitCodeForType(err.type);
+  if (err instanceof TableFateError) return exitCodeOfError(err);
   return 1;
 }
 
@@ -39,10 +38,6 @@ function positionals(args: string[], count: { min: number; max: number }, comman
   }
   return args;
 }
-
-/** "a, b or c" */
-const alternatives = (words: string[]): string =>
-  words.length < 2 ? words.join('') : `${words.slice(0, -1).join(', ')} or ${words.at(-1)}`;
 
 /** This package's version: package.json's, the first one up from here (from dist/cli/ as from cli/). */
 function version(): string {

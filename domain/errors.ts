@@ -5,54 +5,31 @@
  * - OperationFailedError: the operation ran and failed otherwise (OPERATION_FAILURE_TYPES);
  * - the client's own: OperationTimeoutError, NoWorkerError, CatalogNotFoundError, ServerUnreachableError,
  *   OperationNotFoundError.
- * Each type is said once, below, with the command line's exit code (README's table says the same to a person).
+ * What each type means, and the command line's exit code for it, is said once, in domain/error-meanings.ts.
  */
 
-/** The domain failures: what each means, and the command line's exit code. Its class is made from this (below). */
-const DOMAIN_ERRORS = {
-  /** The request is malformed; nothing was started and nothing changed. */
-  InvalidInput: { exitCode: 2 },
-  TableNotFound: { exitCode: 3 },
-  /** The table exists but is in the trash: it can be recalled, not used (Accumulo's TableDeletedException). */
-  TableInTrash: { exitCode: 3 },
-  TableExists: { exitCode: 4 },
-  /** An undelete's target name belongs to another table; recall under a new name. */
-  NameTaken: { exitCode: 4 },
-  /** The table is not in a state that allows the operation (for instance purge of a READY table). */
-  WrongState: { exitCode: 4 },
-  /** PostgreSQL driver: objects outside the table depend on it, so it is not trashed (or purged); nothing changed. */
-  HasDependents: { exitCode: 4 },
-  /** Leases, or (PostgreSQL) other sessions, held the table past the drop's drain deadline; the drop was taken back. */
-  TableBusy: { exitCode: 4 },
-  /** The table is under a legal hold: nothing purges it until it is released; nothing changed. */
-  OnHold: { exitCode: 4 },
-  /** No such lease: never taken, released already, or expired and forgotten. */
-  LeaseNotFound: { exitCode: 3 },
-  /**
-   * PostgreSQL driver: a shard table is not where tablefate put it (dropped, renamed or moved outside tablefate, or its
-   * oid now names another relation). Nothing was done to whatever is there; `tablefate doctor` reports it.
-   */
-  ShardMissing: { exitCode: 4 },
-} as const satisfies Record<string, { exitCode: number }>;
+/** The domain failures. Each one's class is made from its name (below). */
+export const DOMAIN_ERROR_TYPES = [
+  'InvalidInput',
+  'TableNotFound',
+  'TableInTrash',
+  'TableExists',
+  'NameTaken',
+  'WrongState',
+  'HasDependents',
+  'TableBusy',
+  'OnHold',
+  'LeaseNotFound',
+  'ShardMissing',
+] as const;
 
-export type DomainErrorType = keyof typeof DOMAIN_ERRORS;
-export const DOMAIN_ERROR_TYPES = Object.keys(DOMAIN_ERRORS) as DomainErrorType[];
+export type DomainErrorType = (typeof DOMAIN_ERROR_TYPES)[number];
 
 export function isDomainErrorType(type: unknown): type is DomainErrorType {
-  return typeof type === 'string' && Object.hasOwn(DOMAIN_ERRORS, type);
+  return typeof type === 'string' && (DOMAIN_ERROR_TYPES as readonly string[]).includes(type);
 }
 
-/**
- * Why an operation that ran failed, when the reason is not the request (an OperationFailedError's `type`); each ends
- * the command line with 7.
- * - `LockLost`: another operation took the table's lock over while this one ran; it stopped, undoing nothing.
- * - `StorageFault`: a storage fault retrying cannot fix; what the operation had done was undone where possible.
- * - `WrongCatalog`: the worker that picked it up serves another catalog (two catalogs share a task queue).
- * - `TrashRunAnswered`: an earlier trash of the table has answered and did not close in time for a new one.
- * - `WorkflowTerminated`, `WorkflowCancelled`, `WorkflowTimedOut`: the operation's workflow ended so (an
- *   operator, or a Temporal timeout) while the caller waited for it.
- * - `OperationFailed`: any other failure; the message carries Temporal's type and message.
- */
+/** Why an operation that ran failed, when the reason is not the request (an OperationFailedError's `type`). */
 export const OPERATION_FAILURE_TYPES = [
   'LockLost',
   'StorageFault',
@@ -70,26 +47,11 @@ export function isOperationFailureType(type: unknown): type is OperationFailureT
   return typeof type === 'string' && (OPERATION_FAILURE_TYPES as readonly string[]).includes(type);
 }
 
-/** The client's own failures, and their exit codes. */
-const CLIENT_ERRORS = {
-  OperationNotFound: { exitCode: 3 },
-  // The call gave up waiting; the operation goes on in the background.
-  OperationTimeout: { exitCode: 5 },
-  // Nothing could start: the deployment is not there (or not where the environment says).
-  CatalogNotFound: { exitCode: 6 },
-  NoWorker: { exitCode: 6 },
-  ServerUnreachable: { exitCode: 6 },
-} as const satisfies Record<string, { exitCode: number }>;
+/** The client's own failures (each a class of its own, below). */
+export const CLIENT_ERROR_TYPES = ['OperationNotFound', 'OperationTimeout', 'CatalogNotFound', 'NoWorker', 'ServerUnreachable'] as const;
 
 /** Every `type` a TableFateError can have: the domain's, an operation's failure, or the client's own. */
-export type TableFateErrorType = DomainErrorType | OperationFailureType | keyof typeof CLIENT_ERRORS;
-
-/** The command line's exit code for an error of `type`. */
-export function exitCodeForType(type: TableFateErrorType): number {
-  if (isDomainErrorType(type)) return DOMAIN_ERRORS[type].exitCode;
-  if (isOperationFailureType(type)) return 7;
-  return CLIENT_ERRORS[type].exitCode;
-}
+export type TableFateErrorType = DomainErrorType | OperationFailureType | (typeof CLIENT_ERROR_TYPES)[number];
 
 /** Everything the SDK throws on purpose is one of these: `type` says which, `name` is the class's name. */
 export abstract class TableFateError extends Error {
@@ -138,9 +100,9 @@ export function domainError(type: DomainErrorType, message: string): TableFateEr
 }
 
 /**
- * The operation ran (its workflow started) and failed for a reason other than the request: see
- * OPERATION_FAILURE_TYPES for what `type` can be. `workflowId` names the run, to look at in the Temporal UI;
- * `cause` is the Temporal error it came from.
+ * The operation ran (its workflow started) and failed for a reason other than the request: its `type` is one of
+ * OPERATION_FAILURE_TYPES. `workflowId` names the run, to look at in the Temporal UI; `cause` is the Temporal error it
+ * came from.
  */
 export class OperationFailedError extends TableFateError {
   override readonly name = 'OperationFailedError';
@@ -155,10 +117,7 @@ export class OperationFailedError extends TableFateError {
   }
 }
 
-/**
- * The call's deadline passed before the operation answered. The operation was not stopped: its workflow,
- * `workflowId`, goes on in the background (unless `started` is false: it may then not have started at all).
- */
+/** `workflowId`: the operation's run, which goes on (`started` false: it may not have started at all). */
 export class OperationTimeoutError extends TableFateError {
   readonly type = 'OperationTimeout';
   override readonly name = 'OperationTimeoutError';
@@ -173,7 +132,7 @@ export class OperationTimeoutError extends TableFateError {
   }
 }
 
-/** No worker polls the task queue the client starts operations on: nothing was started. */
+/** `taskQueue`: the task queue the client starts operations on, which no worker polls. */
 export class NoWorkerError extends TableFateError {
   readonly type = 'NoWorker';
   override readonly name = 'NoWorkerError';
@@ -188,10 +147,7 @@ export class NoWorkerError extends TableFateError {
   }
 }
 
-/**
- * No operation of this catalog runs or ran under that workflow id (`tablefate cancel`): an id of another catalog, a
- * typing error, or a run the server has forgotten (past the namespace's retention). Nothing was changed.
- */
+/** `workflowId`: the id no operation of this catalog runs or ran under (`tablefate cancel`'s). */
 export class OperationNotFoundError extends TableFateError {
   readonly type = 'OperationNotFound';
   override readonly name = 'OperationNotFoundError';
@@ -204,7 +160,7 @@ export class OperationNotFoundError extends TableFateError {
   }
 }
 
-/** There is no catalog where the configuration ($TABLEFATE_HOME) points; nothing was created or read. */
+/** `path`: where the configuration ($TABLEFATE_HOME) points, and no catalog is. */
 export class CatalogNotFoundError extends TableFateError {
   readonly type = 'CatalogNotFound';
   override readonly name = 'CatalogNotFoundError';
@@ -218,9 +174,8 @@ export class CatalogNotFoundError extends TableFateError {
 }
 
 /**
- * The Temporal server did not answer (refused, unreachable, or no answer within the client's bound). Before a
- * write's start (`mayHaveStarted` false) nothing started; lost after it, the operation may go on, as workflow
- * `workflowId`.
+ * `address`: the server that did not answer (refused, unreachable, or no answer within the client's bound);
+ * `mayHaveStarted`: lost after a write's start, whose operation may go on as workflow `workflowId`.
  */
 export class ServerUnreachableError extends TableFateError {
   readonly type = 'ServerUnreachable';

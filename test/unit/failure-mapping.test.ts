@@ -2,6 +2,8 @@ import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/clie
 import { ApplicationFailure, CancelledFailure, RetryState, TerminatedFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { OPERATION_FAILURE_TYPES, OperationFailedError, TableExistsError, TableInTrashError, WrongStateError } from '../../client';
 import { toTableFateError } from '../../client/errors';
+import { exitCodeOfError } from '../../domain/error-meanings';
+import { ServerUnreachableError } from '../../domain/errors';
 
 /*
  * However an operation fails, the SDK's caller gets a TableFateError with a `type`, never a raw Temporal error:
@@ -64,5 +66,19 @@ describe('every way a workflow can fail becomes a typed error', () => {
   test('an error that is not the workflow failing (a bug, a refusal of the server) is left as it is', () => {
     const bug = new TypeError('x is undefined');
     expect(toTableFateError(bug, ctx)).toBe(bug);
+  });
+});
+
+describe("the command line's exit code of an error (domain/error-meanings.ts)", () => {
+  test("is its type's: 4 for a refusal of the table's state, 7 for an operation that ran and failed", () => {
+    expect(exitCodeOfError(new WrongStateError('already'))).toBe(4);
+    expect(exitCodeOfError(new OperationFailedError('LockLost', 'lost', 'trash:7@c0ffee'))).toBe(7);
+  });
+
+  test('a server lost before the start exits 6 (nothing started), after it 5 (the operation may go on)', () => {
+    expect(exitCodeOfError(new ServerUnreachableError('refused', '127.0.0.1:7233'))).toBe(6);
+    expect(
+      exitCodeOfError(new ServerUnreachableError('lost', '127.0.0.1:7233', { mayHaveStarted: true, workflowId: 'trash:7@c0ffee' })),
+    ).toBe(5);
   });
 });
