@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { InvalidInputError } from '../domain/errors';
 import { TemporalCluster, type ClusterStatus } from '../servers/cluster';
 import { portArg } from './args';
+import { renderRows } from './format';
 
 /**
  * `tablefate cluster up|down|status`: a Temporal cluster on PostgreSQL on this host, every service its own process
@@ -38,7 +39,6 @@ class ClusterCommandError extends Error {
 
 function formatStatus(status: ClusterStatus): string {
   const db = status.database;
-  const header = ['PROCESS', 'PID', 'STATE', 'PORT', 'LOG'];
   const rows = status.processes.map((p) => [
     p.name,
     p.pid === null ? '-' : String(p.pid),
@@ -46,15 +46,12 @@ function formatStatus(status: ClusterStatus): string {
     String(p.port),
     p.log,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
   return [
     `frontend  ${status.address} (namespace ${status.namespace})`,
     `web UI    ${status.uiUrl ?? 'none (headless)'}`,
     `database  ${db.user}@${db.host}:${db.port}${db.local ? ` (this host's, ${db.running ? 'running' : 'stopped'})` : ''}`,
     '',
-    line(header),
-    ...rows.map(line),
+    renderRows([['PROCESS', 'PID', 'STATE', 'PORT', 'LOG'], ...rows]),
   ].join('\n');
 }
 

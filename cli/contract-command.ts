@@ -2,6 +2,7 @@ import type { CommandRecord } from './command';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- loaded when the command runs (cli/command.ts) */
 const contractDocument = () => require('../contract/document') as typeof import('../contract/document');
+const contractText = () => require('./contract-text') as typeof import('./contract-text');
 const clientConfig = () => require('../config/client') as typeof import('../config/client');
 const deployment = () => require('../domain/deployment') as typeof import('../domain/deployment');
 /* eslint-enable @typescript-eslint/no-require-imports */
@@ -18,9 +19,9 @@ export const contract: CommandRecord = {
     options: {},
     args: { min: 0, max: 0 },
     run: ({ io, env, json }) => {
-      const { contractDocument: make, renderContractMarkdown } = contractDocument();
+      const make = contractDocument().contractDocument;
       const doc = make({ namespace: clientConfig().loadClientConfig(env).temporalNamespace, taskQueue: deployment().TASK_QUEUE });
-      io.out(json ? JSON.stringify(doc, null, 2) : renderContractMarkdown(doc));
+      io.out(json ? JSON.stringify(doc, null, 2) : contractText().renderContractMarkdown(doc));
       return Promise.resolve();
     },
   },

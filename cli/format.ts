@@ -4,7 +4,40 @@ import type { LeaseInfo } from '../domain/leases';
 import { formatSettingValue, type EffectiveSetting } from '../domain/settings';
 import { describeFindingLines, type ReconcileReport } from '../domain/health';
 
-const COLUMNS: Array<[header: string, value: (t: TableInfo) => string]> = [
+/** A table of text: its rows, each a cell per column (the first row its header, if it has one). */
+export type Rows = readonly (readonly string[])[];
+
+/**
+ * The one renderer of tables of text: every listing of the command line, and the contract's Markdown tables
+ * (cli/contract-text.ts). `aligned`: each column padded to its widest cell, two spaces apart, and no blanks at a line's
+ * end. `markdown`: a Markdown table, the first row its header.
+ */
+export function renderRows(rows: Rows, style: 'aligned' | 'markdown' = 'aligned'): string {
+  if (style === 'markdown') {
+    const line = (cells: readonly string[]) => `| ${cells.join(' | ')} |`;
+    const [header = [], ...body] = rows;
+    return [line(header), `|${header.map(() => '---|').join('')}`, ...body.map(line)].join('\n');
+  }
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** Columns of a listing: each its header, and its cell of an item. */
+type Columns<T> = ReadonlyArray<readonly [header: string, value: (item: T) => string]>;
+
+/** Items as aligned columns under their headers. */
+function formatColumns<T>(columns: Columns<T>, items: readonly T[]): string {
+  return renderRows([columns.map(([header]) => header), ...items.map((item) => columns.map(([, value]) => value(item)))]);
+}
+
+const COLUMNS: Columns<TableInfo> = [
   ['ID', (t) => String(t.id)],
   ['STATE', (t) => t.state],
   ['NAMESPACE', (t) => t.namespace],
@@ -40,7 +73,7 @@ export function formatTableList(tables: readonly TableInfo[]): string {
   return formatColumns(COLUMNS, tables);
 }
 
-const LEASE_COLUMNS: Array<[header: string, value: (l: LeaseInfo) => string]> = [
+const LEASE_COLUMNS: Columns<LeaseInfo> = [
   ['LEASE', (l) => l.id],
   ['TABLE', (l) => String(l.tableId)],
   ['HOLDER', (l) => l.holder],
@@ -54,7 +87,7 @@ export function formatLeaseList(leases: readonly LeaseInfo[]): string {
   return formatColumns(LEASE_COLUMNS, leases);
 }
 
-const SETTING_COLUMNS: Array<[header: string, value: (s: EffectiveSetting) => string]> = [
+const SETTING_COLUMNS: Columns<EffectiveSetting> = [
   ['KEY', (s) => s.key],
   ['VALUE', (s) => formatSettingValue(s.value)],
   ['FROM', (s) => (s.source === 'namespace' ? `namespace ${s.namespace}` : s.source)],
@@ -65,7 +98,7 @@ export function formatSettings(settings: readonly EffectiveSetting[]): string {
   return formatColumns(SETTING_COLUMNS, settings);
 }
 
-const OPERATION_COLUMNS: Array<[header: string, value: (o: OperationInfo) => string]> = [
+const OPERATION_COLUMNS: Columns<OperationInfo> = [
   ['STARTED', (o) => o.startedAt],
   ['OPERATION', (o) => o.operation],
   ['TABLE', (o) => (o.tableId === null ? '-' : String(o.tableId))],
@@ -102,19 +135,6 @@ export function formatHistory(history: { table: TableInfo; operations: readonly 
   )}`;
 }
 
-function formatColumns<T>(columns: Array<[header: string, value: (row: T) => string]>, items: readonly T[]): string {
-  const rows = [columns.map(([header]) => header), ...items.map((t) => columns.map(([, value]) => value(t)))];
-  const widths = columns.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, i) => cell.padEnd(widths[i]!))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 /** A size for `describe`: pretty, and exact when the pretty form rounded it (`16 kB (16384 bytes)`). */
 function describeBytes(bytes: number | null | undefined): string {
   const pretty = formatBytes(bytes);
@@ -137,8 +157,7 @@ export function formatTable(table: TableInfo): string {
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
   for (const note of table.notes ?? []) fields.push(['note', note]);
-  const width = Math.max(...fields.map(([k]) => k.length));
-  return fields.map(([k, v]) => `${k.padEnd(width)}  ${v}`).join('\n');
+  return renderRows(fields);
 }
 
 /** The doctor's report: one line per finding, and the nodes it could not look at. */

@@ -4,6 +4,7 @@ import { statePaths, type Config } from '../worker/config';
 import type { QuarantineMarker } from '../storage/errors';
 import { existingNodes, nodeName } from '../storage/nodes';
 import { clearQuarantine, listQuarantined, readQuarantine } from '../storage/quarantine';
+import { renderRows } from './format';
 
 /**
  * `tablefate quarantine [--json]`: the storage nodes a fatal error has quarantined, with why and since when.
@@ -38,12 +39,10 @@ const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ');
 
 function formatMarkers(markers: readonly QuarantineMarker[]): string {
   if (markers.length === 0) return 'no storage node is quarantined';
-  const header = ['NODE', 'SINCE', 'PID', 'HOST', 'REASON'];
-  const rows = markers.map((m) => [m.node, m.since, String(m.pid), m.host, oneLine(m.reason)]);
-  // Every column but the last is padded to its widest cell; the reason runs on to the end of the line.
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
-  return [line(header), ...rows.map(line)].join('\n');
+  return renderRows([
+    ['NODE', 'SINCE', 'PID', 'HOST', 'REASON'],
+    ...markers.map((m) => [m.node, m.since, String(m.pid), m.host, oneLine(m.reason)]),
+  ]);
 }
 
 /** Runs `tablefate quarantine ...` (args after the word `quarantine`); returns the exit code. */

@@ -8,15 +8,11 @@ import { DefaultLogger } from '@temporalio/worker';
 import { z } from 'zod';
 import type { CatalogReader } from '../../catalog/catalog';
 import { createContractActivities } from '../../contract/activities';
-import {
-  contractAnswerSchema,
-  contractDocument,
-  contractRequestSchema,
-  renderContractMarkdown,
-  type ContractDocument,
-  type ContractFailureType,
-} from '../../contract/document';
-import { PUBLISHED_JSON, PUBLISHED_README, publishedDocument, withGeneratedSections } from '../../contract/publish';
+import { contractAnswerSchema, contractRequestSchema } from '../../contract/calls';
+import { contractDocument, type ContractDocument } from '../../contract/document';
+import type { ContractFailureType } from '../../contract/failures';
+import { PUBLISHED_JSON, PUBLISHED_README, publishedDocument, withGeneratedSections } from '../../cli/contract-publish';
+import { renderContractMarkdown } from '../../cli/contract-text';
 import { CONTRACT_CALLS, CONTRACT_READS, CONTRACT_WRITES, contractWorkflowType, NEXUS_SERVICE } from '../../domain/contract';
 import { TASK_QUEUE } from '../../domain/deployment';
 import {
@@ -41,7 +37,7 @@ import { runCliInProcess } from '../support/cli';
  */
 
 const ROOT = path.resolve(__dirname, '../..');
-const PUBLISH = 'run `npx tsx contract/publish.ts` to publish the contract the code makes';
+const PUBLISH = 'run `npx tsx cli/contract-publish.ts` to publish the contract the code makes';
 
 /** The document as a caller reads it: JSON (no undefined, no functions). */
 const asJson = (doc: ContractDocument): unknown => JSON.parse(JSON.stringify(doc));

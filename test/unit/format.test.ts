@@ -1,4 +1,4 @@
-import { formatBytes, formatTable } from '../../cli/format';
+import { formatBytes, formatTable, renderRows } from '../../cli/format';
 import type { TableInfo } from '../../domain/table';
 
 describe('formatBytes', () => {
@@ -44,5 +44,25 @@ describe('formatTable', () => {
       'note     crm.notes: foreign key b was not put back',
     ]);
     expect(formatTable(table)).not.toMatch(/^note /m);
+  });
+});
+
+describe('renderRows', () => {
+  const rows = [
+    ['NODE', 'STATE', 'NOTE'],
+    ['node-10', 'up', ''],
+    ['node-2', 'quarantined', 'disk full'],
+  ];
+
+  test('aligned: each column as wide as its widest cell, two spaces apart, no blanks at the end of a line', () => {
+    expect(renderRows(rows).split('\n')).toEqual(['NODE     STATE        NOTE', 'node-10  up', 'node-2   quarantined  disk full']);
+  });
+
+  test('markdown: the first row is the header, over a rule of one dash run a column', () => {
+    expect(renderRows(rows.slice(0, 2), 'markdown').split('\n')).toEqual([
+      '| NODE | STATE | NOTE |',
+      '|---|---|---|',
+      '| node-10 | up |  |',
+    ]);
   });
 });

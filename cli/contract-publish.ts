@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_TEMPORAL_NAMESPACE, TASK_QUEUE } from '../domain/deployment';
-import { contractDocument, renderCallTable, renderFailureTable, type ContractDocument } from './document';
+import { contractDocument, type ContractDocument } from '../contract/document';
+import { renderCallTable, renderFailureTable } from './contract-text';
 
 /**
  * Writes the published copy of the contract: docs/contract/contract.json, for the default namespace and task queue,
- * and the tables of docs/contract/README.md that are made from it. Run it (`npx tsx contract/publish.ts`) after a change
+ * and the tables of docs/contract/README.md that are made from it. Run it (`npx tsx cli/contract-publish.ts`) after a change
  * of the contract; test/unit/contract-document.test.ts fails until the copy is the code's.
  */
 
