@@ -15,6 +15,8 @@ export interface PgMigrations {
   /** The table that records the versions applied, qualified. */
   versions: string;
   migrations: readonly Migration[];
+  /** How an error names the schema (the catalog's by default). */
+  what?: string;
   /** Serializes this schema's migrators: taken first in each migration's transaction. */
   lock: (c: PoolClient) => Promise<unknown>;
   /**
@@ -38,7 +40,7 @@ export async function migrate(pool: Pool, m: PgMigrations): Promise<void> {
       await c.query(`CREATE TABLE IF NOT EXISTS ${m.versions} (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`);
       let current = await appliedVersion(c, m.versions);
       if (current === 0 && m.unversioned) current = await recordUnversioned(c, m, await m.unversioned(c));
-      if (!mustApply(migration, current, m.migrations)) return;
+      if (!mustApply(migration, current, m.migrations, m.what)) return;
       await c.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [`${ident(m.schema)}, pg_catalog, pg_temp`]);
       await c.query(migration.sql);
       await c.query(`INSERT INTO ${m.versions} (version, applied_at) VALUES ($1, $2)`, [migration.version, Date.now()]);

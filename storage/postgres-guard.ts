@@ -10,7 +10,7 @@ import { ident } from '../catalog/pg-session';
  * whole. Tables tablefate does not manage are not its business: their DDL goes through.
  *
  * How tablefate's own statements pass, without any session flag: tablefate keeps `tablefate.shards` true before each of
- * its DDL statements, in the same transaction (storage/postgres-tables.ts): it writes a table's new schema and name before
+ * its DDL statements, in the same transaction (storage/postgres-names.ts, postgres-moves.ts): it writes a table's new schema and name before
  * it renames or moves it, and deletes the record before it drops it. So, at the end of a statement:
  *
  * - `ddl_command_end` (refuse_move): a managed table the statement touched (by its oid, or, for `ALTER SCHEMA`, by its
@@ -110,9 +110,9 @@ END
 $guard$`;
 
 /**
- * Whether the record says where each table is (schema_name, table_name): not while tablefate's first `prepare` on the
- * node has made the record and not yet added those (the same transaction, a statement later), nor on a node no worker of
- * this version has prepared. Then there is nothing to judge by, and nothing is refused.
+ * Whether the record says where each table is (schema_name, table_name): not while the record is at its first migration
+ * (storage/postgres-record-schema.ts: a new node's next one adds them), nor on a node whose record no worker has
+ * migrated since. Then there is nothing to judge by, and nothing is refused.
  */
 const RECORD_NAMES_PLACES = `
 CREATE OR REPLACE FUNCTION ${G}.record_names_places() RETURNS boolean ${FUNCTION_OPTIONS} STABLE AS $guard$

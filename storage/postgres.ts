@@ -15,7 +15,9 @@ import {
 } from './driver';
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
-import { OWN_SCHEMA, PostgresTables, type LiveName, type ShardTableId, type TableArea, type TableDefinition } from './postgres-tables';
+import type { TableDefinition } from './postgres-create';
+import { SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+import { PostgresTables } from './postgres-tables';
 
 /**
  * The PostgreSQL storage driver: each storage node is a PostgreSQL database, and a shard is a real table there that
@@ -235,7 +237,7 @@ export class PostgresStorage implements StorageDriver {
   }
 
   /**
-   * A move: it drains the table first (postgres-tables.ts), heartbeating through `watch` while it waits. Answers what it
+   * A move: it drains the table first (postgres-drain.ts), heartbeating through `watch` while it waits. Answers what it
    * said of the table's foreign keys, each note naming the table.
    */
   private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, drainTimeoutMs?: number): Promise<ChangeNotes> {
@@ -280,7 +282,7 @@ function definitionOf(ref: ShardRef): TableDefinition {
 
 /** Whether the node has tablefate's record of the tables it placed (prepare made it). */
 async function hasRecord(pool: Pool): Promise<boolean> {
-  const { rows } = await pool.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [`${ident(OWN_SCHEMA)}.shards`]);
+  const { rows } = await pool.query<{ there: boolean }>('SELECT to_regclass($1) IS NOT NULL AS there', [SHARDS]);
   return rows[0]?.there === true;
 }
 

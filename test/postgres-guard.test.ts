@@ -7,7 +7,8 @@ import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-work
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { testServerAddress } from './support/test-server';
 import { PostgresStorage } from '../storage/postgres';
-import { PostgresTables, parkedName, type ShardTableId } from '../storage/postgres-tables';
+import { parkedName, type ShardTableId } from '../storage/postgres-record';
+import { PostgresTables } from '../storage/postgres-tables';
 import { GUARD_SCHEMA, GuardPrivilegeError, guardState, installGuard, removeGuard, type GuardNodeResult } from '../storage/postgres-guard';
 import type { ShardRef } from '../storage/driver';
 import type { TableInfo } from '../domain/table';

@@ -2,7 +2,8 @@ import { Client, Pool } from 'pg';
 import { HasDependentsError, ShardMissingError, TableBusyError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { PostgresStorage, STORAGE_SESSION } from '../storage/postgres';
-import { GARBAGE_SCHEMA, PostgresTables, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-tables';
+import { GARBAGE_SCHEMA, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-record';
+import { PostgresTables } from '../storage/postgres-tables';
 import type { ShardRef } from '../domain/contracts';
 
 /*

@@ -2,7 +2,8 @@ import { Client, Pool } from 'pg';
 import { HasDependentsError, NameTakenError, ShardMissingError, TableBusyError } from '../domain/errors';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { PostgresStorage } from '../storage/postgres';
-import { GARBAGE_SCHEMA, parkedName, PostgresTables, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-tables';
+import { GARBAGE_SCHEMA, parkedName, TRASH_SCHEMA, type ShardTableId } from '../storage/postgres-record';
+import { PostgresTables } from '../storage/postgres-tables';
 
 /*
  * The PostgreSQL driver's moves (storage/postgres-tables.ts) on a real server, judged by what a user's own client

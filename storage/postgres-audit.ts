@@ -1,0 +1,133 @@
+import type { Queryable } from '../catalog/pg-session';
+import { areaOf, SHARDS, type ShardTableId, type TableArea } from './postgres-record';
+
+/**
+ * The record against what PostgreSQL has under each oid now: where tablefate put a shard table and whether it is still
+ * there as tablefate left it (a move's first look), every one still there (the reconciler's), and every difference (the
+ * doctor's).
+ */
+
+/**
+ * Where tablefate put the shard table (its record), or null when it placed none for it. `drift` says, when the table
+ * is not there any more as tablefate left it, what is there instead.
+ */
+export interface ShardTableLocation {
+  oid: number;
+  area: TableArea;
+  schema: string;
+  table: string;
+  drift?: string;
+  /** With `drift`: nothing at all is under its oid any more (dropped outside tablefate). */
+  gone?: boolean;
+}
+
+/** A shard table's record against what PostgreSQL has under its oid now (the doctor's look). */
+export interface ShardTableAudit {
+  tableId: number;
+  shard: number;
+  oid: number;
+  expected: { schema: string; table: string; owner: string | null };
+  /** What the oid names now, or null when it names nothing (dropped). */
+  found: { schema: string; table: string; kind: string; owner: string } | null;
+  /** Each way `found` differs from `expected`, in words; empty when the table is as tablefate left it. */
+  differences: string[];
+}
+
+/** Where tablefate put the shard table, from its record, and whether it is still there (see ShardTableLocation). */
+export async function locate(q: Queryable, id: ShardTableId): Promise<ShardTableLocation | null> {
+  const { rows } = await q.query<AuditRow>(`${AUDIT_SELECT} WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3`, [
+    id.catalogId,
+    id.tableId,
+    id.shard,
+  ]);
+  const row = rows[0];
+  if (!row) return null;
+  const differences = differencesOf(row);
+  return {
+    oid: Number(row.oid),
+    area: areaOf(row.schema_name),
+    schema: row.schema_name,
+    table: row.table_name,
+    ...(differences.some((d) => d.fatal) ? { drift: differences.map((d) => d.text).join('; '), gone: row.found_schema === null } : {}),
+  };
+}
+
+/** Every shard table of `catalogId` on this node that is where tablefate put it, and when it last moved (the reconciler's view). */
+export async function listPlaced(
+  q: Queryable,
+  catalogId: string,
+): Promise<Array<{ tableId: number; shard: number; area: TableArea; changedAt: number }>> {
+  const { rows } = await q.query<AuditRow & { changed_at: Date }>(`${AUDIT_SELECT} WHERE s.catalog_id = $1 ORDER BY s.table_id, s.shard`, [
+    catalogId,
+  ]);
+  return rows
+    .filter((r) => !differencesOf(r).some((d) => d.fatal))
+    .map((r) => ({ tableId: Number(r.table_id), shard: r.shard, area: areaOf(r.schema_name), changedAt: r.changed_at.getTime() }));
+}
+
+/** Every shard table of `catalogId` on this node against what PostgreSQL has under its oid (the doctor's look). */
+export async function audit(q: Queryable, catalogId: string): Promise<ShardTableAudit[]> {
+  const { rows } = await q.query<AuditRow>(`${AUDIT_SELECT} WHERE s.catalog_id = $1 ORDER BY s.table_id, s.shard`, [catalogId]);
+  return rows.map((r) => ({
+    tableId: Number(r.table_id),
+    shard: r.shard,
+    oid: Number(r.oid),
+    expected: { schema: r.schema_name, table: r.table_name, owner: r.owner_name },
+    found: r.found_schema === null ? null : { schema: r.found_schema, table: r.found_table!, kind: r.kind!, owner: r.owner! },
+    differences: differencesOf(r).map((d) => d.text),
+  }));
+}
+
+/** A record joined to what its oid names now. */
+interface AuditRow {
+  oid: string;
+  table_id: string;
+  shard: number;
+  schema_name: string;
+  table_name: string;
+  owner_name: string | null;
+  notes: string[] | null;
+  found_schema: string | null;
+  found_table: string | null;
+  kind: string | null;
+  owner: string | null;
+}
+
+const AUDIT_SELECT = `
+  SELECT s.table_oid::int8 AS oid, s.table_id, s.shard, s.owner_name, s.notes, s.changed_at,
+         -- (A record written without its names, by hand, takes the table's as they are.)
+         coalesce(s.schema_name, n.nspname, '?') AS schema_name, coalesce(s.table_name, c.relname, '?') AS table_name,
+         n.nspname AS found_schema, c.relname AS found_table, c.relkind::text AS kind, pg_catalog.pg_get_userbyid(c.relowner) AS owner
+    FROM ${SHARDS} s
+    LEFT JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
+    LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace`;
+
+/** How what PostgreSQL has differs from the record; `fatal` when the table is not tablefate's to touch any more. */
+function differencesOf(r: AuditRow): Array<{ text: string; fatal: boolean }> {
+  const was = `${r.schema_name}.${r.table_name}`;
+  if (r.found_schema === null) return [{ text: `${was} was dropped outside tablefate`, fatal: true }];
+  if (r.kind !== 'r')
+    return [{ text: `${was}'s oid ${r.oid} now names a ${RELATION_KINDS[r.kind!] ?? 'relation'}, not its table`, fatal: true }];
+  const out: Array<{ text: string; fatal: boolean }> = [];
+  if (r.found_schema !== r.schema_name)
+    out.push({ text: `${was} was moved outside tablefate to schema ${r.found_schema} (as ${r.found_table})`, fatal: true });
+  else if (r.found_table !== r.table_name)
+    out.push({ text: `${was} was renamed outside tablefate to ${r.found_schema}.${r.found_table}`, fatal: true });
+  if (r.owner_name !== null && r.owner !== r.owner_name)
+    out.push({ text: `${was}'s owner was changed outside tablefate from ${r.owner_name} to ${r.owner}`, fatal: false });
+  for (const note of r.notes ?? []) out.push({ text: `${was}: ${note}`, fatal: false });
+  return out;
+}
+
+/** pg_class's relkind in words. */
+export const RELATION_KINDS: Record<string, string> = {
+  v: 'view',
+  m: 'materialized view',
+  f: 'foreign table',
+  S: 'sequence',
+  i: 'index',
+  p: 'partitioned table',
+  c: 'composite type',
+  t: 'TOAST table',
+  I: 'partitioned index',
+};

@@ -1,0 +1,112 @@
+import type { Pool, PoolClient } from 'pg';
+import { TableBusyError } from '../domain/errors';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
+import { checkWatch, type Watch } from './driver';
+import { locate } from './postgres-audit';
+import { inNodeTransaction } from './postgres-node';
+import { describeShard, type ShardTableId } from './postgres-record';
+
+/**
+ * The drain before a move or a drop: the change waits until no other transaction holds the table, asking for it briefly
+ * and trying again on a backoff (a request left queued would hold up every reader that comes after it), up to its
+ * deadline; then TableBusy, naming who holds the table.
+ */
+
+export interface MoveOptions {
+  /** How long a move may wait for the sessions that use the table to let it go. */
+  drainTimeoutMs?: number;
+  /** Hears every try (an activity heartbeats); aborted, the wait stops with its reason. */
+  watch?: Watch;
+}
+
+/** A session that held the table while a move drained it. */
+export interface TableHolder {
+  pid: number;
+  user: string | null;
+  applicationName: string;
+  /** When its transaction began (or its query, outside one); null when PostgreSQL does not say. */
+  since: Date | null;
+}
+
+export const DEFAULT_DRAIN_TIMEOUT_MS = DEFAULT_DRAIN_TIMEOUT_SECONDS * 1000;
+// Each try queues an ACCESS EXCLUSIVE request that every later reader of the table waits behind: keep it short.
+const LOCK_TRY = '100ms';
+const FIRST_PAUSE_MS = 50;
+const LONGEST_PAUSE_MS = 1_000;
+export const LOCK_NOT_AVAILABLE = '55P03';
+
+/** Makes the transaction's next lock requests brief tries: refused (55P03) rather than queued for long. */
+export async function tryLocksBriefly(c: PoolClient): Promise<void> {
+  await c.query(`SET LOCAL lock_timeout = '${LOCK_TRY}'`);
+}
+
+/**
+ * Runs `change` in a transaction of its own until it is not refused a lock (`lock_timeout`, 55P03), pausing on a
+ * backoff between tries, up to `drainTimeoutMs`: then TableBusy, naming who holds the table.
+ */
+export async function withBriefLocks<T>(
+  pool: Pool,
+  id: ShardTableId,
+  options: MoveOptions,
+  change: (c: PoolClient, attempt: number) => Promise<T>,
+): Promise<T> {
+  const drainTimeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
+  const deadline = Date.now() + drainTimeoutMs;
+  for (let pause = FIRST_PAUSE_MS, attempt = 0; ; pause = Math.min(pause * 2, LONGEST_PAUSE_MS), attempt++) {
+    checkWatch(options.watch);
+    try {
+      return await inNodeTransaction(pool, (c) => change(c, attempt));
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw err;
+    }
+    const left = deadline - Date.now();
+    if (left <= 0) throw await busy(pool, id, drainTimeoutMs);
+    await pauseUnlessAborted(Math.min(pause, left), options.watch?.signal);
+  }
+}
+
+/** The error of a drain that ran out of time, naming the sessions holding the table now (ours excluded). */
+async function busy(pool: Pool, id: ShardTableId, drainTimeoutMs: number): Promise<TableBusyError> {
+  const at = await locate(pool, id);
+  if (!at) return tableBusy(describeShard(id), drainTimeoutMs, []);
+  const { rows } = await pool.query<{ pid: number; user: string | null; application_name: string; since: Date | null }>(
+    `SELECT DISTINCT ON (a.pid) a.pid, a.usename AS user, a.application_name, coalesce(a.xact_start, a.query_start) AS since
+       FROM pg_catalog.pg_locks l
+       JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'relation' AND l.granted
+        -- The table, and the parents its foreign keys lock (a drop removes their triggers).
+        AND l.relation IN (SELECT $1::oid UNION SELECT confrelid FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'f')
+        AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+        AND l.pid <> pg_catalog.pg_backend_pid()
+      ORDER BY a.pid`,
+    [at.oid],
+  );
+  const holders = rows.map((r) => ({ pid: r.pid, user: r.user, applicationName: r.application_name, since: r.since }));
+  return tableBusy(`${at.schema}.${at.table}`, drainTimeoutMs, holders);
+}
+
+/** A move that could not have the table to itself before its drain deadline: other sessions kept it, each named. */
+function tableBusy(table: string, drainTimeoutMs: number, holders: readonly TableHolder[]): TableBusyError {
+  const named = holders.map(
+    (h) => `pid ${h.pid} (user ${h.user ?? '?'}, application "${h.applicationName}", since ${h.since?.toISOString() ?? '?'})`,
+  );
+  return new TableBusyError(
+    `${table} is still in use after ${drainTimeoutMs} ms of waiting: ` +
+      (named.length > 0 ? `held by ${named.join(', ')}` : 'its holders had just let it go'),
+  );
+}
+
+/** Waits `ms`, or less if `signal` aborts meanwhile (the next checkWatch says why). */
+function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  // An abort that came during the last try has fired already: no event would wake us.
+  if (signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,104 @@
+import type { Pool, PoolClient } from 'pg';
+import { ident } from '../catalog/pg-session';
+import { locate, type ShardTableLocation } from './postgres-audit';
+import { DEFAULT_DRAIN_TIMEOUT_MS, LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks } from './postgres-drain';
+import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
+
+/**
+ * A table frozen in the trash: its own foreign keys to other tables would let those tables' cascades (and SET NULL)
+ * rewrite its rows in the trash, and their RESTRICT refuse deletes naming a trashed table. So they are detached on the
+ * way out of the live area (their definitions recorded) and put back on the way in: NOT VALID first, inside the move,
+ * then validated after it (see `restoreKeys`).
+ */
+
+/** A foreign key of the table's own to another table, as detached on its way into the trash. */
+export interface DetachedKey {
+  name: string;
+  definition: string;
+}
+
+/**
+ * Locks the other tables the table's foreign keys reference, as dropping the keys will (their triggers go: ACCESS
+ * EXCLUSIVE). Writers take several parents in an order of their own (pgbench: accounts, tellers, branches), and while
+ * this holds one and waits for the next, a writer holding that one may queue behind it: the try runs out. Once this
+ * holds the table every such writer takes first, none is under way and the rest come free. So each try starts from
+ * another parent (`attempt`, in turn), and one in a few finds the writers' first.
+ */
+export async function lockParents(c: PoolClient, oid: number, attempt: number): Promise<void> {
+  const { rows } = await c.query<{ name: string }>(
+    `SELECT pg_catalog.format('%I.%I', n.nspname, p.relname) AS name
+       FROM pg_catalog.pg_class p JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+      WHERE p.oid IN (SELECT confrelid FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1)
+      ORDER BY p.oid`,
+    [oid],
+  );
+  if (rows.length === 0) return;
+  const first = attempt % rows.length;
+  const inTurn = [...rows.slice(first), ...rows.slice(0, first)].map((r) => r.name);
+  await c.query(`LOCK TABLE ${inTurn.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+}
+
+/** Detaches the table's foreign keys to other tables, recording their definitions (kept from an earlier detach). */
+export async function detachKeys(c: PoolClient, at: ShardTableLocation): Promise<void> {
+  const { rows } = await c.query<DetachedKey>(
+    `SELECT conname AS name, pg_catalog.pg_get_constraintdef(oid) AS definition FROM pg_catalog.pg_constraint
+      WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1 AND conparentid = 0 ORDER BY conname`,
+    [at.oid],
+  );
+  if (rows.length === 0) return;
+  await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(rows)]);
+  for (const key of rows) await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} DROP CONSTRAINT ${ident(key.name)}`);
+}
+
+/**
+ * Puts back the foreign keys detached on the way into the trash, NOT VALID (checked for new rows at once, the old ones
+ * not read here, so that a recall stays a rename however big the table). One that cannot be put back at all (its
+ * parent is gone) is left out and said. Answers those to validate once the move has committed.
+ */
+export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): Promise<DetachedKey[]> {
+  const { rows } = await c.query<{ foreign_keys: DetachedKey[] | null }>(`SELECT foreign_keys FROM ${SHARDS} WHERE table_oid = $1`, [oid]);
+  const keys = rows[0]?.foreign_keys ?? [];
+  const restored: DetachedKey[] = [];
+  for (const key of keys) {
+    const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
+    await c.query('SAVEPOINT tablefate_key');
+    try {
+      await c.query(`ALTER TABLE ${qualified(live.schema, live.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`);
+      await c.query('RELEASE SAVEPOINT tablefate_key');
+      restored.push(key);
+    } catch (err) {
+      // A lock not had at once is the move's to wait for (it tries again); anything else is this key's.
+      if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
+      await c.query('ROLLBACK TO SAVEPOINT tablefate_key');
+      restored.push({ name: key.name, definition: `!${(err as Error).message}` });
+    }
+  }
+  if (keys.length > 0) await c.query(`UPDATE ${SHARDS} SET foreign_keys = NULL WHERE table_oid = $1`, [oid]);
+  return restored;
+}
+
+/**
+ * Validates the foreign keys a recall put back. One whose parent rows are gone (deleted while the table was in the
+ * trash) stays NOT VALID: enforced for new rows, the old ones kept as they are, and said.
+ */
+export async function validateKeys(pool: Pool, id: ShardTableId, keys: DetachedKey[]): Promise<string[]> {
+  const notes: string[] = [];
+  for (const key of keys) {
+    if (key.definition.startsWith('!')) {
+      notes.push(`foreign key ${key.name} was not put back: ${key.definition.slice(1)}`);
+      continue;
+    }
+    if (/\bNOT VALID$/.test(key.definition)) continue;
+    try {
+      await withBriefLocks(pool, id, { drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS }, async (c) => {
+        const at = await locate(c, id);
+        if (!at || at.drift) return;
+        await tryLocksBriefly(c);
+        await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} VALIDATE CONSTRAINT ${ident(key.name)}`);
+      });
+    } catch (err) {
+      notes.push(`foreign key ${key.name} is back NOT VALID, its old rows kept as they were: ${(err as Error).message}`);
+    }
+  }
+  return notes;
+}

@@ -1,0 +1,119 @@
+import type { Pool, PoolClient } from 'pg';
+import { locate, type ShardTableLocation } from './postgres-audit';
+import { refuseDependents } from './postgres-dependents';
+import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
+import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
+import { park, refuseStranger, relocate, unpark } from './postgres-names';
+import { ensureSchema, lockShard } from './postgres-node';
+import { AREA_SCHEMAS, missing, parkedName, qualified, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+
+/**
+ * A shard table's moves between the live area, the trash and the garbage, and its drop: each one transaction of renames
+ * and `SET SCHEMA` (no row is copied), its record written first, after a drain (postgres-drain.ts).
+ */
+
+/** What a move did beyond the move: foreign keys it could not put back as they were (recall only). */
+export interface MoveOutcome {
+  notes: string[];
+}
+
+/**
+ * Moves the shard table to `to` (to the live area: under `live`), in one transaction. Already there, by tablefate's
+ * record, is success: a move taken back after the table was found missing has nothing to take back. Out of the live
+ * area its indexes and sequences take names derived from the shard, and the names they had are recorded; back in,
+ * they take those again. A table out of the live area is refused while others depend on it (see refuseDependents),
+ * and its foreign keys to other tables are detached; back in, they are put back.
+ *
+ * The move waits until no other transaction holds the table (see withBriefLocks), up to `drainTimeoutMs`.
+ */
+export async function moveTable(
+  pool: Pool,
+  id: ShardTableId,
+  to: TableArea,
+  live: LiveName | undefined,
+  options: MoveOptions,
+): Promise<MoveOutcome> {
+  const restored = await withBriefLocks(pool, id, options, (c, attempt) => moveOnce(c, id, to, live, attempt));
+  const notes = await validateKeys(pool, id, restored);
+  // Kept where the doctor reads them, until the table's next move.
+  if (notes.length > 0)
+    await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
+      id.catalogId,
+      id.tableId,
+      id.shard,
+      JSON.stringify(notes),
+    ]);
+  return { notes };
+}
+
+async function moveOnce(
+  c: PoolClient,
+  id: ShardTableId,
+  to: TableArea,
+  live: LiveName | undefined,
+  attempt: number,
+): Promise<DetachedKey[]> {
+  await lockShard(c, id);
+  const placed = await locate(c, id);
+  if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
+  if (isThere(placed, to, live)) return [];
+  // A purge of a table dropped by hand has nothing left to move: its delete forgets the record.
+  if (placed.gone && to === 'garbage') return [];
+  if (placed.drift) throw missing(id, placed.drift);
+  // Set after the shard lock: two moves of one shard wait for each other as before; only the table's lock is tried briefly.
+  await tryLocksBriefly(c);
+  // Out of the live area its keys are detached, which locks their parents: those first. A writer of both (an UPDATE of
+  // the parent, then an INSERT here) would otherwise hold the parent while it waits for the table behind this move, and
+  // this move wait for the parent: each try would run out, however short the writers' transactions.
+  if (placed.area === 'live' && to !== 'live') await lockParents(c, placed.oid, attempt);
+  await c.query(`LOCK TABLE ${qualified(placed.schema, placed.table)} IN ACCESS EXCLUSIVE MODE`);
+  // Found again under the lock: a user may have renamed the table while we waited for it.
+  const at = await locate(c, id);
+  if (!at || at.drift || at.oid !== placed.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
+  // Checked under the lock, which keeps new dependents off the table until the move commits.
+  if (to !== 'live') await refuseDependents(c, at, to === 'garbage' ? 'purged' : 'trashed');
+  if (at.area === 'live' && to !== 'live') await detachKeys(c, at);
+  const parked = parkedName(id);
+  let restored: DetachedKey[] = [];
+  if (to === 'live') {
+    if (!live) throw new Error('a move to the live area needs the live name');
+    await refuseStranger(c, live);
+    await ensureSchema(c, live.schema);
+    if (at.area === 'live') await park(c, id, at);
+    const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
+    if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
+    await relocate(c, at.oid, { schema: live.schema, table: from.table }, live);
+    await unpark(c, id, live);
+    if (at.area !== 'live') restored = await restoreKeys(c, at.oid, live);
+  } else {
+    if (at.area === 'live') await park(c, id, at);
+    const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
+    await relocate(c, at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table });
+  }
+  // When it last moved: the reconciler leaves a table no catalog accounts for alone for a grace period from then.
+  await c.query(`UPDATE ${SHARDS} SET changed_at = pg_catalog.now(), notes = NULL WHERE table_oid = $1`, [at.oid]);
+  return restored;
+}
+
+/** Whether tablefate's record puts the table in `to` already (under `live`, for the live area). */
+function isThere(at: ShardTableLocation, to: TableArea, live: LiveName | undefined): boolean {
+  if (to === 'live') return at.area === 'live' && at.schema === live?.schema && at.table === live.table;
+  return at.schema === AREA_SCHEMAS[to];
+}
+
+/**
+ * Drops the shard table, and its record (first: the guard's trigger then lets the drop through). None is success; so
+ * is a table dropped by someone else. One renamed or moved by someone else is not tablefate's to drop: its record is
+ * forgotten and the table left where it is. The drop asks for its locks briefly and tries again, as a move does, so
+ * that readers of the table (and of a parent its purge must touch) never queue behind it.
+ */
+export async function dropTable(pool: Pool, id: ShardTableId, options: MoveOptions): Promise<void> {
+  await withBriefLocks(pool, id, options, async (c) => {
+    await lockShard(c, id);
+    const at = await locate(c, id);
+    await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
+    if (!at || at.drift) return;
+    await tryLocksBriefly(c);
+    await c.query(`DROP TABLE ${qualified(at.schema, at.table)}`);
+  });
+}

@@ -1,0 +1,107 @@
+import type { Pool, PoolClient } from 'pg';
+import type { Migration } from '../catalog/migrations';
+import { migrate, type PgMigrations } from '../catalog/pg-migrations';
+import { ensureSchema, inNodeTransaction } from './postgres-node';
+import { GARBAGE_SCHEMA, OWN_SCHEMA, SHARDS, TRASH_SCHEMA } from './postgres-record';
+
+/**
+ * The record's schema on a storage node, as versioned migrations applied the way the catalog's are
+ * (catalog/migrations.ts, catalog/pg-migrations.ts): each once per node, in order, in a transaction of its own, recorded
+ * in `tablefate.shards_migrations`. A migration, once released, is never edited: a change is a new one at the end.
+ */
+export const RECORD_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    description: "the record of the tables tablefate placed on the node, each by its oid, with its companions' names while parked",
+    sql: `
+CREATE TABLE shards (
+  table_oid oid PRIMARY KEY,
+  catalog_id text NOT NULL,
+  table_id bigint NOT NULL,
+  shard integer NOT NULL,
+  live_names jsonb,
+  changed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+  UNIQUE (catalog_id, table_id, shard)
+);
+`,
+  },
+  {
+    version: 2,
+    description:
+      'identity by name (the schema, name and owner tablefate gave each table), foreign keys detached in the trash, notes for the doctor',
+    // A record that has rows already takes each table's name, as it is now, as the one tablefate gave it.
+    sql: `
+ALTER TABLE shards ADD COLUMN schema_name text, ADD COLUMN table_name text, ADD COLUMN owner_name text,
+  ADD COLUMN foreign_keys jsonb, ADD COLUMN notes jsonb;
+UPDATE shards s SET schema_name = n.nspname, table_name = c.relname, owner_name = pg_catalog.pg_get_userbyid(c.relowner)
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.oid = s.table_oid AND s.schema_name IS NULL;
+`,
+  },
+];
+
+/**
+ * The record's columns at each version a node can hold it without its versions recorded: made before they were, at
+ * migration 1's columns or at migration 2's. A record made since has its versions, whatever migrations come later.
+ */
+export const UNVERSIONED_RECORD_COLUMNS: Readonly<Record<number, readonly string[]>> = {
+  1: ['table_oid', 'catalog_id', 'table_id', 'shard', 'live_names', 'changed_at'],
+  2: [
+    'table_oid',
+    'catalog_id',
+    'table_id',
+    'shard',
+    'live_names',
+    'changed_at',
+    'schema_name',
+    'table_name',
+    'owner_name',
+    'foreign_keys',
+    'notes',
+  ],
+};
+
+export const RECORD_VERSIONS = `"${OWN_SCHEMA}"."shards_migrations"`;
+
+/** Of two workers preparing one node at once, the second waits for the first's transaction. */
+const lockPrepare = (c: PoolClient) => c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.prepare']);
+
+const RECORD_SCHEMA: PgMigrations = {
+  schema: OWN_SCHEMA,
+  versions: RECORD_VERSIONS,
+  migrations: RECORD_MIGRATIONS,
+  what: `${OWN_SCHEMA}.shards, tablefate's record of the tables it placed on this node,`,
+  lock: lockPrepare,
+  unversioned: unversionedRecord,
+};
+
+/** Makes tablefate's own schemas on the node (idempotent) and brings its record to this code's version. */
+export async function prepareRecord(pool: Pool): Promise<void> {
+  await inNodeTransaction(pool, async (c) => {
+    await lockPrepare(c);
+    for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA]) await ensureSchema(c, schema);
+  });
+  await migrate(pool, RECORD_SCHEMA);
+}
+
+/**
+ * The version of a record whose versions were never recorded, by its columns (0: no record); one whose columns are no
+ * version's is refused, with nothing changed, rather than passed over.
+ */
+async function unversionedRecord(c: PoolClient): Promise<number> {
+  const { rows } = await c.query<{ name: string }>(
+    `SELECT attname AS name FROM pg_catalog.pg_attribute
+      WHERE attrelid = pg_catalog.to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+    [SHARDS],
+  );
+  if (rows.length === 0) return 0;
+  const found = rows.map((r) => r.name);
+  const sameColumns = (wanted: readonly string[]) => wanted.length === found.length && wanted.every((name) => found.includes(name));
+  const version = Object.entries(UNVERSIONED_RECORD_COLUMNS).find(([, columns]) => sameColumns(columns))?.[0];
+  if (version === undefined) {
+    throw new Error(
+      `${OWN_SCHEMA}.shards has the columns ${found.join(', ')}, not those of any version of tablefate's record; nothing was changed`,
+    );
+  }
+  return Number(version);
+}
