@@ -7,7 +7,8 @@ import * as tables from './table-commands';
 
 /**
  * Every command of the command line, in the order `tablefate --help` lists them: `--help`, each command's options
- * and argument count, and what its exit codes mean are all read from here (cli/command.ts says what a record holds).
+ * and argument count, and what its own exit codes mean are all read from here (cli/command.ts says what a record
+ * holds); the exit codes every command shares, from the errors' (domain/error-meanings.ts).
  */
 export const COMMANDS: readonly (CommandRecord | string)[] = [
   services.dev,
