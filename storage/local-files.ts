@@ -2,7 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs, statSync } from 'node:fs';
 import path from 'node:path';
 import {
-  checkWatch,
   type SetListing,
   type ShardArea,
   type ShardRef,
@@ -13,7 +12,6 @@ import {
   type Watch,
 } from './driver';
 import {
-  errnoOf,
   FatalStorageError,
   InvalidShardRefError,
   messageOf,
@@ -24,10 +22,12 @@ import {
   type QuarantineMarker,
 } from './errors';
 import { FaultInjector, type StorageOp } from './faults';
+import { changedAtOf, exists, hashFile, listDir, removeAll, writeDurably } from './files';
 import { byNodeNumber, NODE_NAME } from './nodes';
 import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
 import { areaDir, GARBAGE_SUFFIX, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
+import { inTurn } from './shard-turns';
 
 export interface LocalFileStorageOptions {
   root: string;
@@ -460,110 +460,7 @@ export class LocalFileStorage implements StorageDriver {
   }
 }
 
-async function exists(file: string): Promise<boolean> {
-  try {
-    await fs.stat(file);
-    return true;
-  } catch (error) {
-    const code = errnoOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw error;
-  }
-}
-
-/** A directory's entries; a directory that is missing (or where a file sits instead) holds nothing. */
-async function listDir(dir: string): Promise<string[]> {
-  try {
-    return await fs.readdir(dir);
-  } catch (error) {
-    const code = errnoOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
-    throw error;
-  }
-}
-
-/**
- * When the entry itself last changed (lstat: a rename changes the entry, whatever a link points to), in ms
- * since the epoch; undefined once it is gone.
- */
-async function changedAtOf(file: string): Promise<number | undefined> {
-  try {
-    return (await fs.lstat(file)).ctimeMs;
-  } catch (error) {
-    if (errnoOf(error) === 'ENOENT') return undefined;
-    throw error;
-  }
-}
-
 /** listSets' order: node number, then area in AREAS order, then tableId and shard. */
 function bySetOrder(a: StoredSet, b: StoredSet): number {
   return byNodeNumber(a.node, b.node) || AREAS.indexOf(a.area) - AREAS.indexOf(b.area) || a.tableId - b.tableId || a.shard - b.shard;
-}
-
-/**
- * Deletes files, treating already-missing ones as deleted. unlink, not rm: rm retries a refused unlink as an
- * rmdir and reports that call's ENOTDIR, which would read as "the file cannot be there".
- */
-async function removeAll(files: readonly string[], watch?: Watch): Promise<void> {
-  for (const file of files) {
-    checkWatch(watch);
-    try {
-      await fs.unlink(file);
-    } catch (error) {
-      const code = errnoOf(error);
-      // ENOTDIR: a component of the path is not a directory, so the file cannot exist.
-      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
-    }
-  }
-}
-
-/** Content reaches the disk before the rename publishes it, so a power cut cannot publish an empty file. */
-async function writeDurably(file: string, content: string): Promise<void> {
-  const handle = await fs.open(file, 'w');
-  try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Feeds a file to the hash in chunks (data files can be large) and returns its size. */
-async function hashFile(file: string, hash: ReturnType<typeof createHash>): Promise<number> {
-  const handle = await fs.open(file, 'r');
-  try {
-    const buffer = Buffer.alloc(64 * 1024);
-    let total = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      if (bytesRead === 0) return total;
-      hash.update(buffer.subarray(0, bytesRead));
-      total += bytesRead;
-    }
-  } finally {
-    await handle.close();
-  }
-}
-
-/** The change of each shard that runs now in this process, by the shard's place on disk, or the last one queued. */
-const shardTurns = new Map<string, Promise<void>>();
-
-/**
- * Runs `change` once every earlier change of the same shard in this process has settled. Two changes of one shard
- * must never interleave their renames: an attempt that its caller has given up on (cancelled, timed out, superseded
- * by a retry) may still be renaming when the next change, an undo say, begins; each set move is whole only if they
- * take turns. (Two processes serving one node's directory are not covered: a node has one worker.)
- */
-async function inTurn<T>(shard: string, change: () => Promise<T>): Promise<T> {
-  const before = shardTurns.get(shard) ?? Promise.resolve();
-  let settle!: () => void;
-  const mine = before.then(() => new Promise<void>((resolve) => (settle = resolve)));
-  shardTurns.set(shard, mine);
-  await before;
-  try {
-    return await change();
-  } finally {
-    settle();
-    if (shardTurns.get(shard) === mine) shardTurns.delete(shard);
-  }
 }
