@@ -4,7 +4,7 @@ import { parse } from 'yaml';
 import { TEMPORAL_SERVER_VERSION, TEMPORAL_UI_SERVER } from '../../servers/go-tools';
 
 /**
- * docker-compose.yml runs for users what `npm run test:cluster` tests (`tablefate cluster up`, servers/cluster.ts): the
+ * docker-compose.yml runs for users what `npm run test:cluster` tests (`tablefate cluster up`, servers/cluster*.ts): the
  * same server release, the same configuration file read the same way by every service, the same schema script.
  * Nothing here runs Docker; this keeps the file from drifting away from what was tested.
  */
@@ -24,6 +24,13 @@ const compose = parse(fs.readFileSync(path.join(ROOT, 'docker-compose.yml'), 'ut
 const template = fs.readFileSync(path.join(ROOT, 'deploy', 'temporal', 'cluster.yaml'), 'utf8');
 const readByTemplate = new Set([...template.matchAll(/env "([A-Z_]+)"/g)].map((m) => m[1]!));
 const serverServices = ['temporal-frontend', 'temporal-history', 'temporal-matching', 'temporal-worker'];
+/** The code of `cluster up` (servers/cluster.ts and the files of its parts, servers/cluster-*.ts), as one text. */
+const clusterSources = () =>
+  fs
+    .readdirSync(path.join(ROOT, 'servers'))
+    .filter((name) => /^cluster(-[a-z-]+)?\.ts$/.test(name))
+    .map((name) => fs.readFileSync(path.join(ROOT, 'servers', name), 'utf8'))
+    .join('\n');
 
 test('the four Temporal services run the tested server release, each a service of its own, two history replicas', () => {
   const services = serverServices.map((name) => compose.services[name]!);
@@ -53,8 +60,8 @@ test('every Temporal service reads deploy/temporal/cluster.yaml as `cluster up` 
     }
     expect(service.environment?.TEMPORAL_DYNAMIC_CONFIG_FILE).toBe('/etc/tablefate/temporal/dynamicconfig.yaml');
   }
-  // The variables servers/cluster.ts sets are the template's too.
-  const clusterCode = fs.readFileSync(path.join(ROOT, 'servers', 'cluster.ts'), 'utf8');
+  // The variables servers/cluster*.ts set are the template's too.
+  const clusterCode = clusterSources();
   const setByCluster = [...clusterCode.matchAll(/\b(TEMPORAL_[A-Z_]+):/g)]
     .map((m) => m[1]!)
     .filter((v) => v.startsWith('TEMPORAL_') && !v.endsWith('_PATH'));
@@ -65,7 +72,7 @@ test('every Temporal service reads deploy/temporal/cluster.yaml as `cluster up` 
 test('the schema step is the same script cluster up runs, and the tablefate parts reach the frontend', () => {
   expect(compose.services['temporal-schema']!.command).toEqual(['/deploy/setup-schema.sh']);
   expect(compose.services['temporal-schema']!.volumes).toContain('./deploy/temporal:/deploy:ro');
-  const clusterCode = fs.readFileSync(path.join(ROOT, 'servers', 'cluster.ts'), 'utf8');
+  const clusterCode = clusterSources();
   expect(clusterCode).toMatch(/SETUP_SCHEMA_SCRIPT = path\.join\(CLUSTER_CONFIG_DIR, 'setup-schema\.sh'\)/);
   for (const name of ['worker', 'temporal-namespace', 'temporal-ui']) {
     expect([name, compose.services[name]!.environment?.TEMPORAL_ADDRESS]).toEqual([name, 'temporal-frontend:7233']);
