@@ -7,6 +7,8 @@ import { lockFor } from '../domain/operations';
 import type { CallScope, ShardRef } from '../domain/contracts';
 import type { Watch } from '../storage/driver';
 
+import type { TableRecord } from '../domain/table';
+
 // What the workflow adds to every call it makes (domain/contracts.ts).
 export type { CallScope } from '../domain/contracts';
 
@@ -89,3 +91,9 @@ export function callChecks(catalog: Catalog) {
 }
 
 export type CallChecks = ReturnType<typeof callChecks>;
+
+/**
+ * One try at a lock: taken (with the table asked for, as read under it: null if there is none, and the workflow time
+ * of the first attempt that read it), or held by another running workflow (its id).
+ */
+export type LockAttempt = { acquired: true; table?: TableRecord | null; readAt?: number } | { acquired: false; holder: string };

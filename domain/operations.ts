@@ -160,6 +160,8 @@ export interface PurgeInput extends OperationScope {
    */
   trigger: 'manual' | 'expiry' | 'policy';
   droppedAt?: number;
+  /** Made by the table's own trash run (at its expiry, or with the trash off), which needs no telling that it ended. */
+  fromTrashRun?: true;
 }
 
 export interface RenameInput extends OperationScope {

@@ -23,13 +23,16 @@ afterAll(async () => {
   await h.close();
 });
 
-const crashingWorker = (activity: string, extra: NodeJS.ProcessEnv = {}) =>
+const crashingWorker = (activity: string, extra: Readonly<NodeJS.ProcessEnv> = {}) =>
   startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity, env: extra });
 
-// The last change releases the run's locks in the same local activity (the commit's transition, the trash's
-// commitTrash): the kill right after it is the kill after the release.
+// Every operation's steps run in calls of the executor's local activity (runStepsHere), each journaling its parts. The
+// last change releases the run's locks in the same call (a create's second call commits, a trash's second commits): the
+// kill right after that call is the kill after the release.
+const afterCall = (n: number) => ['runStepsHere', { CRASH_ON_CALL: String(n) }] as const;
+
 test('a create whose worker dies after it committed and released its locks in one lost task ends READY with its files', async () => {
-  const worker = await crashingWorker('transition');
+  const worker = await crashingWorker(...afterCall(2));
   const created = h.client.create({ table: 'crash.create', shards: 3 });
   expect(await worker.exited).toBe('SIGKILL');
   // The catalog already says READY and the locks are gone; the history knows neither.
@@ -49,9 +52,9 @@ test('a create whose worker dies after it committed and released its locks in on
   await h.stopWorker();
 });
 
-// Since v18 a create's prepare makes its first shards in the same local activity: its repeat makes none again.
+// A create's prepare and its shards ride in its first call: the repeat makes none again.
 test('a create whose worker dies after its prepare made the first shards in one lost task ends READY, its shards made once', async () => {
-  const worker = await crashingWorker('prepareThenCreateShardsHere');
+  const worker = await crashingWorker(...afterCall(1));
   const created = h.client.create({ table: 'crash.prepared', shards: 3 });
   expect(await worker.exited).toBe('SIGKILL');
   const table = await h.catalog.findByName({ namespace: 'crash', name: 'prepared' });
@@ -65,14 +68,14 @@ test('a create whose worker dies after its prepare made the first shards in one 
   await h.stopWorker();
 });
 
-// Since v18 a purge of a few shards is one local activity: lock, check, PURGING, marks, deletes, PURGED, the locks
-// released and the trash run told. Its lost task's repeat finds every part journaled.
+// A purge of a few shards is one call: lock, check, PURGING, marks, deletes, PURGED, the locks released and the trash
+// run told. Its lost task's repeat finds every part journaled.
 test('a purge whose worker dies after its one call purged the table in a lost task ends PURGED, its trash run ended', async () => {
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.purge', shards: 2 });
   await h.client.trash({ table: 'crash.purge', retentionSeconds: 3600 });
   await h.stopWorker();
-  const worker = await crashingWorker('lockThenChangeShardsHere');
+  const worker = await crashingWorker(...afterCall(1));
   const purging = h.client.purge({ tableId: table.id });
   expect(await worker.exited).toBe('SIGKILL');
   expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
@@ -89,7 +92,7 @@ test('a purge whose worker dies after its one call purged the table in a lost ta
 // The lost task's repeat must find its catalog calls journaled, even once another operation has taken the table on,
 // rather than fail for a lock it let go.
 test('a create whose lost task is repeated after another operation trashed its table answers READY and leaves the trash alone', async () => {
-  const worker = await crashingWorker('transition');
+  const worker = await crashingWorker(...afterCall(2));
   // The create's lost task waits for its timeout (the server's 10 s here) before it is repeated: the trash goes first.
   h.workflowTaskTimeoutMs = undefined;
   const created = h.client.create({ table: 'crash.overtaken', shards: 2 });
@@ -111,7 +114,7 @@ test('a trash whose worker dies after it committed and released its lock in one 
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.trash', shards: 2 });
   await h.stopWorker();
-  const worker = await crashingWorker('commitTrash');
+  const worker = await crashingWorker(...afterCall(2));
   const trashed = h.client.trash({ table: 'crash.trash', retentionSeconds: 3600 });
   expect(await worker.exited).toBe('SIGKILL');
   expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
@@ -137,7 +140,7 @@ test('a trash whose lost task is repeated after a purge ended it hears that end 
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.ended', shards: 2 });
   await h.stopWorker();
-  const worker = await crashingWorker('commitTrash');
+  const worker = await crashingWorker(...afterCall(2));
   const trashing = h.client.trash({ table: 'crash.ended', retentionSeconds: 3600 });
   expect(await worker.exited).toBe('SIGKILL');
   // The trash's task is lost after its commit: the table is TRASHED and free, and a purge goes first.
@@ -157,7 +160,7 @@ test('a trash called after a recall is not handed the answer of the recalled tra
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.again', shards: 2 });
   await h.stopWorker();
-  const worker = await crashingWorker('commitTrash');
+  const worker = await crashingWorker(...afterCall(2));
   // The lost task waits for its timeout (the server's 10 s here): the recall and the second trash go first.
   h.workflowTaskTimeoutMs = undefined;
   const first = h.client.trash({ table: 'crash.again', retentionSeconds: 3600 });
@@ -188,7 +191,7 @@ test('a trash called after a recall is not handed the answer of the recalled tra
 async function trashKilledAfterMove(
   name: string,
   activity: string,
-  env: NodeJS.ProcessEnv = {},
+  env: Readonly<NodeJS.ProcessEnv> = {},
   killedAfter: 'every shard' | 'a node' = 'every shard',
 ) {
   await h.startWorker();
@@ -215,10 +218,10 @@ async function trashKilledAfterMove(
   return events;
 }
 
-// Since v14 the nodes this worker serves change in the workflow task (changeShardsHere, a local activity): killed
-// after it, the task is lost with its answer, and the next worker's repeat of the call finds it journaled.
+// The nodes this worker serves change in the workflow task (a trash's first call drains and moves): killed after it, the
+// task is lost with its answer, and the next worker's repeat of the call finds it journaled.
 test('a trash whose worker dies after it moved its shards in the workflow task, the task lost, ends TRASHED with every shard moved once', async () => {
-  const events = await trashKilledAfterMove('moved_here', 'changeShardsHere');
+  const events = await trashKilledAfterMove('moved_here', ...afterCall(1));
   expect(events.some((e) => e.workflowTaskTimedOutEventAttributes)).toBe(true);
   expect(events.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
 }, 90_000);
@@ -238,7 +241,7 @@ test('an undelete whose worker dies after it claimed the name, its lost task rep
   const table = await h.client.create({ table: 'crash.late', shards: 2 });
   const trashed = await h.client.trash({ table: 'crash.late', retentionSeconds: 3 });
   await h.stopWorker();
-  // (The catalog's change, inside whichever call makes it: since v15 the call that brings the shards back.)
+  // (The catalog's change, inside the call that takes the lock, checks, claims the name and brings the shards back.)
   const worker = await crashingWorker('catalog.transition');
   const recalled = h.client.undelete({ table: table.id }, { timeoutMs: 60_000 });
   expect(await worker.exited).toBe('SIGKILL');
@@ -256,7 +259,8 @@ test('an undelete whose worker dies after it claimed the name, its lost task rep
 }, 60_000);
 
 test('a compensation whose worker dies after it released the lock in one lost task still ends compensated', async () => {
-  const worker = await crashingWorker('releaseLock', { CRASH_FAULT: 'createShard:1:permanent' });
+  // (The first call fails at a shard; the second takes the create back and releases its locks.)
+  const worker = await crashingWorker('runStepsHere', { CRASH_ON_CALL: '2', CRASH_FAULT: 'createShard:1:permanent' });
   const failed = h.client.create({ table: 'crash.undo', shards: 2 }).catch((err: unknown) => err);
   expect(await worker.exited).toBe('SIGKILL');
   await h.startWorker();
@@ -278,7 +282,7 @@ test('a drop whose worker dies once the table is DRAINING, its run then lost, is
   const table = await h.client.create({ table: 'crash.draining', shards: 2 });
   const lease = await h.client.acquireLease(table.id, { ttlSeconds: 300 });
   await h.stopWorker();
-  const worker = await crashingWorker('startDrain');
+  const worker = await crashingWorker(...afterCall(1));
   const dropping = h.client.trash({ table: 'crash.draining', retentionSeconds: 3600 }).catch((err: unknown) => err);
   expect(await worker.exited).toBe('SIGKILL');
   expect((await h.catalog.getTable(table.id))?.state).toBe('DRAINING');
@@ -309,7 +313,7 @@ test('a drop with the trash off whose worker dies after the commit purges at onc
   await h.client.setSetting({ key: 'trash.enabled', value: 'false', namespace: 'crashoff' });
   const table = await h.client.create({ table: 'crashoff.t', shards: 2 });
   await h.stopWorker();
-  const worker = await crashingWorker('commitTrash');
+  const worker = await crashingWorker(...afterCall(2));
   const dropping = h.client.trash({ table: 'crashoff.t' });
   expect(await worker.exited).toBe('SIGKILL');
   expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');

@@ -180,18 +180,22 @@ describe('crashes', () => {
     await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
   });
 
-  // The rename's compare-and-set releases the locks in the same local activity: a worker killed right after it
-  // loses a task whose work is done. The next worker repeats the task, and the catalog's journal answers it.
-  test.each(['tryLock', 'transition'])('a worker killed right after the rename’s %s converges on the renamed table', async (activity) => {
-    const table = await h.client.create({ table: `ren.crash_${activity.toLowerCase()}`, shards: 2 });
+  // The rename's lock, check and compare-and-set run in one local activity, and its compare-and-set releases the locks:
+  // a worker killed right after the lock or the compare-and-set loses a task whose work is (partly) done. The next
+  // worker repeats the task, and the catalog's journal answers what was done.
+  test.each([
+    ['lock', 'catalog.acquireLock'],
+    ['transition', 'catalog.transition'],
+  ])('a worker killed right after the rename’s %s converges on the renamed table', async (label, activity) => {
+    const table = await h.client.create({ table: `ren.crash_${label}`, shards: 2 });
     await h.stopWorker();
     try {
       const worker = await startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity });
-      const renaming = h.client.rename({ table: table.id, newName: `ren.crashed_${activity.toLowerCase()}` }, { timeoutMs: 90_000 });
+      const renaming = h.client.rename({ table: table.id, newName: `ren.crashed_${label}` }, { timeoutMs: 90_000 });
       expect(await worker.exited).toBe('SIGKILL');
       await h.startWorker();
       const renamed = await renaming;
-      expect(renamed).toMatchObject({ ...unchanged(table), name: `crashed_${activity.toLowerCase()}` });
+      expect(renamed).toMatchObject({ ...unchanged(table), name: `crashed_${label}` });
       expect(await h.shardAreas(renamed)).toEqual(['live', 'live']);
       expect(await h.catalog.listLocks()).toEqual([]);
     } finally {

@@ -1,3 +1,4 @@
+import { OPERATION_STEPS } from '../workflows/operations';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createStorageActivities, STORAGE_ACTIVITY_NAMES, type Activities } from '../activities';
 import type { Catalog } from '../catalog/catalog';
@@ -136,6 +137,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
   const local = isLocal(opts.storage) ? opts.storage : undefined;
   const orchestration = createActivities({
     catalog: opts.catalog,
+    operations: OPERATION_STEPS,
     nodes: opts.storage.nodes,
     ...(local ? { storage: local } : {}),
     storageRetryAttempts: opts.storageRetryAttempts,

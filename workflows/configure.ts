@@ -1,13 +1,13 @@
 import type { ConfigureInput } from '../domain/operations';
 import type { SettingRow } from '../domain/settings';
-import { operationCalls } from './activities';
+import { catalogCalls } from './catalog-calls';
 
 /**
  * A runtime setting set or unset (`tablefate config set|unset`): one change of the catalog, which every worker reads
  * the next time an operation needs it. A space cap set (trash.maxBytes) is checked at once: the trash's eviction runs.
  */
 export async function configureTrash(input: ConfigureInput): Promise<SettingRow[]> {
-  const calls = operationCalls(input.catalogId);
+  const calls = catalogCalls(input.catalogId);
   const settings = await calls.changeSetting({
     key: input.key,
     namespace: input.namespace,

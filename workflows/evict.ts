@@ -5,7 +5,7 @@ import { evictSignal } from '../domain/contracts';
 import { spaceCaps, type SettingRow } from '../domain/settings';
 import type { TableInfo } from '../domain/table';
 import type { TrashPage } from '../activities';
-import { operationCalls, type OperationCalls } from './activities';
+import { catalogCalls, type CatalogCalls } from './catalog-calls';
 import { measureSizes } from './measure';
 import type { purgeTable } from './purge';
 
@@ -41,7 +41,7 @@ export async function evictTrash(input: EvictInput): Promise<EvictionPass[]> {
   setHandler(evictSignal, () => {
     again = true;
   });
-  const calls = operationCalls(input.catalogId);
+  const calls = catalogCalls(input.catalogId);
   const passes: EvictionPass[] = [];
   for (let looks = 0; again; looks++) {
     if (looks >= PASSES_PER_RUN || workflowInfo().continueAsNewSuggested) await continueAsNew<typeof evictTrash>(input);
@@ -63,7 +63,7 @@ export async function evictTrash(input: EvictInput): Promise<EvictionPass[]> {
 type Trashed = TrashPage['tables'][number];
 
 /** The settings, and every trashed table, read a page at a time. */
-async function readTrash(calls: OperationCalls): Promise<{ settings: SettingRow[]; tables: Trashed[] }> {
+async function readTrash(calls: CatalogCalls): Promise<{ settings: SettingRow[]; tables: Trashed[] }> {
   const tables: Trashed[] = [];
   for (let afterId = 0; ;) {
     const page = await calls.trashPage(afterId);

@@ -1,29 +1,32 @@
-import { OPERATIONS, type HoldInput } from '../domain/operations';
-import { toTableInfo, type TableInfo } from '../domain/table';
-import { operationCalls } from './activities';
-import { withLock } from './lock';
-import { runSteps } from './steps';
+import type { HoldInput } from '../domain/operations';
+import type { Operation } from '../domain/steps';
+import type { TableInfo } from '../domain/table';
+import { catalogCalls } from './catalog-calls';
+import { operationRun } from './execute';
 
 /**
- * A legal hold placed on a table (READY or trashed), or released: one change of the catalog under the table's lock,
- * which is its last (the lock goes with it). Released, a trashed table's trash run is woken: its expiry may have passed
- * while it was held, and it purges the table then.
+ * A legal hold placed on a table (READY or trashed), or released: one change of the catalog under the table's lock.
+ * Released, a trashed table's trash run is woken: its expiry may have passed while it was held, and it purges the table
+ * then.
  */
+export const hold: Operation<HoldInput> = {
+  name: 'hold',
+  lockTable: (input) => input.tableId,
+  steps: [
+    {
+      name: 'change hold',
+      change: ({ input, now }) => ({
+        kind: 'changeHold',
+        tableId: input.tableId,
+        hold: input.hold ? { reason: input.hold.reason, since: now } : null,
+        ...(input.expectedName ? { expectName: input.expectedName } : {}),
+      }),
+    },
+  ],
+};
+
 export async function holdTable(input: HoldInput): Promise<TableInfo> {
-  const calls = operationCalls(input.catalogId);
-  const record = input.hold ? OPERATIONS.hold : OPERATIONS.release;
-  const [tableLock] = record.locks(input);
-  const table = await withLock(calls, tableLock!, { policy: input.lockWait, input }, () =>
-    runSteps({
-      name: input.hold ? 'place hold' : 'release hold',
-      call: () =>
-        calls.changeHold({
-          tableId: input.tableId,
-          hold: input.hold ? { reason: input.hold.reason, since: Date.now() } : null,
-          ...(input.expectedName ? { expectName: input.expectedName } : {}),
-        }),
-    }),
-  );
-  if (!input.hold && table.state === 'TRASHED') await calls.wakeTrash(table.id);
-  return toTableInfo(table);
+  const table = await operationRun(hold, input).result();
+  if (!input.hold && table.state === 'TRASHED') await catalogCalls(input.catalogId).wakeTrash(table.id);
+  return table;
 }

@@ -1,6 +1,6 @@
 import type { LeaseInput } from '../domain/operations';
 import type { Lease } from '../domain/leases';
-import { operationCalls } from './activities';
+import { catalogCalls } from './catalog-calls';
 
 /**
  * A lease taken on a READY table, renewed, or released: one change of the catalog, ordered with a drop's move to
@@ -8,7 +8,7 @@ import { operationCalls } from './activities';
  * the table, so that it goes on at once rather than at the lease's expiry.
  */
 export async function leaseTable(input: LeaseInput): Promise<Lease> {
-  const calls = operationCalls(input.catalogId);
+  const calls = catalogCalls(input.catalogId);
   const now = Date.now();
   const lease = await calls.changeLease({
     request:

@@ -2,7 +2,7 @@ import { log, proxyActivities, proxyLocalActivities, workflowInfo } from '@tempo
 import { storageQueue, type MeasureInput, type TableSize } from '../domain/operations';
 import type { ShardRef } from '../domain/contracts';
 import type { Activities } from '../activities';
-import { takes } from './patches';
+import { passed } from './patches';
 
 /** The shards of the nodes this worker serves, measured in the workflow task (every node with `--storage local`). */
 const here = proxyLocalActivities<Pick<Activities, 'measureShardsHere'>>({
@@ -38,7 +38,8 @@ export async function measureSizes(catalogId: string | undefined, tables: Measur
     if (sum !== null && sum !== undefined) bytes.set(shard.tableId, sum + size);
   };
   let elsewhere = [...byNode];
-  if (elsewhere.length > 0 && takes('measuresHere')) {
+  if (elsewhere.length > 0) {
+    passed('measures-here');
     const all = elsewhere.flatMap(([, shards]) => shards);
     try {
       const measured = await here.measureShardsHere({ catalogId: input.catalogId, shards: all });

@@ -1,51 +1,30 @@
-import { patched } from '@temporalio/workflow';
+import { deprecatePatch, patched } from '@temporalio/workflow';
 
 /**
- * The patches of v14, v15, v17 and v18: each is asked (`takes`) where a run started on an earlier release took the old branch, which stays beside the
- * new one for a release (docs/changing-workflows.md says when it goes).
+ * The release of the workflow code: a run started on it records the markers of every patch below, and a worker of it
+ * replays the runs of the release before (docs/changing-workflows.md). A patch lives for one release: the unit test
+ * test/unit/patches.test.ts fails once one outlives that.
  */
+export const RELEASE = 19;
+
+/** The live patches: each is asked (`takes`) where a run started on an earlier release took another branch. */
 export const PATCHES = {
   /**
-   * v18: an undelete's and a purge's lock attempt makes their first step's first shard call too, where their check (now
-   * domain/checks.ts, made in that call and again by the check step) lets them go on (`withLock`'s `firstChange`): one
-   * local activity less.
+   * Every operation's steps are run by one executor (workflows/execute.ts) from their own descriptions; runs started on
+   * v18 run v18's code (workflows/legacy/v18/), asked once, at the top of each operation's workflow (workflows/index.ts).
    */
-  lockWithFirstChange: 'lock-with-first-change',
-  /** v18: a create's prepare makes the shard step's first call too (`prepareThenCreateShardsHere`): one local activity less. */
-  prepareCreatesShards: 'prepare-creates-shards',
-  /**
-   * v17: a create's prepare takes its name lock in its own call (`prepareCreate`'s `takeLock`, under `holdingLocks`)
-   * rather than after a lock attempt of its own: one local activity less.
-   */
-  prepareTakesNameLock: 'prepare-takes-name-lock',
-  /**
-   * v17: a drop's first change (`startDrain`'s `takeLock`, under `holdingLocks`) takes the table's lock rather than
-   * after a lock attempt of its own: one local activity less.
-   */
-  drainTakesTableLock: 'drain-takes-table-lock',
-  /**
-   * v15: the local activity that changes a step's shards makes the table's state change before them (a recall's claim
-   * of its name, a purge's PURGING: `everyShard`'s `state`) and the operation's commit after them, when every shard of
-   * the step is changed here (`everyShard`'s `commit`): two local activities less. A purge's deletes ride with its
-   * marks only where one call marks every shard (v14 deleted after each call's marks).
-   */
-  changesWithShards: 'changes-with-shards',
-  /**
-   * v14: a step's change on the nodes this worker serves is a journaled local activity in the workflow task, awaited
-   * where a cancel cannot reach it (`changeShards`); v13 sent every node's share to the node's queue.
-   */
-  shardChangesHere: 'shard-changes-here',
-  /**
-   * v14: fewer local activities per operation: the lock attempt reads the table under the lock it takes (`withLock`'s
-   * `readTable`); the commit of an undelete or a purge by hand tells the trash run that its timer is over (`commit`'s
-   * `endTrashTimer`); a purge's call that marks the shards garbage deletes them too once all are marked (`then`).
-   */
-  fewerLocalActivities: 'fewer-local-activities',
-  /** v14: `describe` and `ls` measure the shards of the nodes this worker serves in the workflow task (`measureSizes`). */
-  measuresHere: 'measures-here',
-} as const;
+  stepExecutor: { id: 'step-executor', since: 19 },
+} as const satisfies Record<string, { id: string; since: number }>;
 
-/** Whether this run takes the patch's new branch (every run started on v14 or later does). */
+/** Whether this run takes the patch's new branch (every run started on its release or later does). */
 export function takes(patch: keyof typeof PATCHES): boolean {
-  return patched(PATCHES[patch]);
+  return patched(PATCHES[patch].id);
+}
+
+/**
+ * A patch retired: its old branch is gone, but runs of the release before recorded its marker here, and their replay must
+ * meet a call at that point. New runs record it as deprecated.
+ */
+export function passed(id: string): void {
+  deprecatePatch(id);
 }

@@ -1,117 +1,55 @@
-import { log } from '@temporalio/workflow';
-import { OPERATIONS, type PurgeInput } from '../domain/operations';
-import { purgeVerdict } from '../domain/checks';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { operationCalls, type FirstChange, type OperationCalls } from './activities';
-import { checkedAt, tableUnderLock, withLock, type ReadUnderLock, type Waiting } from './lock';
-import { takes } from './patches';
-import { asFailure, changeState, commit, everyShard, finished, forwardOnly, runSteps, SHARDS, type Step } from './steps';
+import type { PurgeInput } from '../domain/operations';
+import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
+import { SHARDS, transition, type Operation, type StepContext, type Verdict } from '../domain/steps';
+import type { TableInfo } from '../domain/table';
+import { operationWorkflow } from './execute';
 
 /**
- * Deletes a trashed table for good: its shards are first renamed to garbage, then deleted, and the table
- * stays in the catalog as a PURGED tombstone. Started by hand or by the trash timer.
+ * Deletes a trashed table for good: its shards are first renamed to garbage, then deleted, and the table stays in the
+ * catalog as a PURGED tombstone. Started by hand, by the trash's space cap, or by the trash run at its expiry.
  */
-export async function purgeTable(input: PurgeInput): Promise<TableInfo> {
-  const calls = operationCalls(input.catalogId);
-  // (At expiry the trash run purges the table itself, and needs no telling: a purge run tells it, with its commit.)
-  const purged = await purgeSteps(calls, input, { policy: input.lockWait, input }, input.trigger !== 'expiry');
-  // (Before v14, or when the table was found purged already, with a call of its own.)
-  if (input.trigger !== 'expiry' && purged.state === 'PURGED' && purged.droppedAt !== null && !calls.timerEnded()) {
-    await endTrashTimer(calls, purged.id, 'purged', purged.droppedAt);
-  }
-  return toTableInfo(purged);
-}
-
-/**
- * The purge's steps under the table's lock, made with `calls`: a purge run's own, or the trash run's (at expiry, or
- * with the trash off), which purges in its own workflow task rather than through a purge run. A lock wait that
- * outgrows its run continues as new with `waiting.input`. With `endsTimer` (a purge run's), the commit tells the
- * table's trash run that its timer is over (since v14).
- */
-export function purgeSteps(calls: OperationCalls, input: PurgeInput, waiting: Waiting, endsTimer = false): Promise<TableRecord> {
-  const [tableLock] = OPERATIONS.purge.locks(input);
-  const endTrashTimer = (table: TableRecord) =>
-    endsTimer && table.droppedAt !== null && takes('fewerLocalActivities')
-      ? { reason: 'purged' as const, droppedAt: table.droppedAt }
-      : undefined;
-  const purged = commit(calls, ['PURGING', 'PURGED'], endTrashTimer);
-  // (Since v18 the lock attempt marks, deletes and commits too, where the check lets the purge go on.)
-  const firstChange: FirstChange | undefined = takes('lockWithFirstChange')
-    ? {
-        for: {
-          op: 'purge',
-          tableId: input.tableId,
-          trigger: input.trigger,
-          ...(input.droppedAt !== undefined ? { droppedAt: input.droppedAt } : {}),
-          endsTimer: endsTimer && takes('fewerLocalActivities'),
-        },
-        change: SHARDS.markGarbage,
-        then: SHARDS.deleteGarbage,
-      }
-    : undefined;
-  return withLock(
-    calls,
-    tableLock!,
-    waiting,
-    (read) => {
-      // (Since v15 PURGING is marked by the call that marks the shards; before, by a step of its own.)
-      const withShards = takes('changesWithShards');
-      return runSteps(
-        check(calls, input, read),
-        ...(withShards ? [] : [changeState(calls, input.tableId, ['TRASHED', 'PURGING'])]),
-        // (Since v14 the call that marks deletes too, once every shard is marked: the next step's work, done ahead.)
-        everyShard(calls, withShards ? 'mark purging, mark shards garbage' : 'mark shards garbage', SHARDS.markGarbage, {
-          undo: SHARDS.unmarkGarbage,
-          then: () => (takes('fewerLocalActivities') ? SHARDS.deleteGarbage : undefined),
-          commit: purged,
-          ...(withShards ? { state: () => ({ from: 'TRASHED', to: 'PURGING' }) as const } : {}),
+export const purge: Operation<PurgeInput> = {
+  name: 'purge',
+  lockTable: (input) => input.tableId,
+  steps: [
+    { name: 'check', check: purgeVerdict },
+    {
+      name: 'mark garbage',
+      change: transition('TRASHED', 'PURGING'),
+      shards: SHARDS.markGarbage,
+      undo: { shards: SHARDS.unmarkGarbage, change: transition('PURGING', 'TRASHED') },
+    },
+    { name: 'delete garbage', shards: SHARDS.deleteGarbage, pointOfNoReturn: true },
+    {
+      name: 'commit purged',
+      // A purge run ends the table's trash timer; the trash run's own purge (at expiry, or with the trash off) needs no telling.
+      change: ({ input, checked }) =>
+        transition('PURGING', 'PURGED', {
+          ...(!input.fromTrashRun && checked?.droppedAt != null
+            ? { endTrashTimer: { reason: 'purged', droppedAt: checked.droppedAt } }
+            : {}),
         }),
-        { ...everyShard(calls, 'delete garbage', SHARDS.deleteGarbage, { commit: purged }), pointOfNoReturn: true },
-        purged,
-      );
     },
-    input.tableId,
-    firstChange,
-  );
-}
-
-/** The table is in the trash this purge is for, and not held, or already on its way (domain/checks.ts's purgeVerdict). */
-function check(calls: OperationCalls, input: PurgeInput, read: ReadUnderLock): Step<void, TableRecord> {
-  return {
-    name: 'check',
-    call: async () => {
-      const table = await tableUnderLock(calls, read, input.tableId);
-      const verdict = purgeVerdict(table, input, checkedAt(read));
-      if ('refuse' in verdict) throw asFailure(verdict.refuse);
-      if ('finished' in verdict) {
-        if (verdict.finished === 'not in that trash') {
-          log.info('trash timer expired for a table no longer in that trash; nothing to purge', {
-            tableId: table!.id,
-            state: table!.state,
-          });
-        } else if (verdict.finished === 'held') {
-          log.info('table is on hold: not purged', { tableId: table!.id, trigger: input.trigger });
-        }
-        return finished(table!);
-      }
-      return verdict.proceed === 'forward' ? forwardOnly(table!) : table!;
-    },
-  };
-}
+  ],
+};
 
 /**
- * Tells the trash workflow of the trash that happened at `droppedAt` that its timer has nothing left to do.
- * It may have ended already.
+ * The table is in the trash this purge is for (an expiry's or a policy's is the one at its drop time), or already on its
+ * way: PURGING (an earlier purge stopped after it began deleting; this one finishes it and never goes back) or PURGED
+ * (nothing left to do). A held table is never purged: a purge by hand is OnHold, naming the reason; an expiry or a policy
+ * finds nothing to do yet, as it does for an expiry moved later (a new retention) since its timer fired.
  */
-export async function endTrashTimer(
-  calls: OperationCalls,
-  tableId: number,
-  reason: 'restored' | 'purged',
-  droppedAt: number,
-): Promise<void> {
-  try {
-    if (!(await calls.endTrashTimer(tableId, reason, droppedAt))) log.info('no trash timer to end', { tableId });
-  } catch (err) {
-    log.info('no trash timer to end', { tableId, error: String(err) });
-  }
+function purgeVerdict({ checked: table, input, lockedAt }: StepContext<PurgeInput>): Verdict {
+  if (!table) return { refuse: tableNotFound(input.tableId) };
+  if (table.state === 'PURGED') return { finish: 'purged already' };
+  const inThatTrash = (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === input.droppedAt;
+  // Restored (or trashed again) since this timer was set: this expiry no longer applies.
+  if (input.trigger !== 'manual' && !inThatTrash) return { finish: 'no longer in the trash this purge is for' };
+  if (table.state === 'PURGING') return { forward: true };
+  if (table.state !== 'TRASHED') return { refuse: notTrashed(table, 'can be purged') };
+  if (table.hold) return input.trigger === 'manual' ? { refuse: onHold({ ...table, hold: table.hold }) } : { finish: 'held' };
+  if (input.trigger === 'expiry' && table.expireAt! > lockedAt) return { finish: 'not expired yet' };
+  return { proceed: true };
 }
+
+export const purgeTable: (input: PurgeInput) => Promise<TableInfo> = operationWorkflow(purge);

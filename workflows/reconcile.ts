@@ -4,7 +4,7 @@ import { describeFinding, type Finding, type ReconcileInput, type ReconcileRepor
 import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from '../domain/operations';
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
-import { operationCalls, type OperationCalls } from './activities';
+import { catalogCalls, type CatalogCalls } from './catalog-calls';
 import type { trashTable } from './trash';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
@@ -89,7 +89,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
   };
   if (input.mode === 'report') return report;
 
-  const calls = operationCalls(input.catalogId);
+  const calls = catalogCalls(input.catalogId);
   // Stale locks first: a stuck table's operation can then take its lock at once.
   const ordered = [...found.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
   for (const finding of ordered) {
@@ -110,7 +110,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
 
 async function repair(
   finding: Finding,
-  calls: OperationCalls,
+  calls: CatalogCalls,
   input: ReconcileInput,
   retentionOf: Record<number, number>,
 ): Promise<string | undefined> {

@@ -15,12 +15,18 @@ import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
 import { notTrashedYet, trashEnded } from '../domain/refusals';
-import { asFailure, domainFailure } from './steps';
-import type { OperationCalls } from './activities';
-import { purgeSteps } from './purge';
+import { asFailure, domainFailure } from './failures';
+import type { Waiting } from './wait-turn';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 
 type Ending = 'restored' | 'purged';
+
+/** What a trash's expiry asks of the catalog, and how it purges (under the table's lock, like any purge). */
+export interface ExpiryCalls {
+  getTable: (tableId: number) => Promise<TableRecord | null>;
+  changeExpiry: (args: { tableId: number; droppedAt: number; expireAt: number }) => Promise<TableRecord>;
+  purge: (input: PurgeInput, waiting: Waiting) => Promise<TableRecord>;
+}
 
 /**
  * A trash's expiry: the drop time and expiry it waits for, and what ends it before then. An undelete or a purge
@@ -28,7 +34,7 @@ type Ending = 'restored' | 'purged';
  * retention moves it (the `retention` update: the catalog first, then the timer), and the `trashChanged` signal wakes
  * whatever the run waits on to read its table again (a lease or a hold released).
  */
-export function trashTimer(calls: OperationCalls, tableId: number) {
+export function trashTimer(calls: ExpiryCalls, tableId: number) {
   const state: TrashTimerState = { droppedAt: null, expireAt: null, ended: null };
   /** The expiry in epoch ms (state.expireAt is its ISO form, what the query shows). */
   let expireAtMs: number | null = null;
@@ -133,7 +139,7 @@ export type TrashTimer = ReturnType<typeof trashTimer>;
  * and the purge run where cancellation cannot reach, and the request is answered with why and what ends a trash
  * instead.
  */
-export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput, timer: TrashTimer): Promise<TrashTimerState> {
+export function waitOutExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashInput, timer: TrashTimer): Promise<TrashTimerState> {
   const { state } = timer;
   const waiting = () => `table ${trashed.id} is in the trash until ${state.expireAt}; recall it or purge it to end this trash`;
   let cancelRequested = false;
@@ -188,14 +194,14 @@ export function waitOutExpiry(calls: OperationCalls, trashed: TableRecord, input
  * continues as new, re-armed on the same drop time, so that its history stays short however long the purge keeps
  * failing. A lock wait that outgrows its run does the same.
  */
-async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<'done' | 'held' | 'later'> {
+async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashInput): Promise<'done' | 'held' | 'later'> {
   const { id: tableId, droppedAt } = trashed;
   const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId: input.catalogId, lockWait: input.lockWait };
   const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
   const pace = input.expiryRetry ?? DEFAULT_EXPIRY_RETRY;
   for (let attempt = 0; ; attempt++) {
     try {
-      const table = await purgeSteps(calls, purge, { policy: input.lockWait, input: rearmed });
+      const table = await calls.purge(purge, { policy: input.lockWait, input: rearmed });
       // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
       if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return 'done';
       // Still TRASHED in this trash: held, or its retention was made longer while the timer fired.
@@ -223,7 +229,7 @@ async function purgeOnExpiry(calls: OperationCalls, trashed: TableRecord, input:
  * trashed again since is in another trash, whose own run waits for it).
  */
 export async function inThatTrash(
-  calls: OperationCalls,
+  calls: ExpiryCalls,
   tableId: number,
   droppedAt: number,
 ): Promise<{ table: TableRecord } | { ended: Ending }> {

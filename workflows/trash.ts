@@ -1,253 +1,85 @@
-import { HandlerUnfinishedPolicy } from '@temporalio/common';
-import {
-  allHandlersFinished,
-  ApplicationFailure,
-  CancellationScope,
-  CancelledFailure,
-  condition,
-  ContinueAsNew,
-  isCancellation,
-  log,
-  setCurrentDetails,
-  setHandler,
-} from '@temporalio/workflow';
-import { OPERATIONS, type TrashInput } from '../domain/operations';
-import { trashedUpdate, type TrashTimerState } from '../domain/contracts';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import { describeLease, type Lease } from '../domain/leases';
 import { TableBusyError } from '../domain/errors';
+import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
-import type { TrashCommitted } from '../activities';
-import { operationCalls, type OperationCalls } from './activities';
-import { holdingLocks, untilFree, withLock, type Waiting } from './lock';
-import { takes } from './patches';
-import { purgeSteps } from './purge';
-import { reportOutcome } from './observe';
-import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
-import { inThatTrash, trashTimer, waitOutExpiry, type TrashTimer } from './trash-expiry';
+import type { TrashInput } from '../domain/operations';
+import type { TrashTimerState } from '../domain/contracts';
+import { SHARDS, transition, type Operation, type Readiness, type StepContext } from '../domain/steps';
+import { catalogCalls } from './catalog-calls';
+import { operationRun } from './execute';
+import { purge } from './purge';
+import { trashRun } from './trash-run';
 
 /**
- * Soft-deletes a table: it becomes unreachable at once and its shards move to the trash. The caller is
- * answered (through the `trashed` update) as soon as the table is TRASHED; the workflow then sleeps on a
- * durable timer until the retention runs out and purges the table, unless an undelete or a manual purge
- * ends the timer first (trash-expiry.ts).
+ * Soft-deletes a table: new leases stopped (DRAINING while leases are live, waiting for them), TRASHING, shards to the
+ * trash area, TRASHED with its expiry. The table is unreachable from the first step on.
  */
-export async function trashTable(input: TrashInput): Promise<TrashTimerState> {
-  const caller = answerTheCaller(input);
-  const calls = operationCalls(input.catalogId);
-  const timer = trashTimer(calls, input.tableId);
-  let trashed: TrashCommitted;
-  try {
-    if (input.rearm) {
-      // The reconciler's run for a trash whose own run was lost: it takes over that trash's expiry, if it has one left.
-      const found = await inThatTrash(calls, input.tableId, input.rearm.droppedAt);
-      if ('ended' in found) {
-        log.info('re-armed trash found the table no longer in that trash', { tableId: input.tableId, ended: found.ended });
-        timer.state.ended = found.ended;
-        return timer.state;
-      }
-      trashed = found.table;
-    } else {
-      trashed = await moveToTrash(calls, input, timer);
-    }
-    timer.arm(trashed);
-  } catch (err) {
-    // A long lock wait starts over in a new run, which answers the caller (who asks again: see the client).
-    if (err instanceof ContinueAsNew) throw err;
-    await caller.failed(err);
-    throw err;
-  }
-  // The trash is off where the table was dropped (trash.enabled false): it is deleted at once, unless it is held.
-  if (trashed.policy?.enabled === false && !trashed.hold) {
-    const purged = await purgeAtOnce(calls, trashed, input);
-    if (purged) {
-      timer.state.ended = 'purged';
-      caller.trashed(purged);
-      timer.refuseRetentions();
-      await condition(allHandlersFinished);
-      return timer.state;
-    }
-  }
-  caller.trashed(trashed);
-  // A space cap where it was dropped: the cap's run looks at the trash again now that it holds this table too.
-  if (trashed.policy && trashed.policy.maxBytes !== null) await calls.requestEviction();
-  return waitOutExpiry(calls, trashed, input, timer);
-}
-
-/**
- * The steps of a trash, under the table's lock: new leases stopped (DRAINING while leases are live, waiting for them),
- * TRASHING, shards to the trash area, TRASHED with its expiry. Runs started before leases skip the drain.
- */
-function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer): Promise<TrashCommitted> {
-  const [tableLock] = OPERATIONS.trash.locks(input);
-  const commitTrashed: Step<Drop, TrashCommitted> = {
-    name: 'commit trashed',
-    call: async (drop) => {
-      const trashed = await calls.commitTrash({ tableId: tableIn(drop).id, now: Date.now(), retentionSeconds: input.retentionSeconds });
-      timer.arm(trashed);
-      return trashed;
-    },
-  };
-  const waiting: Waiting = { policy: input.lockWait, input };
-  // One deadline for the whole drain, from when the table's lock is taken: the leases, then (PostgreSQL) the sessions
-  // using the table.
-  let deadline = 0;
-  const startDeadline = () => (deadline = Date.now() + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000);
-  const steps = (takeLock: boolean) =>
-    runSteps<Drop>(
-      stopNewLeases(calls, input, takeLock ? { lock: tableLock!, waiting, taken: startDeadline } : undefined),
-      waitForLeases(calls, input.tableId, () => deadline, timer),
-      everyShard(calls, 'move shards to trash', () => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(deadline - Date.now(), 1000) }), {
-        undo: SHARDS.backFromTrash,
+export const trash: Operation<TrashInput> = {
+  name: 'trash',
+  steps: [
+    {
+      // Takes the table's lock (a table found DRAINING or TRASHING is a drop resumed); undone, the table is READY again.
+      name: 'stop new leases',
+      change: ({ input }) => ({
+        kind: 'startDrain',
+        tableId: input.tableId,
+        ...(input.expectedName ? { expectName: input.expectedName } : {}),
       }),
-      commitTrashed as Step<Drop>,
-    ) as Promise<TrashCommitted>;
-  // (Since v17 the drop's first change takes the table's lock; before, a lock attempt of its own did, first.)
-  if (takes('drainTakesTableLock')) return holdingLocks(calls, () => steps(true));
-  return withLock(calls, tableLock!, waiting, () => {
-    startDeadline();
-    return steps(false);
-  });
-}
-
-/** What a drop carries from step to step: the table, and the leases it waits for while DRAINING. */
-type Drop = TableRecord | { table: TableRecord; leases: Lease[] };
-const tableIn = (drop: Drop): TableRecord => ('table' in drop ? drop.table : drop);
-
-/**
- * A drop's first change, which stops new leases: READY to DRAINING while the table has live leases, else straight to
- * TRASHING (a table found DRAINING or TRASHING is a drop resumed). Undone by the move back to READY. With `locking`
- * (since v17) the same call takes the table's lock, waiting its turn while another operation holds it.
- */
-function stopNewLeases(
-  calls: OperationCalls,
-  input: TrashInput,
-  locking?: { lock: string; waiting: Waiting; taken: () => void },
-): Step<void, Drop> {
-  return {
-    name: 'stop new leases',
-    call: async () => {
-      if (!locking) return calls.startDrain(input.tableId, input.expectedName) as Promise<Drop>;
-      const drop = await untilFree(
-        `lock ${locking.lock}`,
-        () => calls.startDrain(input.tableId, input.expectedName, true),
-        (answer) => ('busy' in answer ? answer.busy : undefined),
-        locking.waiting,
-      );
-      if ('busy' in drop) throw new Error('unreachable: a busy lock is waited on above');
-      locking.taken();
-      return drop;
+      undo: { change: transition(['DRAINING', 'TRASHING'], 'READY') },
     },
-    undo: async () => {
-      await calls.transition({ tableId: input.tableId, from: ['DRAINING', 'TRASHING'], to: 'READY', now: Date.now() });
+    {
+      name: 'move shards to trash',
+      waitsForLeases: drained,
+      change: ({ table }) => (table!.state === 'DRAINING' ? transition('DRAINING', 'TRASHING') : undefined),
+      // (PostgreSQL: the move waits for the sessions using the table as long as the drain's deadline leaves.)
+      shards: (context) => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000) }),
+      undo: { shards: SHARDS.backFromTrash },
     },
-  };
-}
+    {
+      name: 'commit trashed',
+      change: ({ input }) => ({ kind: 'commitTrash', tableId: input.tableId, retentionSeconds: input.retentionSeconds }),
+    },
+  ],
+};
+
+/** One deadline for the whole drain, from when the table's lock was taken: the leases, then (PostgreSQL) the sessions. */
+const drainDeadline = ({ input, lockedAt }: StepContext<TrashInput>) =>
+  lockedAt + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
 
 /**
  * Qserv's drain: a DRAINING table waits until every lease is released (the release wakes the run) or has expired (it
- * wakes at the soonest expiry), then moves on to TRASHING. Past the deadline the drop is TableBusy, naming the leases,
- * and taken back (the first step's undo: READY again).
+ * looks again at the soonest expiry). Past the deadline the drop is TableBusy, naming the leases, and taken back.
  */
-function waitForLeases(calls: OperationCalls, tableId: number, deadlineOf: () => number, timer: TrashTimer): Step<Drop> {
-  return {
-    name: 'wait for leases',
-    call: async (drop) => {
-      if (!('leases' in drop) || drop.table.state !== 'DRAINING') return drop;
-      const deadline = deadlineOf();
-      let leases = drop.leases;
-      while (leases.length > 0) {
-        const left = deadline - Date.now();
-        if (left <= 0) {
-          throw asFailure(
-            new TableBusyError(
-              `table ${tableId} is still leased at the drop's drain deadline, ${new Date(deadline).toISOString()}: ` +
-                `${leases.map(describeLease).join('; ')}; the drop was taken back, the table is READY`,
-            ),
-          );
-        }
-        setCurrentDetails(`draining table ${tableId} until ${new Date(deadline).toISOString()}: ${leases.map(describeLease).join('; ')}`);
-        await condition(timer.isWoken, Math.max(Math.min(leases[0]!.expiresAt - Date.now(), left), 1), {
-          summary: `wait for the leases on table ${tableId} (a release wakes it; gives up at ${new Date(deadline).toISOString()})`,
-        });
-        timer.takeWake();
-        leases = await calls.liveLeases(tableId);
-      }
-      setCurrentDetails('');
-      const table = await calls.transition({ tableId, from: ['DRAINING'], to: 'TRASHING', now: Date.now() });
-      return { table, leases };
-    },
-  };
-}
-
-/**
- * The trash is off (trash.enabled false): the table just trashed is purged in the same run, before its caller is
- * answered (with the PURGED table). A purge that fails leaves it in the trash, for its expiry to purge (the caller
- * hears TRASHED); one held meanwhile stays there until it is released.
- */
-async function purgeAtOnce(calls: OperationCalls, trashed: TableRecord, input: TrashInput): Promise<TableRecord | undefined> {
-  const droppedAt = trashed.droppedAt!;
-  try {
-    const table = await purgeSteps(
-      calls,
-      { tableId: trashed.id, trigger: 'policy', droppedAt, catalogId: input.catalogId, lockWait: input.lockWait },
-      { policy: input.lockWait, input: { ...input, rearm: { droppedAt } } },
-    );
-    return table.state === 'PURGED' ? table : undefined;
-  } catch (err) {
-    if (err instanceof ContinueAsNew) throw err;
-    log.warn('the trash is disabled, but purging the table at once failed: it waits in the trash for its expiry', {
-      tableId: trashed.id,
-      error: String(err),
-    });
-    return undefined;
+function drained(context: StepContext<TrashInput>): Readiness {
+  const { table, leases, now } = context;
+  if (table!.state !== 'DRAINING' || leases.length === 0) return { ready: true };
+  const deadline = drainDeadline(context);
+  const until = new Date(deadline).toISOString();
+  if (now >= deadline) {
+    return {
+      refuse: new TableBusyError(
+        `table ${table!.id} is still leased at the drop's drain deadline, ${until}: ` +
+          `${leases.map(describeLease).join('; ')}; the drop was taken back, the table is READY`,
+      ),
+    };
   }
+  return {
+    waitMs: Math.max(Math.min(leases[0]!.expiresAt - now, deadline - now), 1),
+    why: `draining table ${table!.id} until ${until}: ${leases.map(describeLease).join('; ')}`,
+  };
 }
 
-type Outcome = { table: TableInfo } | { error: unknown };
-
 /**
- * The `trashed` update, through which the caller waits for its answer: the table once it is TRASHED, or why the trash
- * failed once what it had done is taken back.
+ * The trash's run: the drop, then (trash-run.ts) the wait for the table's expiry and the purge then, unless a recall or a
+ * purge by hand ends it first.
  */
-function answerTheCaller(input: TrashInput) {
-  let outcome: Outcome | undefined;
-  setHandler(
-    trashedUpdate,
-    async () => {
-      // A cancel request must not answer the caller while the trash is still being taken back: the answer waits for
-      // the compensation.
-      await CancellationScope.nonCancellable(() => condition(() => outcome !== undefined));
-      if ('error' in outcome!) {
-        // Cancelled, and taken back: the caller hears the cancellation itself, not the activity it interrupted.
-        if (isCancellation(outcome.error)) throw new CancelledFailure('the trash was cancelled, and what it had done was taken back');
-        throw outcome.error;
-      }
-      return outcome!.table;
+export function trashTable(input: TrashInput): Promise<TrashTimerState> {
+  const calls = catalogCalls(input.catalogId);
+  const waiting = { policy: input.lockWait, input };
+  return trashRun(input, {
+    calls: {
+      ...calls,
+      purge: (what, waitingToPurge) => operationRun(purge, { ...what, fromTrashRun: true }, { waiting: waitingToPurge }).table(),
     },
-    {
-      // A run that continues as new during a long lock wait leaves its caller to ask the next run.
-      unfinishedPolicy: HandlerUnfinishedPolicy.ABANDON,
-      // A caller that joins this run while it is still trashing gets the same answer; once the table is in
-      // the trash, only the request that started the run may read the answer. Anyone else (a new trash
-      // after an undelete, say) must not be handed this old one.
-      validator: (requestId) => {
-        if (outcome !== undefined && requestId !== input.requestId) {
-          throw ApplicationFailure.nonRetryable('this trash run has already answered', 'TrashRunAnswered');
-        }
-      },
-    },
-  );
-  return {
-    /** The table is in the trash: the caller hears it. */
-    trashed(table: TableRecord): void {
-      outcome = { table: toTableInfo(table) };
-      reportOutcome('succeeded');
-    },
-    /** The trash failed, and what it had done is taken back: every caller waiting hears why before the run ends. */
-    async failed(error: unknown): Promise<void> {
-      outcome = { error };
-      await condition(allHandlersFinished);
-    },
-  };
+    moveToTrash: (timer) => operationRun(trash, input, { waiting, wake: timer }).table(),
+  });
 }

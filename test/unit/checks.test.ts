@@ -1,5 +1,11 @@
-import { firstStateChanges, purgeVerdict, undeleteVerdict, verdictFor } from '../../domain/checks';
+import type { PurgeInput, UndeleteInput } from '../../domain/operations';
+import { mayJoinCall, startOf, valueOf, type Operation, type StepContext, type Verdict } from '../../domain/steps';
 import type { TableRecord } from '../../domain/table';
+import { purge } from '../../workflows/purge';
+import { undelete } from '../../workflows/undelete';
+import { create } from '../../workflows/create';
+import { trash } from '../../workflows/trash';
+import { rename } from '../../workflows/rename';
 
 const NOW = Date.parse('2026-12-05T12:00:00Z');
 
@@ -24,20 +30,38 @@ function table(over: Partial<TableRecord> = {}): TableRecord {
   };
 }
 
-const refusal = (verdict: ReturnType<typeof undeleteVerdict>) => ('refuse' in verdict ? verdict.refuse.type : undefined);
+/** The context a step sees: the table as read under the lock at `at`. */
+const context = <I>(input: I, checked: TableRecord | null, at = NOW): StepContext<I> => ({
+  input,
+  checked,
+  ...(checked ? { table: checked } : {}),
+  lockedAt: at,
+  now: at,
+  leases: [],
+});
 
-describe('undeleteVerdict: what a recall checks under the lock', () => {
+/** What an operation's check step decides. */
+const checkOf =
+  <I>(operation: Operation<I>) =>
+  (checked: TableRecord | null, input: I, at: number): Verdict =>
+    operation.steps.find((step) => step.check)!.check!(context(input, checked, at));
+const undeleteVerdict = checkOf<UndeleteInput>(undelete);
+const purgeVerdict = checkOf<PurgeInput>(purge);
+
+const refusal = (verdict: Verdict) => ('refuse' in verdict ? verdict.refuse.type : undefined);
+
+describe('what a recall checks under the lock', () => {
   test('a trashed table before its expiry, or a recall to finish (RESTORING), goes on', () => {
-    expect(undeleteVerdict(table(), { tableId: 7 }, NOW)).toEqual({ proceed: 'change' });
-    expect(undeleteVerdict(table({ state: 'RESTORING' }), { tableId: 7 }, NOW)).toEqual({ proceed: 'change' });
+    expect(undeleteVerdict(table(), { tableId: 7 }, NOW)).toEqual({ proceed: true });
+    expect(undeleteVerdict(table({ state: 'RESTORING' }), { tableId: 7 }, NOW)).toEqual({ proceed: true });
   });
 
   test('past its expiry it is refused, unless it is held (a held table waits for its release, and may be recalled)', () => {
     const expired = table({ expireAt: NOW - 1 });
     expect(refusal(undeleteVerdict(expired, { tableId: 7 }, NOW))).toBe('WrongState');
-    expect(undeleteVerdict({ ...expired, hold: { reason: 'audit', since: NOW - 2 } }, { tableId: 7 }, NOW)).toEqual({ proceed: 'change' });
+    expect(undeleteVerdict({ ...expired, hold: { reason: 'audit', since: NOW - 2 } }, { tableId: 7 }, NOW)).toEqual({ proceed: true });
     // (Decided at the time it was read: the same read checked again later decides the same.)
-    expect(undeleteVerdict(expired, { tableId: 7 }, NOW - 2)).toEqual({ proceed: 'change' });
+    expect(undeleteVerdict(expired, { tableId: 7 }, NOW - 2)).toEqual({ proceed: true });
   });
 
   test('no table, a tombstone, a live table or another name than the caller resolved is refused', () => {
@@ -48,52 +72,80 @@ describe('undeleteVerdict: what a recall checks under the lock', () => {
   });
 });
 
-describe('purgeVerdict: what a purge checks under the lock', () => {
+describe('what a purge checks under the lock', () => {
   const manual = { tableId: 7, trigger: 'manual' as const };
   const expiry = { tableId: 7, trigger: 'expiry' as const, droppedAt: NOW - 5_000 };
 
   test('by hand: a trashed table goes on, a held one is OnHold, a live one is refused, a purged one is done', () => {
-    expect(purgeVerdict(table(), manual, NOW)).toEqual({ proceed: 'change' });
+    expect(purgeVerdict(table(), manual, NOW)).toEqual({ proceed: true });
     expect(refusal(purgeVerdict(table({ hold: { reason: null, since: NOW } }), manual, NOW))).toBe('OnHold');
     expect(refusal(purgeVerdict(table({ state: 'READY' }), manual, NOW))).toBe('WrongState');
     expect(refusal(purgeVerdict(null, manual, NOW))).toBe('TableNotFound');
-    expect(purgeVerdict(table({ state: 'PURGED' }), manual, NOW)).toEqual({ finished: 'purged already' });
+    expect(purgeVerdict(table({ state: 'PURGED' }), manual, NOW)).toEqual({ finish: 'purged already' });
   });
 
   test('a purge an earlier run took past its point of no return (PURGING) only goes forward', () => {
-    expect(purgeVerdict(table({ state: 'PURGING' }), manual, NOW)).toEqual({ proceed: 'forward' });
-    expect(purgeVerdict(table({ state: 'PURGING' }), expiry, NOW)).toEqual({ proceed: 'forward' });
+    expect(purgeVerdict(table({ state: 'PURGING' }), manual, NOW)).toEqual({ forward: true });
+    expect(purgeVerdict(table({ state: 'PURGING' }), expiry, NOW)).toEqual({ forward: true });
   });
 
   test('at expiry: only the trash the timer was set for, once expired, and never a held table', () => {
-    expect(purgeVerdict(table({ expireAt: NOW }), expiry, NOW)).toEqual({ proceed: 'change' });
-    expect(purgeVerdict(table(), expiry, NOW)).toEqual({ finished: 'not expired yet' });
-    expect(purgeVerdict(table({ expireAt: NOW, droppedAt: NOW - 1 }), expiry, NOW)).toEqual({ finished: 'not in that trash' });
-    expect(purgeVerdict(table({ state: 'READY', expireAt: null }), expiry, NOW)).toEqual({ finished: 'not in that trash' });
-    expect(purgeVerdict(table({ expireAt: NOW, hold: { reason: 'x', since: NOW } }), expiry, NOW)).toEqual({ finished: 'held' });
+    expect(purgeVerdict(table({ expireAt: NOW }), expiry, NOW)).toEqual({ proceed: true });
+    expect(purgeVerdict(table(), expiry, NOW)).toEqual({ finish: 'not expired yet' });
+    expect(purgeVerdict(table({ expireAt: NOW, droppedAt: NOW - 1 }), expiry, NOW)).toEqual({
+      finish: 'no longer in the trash this purge is for',
+    });
+    expect(purgeVerdict(table({ state: 'READY', expireAt: null }), expiry, NOW)).toEqual({
+      finish: 'no longer in the trash this purge is for',
+    });
+    expect(purgeVerdict(table({ expireAt: NOW, hold: { reason: 'x', since: NOW } }), expiry, NOW)).toEqual({ finish: 'held' });
   });
 });
 
-describe('firstStateChanges: the changes the lock attempt makes with the first shard call', () => {
-  test("an undelete claims the name asked for, or the table's own, as it goes RESTORING; nothing is committed there", () => {
-    const own = firstStateChanges({ op: 'undelete', tableId: 7 }, table());
-    expect(own).toEqual({ before: { from: ['TRASHED'], to: 'RESTORING', rename: { namespace: 'ns', name: 't' } } });
-    const renamed = firstStateChanges({ op: 'undelete', tableId: 7, newName: { namespace: 'ns', name: 'u' } }, table());
-    expect(renamed.before.rename).toEqual({ namespace: 'ns', name: 'u' });
-  });
-
-  test('a purge goes PURGING, and commits PURGED, telling the trash run only when asked and only of its own trash', () => {
-    const byHand = firstStateChanges({ op: 'purge', tableId: 7, trigger: 'manual', endsTimer: true }, table());
-    expect(byHand).toEqual({
-      before: { from: ['TRASHED'], to: 'PURGING' },
-      commit: { from: ['PURGING'], to: 'PURGED', endTrashTimer: { reason: 'purged', droppedAt: NOW - 5_000 } },
+describe('what the steps change, from what the check read', () => {
+  const claim = undelete.steps[1]!;
+  test("a recall claims the name asked for, or the table's own, and its undo gives the trashed name back", () => {
+    const own = context<UndeleteInput>({ tableId: 7 }, table());
+    expect(valueOf(claim.change!, own)).toEqual({
+      kind: 'transition',
+      from: ['TRASHED'],
+      to: 'RESTORING',
+      rename: { namespace: 'ns', name: 't' },
     });
-    const atExpiry = firstStateChanges({ op: 'purge', tableId: 7, trigger: 'expiry', droppedAt: NOW - 5_000, endsTimer: false }, table());
-    expect(atExpiry.commit).toEqual({ from: ['PURGING'], to: 'PURGED' });
+    const asked = context<UndeleteInput>({ tableId: 7, newName: { namespace: 'ns2', name: 'u' } }, table());
+    expect(valueOf(claim.change!, asked)).toMatchObject({ rename: { namespace: 'ns2', name: 'u' } });
+    expect(valueOf(claim.undo!.change!, asked)).toMatchObject({
+      from: ['RESTORING'],
+      to: 'TRASHED',
+      rename: { namespace: 'ns', name: 't' },
+    });
   });
 
-  test('verdictFor asks the verdict of the operation it is told of', () => {
-    expect(verdictFor({ op: 'undelete', tableId: 7 }, table({ state: 'READY' }), NOW)).toHaveProperty('refuse');
-    expect(verdictFor({ op: 'purge', tableId: 7, trigger: 'manual', endsTimer: true }, table(), NOW)).toEqual({ proceed: 'change' });
+  test("a purge run's commit ends the table's trash timer; the trash run's own purge does not tell itself", () => {
+    const commit = purge.steps.at(-1)!;
+    const byHand = context<PurgeInput>({ tableId: 7, trigger: 'manual' }, table());
+    expect(valueOf(commit.change!, byHand)).toMatchObject({ to: 'PURGED', endTrashTimer: { reason: 'purged', droppedAt: NOW - 5_000 } });
+    const atExpiry = context<PurgeInput>({ tableId: 7, trigger: 'expiry', droppedAt: NOW - 5_000, fromTrashRun: true }, table());
+    expect(valueOf(commit.change!, atExpiry)).not.toHaveProperty('endTrashTimer');
+  });
+});
+
+describe('which steps may share a call (a cancel is taken between calls)', () => {
+  const begun = (...steps: number[]) => ({ ...startOf(NOW), begun: steps });
+  test('a commit waits for a call of its own once something undoable is made, unless past a point of no return', () => {
+    // A recall's commit after its claim: a cancel during the claim's call must still take the recall back.
+    expect(mayJoinCall(undelete.steps[2]!, begun(1))).toBe(false);
+    // A create's commit after its shards; a drop's commit after its move.
+    expect(mayJoinCall(create.steps[2]!, begun(0, 1))).toBe(false);
+    expect(mayJoinCall(trash.steps[2]!, begun(0, 1))).toBe(false);
+    // A purge's deletes are its point of no return, and its commit comes after them: one call for all.
+    expect(mayJoinCall(purge.steps[2]!, begun(1))).toBe(true);
+    expect(mayJoinCall(purge.steps[3]!, begun())).toBe(true);
+  });
+
+  test('undoable steps, and steps after nothing undoable, ride along', () => {
+    expect(mayJoinCall(undelete.steps[1]!, begun())).toBe(true);
+    expect(mayJoinCall(trash.steps[1]!, begun(0))).toBe(true);
+    expect(mayJoinCall(rename.steps[2]!, begun())).toBe(true);
   });
 });

@@ -1,12 +1,13 @@
-import { ActivityFailure, ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
-import type { TableFateError } from '../domain/errors';
-import type { ShardChange } from '../domain/contracts';
-import type { TableName } from '../domain/names';
-import type { TableState } from '../domain/states';
-import type { TableRecord } from '../domain/table';
-import type { CommitAhead, OperationCalls } from './activities';
-import type { EndTrashTimer } from '../activities';
-import { enterStep, stepProgress, tookBack, undoingStep } from './observe';
+import { ApplicationFailure, CancellationScope, ContinueAsNew, log } from '@temporalio/workflow';
+import { domainFailure } from '../../failures';
+export { asFailure } from '../../failures';
+import type { ShardChange } from '../../../domain/contracts';
+import type { TableName } from '../../../domain/names';
+import type { TableState } from '../../../domain/states';
+import type { TableRecord } from '../../../domain/table';
+import type { CommitAhead, OperationCalls } from './operation-calls';
+import type { EndTrashTimer } from '../../../activities';
+import { enterStep, stepProgress, tookBack, undoingStep } from '../../observe';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
 export class Finished<T> {
@@ -124,27 +125,6 @@ async function compensate<T>(steps: Array<Step<T>>, table: T): Promise<void> {
 
 function valueOf<T>(result: StepResult<T>): T {
   return result instanceof Finished || result instanceof ForwardOnly ? result.value : result;
-}
-
-/**
- * Unwraps an activity's non-retryable application failure (TableExists, NameTaken, ...) so that the workflow
- * fails with that type itself, not with a generic "activity failed".
- */
-export function domainFailure(err: unknown): unknown {
-  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
-    return ApplicationFailure.create({
-      message: err.cause.message,
-      type: err.cause.type ?? undefined,
-      nonRetryable: true,
-      cause: err,
-    });
-  }
-  return err;
-}
-
-/** A domain error raised inside workflow code, as the non-retryable failure the client maps back. */
-export function asFailure(err: TableFateError): ApplicationFailure {
-  return ApplicationFailure.nonRetryable(err.message, err.type);
 }
 
 // ---- The shapes of step that repeat from one operation to the next ----

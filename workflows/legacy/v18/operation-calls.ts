@@ -8,14 +8,14 @@ import {
   proxyLocalActivities,
   workflowInfo,
 } from '@temporalio/workflow';
-import { STORAGE_STOPPED_HERE, storageQueue } from '../domain/operations';
-import { settleAll } from '../domain/settle';
-import type { Activities, FirstChangeMade, LockAttempt } from '../activities';
-import type { FirstChangeFor } from '../domain/checks';
-import type { TableRecord } from '../domain/table';
-import type { TableName } from '../domain/names';
-import type { TableState } from '../domain/states';
-import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
+import { STORAGE_STOPPED_HERE, storageQueue } from '../../../domain/operations';
+import { settleAll } from '../../../domain/settle';
+import type { Activities, FirstChangeMade, LockAttempt } from '../../../activities';
+import type { FirstChangeFor } from '../../../domain/legacy-v18-checks';
+import type { TableRecord } from '../../../domain/table';
+import type { TableName } from '../../../domain/names';
+import type { TableState } from '../../../domain/states';
+import type { CallScope, ShardChange, ShardRef } from '../../../domain/contracts';
 import { takes } from './patches';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */

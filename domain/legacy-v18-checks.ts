@@ -5,6 +5,9 @@ import { nameChanged, notTrashed, onHold, tableNotFound } from './refusals';
 import type { TableState } from './states';
 import type { TableRecord } from './table';
 
+// Release v18's checks, made by its lock attempt and by its check step alike (workflows/legacy/v18/,
+// activities/legacy-v18.ts). Retired with them (the patch `step-executor`).
+
 /**
  * What an undelete and a purge check of their table under its lock, before they change anything (FATE's isReady, past
  * the lock), and the first change each makes once the check lets it. Pure, because two places decide on it: the

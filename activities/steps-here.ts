@@ -1,0 +1,311 @@
+import { ApplicationFailure } from '@temporalio/common';
+import type { PrepareResult } from '../catalog/catalog';
+import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
+import type { Lease } from '../domain/leases';
+import { lockFor, STORAGE_STOPPED_HERE } from '../domain/operations';
+import {
+  mayJoinCall,
+  undoable,
+  valueOf,
+  type CatalogChange,
+  type Operation,
+  type Progress,
+  type Step,
+  type StepContext,
+  type StepsAnswer,
+  type StepsCall,
+} from '../domain/steps';
+import type { TableRecord } from '../domain/table';
+import type { LockAttempt } from './scope';
+import type { ShardsHereAnswer } from './storage';
+
+/** The operations a worker runs, by name: the step lists the workflows run (workflows/operations.ts). */
+export type OperationRegistry = Readonly<Record<string, Operation<never>>>;
+
+/** The catalog calls and the shard call a step is made of, each journaled under the key it is given (`step`). */
+export interface StepParts {
+  tryLock(input: CallScope & { lock: string; readTable?: number; now?: number }): Promise<LockAttempt>;
+  transition(
+    input: CallScope &
+      Omit<Extract<CatalogChange, { kind: 'transition' }>, 'kind'> & { tableId: number; now: number; releaseLocks?: boolean },
+  ): Promise<TableRecord>;
+  prepareCreate(
+    input: CallScope & { namespace: string; name: string; params: TableRecord['params']; lock: string; takeLock?: boolean; now: number },
+  ): Promise<PrepareResult>;
+  startDrain(
+    input: CallScope & { tableId: number; now: number; expectName?: { namespace: string; name: string }; takeLock?: boolean },
+  ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }>;
+  commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord>;
+  changeHold(
+    input: CallScope & {
+      tableId: number;
+      hold: { reason: string | null; since: number } | null;
+      expectName?: { namespace: string; name: string };
+      releaseLocks?: boolean;
+    },
+  ): Promise<TableRecord>;
+  liveLeases(input: CallScope & { tableId: number; now: number }): Promise<Lease[]>;
+  changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<ShardsHereAnswer>;
+  /** Releases every lock the calling run holds. */
+  releaseLocks(input: CallScope): Promise<void>;
+}
+
+export interface StepsHereDeps {
+  operations: OperationRegistry;
+  parts: StepParts;
+  /** The storage nodes this worker serves (their shards are changed in the call; the others' on their nodes' queues). */
+  served: readonly string[];
+}
+
+/** What a catalog change answered: the table, a busy lock, or (a create found made) the end of the operation. */
+type Changed = { table: TableRecord; locked?: true; leases?: Lease[] } | { busy: string } | { finished: TableRecord };
+
+/**
+ * The worker's half of the executor (workflows/execute.ts is the other): one local activity that runs an operation's
+ * steps from where its run stands, as far as one call may, and answers where the run stands then. It goes on from step
+ * to step until a step needs the workflow (a lock to wait for, leases to drain, shards of nodes served elsewhere), a
+ * check ends or refuses the operation, a step fails, the call has changed as many shards of a step as one call may, or
+ * the next step may not share the call (`mayJoinCall`: a cancel must find everything undoable). Backwards, it runs the
+ * undos of the steps begun, the last first.
+ *
+ * Each part of each step (the lock, a change, a step's shards) is journaled under the call's key and the part's name, so
+ * that the same call made again (a retry, or a workflow task lost after the call ran) answers what it answered the first
+ * time and changes nothing twice. A failure for good is answered rather than thrown, with where the run stands, so that
+ * the workflow knows what to take back.
+ */
+export function createStepsHere({ operations, parts, served }: StepsHereDeps) {
+  const servedHere = new Set(served);
+
+  async function runStepsHere(call: StepsCall): Promise<StepsAnswer> {
+    // (The registry holds operations of every input type; each is handed the input its own workflow was started with.)
+    const operation = operations[call.operation] as unknown as Operation<unknown> | undefined;
+    if (!operation) throw ApplicationFailure.nonRetryable(`this worker runs no operation named ${call.operation}`, 'UnknownOperation');
+    const run = new RunHere(operation, call, parts, servedHere);
+    try {
+      return call.direction === 'forward' ? await run.forward() : await run.back();
+    } catch (err) {
+      // A failure for good is the step's (its undo runs); a transient one is retried by the local activity's policy.
+      if (!(err instanceof ApplicationFailure && err.nonRetryable)) throw err;
+      if (err.type === 'UnknownOperation') throw err;
+      return run.answer({ kind: 'failed', type: err.type ?? 'Error', message: err.message });
+    }
+  }
+  return { runStepsHere };
+}
+
+/** One call's run through the steps. */
+class RunHere {
+  private progress: Progress;
+  private readonly notes: string[] = [];
+  private readonly scope: CallScope;
+
+  constructor(
+    private readonly operation: Operation<unknown>,
+    private readonly call: StepsCall,
+    private readonly parts: StepParts,
+    private readonly served: ReadonlySet<string>,
+  ) {
+    this.progress = structuredClone(call.progress);
+    this.scope = { catalogId: call.catalogId };
+  }
+
+  private get steps(): ReadonlyArray<Step<unknown>> {
+    return this.operation.steps;
+  }
+
+  /** The key a part of the call is journaled under. */
+  private key(part: string): CallScope {
+    return { ...this.scope, step: `${this.call.call}/${part}` };
+  }
+
+  private context(): StepContext<unknown> {
+    const { checked, table, lockedAt, leases } = this.progress;
+    return { input: this.call.input, checked, ...(table ? { table } : {}), lockedAt, now: this.call.now, leases };
+  }
+
+  answer(outcome: StepsAnswer['outcome']): StepsAnswer {
+    return { progress: this.progress, notes: this.notes, outcome };
+  }
+
+  /** Ends the operation here, its locks released (nothing it began is left to take back). */
+  private async end(outcome: StepsAnswer['outcome']): Promise<StepsAnswer> {
+    if (this.progress.holdsLocks && this.progress.begun.length === 0) {
+      await this.parts.releaseLocks(this.scope);
+      this.progress.holdsLocks = false;
+    }
+    return this.answer(outcome);
+  }
+
+  async forward(): Promise<StepsAnswer> {
+    const { operation, call } = this;
+    let ranSomething = false;
+    if (operation.lockTable && !this.progress.locked) {
+      this.progress.holdsLocks = true;
+      const tableId = operation.lockTable(call.input);
+      const attempt = await this.parts.tryLock({ ...this.key('lock'), lock: lockFor.table(tableId), readTable: tableId, now: call.now });
+      if (!attempt.acquired) return this.answer({ kind: 'busy', holder: attempt.holder });
+      const table = attempt.table ?? null;
+      Object.assign(this.progress, { locked: true, checked: table, lockedAt: attempt.readAt ?? call.now });
+      if (table) this.progress.table = table;
+    }
+    while (this.progress.step < this.steps.length) {
+      const index = this.progress.step;
+      const step = this.steps[index]!;
+      const fresh = !this.progress.changed && this.progress.shardsDone.length === 0;
+      if (fresh && ranSomething && !mayJoinCall(step, this.progress)) return this.answer({ kind: 'goOn' });
+      if (fresh && step.check) {
+        const verdict = step.check(this.context());
+        if ('refuse' in verdict) return this.end({ kind: 'failed', type: verdict.refuse.type, message: verdict.refuse.message });
+        if ('finish' in verdict) return this.end({ kind: 'finished', why: verdict.finish });
+        this.moveTo('forward' in verdict ? this.steps.findIndex((s) => s.pointOfNoReturn) : index + 1);
+        ranSomething = true;
+        continue;
+      }
+      if (fresh && step.waitsForLeases) {
+        this.progress.leases = await this.parts.liveLeases({ ...this.key(`${index}.leases`), tableId: this.tableId(), now: call.now });
+        const readiness = step.waitsForLeases(this.context());
+        if ('refuse' in readiness) return this.answer({ kind: 'failed', type: readiness.refuse.type, message: readiness.refuse.message });
+        if ('waitMs' in readiness) return this.answer({ kind: 'wait', ms: readiness.waitMs, why: readiness.why });
+      }
+      // From a point of no return on, nothing before it is taken back.
+      if (fresh && step.pointOfNoReturn) this.progress.begun = [];
+      if (!this.progress.changed) {
+        const change = step.change === undefined ? undefined : valueOf(step.change, this.context());
+        if (change) {
+          const changed = await this.make(change, `${index}.change`, index === this.steps.length - 1);
+          if ('busy' in changed) return this.answer({ kind: 'busy', holder: changed.busy });
+          if ('finished' in changed) {
+            this.progress.table = changed.finished;
+            return this.end({ kind: 'finished', why: 'found made already' });
+          }
+        }
+        this.progress.changed = true;
+        ranSomething = true;
+        if (undoable(step) && !this.progress.begun.includes(index)) this.progress.begun.push(index);
+      }
+      if (step.shards) {
+        const left = await this.changeShards(valueOf(step.shards, this.context()), `${index}.shards`, this.progress.shardsDone);
+        if (left) return left;
+        ranSomething = true;
+      }
+      this.moveTo(index + 1);
+    }
+    return this.answer({ kind: 'done' });
+  }
+
+  /** Takes back the steps begun, the last first: each one's shards, then its catalog change. */
+  async back(): Promise<StepsAnswer> {
+    const { begun } = this.progress;
+    while (begun.length > 0) {
+      const index = begun.at(-1)!;
+      const undo = this.steps[index]!.undo!;
+      if (undo.shards) {
+        const left = await this.changeShards(undo.shards, `${index}.undo-shards`, this.progress.undoneShards);
+        if (left) return left;
+      }
+      if (undo.change) await this.make(valueOf(undo.change, this.context()), `${index}.undo`, false);
+      begun.pop();
+      this.progress.undoneShards = [];
+    }
+    return this.end({ kind: 'done' });
+  }
+
+  private moveTo(step: number): void {
+    Object.assign(this.progress, { step, changed: false, shardsDone: [] });
+  }
+
+  private tableId(): number {
+    const table = this.progress.table ?? this.progress.checked;
+    if (!table) throw new Error(`operation ${this.operation.name} has no table yet at step ${this.progress.step}`);
+    return table.id;
+  }
+
+  /**
+   * Makes `change` on the table's shards not in `done` that this worker serves, up to a call's share, adding them to
+   * `done`. Answers what the workflow must do next if shards are left (a next call, or the nodes' own workers), or
+   * undefined once every shard is changed.
+   */
+  private async changeShards(change: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
+    const table = this.progress.table ?? this.progress.checked!;
+    const left: ShardRef[] = table.placement
+      .filter((p) => !done.includes(p.shard))
+      .map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
+    if (left.length === 0) return undefined;
+    const here = left.filter((shard) => this.served.has(shard.node)).slice(0, this.call.shardsPerCall);
+    if (here.length > 0) {
+      try {
+        const answer = await this.parts.changeShardsHere({ ...this.key(part), change, shards: here });
+        this.notes.push(...answer.notes);
+        done.push(...here.map((shard) => shard.shard));
+      } catch (err) {
+        // This worker's storage stopped (fatal): every shard left goes to its node's queue, for a worker that serves it.
+        if (!(err instanceof ApplicationFailure && err.type === STORAGE_STOPPED_HERE)) throw err;
+        return this.answer({ kind: 'elsewhere', change, shards: left });
+      }
+    }
+    const still = left.filter((shard) => !done.includes(shard.shard));
+    if (still.length === 0) return undefined;
+    if (still.some((shard) => this.served.has(shard.node))) return this.answer({ kind: 'goOn' });
+    return this.answer({ kind: 'elsewhere', change, shards: still });
+  }
+
+  /** Makes a catalog change, journaled under `part`; the operation's last releases the run's locks with it. */
+  private async make(change: CatalogChange, part: string, last: boolean): Promise<Changed> {
+    const { now } = this.call;
+    const key = this.key(part);
+    const releaseLocks = last ? { releaseLocks: true } : {};
+    // (A change that takes locks may hold one even when it answers busy: the run releases what it holds on every way out.)
+    if (change.kind === 'prepareCreate' || change.kind === 'startDrain' || change.kind === 'lock') this.progress.holdsLocks = true;
+    let changed: Changed;
+    switch (change.kind) {
+      case 'transition': {
+        const { kind: _kind, ...move } = change;
+        changed = { table: await this.parts.transition({ ...key, ...move, tableId: this.tableId(), now, ...releaseLocks }) };
+        break;
+      }
+      case 'prepareCreate': {
+        const prepared = await this.parts.prepareCreate({
+          ...key,
+          ...change.table,
+          params: change.params,
+          lock: change.nameLock,
+          takeLock: true,
+          now,
+        });
+        changed =
+          prepared.outcome === 'busy'
+            ? { busy: prepared.holder.workflowId }
+            : prepared.outcome === 'exists'
+              ? { finished: prepared.table }
+              : { table: prepared.table, locked: true };
+        break;
+      }
+      case 'startDrain': {
+        const { kind: _kind, ...drain } = change;
+        const drop = await this.parts.startDrain({ ...key, ...drain, now, takeLock: true });
+        changed = 'busy' in drop ? drop : { table: drop.table, leases: drop.leases, locked: true };
+        break;
+      }
+      case 'commitTrash':
+        changed = { table: await this.parts.commitTrash({ ...key, ...withoutKind(change), now, ...releaseLocks }) };
+        break;
+      case 'changeHold':
+        changed = { table: await this.parts.changeHold({ ...key, ...withoutKind(change), ...releaseLocks }) };
+        break;
+      case 'lock': {
+        const attempt = await this.parts.tryLock({ ...key, lock: change.lock });
+        changed = attempt.acquired ? { table: this.progress.table! } : { busy: attempt.holder };
+        break;
+      }
+    }
+    if ('table' in changed) {
+      this.progress.table = changed.table;
+      if (changed.leases) this.progress.leases = changed.leases;
+      if (changed.locked) this.progress.lockedAt = now;
+      if (last) this.progress.holdsLocks = false;
+    }
+    return changed;
+  }
+}
+
+const withoutKind = <T extends { kind: string }>({ kind: _kind, ...rest }: T): Omit<T, 'kind'> => rest;

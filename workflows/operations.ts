@@ -1,0 +1,12 @@
+// The operations' step lists, by name: what a worker's executor (activities/steps-here.ts) runs for the workflows.
+import type { OperationRegistry } from '../activities/steps-here';
+import { create } from './create';
+import { hold } from './hold';
+import { purge } from './purge';
+import { rename } from './rename';
+import { trash } from './trash';
+import { undelete } from './undelete';
+
+export const OPERATION_STEPS: OperationRegistry = Object.fromEntries(
+  [create, trash, undelete, purge, rename, hold].map((operation) => [operation.name, operation as OperationRegistry[string]]),
+);
