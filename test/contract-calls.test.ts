@@ -156,7 +156,9 @@ describe('a worker killed while a call waits for its operation', () => {
       address: k.address,
       taskQueue: k.taskQueue,
       bundleFile,
-      activity: 'commitTrash',
+      // (The trash's second call of its steps commits it.)
+      activity: 'runStepsHere',
+      env: { CRASH_ON_CALL: '2' },
     });
     const workflowId = `svc-trash-${randomUUID()}`;
     const answer = k.temporal.workflow.execute(contractWorkflowType('trash'), {
