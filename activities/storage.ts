@@ -125,7 +125,7 @@ export interface ShardsHereDeps extends FailureMappingOptions {
  * ran (its answer never reached the history) makes the same call again, maybe on another worker and after the
  * operation released its lock, and is answered the same without a file being touched. A change cut short (the
  * worker killed) has no journal entry: made again, it finishes what is left, each shard's change being idempotent;
- * and a shard's changes take turns in this process (storage/local-files.ts), so an attempt the SDK gave up on ends
+ * and a shard's changes take turns in this process (storage/shard-turns.ts), so an attempt the SDK gave up on ends
  * before the next begins.
  */
 export function createShardsHereActivity(deps: ShardsHereDeps) {

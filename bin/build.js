@@ -84,7 +84,7 @@ async function build() {
       stdio: ['ignore', 'ignore', 'inherit'],
     },
   );
-  // servers/cluster.ts finds Temporal's configuration at `__dirname/../deploy/temporal`.
+  // servers/cluster-config.ts finds Temporal's configuration at `__dirname/../deploy/temporal`.
   fs.symlinkSync(path.join('..', 'deploy'), path.join(tmp, 'deploy'), 'dir');
   fs.writeFileSync(path.join(tmp, path.basename(STAMP)), String(started));
   const old = `${DIST}.old-${process.pid}`;
