@@ -29,6 +29,7 @@ const RECORDED = [
   'catalog/sqlite.js',
   'catalog/postgres.js',
   'contract/document.js',
+  'cli/contract-text.js',
 ];
 
 /** Whether a module may run from a script compiled here: one that uses `import()` may not (no loader is given it). */
