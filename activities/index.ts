@@ -13,13 +13,13 @@ import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope, type LockAttempt } from './scope';
-import { createStepsHere, type OperationRegistry } from './steps-here';
+import { createStepsHere, type OperationRegistry, type StepParts } from './steps-here';
 import { legacyV18Activities } from './legacy-v18';
 import { createShardsHereActivity, type StorageActivities } from './storage';
 
 export type { CallScope, LockAttempt } from './scope';
 export type { FirstChangeMade, FirstChangeFor } from './legacy-v18';
-export type { OperationRegistry } from './steps-here';
+export type { OperationRegistry, StepParts } from './steps-here';
 export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
 
 export interface ActivityDeps {
@@ -40,6 +40,8 @@ export interface ActivityDeps {
   isOwnerClosed?: (holder: LockHolder) => Promise<boolean>;
   /** The worker's clock: only for when a lock was taken. Table times come from workflow time. */
   now?: () => number;
+  /** Wraps the parts the executor's steps are made of (tests: to record each part, fail it, or run it twice). */
+  wrapStepParts?: (parts: StepParts) => StepParts;
 }
 
 /**
@@ -326,14 +328,15 @@ export function createActivities(deps: ActivityDeps) {
     storageRetryAttempts: deps.storageRetryAttempts,
   });
   const catalogCalls = withFailureMapping({ ...activities, ...housekeeping }, { onFatal: deps.onFatal });
+  const parts: StepParts = {
+    ...catalogCalls,
+    changeShardsHere: (input) => shardsHere.changeShardsHere(input),
+    releaseLocks: (input) => catalogCalls.releaseLock(input),
+  };
   const { runStepsHere } = createStepsHere({
     operations: deps.operations,
     served: deps.storage?.nodes ?? [],
-    parts: {
-      ...catalogCalls,
-      changeShardsHere: (input) => shardsHere.changeShardsHere(input),
-      releaseLocks: (input) => catalogCalls.releaseLock(input),
-    },
+    parts: deps.wrapStepParts ? deps.wrapStepParts(parts) : parts,
   });
   return {
     ...catalogCalls,

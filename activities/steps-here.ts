@@ -157,7 +157,8 @@ class RunHere {
         const verdict = step.check(this.context());
         if ('refuse' in verdict) return this.end({ kind: 'failed', type: verdict.refuse.type, message: verdict.refuse.message });
         if ('finish' in verdict) return this.end({ kind: 'finished', why: verdict.finish });
-        this.moveTo('forward' in verdict ? this.steps.findIndex((s) => s.pointOfNoReturn) : index + 1);
+        if ('forward' in verdict) this.progress.forwardOnly = true;
+        this.moveTo(index + 1);
         ranSomething = true;
         continue;
       }
@@ -181,7 +182,7 @@ class RunHere {
         }
         this.progress.changed = true;
         ranSomething = true;
-        if (undoable(step) && !this.progress.begun.includes(index)) this.progress.begun.push(index);
+        if (undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
       }
       if (step.shards) {
         const left = await this.changeShards(valueOf(step.shards, this.context()), `${index}.shards`, this.progress.shardsDone);

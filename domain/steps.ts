@@ -31,7 +31,7 @@ export interface StepContext<I> {
 export type Verdict =
   /** Go on with the next step. */
   | { proceed: true }
-  /** Go straight to the point of no return: an earlier run crossed it (a purge found PURGING). */
+  /** Go on, only forward: an earlier run crossed the point of no return (a purge found PURGING); nothing is undone. */
   | { forward: true }
   /** Nothing (more) to do: the operation ends now, successfully, with the table as it is (`why`, for the log). */
   | { finish: string }
@@ -139,6 +139,8 @@ export interface Progress {
   shardsDone: number[];
   /** The steps begun that have an undo, first to last; a point of no return empties it. */
   begun: number[];
+  /** An earlier run crossed the point of no return (a check said `forward`): the steps go on, nothing is undone. */
+  forwardOnly: boolean;
   /** Taking back: the shards of the last begun step whose undo is made. */
   undoneShards: number[];
   checked: TableRecord | null;
@@ -156,6 +158,7 @@ export function startOf(now: number): Progress {
     changed: false,
     shardsDone: [],
     begun: [],
+    forwardOnly: false,
     undoneShards: [],
     checked: null,
     lockedAt: now,
@@ -169,10 +172,12 @@ export const undoable = <I>(step: Step<I>): boolean => step.undo !== undefined;
 /**
  * Whether step `next` may run in a call that has already run steps before it. A cancel is taken between calls, and must
  * find everything made since the last point of no return still undoable: so a step that cannot be undone (a commit)
- * waits for a call of its own once something undoable has been made, unless it is the point of no return itself.
+ * waits for a call of its own once something undoable has been made, unless it is the point of no return itself. A step
+ * that changes nothing (a check, a wait) always rides along.
  */
 export function mayJoinCall<I>(next: Step<I>, progress: Progress): boolean {
-  return undoable(next) || next.pointOfNoReturn === true || progress.begun.length === 0;
+  const changesNothing = next.change === undefined && next.shards === undefined;
+  return changesNothing || undoable(next) || next.pointOfNoReturn === true || progress.begun.length === 0;
 }
 
 /** One call of the executor's to the worker (activities/steps-here.ts): run the operation's steps as far as one call may. */

@@ -229,11 +229,11 @@ describe('the reconciler', () => {
       const table = await h.client.create({ table: 'rec.killedtrash', shards: 2 });
       const trashId = workflowIdFor.trash(table.id, h.catalog.id);
       const retentionSeconds = 4321;
-      // (A drop's first change is startDrain's: straight to TRASHING, the table having no lease.)
+      // (A drop's first change is the catalog's startDrain: straight to TRASHING, the table having no lease.)
       const { runId } = await killedAfterTransition(
         trashId,
         () => h.client.trash({ table: 'rec.killedtrash', retentionSeconds }),
-        'startDrain',
+        'catalog.startDrain',
       );
       expect(await h.shardAreas(table)).toEqual(['live', 'live']);
 

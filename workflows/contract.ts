@@ -1,12 +1,7 @@
-import {
-  ActivityCancellationType,
-  ActivityFailure,
-  ApplicationFailure,
-  proxyActivities,
-  proxyLocalActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ActivityCancellationType, proxyActivities, proxyLocalActivities, workflowInfo } from '@temporalio/workflow';
 import type { ContractActivities, ContractCallName } from '../domain/contract';
+import { RETRY } from './catalog-calls';
+import { applicationFailureOf } from './failures';
 
 /**
  * The contract's calls (domain/contract.ts), one workflow type each, for a service in any language: `tablefate.v1.trash`
@@ -22,7 +17,7 @@ import type { ContractActivities, ContractCallName } from '../domain/contract';
 
 const planning = proxyLocalActivities<Pick<ContractActivities, 'planContractCall'>>({
   startToCloseTimeout: '30s',
-  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+  retry: RETRY,
 });
 
 const executing = proxyActivities<Pick<ContractActivities, 'executeContractCall'>>({
@@ -43,8 +38,7 @@ async function contractCall(name: ContractCallName, request: unknown): Promise<u
     return await executing.executeContractCall({ name, plan: planned.plan, requestId: workflowInfo().runId });
   } catch (err) {
     // The SDK's failure, as the SDK would throw it: its type name at the top of the run's failure.
-    if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) throw err.cause;
-    throw err;
+    throw applicationFailureOf(err) ?? err;
   }
 }
 

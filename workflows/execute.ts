@@ -131,9 +131,10 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
     await settleAll(byNode(elsewhere), async ([node, held]) => {
       const answer = await onNode(node, describeShardChange(change, held, node))({ change, shards: held, catalogId: input.catalogId });
       notes.push(...(answer?.notes ?? []));
+      // (Each node's shards count as they are done: a slow node does not hide the others' progress.)
+      progress = madeElsewhere(progress, direction, held);
+      observe(direction);
     });
-    progress = madeElsewhere(progress, direction, elsewhere);
-    observe(direction);
   };
 
   /** Forward through the steps until the operation ends. */

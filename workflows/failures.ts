@@ -6,15 +6,9 @@ import type { TableFateError } from '../domain/errors';
  * that type itself, not with a generic "activity failed".
  */
 export function domainFailure(err: unknown): unknown {
-  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.nonRetryable) {
-    return ApplicationFailure.create({
-      message: err.cause.message,
-      type: err.cause.type ?? undefined,
-      nonRetryable: true,
-      cause: err,
-    });
-  }
-  return err;
+  const failure = err instanceof ActivityFailure ? applicationFailureOf(err) : undefined;
+  if (!failure?.nonRetryable) return err;
+  return ApplicationFailure.create({ message: failure.message, type: failure.type ?? undefined, nonRetryable: true, cause: err as Error });
 }
 
 /** A domain error raised inside workflow code, as the non-retryable failure the client maps back. */
@@ -22,7 +16,7 @@ export function asFailure(err: TableFateError): ApplicationFailure {
   return ApplicationFailure.nonRetryable(err.message, err.type);
 }
 
-/** The application failure an activity failed with, if it did (a retryable one too). */
+/** The application failure an activity failed with (a retryable one too), or `err` itself if it is one. */
 export function applicationFailureOf(err: unknown): ApplicationFailure | undefined {
   const failure = err instanceof ActivityFailure ? err.cause : err;
   return failure instanceof ApplicationFailure ? failure : undefined;

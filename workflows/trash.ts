@@ -26,9 +26,9 @@ export const trash: Operation<TrashInput> = {
       }),
       undo: { change: transition(['DRAINING', 'TRASHING'], 'READY') },
     },
+    { name: 'wait for leases', waitsForLeases: drained },
     {
       name: 'move shards to trash',
-      waitsForLeases: drained,
       change: ({ table }) => (table!.state === 'DRAINING' ? transition('DRAINING', 'TRASHING') : undefined),
       // (PostgreSQL: the move waits for the sessions using the table as long as the drain's deadline leaves.)
       shards: (context) => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000) }),

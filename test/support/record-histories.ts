@@ -164,13 +164,14 @@ async function main(): Promise<void> {
     await h.stopWorker();
     const bundleFile = path.join(dir, 'bundle.js');
     await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
-    // (Since v5 the commit's transition releases the locks too: the kill right after it is after the release.)
+    // (The commit, a create's second call of its steps, releases the locks too: the kill right after it is after the release.)
     const crashing = await startCrashingWorker({
       home: h.home,
       address: server.address,
       taskQueue: h.taskQueue,
       bundleFile,
-      activity: 'transition',
+      activity: 'runStepsHere',
+      env: { CRASH_ON_CALL: '2' },
     });
     const lost = h.client.create({ table: 'rec.lost', shards: 2 });
     await crashing.exited;
@@ -254,7 +255,8 @@ async function main(): Promise<void> {
       address: server.address,
       taskQueue: h.taskQueue,
       bundleFile,
-      activity: 'startDrain',
+      // (A drop's first call of its steps marks it TRASHING and moves its shards.)
+      activity: 'runStepsHere',
     });
     const lostTrash = h.client.trash({ table: 'rec.resumed', retentionSeconds: 2 }).catch(() => undefined);
     await dying.exited;
@@ -288,7 +290,9 @@ async function main(): Promise<void> {
       address: server.address,
       taskQueue: h.taskQueue,
       bundleFile,
-      activity: 'commitTrash',
+      // (A drop's second call of its steps commits it.)
+      activity: 'runStepsHere',
+      env: { CRASH_ON_CALL: '2' },
     });
     const endedTrash = h.client.trash({ table: 'rec.ended', retentionSeconds: 3600 });
     await committing.exited;

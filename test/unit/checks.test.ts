@@ -137,7 +137,7 @@ describe('which steps may share a call (a cancel is taken between calls)', () =>
     expect(mayJoinCall(undelete.steps[2]!, begun(1))).toBe(false);
     // A create's commit after its shards; a drop's commit after its move.
     expect(mayJoinCall(create.steps[2]!, begun(0, 1))).toBe(false);
-    expect(mayJoinCall(trash.steps[2]!, begun(0, 1))).toBe(false);
+    expect(mayJoinCall(trash.steps[3]!, begun(0, 2))).toBe(false);
     // A purge's deletes are its point of no return, and its commit comes after them: one call for all.
     expect(mayJoinCall(purge.steps[2]!, begun(1))).toBe(true);
     expect(mayJoinCall(purge.steps[3]!, begun())).toBe(true);
@@ -145,6 +145,8 @@ describe('which steps may share a call (a cancel is taken between calls)', () =>
 
   test('undoable steps, and steps after nothing undoable, ride along', () => {
     expect(mayJoinCall(undelete.steps[1]!, begun())).toBe(true);
+    expect(mayJoinCall(trash.steps[2]!, begun(0))).toBe(true);
+    // A drop's wait for its leases changes nothing: it rides along, and answers the workflow only if it must wait.
     expect(mayJoinCall(trash.steps[1]!, begun(0))).toBe(true);
     expect(mayJoinCall(rename.steps[2]!, begun())).toBe(true);
   });
