@@ -106,14 +106,14 @@ describe('what the steps change, from what the check read', () => {
   const claim = undelete.steps[1]!;
   test("a recall claims the name asked for, or the table's own, and its undo gives the trashed name back", () => {
     const own = context<UndeleteInput>({ tableId: 7 }, table());
-    expect(valueOf(claim.change!, own)).toEqual({
+    expect(valueOf(claim.change, own)).toEqual({
       kind: 'transition',
       from: ['TRASHED'],
       to: 'RESTORING',
       rename: { namespace: 'ns', name: 't' },
     });
     const asked = context<UndeleteInput>({ tableId: 7, newName: { namespace: 'ns2', name: 'u' } }, table());
-    expect(valueOf(claim.change!, asked)).toMatchObject({ rename: { namespace: 'ns2', name: 'u' } });
+    expect(valueOf(claim.change, asked)).toMatchObject({ rename: { namespace: 'ns2', name: 'u' } });
     expect(valueOf(claim.undo!.change!, asked)).toMatchObject({
       from: ['RESTORING'],
       to: 'TRASHED',
@@ -124,9 +124,9 @@ describe('what the steps change, from what the check read', () => {
   test("a purge run's commit ends the table's trash timer; the trash run's own purge does not tell itself", () => {
     const commit = purge.steps.at(-1)!;
     const byHand = context<PurgeInput>({ tableId: 7, trigger: 'manual' }, table());
-    expect(valueOf(commit.change!, byHand)).toMatchObject({ to: 'PURGED', endTrashTimer: { reason: 'purged', droppedAt: NOW - 5_000 } });
+    expect(valueOf(commit.change, byHand)).toMatchObject({ to: 'PURGED', endTrashTimer: { reason: 'purged', droppedAt: NOW - 5_000 } });
     const atExpiry = context<PurgeInput>({ tableId: 7, trigger: 'expiry', droppedAt: NOW - 5_000, fromTrashRun: true }, table());
-    expect(valueOf(commit.change!, atExpiry)).not.toHaveProperty('endTrashTimer');
+    expect(valueOf(commit.change, atExpiry)).not.toHaveProperty('endTrashTimer');
   });
 });
 
