@@ -1,8 +1,10 @@
 /**
- * Two projects. `unit`: pure code and the storage driver on real files, no server of any kind (test/unit/;
- * `npx jest --selectProjects unit` runs in seconds). `integration`: everything else, against the Temporal dev
- * server, the PostgreSQL server and the workflow bundle its global setup starts once for the run (a project's
- * global setup runs only when one of its tests is selected).
+ * Three projects. `unit`: pure code and the storage driver on real files, no server of any kind (test/unit/;
+ * `npx jest --selectProjects unit` runs in seconds). `engine`: the step executor's every way through each operation
+ * (a failure, a cancel, a lost workflow task at each part; every part run twice), each file on a Temporal server of
+ * its own that the SDK's test environment starts (test/engine/; no global setup, no PostgreSQL). `integration`:
+ * everything else, against the Temporal dev server, the PostgreSQL server and the workflow bundle its global setup
+ * starts once for the run (a project's global setup runs only when one of its tests is selected).
  */
 const shared = {
   testEnvironment: 'node',
@@ -19,10 +21,15 @@ module.exports = {
     },
     {
       ...shared,
+      displayName: 'engine',
+      testMatch: ['<rootDir>/test/engine/**/*.test.ts'],
+    },
+    {
+      ...shared,
       displayName: 'integration',
       testMatch: ['<rootDir>/test/**/*.test.ts'],
       // test/cluster/ is `npm run test:cluster`'s (jest.cluster.config.js), with a Temporal cluster of its own.
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/cluster/'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/engine/', '<rootDir>/test/cluster/'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },

@@ -1,6 +1,6 @@
 import { OPERATION_STEPS } from '../workflows/operations';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities, createStorageActivities, STORAGE_ACTIVITY_NAMES, type Activities } from '../activities';
+import { createActivities, createStorageActivities, STORAGE_ACTIVITY_NAMES, type Activities, type StepParts } from '../activities';
 import type { Catalog } from '../catalog/catalog';
 import { storageQueue } from '../domain/operations';
 import type { FatalStorageError, StorageDriver } from '../storage/driver';
@@ -38,6 +38,8 @@ export interface TableFateWorkerOptions {
    * idempotent) or to kill the process at a chosen point.
    */
   wrapActivities?: (activities: Activities) => Activities;
+  /** Wraps the parts the executor's steps are made of (test/engine/: to record each part, fail it, or run it twice). */
+  wrapStepParts?: (parts: StepParts) => StepParts;
   /** A prebuilt workflow bundle (tests build it once per file); otherwise the workflows are bundled here. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** How many workflow runs the worker keeps in memory between their tasks (DEFAULT_WORKFLOW_CACHE, TABLEFATE_WORKFLOW_CACHE). */
@@ -144,6 +146,7 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
     defaultRetentionSeconds: opts.defaultRetentionSeconds,
     now: opts.now,
     onFatal,
+    wrapStepParts: opts.wrapStepParts,
   });
   const storageActivities = local
     ? createStorageActivities({

@@ -1,0 +1,132 @@
+import { ApplicationFailure } from '@temporalio/common';
+import type { Operation } from '../../domain/steps';
+import type { Look, OperationCase, Run } from './cases';
+import { keyOf, textOf, type Engine, type PartMade } from './engine';
+
+/*
+ * What a run must have made, derived from the operation's step list (domain/steps.ts) the way the executor's rules
+ * read it (docs/design.md, "one executor"): a step is begun once its catalog change is made (at once, if it has none),
+ * so before its shards; a point of no return forgets every step begun before it; taking back undoes the steps begun,
+ * the last first, each one's shards (in as many calls as its shards take) and then its catalog change, and then
+ * releases the run's locks.
+ */
+
+/** The part names of parts, in order. */
+export const namesOf = (parts: readonly PartMade[]): string[] => parts.map((made) => made.part);
+
+/** The parts' keys, each once, in the order first made. */
+export const distinctKeys = (parts: readonly PartMade[]): string[] => [...new Set(parts.map(keyOf))];
+
+/** The step a part of the forward way belongs to; undefined for the operation's table lock (`lock`). */
+export function stepOf(part: string): number | undefined {
+  const numbered = /^(\d+)\./.exec(part);
+  return numbered ? Number(numbered[1]) : undefined;
+}
+
+/**
+ * The steps begun, first to last, once the run has come to `part` of its forward way: with the part made (`made`), or
+ * failed before it made anything.
+ */
+export function begunAt(operation: Operation<never>, part: string, made: boolean): number[] {
+  const at = stepOf(part);
+  if (at === undefined) return [];
+  const kind = part.slice(part.indexOf('.') + 1);
+  let begun: number[] = [];
+  operation.steps.slice(0, at + 1).forEach((step, index) => {
+    if (step.pointOfNoReturn) begun = [];
+    // The step at `part` is begun if its change is made, or if the part is its shards (its change was made before).
+    const isBegun = index < at || kind === 'shards' || (kind === 'change' && made);
+    if (step.undo && isBegun) begun.push(index);
+  });
+  return begun;
+}
+
+/** Whether `part` is at or past the operation's point of no return. */
+export function pastNoReturn(operation: Operation<never>, part: string): boolean {
+  const at = stepOf(part);
+  const noReturn = operation.steps.findIndex((step) => step.pointOfNoReturn);
+  return at !== undefined && noReturn >= 0 && at >= noReturn;
+}
+
+/**
+ * The parts that take back the steps `begun` of a table of `shards` shards, `shardsPerCall` a call: the last begun
+ * first, its shards then its catalog change; then the run's locks released. Nothing begun: nothing (the workflow
+ * releases the locks itself).
+ */
+export function takingBack(operation: Operation<never>, begun: readonly number[], shards: number, shardsPerCall: number): string[] {
+  const undos = [...begun].reverse().flatMap((index) => {
+    const { undo } = operation.steps[index]!;
+    const shardCalls = undo?.shards ? Array<string>(Math.ceil(shards / shardsPerCall)).fill(`${index}.undo-shards`) : [];
+    return [...shardCalls, ...(undo?.change ? [`${index}.undo`] : [])];
+  });
+  return undos.length > 0 ? [...undos, 'release'] : [];
+}
+
+/** How many shards one call of the executor changes, as the run's calls asked. */
+export function shardsPerCallOf(run: Run): number {
+  return run.calls[0]!.shardsPerCall;
+}
+
+/**
+ * The answer a run ended with, for comparing: the table's state, or the error's type (for an OperationFailed, the type
+ * of the workflow's failure it wraps: an InjectedFailure).
+ */
+export function outcomeOf(run: Run): string {
+  if ('answer' in run.outcome) return run.outcome.answer.state;
+  for (let cause: unknown = run.outcome.error; cause instanceof Error; cause = cause.cause) {
+    if (cause instanceof ApplicationFailure && cause.type) return cause.type;
+  }
+  return run.outcome.error.type ?? run.outcome.error.name;
+}
+
+/** Checks the table of `run` looks as `look` says, and that no lock is left on it or its names. */
+export async function expectLook(engine: Engine, run: Run, look: Look): Promise<void> {
+  const record = run.tableId === undefined ? undefined : await engine.catalog.getTable(run.tableId);
+  expect({ state: [look.state].flat() }).toEqual({ state: expect.arrayContaining([record?.state ?? 'none']) });
+  if (record) {
+    if (look.area !== undefined) expect({ files: await engine.filesOf(record.id) }).toEqual({ files: engine.filesIn(record, look.area) });
+    if (look.name) expect({ name: textOf(record) }).toEqual({ name: textOf(look.name === 'new' ? run.subject.newName : run.subject.name) });
+    if (look.held !== undefined) expect({ held: record.hold !== null }).toEqual({ held: look.held });
+    if (look.trashRun) expect({ trashRun: await engine.trashRunOf(record.id, look.trashRun) }).toEqual({ trashRun: look.trashRun });
+  }
+  expect({ locks: await engine.locksOn(record?.id, [run.subject.name, run.subject.newName]) }).toEqual({ locks: [] });
+}
+
+/**
+ * The undisturbed run of an operation, which the disturbed ones are compared with: it ends as the case says, made each
+ * part once, its parts in the order of the steps, and each shard change once.
+ */
+export async function expectUndisturbed(engine: Engine, op: OperationCase, run: Run): Promise<void> {
+  expect(outcomeOf(run)).toBe([op.after.state].flat()[0]);
+  await expectLook(engine, run, op.after);
+  expect(run.parts.filter((made) => made.repeat)).toEqual([]);
+  const steps = namesOf(run.parts).map((part) => stepOf(part) ?? -1);
+  expect(steps).toEqual([...steps].sort((a, b) => a - b));
+  expect(new Set(run.driver).size).toBe(run.driver.length);
+}
+
+/**
+ * Runs `check` for each item, `concurrency` at a time, and fails once all have run if any did, naming each that failed
+ * (a table of cases inside one test: every case is tried, and every failure shown).
+ */
+export async function eachCase<T>(
+  items: readonly T[],
+  label: (item: T, index: number) => string,
+  check: (item: T, index: number) => Promise<void>,
+  concurrency = 1,
+): Promise<void> {
+  const failures: string[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      try {
+        await check(items[index]!, index);
+      } catch (err) {
+        failures.push(`${label(items[index]!, index)}:\n${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+  if (failures.length > 0) throw new Error(`${failures.length} of ${items.length} cases failed\n\n${failures.join('\n\n')}`);
+}
