@@ -1,5 +1,5 @@
 import type { TableInfo } from '../domain/table';
-import type { OperationInfo } from '../domain/operations';
+import type { OperationInfo } from '../domain/operation-runs';
 import type { LeaseInfo } from '../domain/leases';
 import { formatSettingValue, type EffectiveSetting } from '../domain/settings';
 import { describeFindingLines, type ReconcileReport } from '../domain/health';

@@ -1,6 +1,7 @@
 import type { WorkflowExecutionDescription } from '@temporalio/client';
 import { InvalidInputError, OperationNotFoundError, WrongStateError } from '../domain/errors';
-import { OPERATIONS, type OperationInfo } from '../domain/operations';
+import { OPERATIONS } from '../domain/operations';
+import { type OperationInfo } from '../domain/operation-runs';
 import { cancelRequestSchema, parseRequest, type CancelRequest } from '../domain/requests';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { toTableInfo, type TableInfo } from '../domain/table';

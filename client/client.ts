@@ -3,7 +3,7 @@ import type { CatalogReader } from '../catalog/catalog';
 import { catalogLocation, explainMissing, openCatalog } from '../catalog/open';
 import { TASK_QUEUE } from '../domain/deployment';
 import type { LeaseInfo } from '../domain/leases';
-import type { OperationInfo } from '../domain/operations';
+import type { OperationInfo } from '../domain/operation-runs';
 import type { EffectiveSetting } from '../domain/settings';
 import type { ReconcileReport } from '../domain/health';
 import { backoffSchema, identitySchema, parseRequest } from '../domain/requests';

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import type { StorageDriverName } from '../domain/deployment';
-import type { Backoff, LockWaitPolicy } from '../domain/operations';
+import type { Backoff, LockWaitPolicy } from '../domain/backoff';
 import type { WriteOptions } from './options';
 import { timeoutOf, type WriteRunner } from './writes';
 

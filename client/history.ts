@@ -1,4 +1,4 @@
-import type { OperationInfo } from '../domain/operations';
+import type { OperationInfo } from '../domain/operation-runs';
 import {
   historyRequestSchema,
   operationsRequestSchema,

@@ -15,7 +15,7 @@ export {
   type WriteOptions,
 } from './client';
 export type { LeaseInfo } from '../domain/leases';
-export type { OperationInfo, OperationStatus } from '../domain/operations';
+export type { OperationInfo, OperationStatus } from '../domain/operation-runs';
 export type { EffectiveSetting, SettingKey, SettingSource } from '../domain/settings';
 export { loadClientConfig, type ClientConfig } from '../config/client';
 export {

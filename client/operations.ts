@@ -1,6 +1,7 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
-import { STARTED_BY_MEMO, starterOf, TABLE_OPERATIONS, type OperationInfo, type OperationStatus } from '../domain/operations';
+import { TABLE_OPERATIONS } from '../domain/operations';
+import { STARTED_BY_MEMO, starterOf, type OperationInfo, type OperationStatus } from '../domain/operation-runs';
 import { currentDetails, DETAILS_DEADLINE_MS } from './details';
 
 /**

@@ -2,7 +2,7 @@ import os from 'node:os';
 import type { Client } from '@temporalio/client';
 import type { CatalogReader } from '../catalog/catalog';
 import type { StorageDriverName } from '../domain/deployment';
-import type { Backoff, LockWaitPolicy } from '../domain/operations';
+import type { Backoff, LockWaitPolicy } from '../domain/backoff';
 import type { RecallProgress } from '../domain/contracts';
 
 /** `user@host` of this process: who the operations a client starts are started by, unless it says otherwise. */

@@ -1,6 +1,7 @@
 import type { UpdateDefinition, Workflow, WorkflowHandle, WorkflowResultType, WorkflowStartOptions } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
-import { STARTED_BY_MEMO, type AnyOperation, type OperationTarget } from '../domain/operations';
+import { type AnyOperation, type OperationTarget } from '../domain/operations';
+import { STARTED_BY_MEMO } from '../domain/operation-runs';
 import { describeCheck, type ClientContext } from './context';
 import type { WriteOptions } from './options';
 import { repeatable, type ExecuteOptions } from './calls';

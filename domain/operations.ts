@@ -4,6 +4,7 @@ import { SEARCH_ATTRIBUTES } from './search-attributes';
 import type { TableState } from './states';
 import { definitionOf, type CreateParams, type ShardPlacement } from './table';
 import type { SettingKey, SettingValue } from './settings';
+import type { Backoff, LockWaitPolicy } from './backoff';
 
 /** What starting an operation on a table needs to know of it. */
 export interface TableKey extends TableName {
@@ -35,78 +36,6 @@ export interface CatalogScoped {
    */
   startedBy?: string;
 }
-
-/** The memo key of the identity that started a run (CatalogScoped.startedBy). */
-export const STARTED_BY_MEMO = 'startedBy';
-
-/** How a run stands or ended, as Temporal's visibility says it. */
-export type OperationStatus =
-  'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TERMINATED' | 'CONTINUED_AS_NEW' | 'TIMED_OUT' | 'PAUSED' | 'UNKNOWN';
-
-/** One run of a table operation as the SDK and the command line show it (`ops`, `history`, `cancel`). */
-export interface OperationInfo {
-  workflowId: string;
-  runId: string;
-  /** Its TableOp: create, adopt, trash, undelete, purge, rename, hold, release, lease. */
-  operation: string;
-  /** The table it is about, as its run's search attributes say (null: not known to the run, a lease's renewal say). */
-  tableId: number | null;
-  /** `<namespace>.<name>`, as its run's search attributes say (a rename: the new name). */
-  table: string | null;
-  status: OperationStatus;
-  /** ISO 8601. */
-  startedAt: string;
-  closedAt: string | null;
-  /** Who started it: its memo's `startedBy`, else the workflow that started it (see starterOf), else `unknown`. */
-  startedBy: string;
-  /**
-   * A running one's current details, what its workflow says it is doing (`draining table 5 until ...`, `move shards to
-   * trash: 3/8`); null when it says nothing, is not running, or no worker answered in time.
-   */
-  currentStep: string | null;
-}
-
-/**
- * Who started a run that carries no `startedBy` of its own, from the workflow that started it as a child (its parent's
- * workflow id, as the records below make it): the reconciler, a trash's expiry, the trash's space cap; `unknown` with
- * no parent (a run started before identities were recorded, or by another tool).
- */
-export function starterOf(parentWorkflowId: string | undefined): string {
-  if (parentWorkflowId === undefined) return 'unknown';
-  const bare = parentWorkflowId.replace(/@[^@]*$/, '');
-  if (bare === 'reconcile') return 'reconciler';
-  if (bare === 'evict') return 'trash space cap';
-  if (/^trash:[0-9]+$/.test(bare)) return 'trash expiry';
-  return `workflow ${parentWorkflowId}`;
-}
-
-/**
- * How a workflow paces a try it repeats (waiting for a busy table, purging at an expiry that keeps failing): tries
- * back off from `firstMs` by half again each time up to `maxMs`, and after `attemptsPerRun` tries the run continues
- * as new, so that its history stays short however long it keeps trying.
- */
-export interface Backoff {
-  firstMs: number;
-  maxMs: number;
-  attemptsPerRun: number;
-}
-
-/** The pause after the `tries`-th failed try (1 for the first). */
-export function pauseAfter(backoff: Backoff, tries: number): number {
-  return Math.min(backoff.firstMs * 1.5 ** (tries - 1), backoff.maxMs);
-}
-
-/** How an operation waits while another holds its table. */
-export type LockWaitPolicy = Backoff;
-
-/** About 100 tries per run: some 600 history events, 7 to 8 minutes of waiting. */
-export const DEFAULT_LOCK_WAIT: LockWaitPolicy = { firstMs: 100, maxMs: 5_000, attemptsPerRun: 100 };
-
-/**
- * How a trash's expiry tries again when its purge fails (a storage node down, say): from 10 s up to every 10
- * minutes, 20 tries a run (about two hours), for as long as it takes.
- */
-export const DEFAULT_EXPIRY_RETRY: Backoff = { firstMs: 10_000, maxMs: 600_000, attemptsPerRun: 20 };
 
 /** What every operation's input carries besides its own arguments. */
 export interface OperationScope extends CatalogScoped {

@@ -8,7 +8,7 @@ import { defaultIdentity, TableFateClient, type TableHistory } from '../client/c
 import { catalogLocation, openCatalog } from '../catalog/open';
 import { InvalidInputError } from '../domain/errors';
 import type { LeaseInfo } from '../domain/leases';
-import type { OperationInfo } from '../domain/operations';
+import type { OperationInfo } from '../domain/operation-runs';
 import type { TableInfo } from '../domain/table';
 
 /*

@@ -9,7 +9,8 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import { DEFAULT_EXPIRY_RETRY, pauseAfter, type PurgeInput, type TrashInput } from '../domain/operations';
+import { type PurgeInput, type TrashInput } from '../domain/operations';
+import { DEFAULT_EXPIRY_RETRY, pauseAfter } from '../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';

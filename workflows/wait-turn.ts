@@ -1,5 +1,5 @@
 import { continueAsNew, log, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
-import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/operations';
+import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/backoff';
 import { reportLockWait } from './observe';
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */

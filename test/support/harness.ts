@@ -14,7 +14,7 @@ import type { ShardReport, StorageDriver } from '../../storage/driver';
 import { PostgresStorage } from '../../storage/postgres';
 import { nodeName } from '../../storage/nodes';
 import type { TableInfo } from '../../domain/table';
-import type { Backoff, LockWaitPolicy } from '../../domain/operations';
+import type { Backoff, LockWaitPolicy } from '../../domain/backoff';
 import type { ReconcileInput, ReconcileReport } from '../../domain/health';
 import type { reconcileTables } from '../../workflows';
 import { TableFateClient } from '../../client/client';

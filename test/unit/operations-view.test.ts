@@ -2,7 +2,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
 import { formatHistory, formatOperations } from '../../cli/format';
 import { operationsQuery, startedByOf, toOperationInfo } from '../../client/operations';
-import { starterOf, type OperationInfo } from '../../domain/operations';
+import { starterOf, type OperationInfo } from '../../domain/operation-runs';
 import { SEARCH_ATTRIBUTES } from '../../domain/search-attributes';
 import type { TableInfo } from '../../domain/table';
 
