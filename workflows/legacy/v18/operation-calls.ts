@@ -11,12 +11,13 @@ import {
 import { STORAGE_STOPPED_HERE, storageQueue } from '../../../domain/operations';
 import { settleAll } from '../../../domain/settle';
 import type { Activities, FirstChangeMade, LockAttempt } from '../../../activities';
-import type { FirstChangeFor } from '../../../domain/legacy-v18-checks';
 import type { TableRecord } from '../../../domain/table';
 import type { TableName } from '../../../domain/names';
 import type { TableState } from '../../../domain/states';
 import type { CallScope, ShardChange, ShardRef } from '../../../domain/contracts';
 import { takes } from './patches';
+import { describeFirstChange, describeShardChange, describeTransition, nodesOf, shardsOf, type FirstChange } from './describe';
+export type { FirstChange } from './describe';
 
 /** Transient faults are retried with backoff (bounded by the worker); domain failures come back non-retryable. */
 const RETRY = { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' } as const;
@@ -91,21 +92,6 @@ const shardsOnNode = (node: string, summary: string) =>
     taskQueue: storageQueue(workflowInfo().taskQueue, node),
     summary,
   }).changeShardsOnNode;
-
-/** What a change does to shards, as a person reads it in the web UI: "move shards 0, 2 of table 12 to trash on node-1". */
-export function describeShardChange(change: ShardChange, tableId: number, shards: readonly number[], node: string): string {
-  const listed = shards.length <= 8 ? shards.join(', ') : `${shards.slice(0, 8).join(', ')} and ${shards.length - 8} more`;
-  const which = `${shards.length === 1 ? 'shard' : 'shards'} ${listed} of table ${tableId}`;
-  const doing = {
-    createShard: `create ${which}`,
-    dropShard: `drop ${which}`,
-    markGarbage: `mark ${which} as garbage`,
-    unmarkGarbage: `take back the garbage mark of ${which}`,
-    deleteGarbage: `delete ${which} (purge)`,
-    moveShard: change.method === 'moveShard' ? (change.to === 'trash' ? `move ${which} to trash` : `move ${which} back from trash`) : '',
-  }[change.method];
-  return `${doing} on ${node}`;
-}
 
 type Args<F> = F extends (input: infer I) => unknown ? Omit<I, keyof CallScope> : never;
 
@@ -454,17 +440,6 @@ function notCancelled(): void {
   if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
 }
 
-/** The first step's change that an undelete's or a purge's lock attempt makes too (since v18): what for, and which. */
-export interface FirstChange {
-  for: FirstChangeFor;
-  change: ShardChange;
-  then?: ShardChange;
-}
-
-function describeFirstChange(first: FirstChange): string {
-  return first.for.op === 'undelete' ? 'RESTORING, shards back from the trash' : 'PURGING, shards marked garbage, deleted, PURGED';
-}
-
 /** A step's state change to be made with its first shard call, and the table once it is. */
 interface StateChangeAhead {
   args: Args<Activities['transition']>;
@@ -487,20 +462,5 @@ interface AlongTheShards {
   /** No shard of the step was made ahead (by a lock attempt's call, or an earlier step's `then`): its calls make it whole. */
   whole: boolean;
 }
-
-/** A transition as the web UI shows it: "table 12: READY to TRASHING". */
-function describeTransition(args: { tableId: number; from: readonly TableState[]; to: TableState; rename?: TableName }): string {
-  const renamed = args.rename ? ` as ${args.rename.namespace}.${args.rename.name}` : '';
-  return `table ${args.tableId}: ${args.from.join(' or ')} to ${args.to}${renamed}`;
-}
-
-/** The shards grouped by the node that holds them, in placement order. */
-function nodesOf(shards: readonly ShardRef[]): Array<[node: string, shards: ShardRef[]]> {
-  const byNode = new Map<string, ShardRef[]>();
-  for (const shard of shards) byNode.set(shard.node, [...(byNode.get(shard.node) ?? []), shard]);
-  return [...byNode];
-}
-
-const shardsOf = (table: TableRecord): ShardRef[] => table.placement.map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
 
 export type OperationCalls = ReturnType<typeof operationCalls>;
