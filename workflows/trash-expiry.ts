@@ -1,23 +1,13 @@
-import {
-  CancellationScope,
-  condition,
-  allHandlersFinished,
-  continueAsNew,
-  ContinueAsNew,
-  log,
-  setHandler,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
-import { type PurgeInput, type TrashInput } from '../domain/operations';
-import { DEFAULT_EXPIRY_RETRY, pauseAfter } from '../domain/backoff';
+import { CancellationScope, condition, allHandlersFinished, ContinueAsNew, log, setHandler } from '@temporalio/workflow';
+import type { PurgeInput, TrashInput } from '../domain/operations';
+import { DEFAULT_EXPIRY_RETRY } from '../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
 import { notTrashedYet, trashEnded } from '../domain/refusals';
 import { asFailure, domainFailure } from './failures';
-import type { Waiting } from './wait-turn';
+import { pauseOrStartOver, type Waiting } from './wait-turn';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 
 type Ending = 'restored' | 'purged';
@@ -215,12 +205,11 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
     }
     const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return 'done';
-    const bounded = attempt + 1 >= pace.attemptsPerRun || workflowInfo().continueAsNewSuggested;
-    if (bounded) {
-      log.info('purge on expiry still failing; continuing as new to keep the history short', { tableId, attempt });
-      await continueAsNew<(input: TrashInput) => Promise<TrashTimerState>>(rearmed);
-    }
-    await sleep(pauseAfter(pace, attempt + 1), { summary: `try again to purge table ${tableId} (try ${attempt + 2})` });
+    await pauseOrStartOver(pace, attempt + 1, rearmed, {
+      why: 'purge on expiry still failing; continuing as new to keep the history short',
+      about: { tableId, attempt },
+      summary: `try again to purge table ${tableId} (try ${attempt + 2})`,
+    });
   }
 }
 

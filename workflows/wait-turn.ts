@@ -1,5 +1,5 @@
 import { continueAsNew, log, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
-import { DEFAULT_LOCK_WAIT, pauseAfter, type LockWaitPolicy } from '../domain/backoff';
+import { DEFAULT_LOCK_WAIT, pauseAfter, type Backoff, type LockWaitPolicy } from '../domain/backoff';
 import { reportLockWait } from './observe';
 
 /** How a run waits its turn, and the input it starts over with when the wait outgrows one run's history. */
@@ -36,10 +36,28 @@ export async function untilFree<T>(
       log.info('waiting for another operation to finish', { what, holder });
       setCurrentDetails(`waiting for ${what}, held by ${holder}`);
     }
-    if (tries >= policy.attemptsPerRun || workflowInfo().continueAsNewSuggested) {
-      log.info('still waiting; continuing as new to keep the history short', { what, holder, tries });
-      await continueAsNew(waiting.input);
-    }
-    await sleep(pauseAfter(policy, tries), { summary: `wait for ${what}, held by ${holder} (try ${tries})` });
+    await pauseOrStartOver(policy, tries, waiting.input, {
+      why: 'still waiting; continuing as new to keep the history short',
+      about: { what, holder, tries },
+      summary: `wait for ${what}, held by ${holder} (try ${tries})`,
+    });
   }
+}
+
+/**
+ * Between two tries of something a run repeats until it works (a lock another holds, a purge at expiry that fails): the
+ * pause `policy` sets after the `tries`-th, on a durable timer; or, once the run has made its share of tries (or the
+ * server suggests it), a new run with `input`, so that no run's history outgrows its bound however long it takes.
+ */
+export async function pauseOrStartOver(
+  policy: Backoff,
+  tries: number,
+  input: unknown,
+  say: { why: string; about: Record<string, unknown>; summary: string },
+): Promise<void> {
+  if (tries >= policy.attemptsPerRun || workflowInfo().continueAsNewSuggested) {
+    log.info(say.why, say.about);
+    await continueAsNew(input);
+  }
+  await sleep(pauseAfter(policy, tries), { summary: say.summary });
 }
