@@ -116,10 +116,11 @@ export interface ShardsHereDeps extends FailureMappingOptions {
 }
 
 /**
- * A step's change on every shard of a table, as a local activity of the orchestrating worker, in the workflow task
- * that asks for it: the shards of the nodes this worker serves itself are changed here, with no round trip through
- * the server; the others are left to their nodes' queues, which the answer names. The workflow awaits it where a
- * cancel cannot reach it (workflows/activities.ts), so it is never abandoned while it still renames files.
+ * A step's change on every shard of a table, made by the orchestrating worker in the workflow task that asks for it (the
+ * executor's call, activities/steps-here.ts; and v18's `changeShardsHere` local activity): the shards of the nodes this
+ * worker serves itself are changed here, with no round trip through the server; the others are left to their nodes'
+ * queues, which the answer names. The workflow awaits the call where a cancel cannot reach it (workflows/execute.ts), so
+ * it is never abandoned while it still renames files.
  *
  * Fenced like every storage change, and journaled under the call's step once done: a workflow task lost after it
  * ran (its answer never reached the history) makes the same call again, maybe on another worker and after the

@@ -21,7 +21,7 @@ import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 let step: string | undefined;
 /** The run's operation has had its outcome counted (a trash counts it when its caller is answered). */
 let reported = false;
-/** The run took back what it had begun (runSteps's compensation ran to its end). */
+/** The run took back what it had begun (the executor's compensation ran to its end). */
 let compensated = false;
 
 /** The step begins: the UI and the logs say so. */
