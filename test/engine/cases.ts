@@ -63,7 +63,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'create',
     slug: 'create',
-    operation: create as Operation<never>,
+    operation: create,
     shards: 3,
     given: 'nothing',
     workflowId: (engine, { name }) => engine.workflowIdOf('create', name),
@@ -75,7 +75,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'undelete',
     slug: 'undelete',
-    operation: undelete as Operation<never>,
+    operation: undelete,
     shards: 3,
     given: 'TRASHED',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('undelete', tableId!),
@@ -86,7 +86,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'purge',
     slug: 'purge',
-    operation: purge as Operation<never>,
+    operation: purge,
     shards: 3,
     given: 'TRASHED',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('purge', tableId!),
@@ -99,7 +99,7 @@ export const OPERATIONS: readonly OperationCase[] = [
     // More shards than one call changes: its marks take two calls, the deletes join the second and end in a third.
     title: 'purge of 17 shards',
     slug: 'purge17',
-    operation: purge as Operation<never>,
+    operation: purge,
     shards: 17,
     given: 'TRASHED',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('purge', tableId!),
@@ -111,7 +111,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'rename',
     slug: 'rename',
-    operation: rename as Operation<never>,
+    operation: rename,
     shards: 3,
     given: 'READY',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('rename', tableId!),
@@ -122,7 +122,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'hold',
     slug: 'hold',
-    operation: hold as Operation<never>,
+    operation: hold,
     shards: 3,
     given: 'READY',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('hold', tableId!),
@@ -133,7 +133,7 @@ export const OPERATIONS: readonly OperationCase[] = [
   {
     title: 'trash',
     slug: 'trash',
-    operation: trash as Operation<never>,
+    operation: trash,
     shards: 3,
     given: 'READY',
     workflowId: (engine, _subject, tableId) => engine.workflowIdOf('trash', tableId!),

@@ -28,8 +28,9 @@ import { quietBundlerLogger } from '../support/quiet-bundler';
 import { filesUnder } from '../support/temp-root';
 import { LOSE_TASK } from './lost-task-mark';
 
-// Failures are what these tests provoke (and a lost workflow task is logged as a warning): only errors are worth showing.
-Runtime.install({ logger: new DefaultLogger('ERROR') });
+// Failures are what these tests provoke (and the SDK's core warns of each workflow task they lose): only errors are
+// worth showing.
+Runtime.install({ logger: new DefaultLogger('ERROR'), telemetryOptions: { logging: { filter: { core: 'ERROR', other: 'ERROR' } } } });
 
 /** What the engine does to one run of an operation, at one of its parts or calls. */
 export type Disturbance =
@@ -70,8 +71,11 @@ const SHARD_CHANGES = new Set(['createShard', 'dropShard', 'moveShard', 'markGar
 /** Where the trash run of a table is: waiting out its expiry, ended (or never started) otherwise, or ended how. */
 export type TrashRunLook = 'waiting' | 'ended' | NonNullable<TrashTimerState['ended']>;
 
-/** How long a workflow task lasts for a run the engine cancels: the SDK hands a task on at 80 % of it, inside a call. */
-const CANCELLED_RUN_TASK_MS = 1000;
+/**
+ * How long a workflow task lasts for a run the engine cancels: the SDK hands a task on at 80 % of it, inside a call,
+ * and the next task brings the cancel request. (1 s made the tasks of a loaded machine time out now and then.)
+ */
+const CANCELLED_RUN_TASK_MS = 2000;
 
 const PROJECT_STATE_DIR = path.resolve(__dirname, '../../.tablefate');
 
@@ -291,9 +295,11 @@ export class Engine {
   }
 
   /**
-   * Requests a cancel of the run, and waits until its workflow has taken the request: a workflow task that carries it
-   * has completed. The part asking waits meanwhile, so the request is taken inside the call under way (the SDK hands
-   * the task on while a local activity runs: CANCELLED_RUN_TASK_MS), and the run acts on it as soon as the call ends.
+   * Requests a cancel of the run, and waits until a workflow task that carries the request has started: the worker has
+   * it, and hands the request to the workflow before the answer of the call under way (or with it: the cancel is taken
+   * before the run goes on either way). The part asking waits meanwhile, so the request is taken inside the call under
+   * way (the SDK hands the task on while a local activity runs: CANCELLED_RUN_TASK_MS), and the run acts on it as soon as
+   * the call ends.
    */
   private async cancelTaken(workflowId: string): Promise<void> {
     const handle = this.temporal.workflow.getHandle(workflowId);
@@ -302,7 +308,7 @@ export class Engine {
     for (;;) {
       const events = (await handle.fetchHistory()).events ?? [];
       const requested = events.findIndex((event) => event.workflowExecutionCancelRequestedEventAttributes);
-      if (requested >= 0 && events.slice(requested).some((event) => event.workflowTaskCompletedEventAttributes)) return;
+      if (requested >= 0 && events.slice(requested).some((event) => event.workflowTaskStartedEventAttributes)) return;
       if (Date.now() > deadline) throw new Error(`the workflow of ${workflowId} did not take its cancel request within 30 s`);
       await sleep(50);
     }

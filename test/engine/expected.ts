@@ -82,7 +82,9 @@ export function outcomeOf(run: Run): string {
 /** Checks the table of `run` looks as `look` says, and that no lock is left on it or its names. */
 export async function expectLook(engine: Engine, run: Run, look: Look): Promise<void> {
   const record = run.tableId === undefined ? undefined : await engine.catalog.getTable(run.tableId);
-  expect({ state: [look.state].flat() }).toEqual({ state: expect.arrayContaining([record?.state ?? 'none']) });
+  const state = record?.state ?? 'none';
+  const states: ReadonlyArray<string> = [look.state].flat();
+  expect({ state }).toEqual({ state: states.includes(state) ? state : states.join(' or ') });
   if (record) {
     if (look.area !== undefined) expect({ files: await engine.filesOf(record.id) }).toEqual({ files: engine.filesIn(record, look.area) });
     if (look.name) expect({ name: textOf(record) }).toEqual({ name: textOf(look.name === 'new' ? run.subject.newName : run.subject.name) });
@@ -105,14 +107,21 @@ export async function expectUndisturbed(engine: Engine, op: OperationCase, run: 
   expect(new Set(run.driver).size).toBe(run.driver.length);
 }
 
+/** A run as a failure shows it: how it ended, and each part it made (`!` injected, `+` made again), call by call. */
+export function described(run: Run): string {
+  const parts = run.parts.map((made) => `${made.injected ? '!' : ''}${made.repeat ? '+' : ''}${keyOf(made)}`);
+  return `run ${run.workflowId} ended ${outcomeOf(run)}; its parts: ${parts.join(' ')}`;
+}
+
 /**
  * Runs `check` for each item, `concurrency` at a time, and fails once all have run if any did, naming each that failed
- * (a table of cases inside one test: every case is tried, and every failure shown).
+ * (a table of cases inside one test: every case is tried, and every failure shown). `check` hands over the run it made
+ * (`show`), which a failure describes.
  */
 export async function eachCase<T>(
   items: readonly T[],
   label: (item: T, index: number) => string,
-  check: (item: T, index: number) => Promise<void>,
+  check: (item: T, index: number, show: (run: Run) => void) => Promise<void>,
   concurrency = 1,
 ): Promise<void> {
   const failures: string[] = [];
@@ -120,10 +129,12 @@ export async function eachCase<T>(
   const worker = async () => {
     while (next < items.length) {
       const index = next++;
+      let run: Run | undefined;
       try {
-        await check(items[index]!, index);
+        await check(items[index]!, index, (made) => (run = made));
       } catch (err) {
-        failures.push(`${label(items[index]!, index)}:\n${err instanceof Error ? err.message : String(err)}`);
+        const shown = run ? `\n(${described(run)})` : '';
+        failures.push(`${label(items[index]!, index)}:${shown}\n${err instanceof Error ? err.message : String(err)}`);
       }
     }
   };

@@ -31,8 +31,9 @@ describe.each(OPERATIONS)('$title', (op) => {
     await eachCase(
       plain.parts,
       ({ part, call }) => `a failure at ${part} (call ${call})`,
-      async ({ part }, at) => {
+      async ({ part }, at, show) => {
         const run = await runCase(engine, op, `fail${at}`, { kind: 'fail', at });
+        show(run);
         const failed = run.parts.findIndex((made) => made.injected === 'failure');
         // Forward as undisturbed up to the part that failed; then the undos of what was begun, and nothing else.
         expect(namesOf(run.parts.slice(0, failed + 1))).toEqual(namesOf(plain.parts.slice(0, at + 1)));
