@@ -168,8 +168,8 @@ class RunHere {
         if ('refuse' in readiness) return this.answer({ kind: 'failed', type: readiness.refuse.type, message: readiness.refuse.message });
         if ('waitMs' in readiness) return this.answer({ kind: 'wait', ms: readiness.waitMs, why: readiness.why });
       }
-      // From a point of no return on, nothing before it is taken back.
-      if (fresh && step.pointOfNoReturn) this.progress.begun = [];
+      // From a point of no return on, nothing before it is taken back, and the run only goes forward.
+      if (fresh && step.pointOfNoReturn) Object.assign(this.progress, { begun: [], forwardOnly: true });
       if (!this.progress.changed) {
         const change = step.change === undefined ? undefined : valueOf(step.change, this.context());
         if (change) {

@@ -139,7 +139,10 @@ export interface Progress {
   shardsDone: number[];
   /** The steps begun that have an undo, first to last; a point of no return empties it. */
   begun: number[];
-  /** An earlier run crossed the point of no return (a check said `forward`): the steps go on, nothing is undone. */
+  /**
+   * The operation is past its point of no return (crossed by this run, or by an earlier one: a check said `forward`): the
+   * steps go on to the end, a cancel is not taken, and nothing is undone.
+   */
   forwardOnly: boolean;
   /** Taking back: the shards of the last begun step whose undo is made. */
   undoneShards: number[];

@@ -140,7 +140,10 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   /** Forward through the steps until the operation ends. */
   const forward = async (): Promise<TableRecord> => {
     for (;;) {
-      if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('the operation was cancelled');
+      // (Past the point of no return a cancel is not taken: the operation goes on to its end, as it would after a crash.)
+      if (!progress.forwardOnly && CancellationScope.current().consideredCancelled) {
+        throw new CancelledFailure('the operation was cancelled');
+      }
       const answer = await untilFree(
         `the lock of ${operation.name}'s table`,
         () => call('forward'),
@@ -162,7 +165,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
           setCurrentDetails('');
           break;
         case 'elsewhere':
-          await onTheirNodes(outcome.change, outcome.shards, 'forward');
+          await forwardOnlyPast(progress, () => onTheirNodes(outcome.change, outcome.shards, 'forward'));
           break;
         case 'busy':
         case 'goOn':
@@ -223,6 +226,11 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
     /** How many shards step `name` has changed so far, of how many. */
     shardsOf: (name: string) => shards.get(name) ?? { done: 0, total: 0 },
   };
+}
+
+/** Runs `fn` where a cancel cannot reach it once the operation is past its point of no return. */
+function forwardOnlyPast<T>(progress: Progress, fn: () => Promise<T>): Promise<T> {
+  return progress.forwardOnly ? CancellationScope.nonCancellable(fn) : fn();
 }
 
 /** An operation's workflow: its steps, run. */
