@@ -129,16 +129,7 @@ function valueOf<T>(result: StepResult<T>): T {
 
 // ---- The shapes of step that repeat from one operation to the next ----
 
-/** The changes a step makes on every shard of a table, named for what they do. */
-export const SHARDS = {
-  create: { method: 'createShard' },
-  drop: { method: 'dropShard' },
-  toTrash: { method: 'moveShard', from: 'live', to: 'trash' },
-  backFromTrash: { method: 'moveShard', from: 'trash', to: 'live' },
-  markGarbage: { method: 'markGarbage' },
-  unmarkGarbage: { method: 'unmarkGarbage' },
-  deleteGarbage: { method: 'deleteGarbage' },
-} as const satisfies Record<string, ShardChange>;
+export { SHARDS } from '../../../domain/steps';
 
 /** What a step hands the next: the table itself, or a record that carries it (an undelete's carries its trash too). */
 type Carrying = TableRecord | { table: TableRecord };
