@@ -1,34 +1,14 @@
 import { OPERATIONS, runCase } from './cases';
-import { Engine } from './engine';
-import {
-  begunAt,
-  eachCase,
-  expectLook,
-  expectUndisturbed,
-  namesOf,
-  outcomeOf,
-  pastNoReturn,
-  shardsPerCallOf,
-  takingBack,
-} from './expected';
+import { begunAt, eachCase, expectLook, namesOf, outcomeOf, pastNoReturn, shardsPerCallOf, takingBack, forEachOperation } from './expected';
 
 // A cancel requested at each part of each operation. A call of the executor runs where a cancel cannot reach it, and
 // the run takes the cancel before its next call: so the cancel is taken at the end of the call under way, and what the
 // run has begun by then is taken back, the last first. A cancel that lands in the run's last call comes too late (the
 // operation is done), and one past a purge's point of no return lets the purge finish.
 
-let engine: Engine;
-beforeAll(async () => {
-  engine = await Engine.start();
-});
-afterAll(async () => {
-  await engine?.close();
-});
-
-describe.each(OPERATIONS)('$title', (op) => {
-  test('a cancel requested at each part is taken when its call ends: what was begun is taken back, the last first', async () => {
-    const plain = await runCase(engine, op, 'plain', { kind: 'none' });
-    await expectUndisturbed(engine, op, plain);
+const engineOfFile = forEachOperation(
+  'a cancel requested at each part is taken when its call ends: what was begun is taken back, the last first',
+  async (engine, op, plain) => {
     await eachCase(
       plain.parts,
       ({ part, call }) => `a cancel at ${part} (call ${call})`,
@@ -55,20 +35,20 @@ describe.each(OPERATIONS)('$title', (op) => {
       },
       4,
     );
-  });
-});
+  },
+);
 
 // The case of the table above, on its own: a cancel that lands in the call where a purge of more shards than one call
 // changes crosses its point of no return (the second of three: the last marks, then the first deletes).
 test('a purge cancelled in the call that crosses its point of no return finishes: PURGED, no file left, its trash run ended', async () => {
   const op = OPERATIONS.find((o) => o.slug === 'purge17')!;
-  const plain = await runCase(engine, op, 'noreturn_plain', { kind: 'none' });
+  const plain = await runCase(engineOfFile(), op, 'noreturn_plain', { kind: 'none' });
   const crossing = plain.parts.findIndex((made) => pastNoReturn(op.operation, made.part));
   const firstOfThatCall = plain.parts.findIndex((made) => made.call === plain.parts[crossing]!.call);
-  const run = await runCase(engine, op, 'noreturn', { kind: 'cancel', at: firstOfThatCall });
-  expect({ outcome: outcomeOf(run), state: (await engine.catalog.getTable(run.tableId!))?.state }).toEqual({
+  const run = await runCase(engineOfFile(), op, 'noreturn', { kind: 'cancel', at: firstOfThatCall });
+  expect({ outcome: outcomeOf(run), state: (await engineOfFile().catalog.getTable(run.tableId!))?.state }).toEqual({
     outcome: 'PURGED',
     state: 'PURGED',
   });
-  await expectLook(engine, run, op.after);
+  await expectLook(engineOfFile(), run, op.after);
 });

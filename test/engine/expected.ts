@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Operation } from '../../domain/steps';
-import type { Look, OperationCase, Run } from './cases';
-import { keyOf, textOf, type Engine, type PartMade } from './engine';
+import { OPERATIONS, runCase, type Look, type OperationCase, type Run } from './cases';
+import { Engine, keyOf, textOf, type PartMade } from './engine';
 
 /*
  * What a run must have made, derived from the operation's step list (domain/steps.ts) the way the executor's rules
@@ -140,4 +140,26 @@ export async function eachCase<T>(
   };
   await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
   if (failures.length > 0) throw new Error(`${failures.length} of ${items.length} cases failed\n\n${failures.join('\n\n')}`);
+}
+
+/**
+ * The frame of an engine test file: one Engine for the file, and `title` tested on every operation, after its
+ * undisturbed run (`plain`) has been checked. Answers the file's engine, for a test of its own beside these.
+ */
+export function forEachOperation(title: string, body: (engine: Engine, op: OperationCase, plain: Run) => Promise<void>): () => Engine {
+  let engine: Engine;
+  beforeAll(async () => {
+    engine = await Engine.start();
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+  describe.each(OPERATIONS)('$title', (op) => {
+    test(title, async () => {
+      const plain = await runCase(engine, op, 'plain', { kind: 'none' });
+      await expectUndisturbed(engine, op, plain);
+      await body(engine, op, plain);
+    });
+  });
+  return () => engine;
 }

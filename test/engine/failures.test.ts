@@ -1,33 +1,13 @@
-import { OPERATIONS, runCase } from './cases';
-import { Engine } from './engine';
-import {
-  begunAt,
-  eachCase,
-  expectLook,
-  expectUndisturbed,
-  namesOf,
-  outcomeOf,
-  pastNoReturn,
-  shardsPerCallOf,
-  takingBack,
-} from './expected';
+import { runCase } from './cases';
+import { begunAt, eachCase, expectLook, namesOf, outcomeOf, pastNoReturn, shardsPerCallOf, takingBack, forEachOperation } from './expected';
 
 // A failure for good at each part of each operation (the part throws a non-retryable failure, as a refused change or a
 // storage fault does): the run takes back exactly the steps it began, the last first, and the table is as it was before.
 // Past a point of no return nothing is taken back: the table stays in its transitional state, and the next run finishes.
 
-let engine: Engine;
-beforeAll(async () => {
-  engine = await Engine.start();
-});
-afterAll(async () => {
-  await engine?.close();
-});
-
-describe.each(OPERATIONS)('$title', (op) => {
-  test('a failure at each part takes back exactly the steps begun, the last first, and leaves the table as it was', async () => {
-    const plain = await runCase(engine, op, 'plain', { kind: 'none' });
-    await expectUndisturbed(engine, op, plain);
+forEachOperation(
+  'a failure at each part takes back exactly the steps begun, the last first, and leaves the table as it was',
+  async (engine, op, plain) => {
     await eachCase(
       plain.parts,
       ({ part, call }) => `a failure at ${part} (call ${call})`,
@@ -51,5 +31,5 @@ describe.each(OPERATIONS)('$title', (op) => {
         await expectLook(engine, run, op.after);
       },
     );
-  });
-});
+  },
+);
