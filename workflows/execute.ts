@@ -78,7 +78,6 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   let progress = startOf(Date.now());
   const notes: string[] = [];
   const waiting = options.waiting ?? { policy: input.lockWait, input };
-  const shards = new Map<string, { done: number; total: number }>();
 
   /** One call to the worker, from where the run stands. */
   const call = async (direction: StepsCall['direction']): Promise<StepsAnswer> => {
@@ -108,14 +107,6 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
       const index = progress.begun.at(-1);
       if (index !== undefined) undoingStep(operation.steps[index]!.name);
       return;
-    }
-    if (table) {
-      // Every step before the current one has changed all its shards.
-      operation.steps.forEach((step, index) => {
-        if (!step.shards || index > progress.step) return;
-        const done = index < progress.step ? table.placement.length : progress.shardsDone.length;
-        shards.set(step.name, { done, total: table.placement.length });
-      });
     }
     const step = operation.steps[progress.step];
     if (step?.shards && table) stepProgress(step.name, progress.shardsDone.length, table.placement.length);
@@ -223,8 +214,13 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
       const info = toTableInfo(await table());
       return notes.length > 0 ? { ...info, notes: [...notes] } : info;
     },
-    /** How many shards step `name` has changed so far, of how many. */
-    shardsOf: (name: string) => shards.get(name) ?? { done: 0, total: 0 },
+    /** How many shards step `name` has changed so far, of how many (every one, once the run is past the step). */
+    shardsOf: (name: string): { done: number; total: number } => {
+      const index = operation.steps.findIndex((step) => step.name === name);
+      const total = (progress.table ?? progress.checked)?.placement.length ?? 0;
+      if (index < 0 || index > progress.step) return { done: 0, total };
+      return { done: index < progress.step ? total : progress.shardsDone.length, total };
+    },
   };
 }
 
