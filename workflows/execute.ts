@@ -14,7 +14,7 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ShardChange, ShardRef } from '../domain/contracts';
-import { storageQueue, type OperationScope } from '../domain/operations';
+import { lockFor, storageQueue, type OperationScope } from '../domain/operations';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { settleAll } from '../domain/settle';
 import { madeElsewhere, startOf, type Operation, type Progress, type StepsAnswer, type StepsCall } from '../domain/steps';
@@ -136,7 +136,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
         throw new CancelledFailure('the operation was cancelled');
       }
       const answer = await untilFree(
-        `the lock of ${operation.name}'s table`,
+        operation.lockTable ? `lock ${lockFor.table(operation.lockTable(input))}` : `the locks of this ${operation.name}`,
         () => call('forward'),
         ({ outcome }) => (outcome.kind === 'busy' ? outcome.holder : undefined),
         waiting,
