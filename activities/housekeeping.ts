@@ -3,6 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseTables, type Finding, type LockFact, type RecordedShardTables, type SetOnDisk } from '../domain/health';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
+import { trashTimersQuery } from '../domain/operation-runs';
 import type { TableRecord } from '../domain/table';
 import type { SetListing } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
@@ -104,7 +105,10 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       const retentionOf: Record<number, number> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
-        const asked = await askedRetention(OPERATIONS.trash.workflowId(f.table.id, catalog.id));
+        // (A drop a v19 client started ran as its table's trash run.)
+        const asked =
+          (await askedRetention(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
+          (await askedRetention(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
         if (asked !== undefined) retentionOf[f.table.id] = asked;
       }
       return { findings, omitted, skippedNodes: [], retentionOf, nodes: [...deps.nodes] };
@@ -127,7 +131,7 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
  */
 async function runningTrashTimers(taskQueue: string, catalogId: string): Promise<Set<number>> {
   const running = new Set<number>();
-  const query = `WorkflowType = '${OPERATIONS.trash.workflowType}' AND ExecutionStatus = 'Running' AND TaskQueue = '${taskQueue}'`;
+  const query = trashTimersQuery(taskQueue);
   for await (const run of Context.current().client.workflow.list({ query })) {
     const match = /^trash:([0-9]+)(?:@(.+))?$/.exec(run.workflowId);
     if (match && (match[2] === undefined || match[2] === catalogId)) running.add(Number(match[1]));

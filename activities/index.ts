@@ -4,8 +4,9 @@ import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import { OPERATIONS, workflowIdFor } from '../domain/operations';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { endTimerSignal, evictSignal, trashChangedSignal } from '../domain/contracts';
+import { ApplicationFailure } from '@temporalio/common';
+import { evictSignal } from '../domain/contracts';
+import type { Backoff, LockWaitPolicy } from '../domain/backoff';
 import { defaultSettings, trashPolicy, type SettingKey, type SettingRow, type SettingValue, type TrashPolicy } from '../domain/settings';
 import type { Lease } from '../domain/leases';
 import type { LeaseRequest } from '../catalog/catalog';
@@ -16,8 +17,10 @@ import { callChecks, ownerClosedOnServer, type CallScope, type LockAttempt } fro
 import { createStepsHere, type OperationRegistry, type StepParts } from './steps-here';
 import { legacyV18Activities } from './legacy-v18';
 import { createShardsHereActivity, type StorageActivities } from './storage';
+import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type EndTrashTimer } from './trash-runs';
 
 export type { CallScope, LockAttempt } from './scope';
+export type { EndTrashTimer } from './trash-runs';
 export type { FirstChangeMade, FirstChangeFor } from './legacy-v18';
 export type { OperationRegistry, StepParts } from './steps-here';
 export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
@@ -120,10 +123,10 @@ export function createActivities(deps: ActivityDeps) {
       );
     },
 
-    /** Tells the trash run of a trash that its timer has nothing left to do (see signalEndOfTimer). */
+    /** Tells the expiry of a trash that it has nothing left to do (activities/trash-runs.ts). */
     async endTrashTimer(input: CallScope & EndTrashTimer & { tableId: number }): Promise<boolean> {
       inScope(input);
-      return signalEndOfTimer(input.tableId, input, input.catalogId);
+      return endTrashTimer(input.tableId, input, input.catalogId);
     },
 
     async getTable(input: CallScope & { tableId: number }): Promise<TableRecord | null> {
@@ -147,7 +150,7 @@ export function createActivities(deps: ActivityDeps) {
     ): Promise<TableRecord> {
       const { tableId, from, to, now, rename, expectName } = input;
       const table = await change(input, { tableId, from, to, now, rename, expectName });
-      if (input.endTrashTimer && !(await signalEndOfTimer(tableId, input.endTrashTimer, input.catalogId))) {
+      if (input.endTrashTimer && !(await endTrashTimer(tableId, input.endTrashTimer, input.catalogId))) {
         Context.current().log.info('no trash timer to end', { tableId });
       }
       return table;
@@ -276,22 +279,34 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Tells the trash run of table `tableId` to read its table again (a lease or a hold released), if the table is in
-     * one of `states` (all, when absent). A run that is not there needs no telling: false.
+     * Tells the runs waiting on table `tableId` to read it again (a lease or a hold released), if the table is in one of
+     * `states` (any, when absent). A run that is not there needs no telling: false.
      */
     async wakeTrash(input: CallScope & { tableId: number; states?: TableState[] }): Promise<boolean> {
       inScope(input);
-      if (input.states) {
-        const table = await catalog.getTable(input.tableId);
-        if (!table || !input.states.includes(table.state)) return false;
-      }
-      try {
-        await Context.current().client.workflow.getHandle(workflowIdFor.trash(input.tableId, input.catalogId)).signal(trashChangedSignal);
-        return true;
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return false;
-        throw err;
-      }
+      const table = await catalog.getTable(input.tableId);
+      if (!table || (input.states && !input.states.includes(table.state))) return false;
+      return wakeTrashRuns(table, input.catalogId);
+    },
+
+    /** Starts the expiry run of the trash just made (activities/trash-runs.ts). */
+    async startTrashExpiry(
+      input: CallScope & { tableId: number; droppedAt: number; lockWait?: LockWaitPolicy; expiryRetry?: Backoff; requestEviction: boolean },
+    ): Promise<'started' | 'running'> {
+      inScope(input);
+      const { tableId, droppedAt, lockWait, expiryRetry, requestEviction, catalogId } = input;
+      const table = await catalog.getTable(tableId);
+      if (!table) throw ApplicationFailure.nonRetryable(`table ${tableId} is not in the catalog`, 'TableNotFound');
+      return startTrashExpiry({
+        tableId,
+        droppedAt,
+        ...(catalogId !== undefined ? { catalogId } : {}),
+        ...(lockWait ? { lockWait } : {}),
+        ...(expiryRetry ? { expiryRetry } : {}),
+        ...(requestEviction ? { requestEviction: true } : {}),
+        table,
+        taskQueue: Context.current().info.taskQueue,
+      });
     },
 
     /** Starts the trash's space cap (evictTrash), or wakes it if it runs: it looks at the trash again once it can. */
@@ -366,25 +381,3 @@ export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
-/** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
-export interface EndTrashTimer {
-  reason: 'restored' | 'purged';
-  droppedAt: number;
-}
-
-/**
- * Tells the trash run of the trash at `droppedAt` that its timer has nothing left to do. Sent from a local activity, in
- * the workflow task of the operation's last step, rather than as the workflow's own signal command, whose delivery the
- * operation would wait for in one more workflow task. False when the run has ended already (nothing to tell).
- */
-async function signalEndOfTimer(tableId: number, end: EndTrashTimer, catalogId: string | undefined): Promise<boolean> {
-  try {
-    await Context.current()
-      .client.workflow.getHandle(workflowIdFor.trash(tableId, catalogId))
-      .signal(endTimerSignal, end.reason, end.droppedAt);
-    return true;
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
-  }
-}

@@ -39,6 +39,8 @@ export async function cancel(ctx: ClientContext, request: CancelRequest, opts: W
       throw err;
     }
     const operation = run.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableOp);
+    const expiryOf = run.type === OPERATIONS.expiry.workflowType ? run.typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableId) : undefined;
+    if (expiryOf !== undefined) await refuseTrashTimer(ctx, workflowId, expiryOf, true);
     if (operation === undefined) {
       throw new InvalidInputError(`${workflowId} is a ${run.type} run, not a table operation: cancel takes an id \`tablefate ops\` lists`);
     }
@@ -49,7 +51,9 @@ export async function cancel(ctx: ClientContext, request: CancelRequest, opts: W
         `${workflowId} (${what}) is not running: it ended ${run.status.name} at ${run.closeTime?.toISOString() ?? '?'}; nothing to cancel`,
       );
     }
-    if (operation === OPERATIONS.trash.name && tableId !== undefined) await refuseTrashTimer(ctx, workflowId, tableId);
+    // (A trash run as v19 made it, at its table's expiry id, is also that trash's expiry once the table is in the trash.)
+    const v19TrashRun = operation === OPERATIONS.trash.name && tableId !== undefined && workflowId === OPERATIONS.expiry.workflowId(tableId, ctx.catalog.id);
+    if (v19TrashRun) await refuseTrashTimer(ctx, workflowId, tableId);
     const handle = ctx.client.workflow.getHandle(workflowId, run.runId);
     await handle.cancel();
     started();
@@ -62,7 +66,7 @@ export async function cancel(ctx: ClientContext, request: CancelRequest, opts: W
       const result = ctx.client.connection
         .withAbortSignal(waiting.signal, () => handle.result())
         .catch((err: unknown) => (failure = err instanceof Error ? err : new Error(String(err))));
-      // A trash that committed between the look above and the cancel is its table's expiry timer now, which ignores it.
+      // A trash that committed between the look above and the cancel is done: the cancel came too late.
       if (operation === OPERATIONS.trash.name && tableId !== undefined)
         await untilClosedOrTrashed(ctx, result, workflowId, tableId, signal);
       await result;
@@ -101,8 +105,8 @@ async function untilClosedOrTrashed(
     const table = await ctx.catalog.getTable(tableId);
     if (table && (table.state === 'TRASHED' || table.state === 'PURGING' || table.state === 'PURGED')) {
       throw new WrongStateError(
-        `${workflowId} finished before the cancel reached it: table ${tableId} is ${table.state}, and its run, the timer ` +
-          `that keeps its data until it expires, ignores the cancel. To bring the table back: \`tablefate recall ${tableId}\``,
+        `${workflowId} finished before the cancel reached it: table ${tableId} is ${table.state}, and its expiry keeps its ` +
+          `data until then. To bring the table back: \`tablefate recall ${tableId}\``,
       );
     }
     await Promise.race([settled, new Promise((resolve) => setTimeout(resolve, 500))]);
@@ -110,12 +114,16 @@ async function untilClosedOrTrashed(
 }
 
 /**
- * A trash whose table is in the trash (or being purged) is done: its run now only waits for the expiry, and is what
- * keeps the data until then (it ignores a cancel). Refused, pointing at what ends a trash: a recall, a purge.
+ * A trash's expiry run (or a trash run as v19 made it, whose table is in the trash or being purged) only waits for the
+ * expiry, and is what keeps the data until then (it ignores a cancel). Refused, pointing at what ends a trash: a
+ * recall, a purge. `always`: the run is an expiry's, refused whatever its table's state.
  */
-async function refuseTrashTimer(ctx: ClientContext, workflowId: string, tableId: number): Promise<void> {
+async function refuseTrashTimer(ctx: ClientContext, workflowId: string, tableId: number, always = false): Promise<void> {
   const table = await ctx.catalog.getTable(tableId);
-  if (!table) return;
+  if (!table) {
+    if (always) throw new WrongStateError(`${workflowId} is the expiry of table ${tableId}, which is no longer in the catalog; nothing to cancel`);
+    return;
+  }
   if (table.state === 'TRASHED') {
     const until = table.expireAt === null ? '' : ` until ${new Date(table.expireAt).toISOString()}`;
     const held = table.hold ? ` (it is on hold: \`tablefate release ${tableId}\` before a purge)` : '';
@@ -129,6 +137,11 @@ async function refuseTrashTimer(ctx: ClientContext, workflowId: string, tableId:
     throw new WrongStateError(
       `${workflowId} is the trash of table ${tableId}, which is ${table.state === 'PURGED' ? 'purged' : 'being purged'}: ` +
         'the trash is done, and a purge only goes forward; nothing to cancel',
+    );
+  }
+  if (always) {
+    throw new WrongStateError(
+      `${workflowId} is the expiry of a trash of table ${tableId} that has ended (the table is ${table.state}): it is closing; nothing to cancel`,
     );
   }
 }

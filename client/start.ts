@@ -1,4 +1,4 @@
-import type { UpdateDefinition, Workflow, WorkflowHandle, WorkflowResultType, WorkflowStartOptions } from '@temporalio/client';
+import type { Workflow, WorkflowHandle, WorkflowResultType, WorkflowStartOptions } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
 import { type AnyOperation, type OperationTarget } from '../domain/operations';
 import { STARTED_BY_MEMO } from '../domain/operation-runs';
@@ -23,11 +23,6 @@ export interface Run<W extends Workflow, R> {
   target: OperationTarget;
   /** What the web UI shows of it. */
   summary: string;
-  /**
-   * An update sent with the start (update-with-start), whose answer is the call's instead of the run's result: a trash
-   * answers once its table is TRASHED, and its run goes on until the expiry.
-   */
-  update?: { definition: UpdateDefinition<R, [string]>; args: [string] };
   /** How the answer is read of the run once started (its result when absent): a recall's progress, a joined create's. */
   answer?: (handle: WorkflowHandle<W>, signal: AbortSignal) => Promise<R>;
 }
@@ -38,16 +33,15 @@ export type Outcome<R> = { answer: R } | { error: unknown };
 /**
  * One SDK write: what its caller is told about it if it fails or times out (Operation), and the run it starts. With a
  * request id (a contract call's execute, which a dead worker's next attempt repeats), the server answers a start with
- * the run this id started (Temporal's start request id, which dedupes even after that run closed), and an update sent
- * with the start with its first outcome (the update's id).
+ * the run this id started (Temporal's start request id, which dedupes even after that run closed).
  */
 export interface Call<W extends Workflow, R> extends Operation, ExecuteOptions {
   timeoutMs: number;
   /** The run to start; or what makes it, asked after the worker check and again on each attempt `again` asks for. */
   run: Run<W, R> | ((attempt: number) => Promise<Run<W, R>>);
   /**
-   * Whether to start again after an attempt's answer or failure (the trash's: its run may have answered an earlier
-   * request, or continued as new meanwhile). May throw what the outcome means instead. The call's deadline bounds it all.
+   * Whether to start again after an attempt's answer or failure (the trash's: the run it joined may have answered an
+   * earlier request). May throw what the outcome means instead. The call's deadline bounds it all.
    */
   again?: (outcome: Outcome<R>, signal: AbortSignal) => Promise<boolean>;
 }
@@ -85,7 +79,6 @@ export function startAndWait<W extends Workflow, R = WorkflowResultType<W>>(ctx:
       const run = typeof call.run === 'function' ? await call.run(attempt) : call.run;
       let outcome: Outcome<R>;
       const workflowId = run.workflowId ?? call.workflowId;
-      // (Said before the start: an update-with-start tells nothing of its run before its answer.)
       call.onRun?.(workflowId);
       try {
         outcome = { answer: await startOnce(ctx, run, workflowId, call.requestId, started, signal) };
@@ -109,17 +102,7 @@ async function startOnce<W extends Workflow, R>(
   signal: AbortSignal,
 ): Promise<R> {
   const options = startOptions(ctx, run, workflowId, requestId);
-  const { WithStartWorkflowOperation, WorkflowExecutionAlreadyStartedError } = temporalClient();
-  if (run.update) {
-    const start = new WithStartWorkflowOperation<W>(run.record.workflowType, options);
-    // (An update-with-start tells nothing before its answer: the run exists once its handle does.)
-    start.workflowHandle().then(started, () => undefined);
-    return ctx.client.workflow.executeUpdateWithStart(run.update.definition, {
-      args: run.update.args,
-      ...(requestId === undefined ? {} : { id: requestId }),
-      startWorkflowOperation: start,
-    });
-  }
+  const { WorkflowExecutionAlreadyStartedError } = temporalClient();
   let handle: WorkflowHandle<W>;
   try {
     handle = await ctx.client.workflow.start<W>(run.record.workflowType, options);
@@ -130,7 +113,7 @@ async function startOnce<W extends Workflow, R>(
     throw new WrongStateError(`${/^[aeiou]/.test(name) ? 'an' : 'a'} ${name}${of} is already running`);
   }
   started();
-  // (Without `answer` or `update`, R is the workflow's result: Call's default.)
+  // (Without `answer`, R is the workflow's result: Call's default.)
   return run.answer ? run.answer(handle, signal) : (handle.result() as Promise<R>);
 }
 

@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
-import { recallProgressQuery, retentionUpdate, trashedUpdate, type RecallProgress } from '../domain/contracts';
+import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { formatTableName, type TableName } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
@@ -16,10 +15,10 @@ import {
   type UndeleteRequest,
 } from '../domain/requests';
 import type { TableInfo, TableRecord } from '../domain/table';
-import type { purgeTable, trashTable, undeleteTable } from '../workflows';
+import type { purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
 import { callTimeout, describeCheck, type ClientContext } from './context';
 import { watchChanges } from './details';
-import { applicationFailureOf, isNotFoundStatus, isRunNotFound } from './errors';
+import { applicationFailureOf, isRunNotFound } from './errors';
 import { checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
 import type { UndeleteOptions, WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
@@ -57,11 +56,8 @@ async function trash(ctx: ClientContext, plan: TrashPlan, opts: WriteOptions & E
   const timeoutMs =
     opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven ? Math.max(ctx.defaultTimeoutMs, drainMs + 30_000) : callTimeout(ctx, opts);
   const label = formatTableName(name);
-  // (The trash run answers only the request that started it, once the table is in the trash: see answerTheCaller.)
-  const requestId = opts.requestId ?? randomUUID();
   let table = plan.table;
   const record = OPERATIONS.trash;
-  const workflowId = () => record.workflowId(table.id, ctx.catalog.id);
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
@@ -72,46 +68,24 @@ async function trash(ctx: ClientContext, plan: TrashPlan, opts: WriteOptions & E
       }
       return {
         record,
-        workflowId: workflowId(),
-        input: { tableId: table.id, retentionSeconds, drainTimeoutSeconds, requestId, expectedName: name, expiryRetry: ctx.expiryRetry },
+        workflowId: record.workflowId(table.id, ctx.catalog.id),
+        input: { tableId: table.id, retentionSeconds, drainTimeoutSeconds, expectedName: name, expiryRetry: ctx.expiryRetry },
         target: { tableId: table.id, ...name },
         summary: `trash ${label} (id ${table.id})`,
-        update: { definition: trashedUpdate, args: [requestId] },
       };
     },
-    again: async (outcome, signal) => {
-      if ('answer' in outcome) {
-        if (isTrashSince(outcome.answer, table)) return false;
-        // The run this call joined had trashed the table before the state this call read (it is READY again: a
-        // recall came between), and told it only now: its workflow task that committed was lost, and its repeat
-        // answered every caller waiting. That is the recalled trash's answer, not this call's: wait for its run
-        // to close (the recall ended its timer), then start a fresh one, as for TrashRunAnswered below.
-        await pause(200);
-        return true;
-      }
-      const err = outcome.error;
-      // The run closed before it accepted the update (terminated while its first workflow task ran, say):
-      // the server answers NOT_FOUND, and how the run closed is the answer.
-      if (isNotFoundStatus(err) && !(await isRunning(ctx, workflowId()))) {
-        throw await closedRunError(ctx.client.workflow.getHandle(workflowId()), err);
-      }
-      if (applicationFailureOf(err)?.type === 'AcceptedUpdateCompletedWorkflow') {
-        // The run continued as new while it waited for the table's lock: ask the run that goes on.
-        if (!signal.aborted && (await isRunning(ctx, workflowId()))) return true;
-        // The run closed before it answered: how it closed (terminated, failed...) is the answer.
-        throw await closedRunError(ctx.client.workflow.getHandle(workflowId()), err);
-      }
-      // An earlier trash run of this table has answered and is ending (the table was restored since):
-      // wait for it to close (a worker may have died meanwhile: that takes a workflow task timeout), then
-      // start a fresh one. The call's deadline bounds the wait.
-      if (applicationFailureOf(err)?.type !== 'TrashRunAnswered' || signal.aborted) return false;
+    again: async (outcome) => {
+      if (!('answer' in outcome) || isTrashSince(outcome.answer, table)) return false;
+      // The drop this call joined had trashed the table before the state this call read (it is READY again: a recall
+      // came between), and answered only now: its workflow task that committed was lost, and its repeat answered every
+      // caller waiting. That is the recalled trash's answer, not this call's: once that run has closed, start a fresh one.
       await pause(200);
       return true;
     },
   });
   // Joined a trash of this table that was already running: its retention is the one that holds.
   const kept = (Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)) / 1000;
-  if (retentionSeconds !== undefined && kept !== retentionSeconds) {
+  if (trashed.state === 'TRASHED' && retentionSeconds !== undefined && kept !== retentionSeconds) {
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
   }
   return trashed;
@@ -125,25 +99,6 @@ async function trash(ctx: ClientContext, plan: TrashPlan, opts: WriteOptions & E
  */
 function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
   return answer.droppedAt === null || Date.parse(answer.droppedAt) >= read.updatedAt;
-}
-
-/** Whether the latest run of `workflowId` is running (a later run, after a continue-as-new). */
-async function isRunning(ctx: ClientContext, workflowId: string): Promise<boolean> {
-  try {
-    return (await ctx.client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
-  } catch {
-    return false;
-  }
-}
-
-/** The error a closed run's result throws (how it ended), or `fallback` if it completed after all. */
-async function closedRunError(run: WorkflowHandle, fallback: unknown): Promise<unknown> {
-  try {
-    await run.result();
-    return fallback;
-  } catch (err) {
-    return err;
-  }
 }
 
 /** An undelete's plan: the trashed table found, and the name it comes back under. */
@@ -232,7 +187,7 @@ export const purgeCall: CallRecord<PurgeRequest, PurgePlan, TableInfo> = {
 };
 
 /**
- * A retention change starts no run: it is an update to the table's trash run, which moves its own timer. It has a
+ * A retention change starts no run: it is an update to the table's expiry run, which moves its own timer. It has a
  * write's deadline and typed errors all the same (WriteRunner).
  */
 /** A retention change's plan: the trashed table, and its new retention. */
@@ -254,18 +209,18 @@ export const retentionCall: CallRecord<RetentionRequest, RetentionPlan, TableInf
 
 async function setRetention(ctx: ClientContext, { tableId, retentionSeconds }: RetentionPlan, opts: WriteOptions): Promise<TableInfo> {
   const timeoutMs = callTimeout(ctx, opts);
-  const workflowId = OPERATIONS.trash.workflowId(tableId, ctx.catalog.id);
+  const workflowId = OPERATIONS.expiry.workflowId(tableId, ctx.catalog.id);
   const op = { workflowId, what: `retention change of table ${tableId}`, check: describeCheck(tableId) };
   return ctx.writes.run(op, timeoutMs, async (started, signal) => {
     started();
-    const run = ctx.client.workflow.getHandle<typeof trashTable>(workflowId);
+    const run = ctx.client.workflow.getHandle<typeof trashExpiry>(workflowId);
     try {
       for (;;) {
         try {
           return await run.executeUpdate(retentionUpdate, { args: [retentionSeconds] });
         } catch (err) {
-          // The catalog says TRASHED but the run does not know it yet (the task that committed was lost, and is being
-          // repeated): ask again shortly; the call's deadline bounds it.
+          // The catalog says TRASHED but the expiry's run has not read its table yet: ask again shortly; the call's
+          // deadline bounds it.
           if (!isNotTrashedYet(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
           await pause(500);
         }
@@ -273,7 +228,7 @@ async function setRetention(ctx: ClientContext, { tableId, retentionSeconds }: R
     } catch (err) {
       if (isRunNotFound(err)) {
         throw new WrongStateError(
-          `the trash run of table ${tableId} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
+          `the expiry run of table ${tableId} (${workflowId}) is not running; the reconciler re-arms it within a minute: try again then`,
         );
       }
       throw err;

@@ -132,7 +132,6 @@ export const CALL_TERMS = {
       TableBusy: 'leases (or PostgreSQL sessions) held it past the drain timeout: it is READY again',
       HasDependents: 'postgres driver: objects outside the table depend on it',
       ShardMissing: 'postgres driver: a shard table is not where tablefate put it',
-      TrashRunAnswered: 'an earlier trash of the table had answered and did not close in time',
     },
     example: { input: { table: 'shop.orders', retentionSeconds: 86_400 }, output: trashedOrders },
   },

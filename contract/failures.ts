@@ -22,7 +22,7 @@ export const FAILURE_TYPES = (Object.keys(ERROR_MEANINGS) as TableFateErrorType[
 
 /** What a failure's details[0] may carry: the error's own fields (contract/activities.ts's `typed`). */
 export const DETAIL_FIELDS = {
-  workflowId: "the operation's run, by its workflow id (trash:42@<catalog>), to look at in the Temporal UI",
+  workflowId: "the operation's run, by its workflow id (drop:42@<catalog>), to look at in the Temporal UI",
   timeoutMs: 'how long the call waited, in ms',
   started: "whether the operation's run had started",
   taskQueue: 'the task queue no worker polled',

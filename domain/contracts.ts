@@ -53,8 +53,8 @@ export type ShardChange =
   | { method: 'moveShard'; from: ShardArea; to: ShardArea; drainTimeoutMs?: number };
 
 /**
- * The trash workflow's early return: answers as soon as the table is TRASHED, while the workflow goes on
- * to wait for the expiry. The argument is the caller's request id (see TrashInput.requestId).
+ * The early return of a trash run as v19 made it (workflows/legacy/v19/): answers as soon as the table is TRASHED,
+ * while the run goes on to wait for the expiry. The argument is the caller's request id (TrashRunInput.requestId).
  */
 export const trashedUpdate = defineUpdate<TableInfo, [requestId: string]>('trashed');
 

@@ -82,11 +82,6 @@ export const ERROR_MEANINGS: Record<TableFateErrorType, ErrorMeaning> = {
     exitCode: 7,
     help: 'wrong catalog',
   },
-  TrashRunAnswered: {
-    meaning: 'an earlier trash of the table had answered and did not close in time for this one: call again',
-    exitCode: 7,
-    help: 'an earlier trash still closing',
-  },
   WorkflowTerminated: {
     meaning: "the operation's run was terminated while the call waited for it",
     exitCode: 7,

@@ -34,7 +34,6 @@ export const OPERATION_FAILURE_TYPES = [
   'LockLost',
   'StorageFault',
   'WrongCatalog',
-  'TrashRunAnswered',
   'WorkflowTerminated',
   'WorkflowCancelled',
   'WorkflowTimedOut',

@@ -3,6 +3,18 @@
 /** The memo key of the identity that started a run (CatalogScoped.startedBy). */
 export const STARTED_BY_MEMO = 'startedBy';
 
+/**
+ * The visibility query of the runs that wait on trashes' expiries on `taskQueue`: the expiries' runs, and trash runs as
+ * v19 made them (its drop and its expiry in one run; a drop since, `drop:<id>`, is counted while it runs too).
+ */
+export function trashTimersQuery(taskQueue: string): string {
+  const types = ['trashExpiry', 'trashTable'].map((type) => `WorkflowType = '${type}'`).join(' OR ');
+  return `(${types}) AND ExecutionStatus = 'Running' AND TaskQueue = '${taskQueue}'`;
+}
+
+/** The memo key of the drop time a trash's expiry run waits for: how a starter tells its own trash's run from another's. */
+export const DROPPED_AT_MEMO = 'droppedAt';
+
 /** How a run stands or ended, as Temporal's visibility says it. */
 export type OperationStatus =
   'RUNNING' | 'COMPLETED' | 'FAILED' | 'CANCELLED' | 'TERMINATED' | 'CONTINUED_AS_NEW' | 'TIMED_OUT' | 'PAUSED' | 'UNKNOWN';

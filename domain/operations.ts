@@ -60,15 +60,21 @@ export interface TrashInput extends OperationScope {
   retentionSeconds?: number;
   /** PostgreSQL driver: how long the move to the trash waits for other sessions to let go of the table. */
   drainTimeoutSeconds?: number;
-  /** Identifies the request that started this run, so that a late caller is not handed an older answer. */
-  requestId: string;
-  /**
-   * Waits out the trash that happened at `droppedAt` without moving anything: the table is already TRASHED.
-   * Set when the expiry's retries continue as new, and when the reconciler re-arms a trash whose run is gone.
-   */
-  rearm?: { droppedAt: number };
+  /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
+  expiryRetry?: Backoff;
+}
+
+/**
+ * A trashed table's expiry: the run that waits for it, at `trash:<tableId>`, started when the drop commits (or by the
+ * reconciler, for a trash whose run is gone). It waits out the trash made at `droppedAt`, and only that one.
+ */
+export interface TrashExpiryInput extends OperationScope {
+  tableId: number;
+  droppedAt: number;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent. */
   expiryRetry?: Backoff;
+  /** The trash where the table was dropped has a space cap: the cap's run looks at the trash again once this one waits. */
+  requestEviction?: true;
 }
 
 export interface UndeleteInput extends OperationScope {
@@ -89,7 +95,7 @@ export interface PurgeInput extends OperationScope {
    */
   trigger: 'manual' | 'expiry' | 'policy';
   droppedAt?: number;
-  /** Made by the table's own trash run (at its expiry, or with the trash off), which needs no telling that it ended. */
+  /** Made by the trash's own expiry run (at its expiry), which needs no telling that it ended. */
   fromTrashRun?: true;
 }
 
@@ -125,7 +131,7 @@ export interface ConfigureInput extends CatalogScoped {
 
 /**
  * Workflow ids a person can read in the Temporal UI; one operation per table at a time. The catalog's identity
- * ends each one (`trash:42@1f0c9a2e`), so that two catalogs sharing a Temporal namespace never address each
+ * ends each one (`drop:42@1f0c9a2e`), so that two catalogs sharing a Temporal namespace never address each
  * other's workflows; runs started before catalogs had identities keep the bare form.
  */
 function scoped(id: string, catalogId: string | undefined): string {
@@ -148,8 +154,6 @@ export interface OperationTarget {
 /** What the reconciler knows when it runs an operation again to finish a table left in a transitional state. */
 export interface ResumeContext {
   catalogId?: string;
-  /** Names the reconcile pass, for the inputs that carry a request id (a trash's). */
-  requestId: string;
   /** The retention the lost run asked for, if it asked one (a trash's). */
   retentionSeconds?: number;
 }
@@ -233,19 +237,38 @@ const adopt: OperationRecord<'adopt', TableName, CreateInput> = {
   searchAttributes: tableAttributes('adopt'),
 };
 
+/**
+ * A drop: its run ends when the table is TRASHED (or, the trash off, purged), and starts the trash's expiry (below) on
+ * its way out.
+ */
 const trash: OperationRecord<'trash', number, TrashInput> = {
   name: 'trash',
   workflowType: 'trashTable',
-  workflowId: (tableId, catalogId) => scoped(`trash:${tableId}`, catalogId),
+  workflowId: (tableId, catalogId) => scoped(`drop:${tableId}`, catalogId),
   locks: (input) => [lockFor.table(input.tableId)],
   resume: {
     // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
     from: ['DRAINING', 'TRASHING'],
     subject: byTableId,
-    input: (table, { catalogId, requestId, retentionSeconds }) => ({ tableId: table.id, catalogId, requestId, retentionSeconds }),
+    input: (table, { catalogId, retentionSeconds }) => ({ tableId: table.id, catalogId, retentionSeconds }),
   },
   start: { workflowIdConflictPolicy: 'USE_EXISTING' },
   searchAttributes: tableAttributes('trash'),
+};
+
+/**
+ * A trashed table's expiry (workflows/trash-expiry.ts): one run per table at a time, at `trash:<tableId>`, which retention
+ * changes, holds' releases, recalls and purges address. Not an operation of its own (no `TableOp`): `history` shows the
+ * drop and what ended its trash.
+ */
+const expiry: OperationRecord<'expiry', number, TrashExpiryInput> = {
+  name: 'expiry',
+  workflowType: 'trashExpiry',
+  workflowId: (tableId, catalogId) => scoped(`trash:${tableId}`, catalogId),
+  locks: () => [],
+  // (Its starters tell a run of this trash from one of an earlier trash still ending by its memo: see startTrashExpiry.)
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: (table) => searchAttributesFor('trash', table).filter((pair) => pair.key !== SEARCH_ATTRIBUTES.tableOp),
 };
 
 const undelete: OperationRecord<'undelete', number, UndeleteInput> = {
@@ -400,13 +423,14 @@ const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Record
 export const TABLE_OPERATIONS = byName(TABLE_OPERATION_RECORDS);
 
 /** Every operation, the reconciler's pass and the measure of sizes included. */
-export const OPERATIONS = { ...TABLE_OPERATIONS, reconcile, measure, configure, evict } as const;
+export const OPERATIONS = { ...TABLE_OPERATIONS, expiry, reconcile, measure, configure, evict } as const;
 
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {
   ...(Object.fromEntries(TABLE_OPERATION_RECORDS.map((r) => [r.name, r.workflowId.bind(r)])) as {
     [Op in TableOp]: (typeof TABLE_OPERATIONS)[Op]['workflowId'];
   }),
+  expiry: expiry.workflowId.bind(expiry),
   evict: (catalogId?: string) => evict.workflowId(undefined, catalogId),
 };
 

@@ -362,7 +362,7 @@ export const operationsRequestSchema = z.strictObject({
 /** One table's life: every operation on it (by id any table, a purged one included; by name the live or most recently trashed). */
 export const historyRequestSchema = z.strictObject({ table: tableRefSchema });
 
-/** A running operation to cancel, by the workflow id `operations` lists (`trash:12@<catalog>`). */
+/** A running operation to cancel, by the workflow id `operations` lists (`drop:12@<catalog>`). */
 export const cancelRequestSchema = z.strictObject({
   workflowId: z
     .string()

@@ -2,7 +2,7 @@ import { Runtime, type NativeConnection } from '@temporalio/worker';
 import type { CatalogReader } from '../catalog/catalog';
 import type { StorageDriver } from '../storage/driver';
 import { METRICS } from '../domain/metrics';
-import { OPERATIONS } from '../domain/operations';
+import { trashTimersQuery } from '../domain/operation-runs';
 import { TABLE_STATES } from '../domain/states';
 import type { Logger } from './logger';
 
@@ -46,7 +46,7 @@ export function startCatalogGauges(opts: {
   const tables = meter.createGauge(METRICS.tables.name, 'int', 'tables', METRICS.tables.help);
   const drains = meter.createGauge(METRICS.drainsWaiting.name, 'int', 'tables', METRICS.drainsWaiting.help);
   const timers = meter.createGauge(METRICS.trashTimersPending.name, 'int', 'runs', METRICS.trashTimersPending.help);
-  const query = `WorkflowType = '${OPERATIONS.trash.workflowType}' AND ExecutionStatus = 'Running' AND TaskQueue = '${opts.taskQueue}'`;
+  const query = trashTimersQuery(opts.taskQueue);
   return every(CATALOG_EVERY_MS, 'catalog', opts.logger, async () => {
     const counts = await opts.catalog.countByState();
     for (const state of TABLE_STATES) tables.set(counts[state] ?? 0, { state });

@@ -21,6 +21,7 @@ const catalog = proxyLocalActivities<
     | 'changeSetting'
     | 'trashPage'
     | 'wakeTrash'
+    | 'startTrashExpiry'
     | 'requestEviction'
   >
 >({ startToCloseTimeout: '30s', retry: RETRY });
@@ -66,11 +67,14 @@ export function catalogCalls(catalogId: string | undefined) {
       ),
     trashPage: (afterId: number) =>
       catalog.trashPage.executeWithOptions(said(`read the trash after table ${afterId}`), [{ afterId, ...scope }]),
-    /** Tells the table's trash run to read it again, if the table is in one of `states` (any, without). */
+    /** Tells the runs waiting on the table (a draining drop, the expiry) to read it again, if it is in one of `states` (any, without). */
     wakeTrash: (tableId: number, states?: TableState[]) =>
-      catalog.wakeTrash.executeWithOptions(said(`wake the trash run of table ${tableId}`), [
+      catalog.wakeTrash.executeWithOptions(said(`wake the runs waiting on table ${tableId}`), [
         { tableId, ...(states ? { states } : {}), ...scope },
       ]),
+    /** Starts the expiry of the trash just made (workflows/trash-expiry.ts); one of this trash already running is it. */
+    startTrashExpiry: (args: Args<Activities['startTrashExpiry']>) =>
+      catalog.startTrashExpiry.executeWithOptions(said(`start the expiry of table ${args.tableId}`), [{ ...args, ...scope }]),
     requestEviction: () => catalog.requestEviction.executeWithOptions(said('ask the trash space cap to look again'), [scope]),
   };
 }

@@ -9,6 +9,8 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
+  setHandler,
+  type SignalDefinition,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -220,6 +222,20 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
       const total = (progress.table ?? progress.checked)?.placement.length ?? 0;
       if (index < 0 || index > progress.step) return { done: 0, total };
       return { done: index < progress.step ? total : progress.shardsDone.length, total };
+    },
+  };
+}
+
+/** What wakes a step that waits: `signal` sent to the run (a lease released wakes a drop that drains). */
+export function wokenBy(signal: SignalDefinition): NonNullable<RunOptions['wake']> {
+  let woken = false;
+  setHandler(signal, () => {
+    woken = true;
+  });
+  return {
+    isWoken: () => woken,
+    takeWake: () => {
+      woken = false;
     },
   };
 }

@@ -1,5 +1,8 @@
 // The workflows a tablefate worker runs: one per operation.
 import * as v18 from './legacy/v18';
+import * as v19 from './legacy/v19';
+import type { TrashRunInput } from './legacy/v19/input';
+import type { TrashInput } from '../domain/operations';
 import { takes } from './patches';
 import { createTable as create } from './create';
 import { trashTable as trash } from './trash';
@@ -15,11 +18,17 @@ const sinceV19 =
     takes('stepExecutor') ? current(input) : before(input);
 
 export const createTable = sinceV19(create, v18.createTable);
-export const trashTable = sinceV19(trash, v18.trashTable);
+/**
+ * A drop since v20 ends at TRASHED; a trash run as v19 made it (started on v19, or asked with the request id a v19 client
+ * or reconcile pass gives) waits out its expiry in the same run, on v19's code.
+ */
+export const trashTable = (input: TrashInput | TrashRunInput) =>
+  takes('dropEndsAtTrashed') && !('requestId' in input) ? trash(input) : sinceV19(v19.trashTable, v18.trashTable)(input as TrashRunInput);
 export const undeleteTable = sinceV19(undelete, v18.undeleteTable);
 export const purgeTable = sinceV19(purge, v18.purgeTable);
 export const renameTable = sinceV19(rename, v18.renameTable);
 export const holdTable = sinceV19(hold, v18.holdTable);
+export { trashExpiry } from './trash-expiry';
 export { reconcileTables } from './reconcile';
 export { measureTables } from './measure';
 export { leaseTable } from './lease';

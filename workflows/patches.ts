@@ -5,7 +5,7 @@ import { deprecatePatch, patched } from '@temporalio/workflow';
  * replays the runs of the release before (docs/changing-workflows.md). A patch lives for one release: the unit test
  * test/unit/patches.test.ts fails once one outlives that.
  */
-export const RELEASE = 19;
+export const RELEASE = 20;
 
 /** The live patches: each is asked (`takes`) where a run started on an earlier release took another branch. */
 export const PATCHES = {
@@ -14,6 +14,13 @@ export const PATCHES = {
    * v18 run v18's code (workflows/legacy/v18/), asked once, at the top of each operation's workflow (workflows/index.ts).
    */
   stepExecutor: { id: 'step-executor', since: 19 },
+  /**
+   * A drop's run ends when its table is TRASHED, and the trash's expiry is a run of its own (workflows/trash-expiry.ts);
+   * trash runs started on v19 (or by a v19 client, or a v19 reconcile pass: their input has a request id) wait out their
+   * expiry in the same run, on v19's code (workflows/legacy/v19/). Asked at the top of the trash's workflow
+   * (workflows/index.ts) and where the reconciler starts a trash's run (workflows/reconcile.ts).
+   */
+  dropEndsAtTrashed: { id: 'drop-ends-at-trashed', since: 20 },
 } as const satisfies Record<string, { id: string; since: number }>;
 
 /** Whether this run takes the patch's new branch (every run started on its release or later does). */

@@ -22,7 +22,7 @@ export const purge: Operation<PurgeInput> = {
     { name: 'delete garbage', shards: SHARDS.deleteGarbage, pointOfNoReturn: true },
     {
       name: 'commit purged',
-      // A purge run ends the table's trash timer; the trash run's own purge (at expiry, or with the trash off) needs no telling.
+      // A purge ends the trash's expiry run, but the one that run makes itself at the expiry.
       change: ({ input, checked }) =>
         transition('PURGING', 'PURGED', {
           ...(!input.fromTrashRun && checked?.droppedAt != null

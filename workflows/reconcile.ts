@@ -5,7 +5,9 @@ import { lockFor, OPERATIONS, resumption, storageQueue, TABLE_OPERATIONS } from 
 import type { Activities, NodeSurvey } from '../activities';
 import type { Survey } from '../activities/housekeeping';
 import { catalogCalls, type CatalogCalls } from './catalog-calls';
-import type { trashTable } from './trash';
+import { DROPPED_AT_MEMO } from '../domain/operation-runs';
+import { takes } from './patches';
+import type { trashExpiry } from './trash-expiry';
 
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
 
@@ -122,12 +124,15 @@ async function repair(
     }
     case 'missing-timer': {
       const { table } = finding;
-      const trash = OPERATIONS.trash;
-      return start(trash.name, table, () =>
-        startChild<typeof trashTable>(trash.workflowType, {
-          workflowId: trash.workflowId(table.id, catalogId),
-          args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, rearm: { droppedAt: finding.droppedAt } }],
-          typedSearchAttributes: trash.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
+      const expiry = OPERATIONS.expiry;
+      const workflowId = expiry.workflowId(table.id, catalogId);
+      if (!takes('dropEndsAtTrashed')) return start(OPERATIONS.trash.name, table, () => rearmV19(workflowId, finding, catalogId));
+      return start(expiry.name, table, () =>
+        startChild<typeof trashExpiry>(expiry.workflowType, {
+          workflowId,
+          args: [{ tableId: table.id, catalogId, droppedAt: finding.droppedAt }],
+          memo: { [DROPPED_AT_MEMO]: finding.droppedAt },
+          typedSearchAttributes: expiry.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
           parentClosePolicy: 'ABANDON',
         }),
       );
@@ -136,18 +141,16 @@ async function repair(
       // The operation that left the table half way, run again as its record says: it resumes from that state.
       const { table } = finding;
       const op = TABLE_OPERATIONS[finding.resume];
-      const again = resumption(op, table, {
-        catalogId,
-        requestId: `reconcile:${workflowInfo().runId}`,
-        retentionSeconds: retentionOf[table.id],
-      });
+      const again = resumption(op, table, { catalogId, retentionSeconds: retentionOf[table.id] });
       if (!again) return undefined;
+      // (A pass started on v19 resumes a drop as v19 did: in the table's trash run, which its request id routes to v19's code.)
+      const v19 = op.name === OPERATIONS.trash.name && !takes('dropEndsAtTrashed');
       return start(op.name, table, () =>
         startChild(again.workflowType, {
           typedSearchAttributes: op.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
           parentClosePolicy: 'ABANDON',
-          workflowId: again.workflowId,
-          args: [again.input],
+          workflowId: v19 ? OPERATIONS.expiry.workflowId(table.id, catalogId) : again.workflowId,
+          args: [v19 ? { ...(again.input as object), requestId: `reconcile:${workflowInfo().runId}` } : again.input],
         }),
       );
     }
@@ -169,6 +172,17 @@ async function repair(
       // counts no action (no repair budget spent, nothing started: the commands of a pass are what they were).
       return undefined;
   }
+}
+
+/** The re-arm a pass started on v19 makes: a trash run at the expiry's id, routed to v19's code (workflows/index.ts). */
+function rearmV19(workflowId: string, finding: Extract<Finding, { kind: 'missing-timer' }>, catalogId: string | undefined) {
+  const { table, droppedAt } = finding;
+  return startChild('trashTable', {
+    workflowId,
+    args: [{ tableId: table.id, catalogId, requestId: `reconcile:${workflowInfo().runId}`, rearm: { droppedAt } }],
+    typedSearchAttributes: OPERATIONS.trash.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
+    parentClosePolicy: 'ABANDON',
+  });
 }
 
 /** Starts the operation that finishes a table; one already running under that id is finishing it. */

@@ -1,5 +1,6 @@
 import { CancellationScope, condition, allHandlersFinished, ContinueAsNew, log, setHandler } from '@temporalio/workflow';
-import type { PurgeInput, TrashInput } from '../domain/operations';
+import type { CatalogCalls } from './catalog-calls';
+import type { PurgeInput, TrashExpiryInput } from '../domain/operations';
 import { DEFAULT_EXPIRY_RETRY } from '../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
@@ -7,6 +8,9 @@ import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
 import { notTrashedYet, trashEnded } from '../domain/refusals';
 import { asFailure, domainFailure } from './failures';
+import { catalogCalls } from './catalog-calls';
+import { operationRun } from './execute';
+import { purge } from './purge';
 import { pauseOrStartOver, type Waiting } from './wait-turn';
 import { reportExpiryPurgeFailure, waiting as waitingFor } from './observe';
 
@@ -20,13 +24,40 @@ export interface ExpiryCalls {
 }
 
 /**
- * A trash's expiry: the drop time and expiry it waits for, and what ends it before then. An undelete or a purge
- * ends it by signal (or, since v5, through the catalog's activity that sends it), and tools read it by query. A new
- * retention moves it (the `retention` update: the catalog first, then the timer), and the `trashChanged` signal wakes
- * whatever the run waits on to read its table again (a lease or a hold released).
+ * A trashed table's expiry, a run of its own (`trash:<tableId>`): started when the drop commits, it waits for the expiry
+ * of the trash made at `droppedAt` and purges the table then, unless that trash ends first: a recall or a purge by hand
+ * ends it (the `endTimer` signal their last step sends), a new retention moves it, a hold keeps the table until it is
+ * released. It first reads the table, so that a trash ended before the run began (its signal had nobody to reach) ends
+ * it at once.
  */
-export function trashTimer(calls: ExpiryCalls, tableId: number) {
-  const state: TrashTimerState = { droppedAt: null, expireAt: null, ended: null };
+export async function trashExpiry(input: TrashExpiryInput): Promise<TrashTimerState> {
+  const calls: ExpiryCalls & CatalogCalls = {
+    ...catalogCalls(input.catalogId),
+    purge: (what, waiting) => operationRun(purge, { ...what, fromTrashRun: true }, { waiting }).table(),
+  };
+  const timer = trashTimer(calls, input.tableId, input.droppedAt);
+  const found = await inThatTrash(calls, input.tableId, input.droppedAt);
+  if ('ended' in found) {
+    log.info('the trash ended before its expiry began', { tableId: input.tableId, ended: found.ended });
+    timer.state.ended ??= found.ended;
+    timer.refuseRetentions();
+    await condition(allHandlersFinished);
+    return timer.state;
+  }
+  timer.arm(found.table);
+  // A space cap where it was dropped: the cap's run looks at the trash again now that it holds this table too.
+  if (input.requestEviction) await calls.requestEviction();
+  return waitOutExpiry(calls, found.table, input, timer);
+}
+
+/**
+ * A trash's expiry: the drop time and expiry it waits for, and what ends it before then. An undelete or a purge
+ * ends it by signal (sent by the catalog activity of its last step), and tools read it by query. A new retention moves
+ * it (the `retention` update: the catalog first, then the timer), and the `trashChanged` signal wakes whatever the run
+ * waits on to read its table again (a hold released).
+ */
+export function trashTimer(calls: ExpiryCalls, tableId: number, droppedAt: number) {
+  const state: TrashTimerState = { droppedAt, expireAt: null, ended: null };
   /** The expiry in epoch ms (state.expireAt is its ISO form, what the query shows). */
   let expireAtMs: number | null = null;
   let woken = false;
@@ -53,31 +84,22 @@ export function trashTimer(calls: ExpiryCalls, tableId: number) {
         if (!Number.isInteger(retentionSeconds) || retentionSeconds < MIN_RETENTION_SECONDS || retentionSeconds > MAX_RETENTION_SECONDS) {
           throw asFailure(new WrongStateError(`a retention is ${MIN_RETENTION_SECONDS} to ${MAX_RETENTION_SECONDS} whole seconds`));
         }
-        if (state.droppedAt === null) throw asFailure(notTrashedYet(tableId));
+        if (expireAtMs === null && state.ended === null) throw asFailure(notTrashedYet(tableId));
         if (state.ended !== null) throw asFailure(trashEnded(tableId, state.ended));
       },
     },
   );
   const pending = () => retentions.filter((r) => r.outcome === undefined);
-  // An end can be heard before this run knows its own drop time: its first workflow task (which commits the trash)
-  // was lost after the commit, and an undelete or purge ended the trash meanwhile. Kept, it is applied once armed.
-  const heardEarly: Array<{ reason: Ending; droppedAt: number }> = [];
-  setHandler(endTimerSignal, (reason, droppedAt) => {
-    if (state.droppedAt === droppedAt) state.ended ??= reason;
-    else if (state.droppedAt === null) heardEarly.push({ reason, droppedAt });
+  setHandler(endTimerSignal, (reason, endedAt) => {
+    if (endedAt === droppedAt) state.ended ??= reason;
   });
   setHandler(trashTimerQuery, () => state);
   return {
     state,
-    /** From the commit on, an undelete or a purge may end this trash: the timer knows which trash that is. */
+    /** The table found in this trash: the expiry to wait for. */
     arm: (table: TableRecord): void => {
-      state.droppedAt = table.droppedAt;
       expireAtMs = table.expireAt;
       state.expireAt = new Date(table.expireAt!).toISOString();
-      const early = heardEarly.find((end) => end.droppedAt === table.droppedAt);
-      if (early) {
-        state.ended ??= early.reason;
-      }
     },
     /** The expiry the run waits for now (moved by a new retention). */
     expireAt: (): number => expireAtMs!,
@@ -100,8 +122,8 @@ export function trashTimer(calls: ExpiryCalls, tableId: number) {
         try {
           const table = await calls.changeExpiry({
             tableId,
-            droppedAt: state.droppedAt!,
-            expireAt: state.droppedAt! + request.seconds * 1000,
+            droppedAt,
+            expireAt: droppedAt + request.seconds * 1000,
           });
           expireAtMs = table.expireAt;
           state.expireAt = new Date(table.expireAt!).toISOString();
@@ -130,7 +152,7 @@ export type TrashTimer = ReturnType<typeof trashTimer>;
  * and the purge run where cancellation cannot reach, and the request is answered with why and what ends a trash
  * instead.
  */
-export function waitOutExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashInput, timer: TrashTimer): Promise<TrashTimerState> {
+function waitOutExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashExpiryInput, timer: TrashTimer): Promise<TrashTimerState> {
   const { state } = timer;
   const waiting = () => `table ${trashed.id} is in the trash until ${state.expireAt}; recall it or purge it to end this trash`;
   let cancelRequested = false;
@@ -181,18 +203,17 @@ export function waitOutExpiry(calls: ExpiryCalls, trashed: TableRecord, input: T
  * Purges the table at its expiry, again and again until it is purged or no longer in this trash: an expiry must not
  * be lost to a purge that failed, or to a manual purge that was running and then failed. The purge's steps run
  * here, under the table's lock like any purge (a manual one waits for it, or it for the manual one). The tries are
- * paced by `input.expiryRetry` (DEFAULT_EXPIRY_RETRY: some two hours of them a run); past a run's share the trash
- * continues as new, re-armed on the same drop time, so that its history stays short however long the purge keeps
+ * paced by `input.expiryRetry` (DEFAULT_EXPIRY_RETRY: some two hours of them a run); past a run's share the expiry
+ * continues as new, on the same drop time, so that its history stays short however long the purge keeps
  * failing. A lock wait that outgrows its run does the same.
  */
-async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashInput): Promise<'done' | 'held' | 'later'> {
+async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: TrashExpiryInput): Promise<'done' | 'held' | 'later'> {
   const { id: tableId, droppedAt } = trashed;
   const purge: PurgeInput = { tableId, trigger: 'expiry', droppedAt: droppedAt!, catalogId: input.catalogId, lockWait: input.lockWait };
-  const rearmed: TrashInput = { ...input, rearm: { droppedAt: droppedAt! } };
   const pace = input.expiryRetry ?? DEFAULT_EXPIRY_RETRY;
   for (let attempt = 0; ; attempt++) {
     try {
-      const table = await calls.purge(purge, { policy: input.lockWait, input: rearmed });
+      const table = await calls.purge(purge, { policy: input.lockWait, input });
       // Purged, or found no longer in this trash (recalled, or trashed again): the expiry is over.
       if (table.state === 'PURGED' || table.droppedAt !== droppedAt) return 'done';
       // Still TRASHED in this trash: held, or its retention was made longer while the timer fired.
@@ -205,7 +226,7 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
     }
     const now = await calls.getTable(tableId);
     if (!now || now.state === 'PURGED' || now.droppedAt !== droppedAt) return 'done';
-    await pauseOrStartOver(pace, attempt + 1, rearmed, {
+    await pauseOrStartOver(pace, attempt + 1, input, {
       why: 'purge on expiry still failing; continuing as new to keep the history short',
       about: { tableId, attempt },
       summary: `try again to purge table ${tableId} (try ${attempt + 2})`,
@@ -214,11 +235,11 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
 }
 
 /**
- * A re-armed trash: the table as the trash at `droppedAt` left it (TRASHED, or PURGING from a purge that stopped
+ * The trash at `droppedAt` as the expiry finds it: the table as that trash left it (TRASHED, or PURGING from a purge that stopped
  * past its point of no return, which the expiry finishes), or how that trash ended (purged, or recalled: a table
  * trashed again since is in another trash, whose own run waits for it).
  */
-export async function inThatTrash(
+async function inThatTrash(
   calls: ExpiryCalls,
   tableId: number,
   droppedAt: number,

@@ -1,13 +1,15 @@
+import { CancellationScope, log } from '@temporalio/workflow';
 import { TableBusyError } from '../domain/errors';
 import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashInput } from '../domain/operations';
-import type { TrashTimerState } from '../domain/contracts';
+import { trashChangedSignal } from '../domain/contracts';
 import { SHARDS, transition, type Operation, type Readiness, type StepContext } from '../domain/steps';
+import { toTableInfo, type TableInfo } from '../domain/table';
+import type { TrashCommitted } from '../activities';
 import { catalogCalls } from './catalog-calls';
-import { operationRun } from './execute';
+import { operationRun, wokenBy } from './execute';
 import { purge } from './purge';
-import { trashRun } from './trash-run';
 
 /**
  * Soft-deletes a table: new leases stopped (DRAINING while leases are live, waiting for them), TRASHING, shards to the
@@ -69,17 +71,30 @@ function drained(context: StepContext<TrashInput>): Readiness {
 }
 
 /**
- * The trash's run: the drop, then (trash-run.ts) the wait for the table's expiry and the purge then, unless a recall or a
- * purge by hand ends it first.
+ * A drop's run: the steps above, then the table's expiry, a run of its own (trash-expiry.ts), started. Its caller hears
+ * the table TRASHED; with the trash off where it was dropped (trash.enabled false), the table is purged in the same run
+ * and its caller hears it PURGED, unless it is held or the purge fails or outwaits its run's share of a lock wait (then
+ * it waits in the trash for its expiry).
  */
-export function trashTable(input: TrashInput): Promise<TrashTimerState> {
-  const calls = catalogCalls(input.catalogId);
-  const waiting = { policy: input.lockWait, input };
-  return trashRun(input, {
-    calls: {
-      ...calls,
-      purge: (what, waitingToPurge) => operationRun(purge, { ...what, fromTrashRun: true }, { waiting: waitingToPurge }).table(),
-    },
-    moveToTrash: (timer) => operationRun(trash, input, { waiting, wake: timer }).table(),
+export async function trashTable(input: TrashInput): Promise<TableInfo> {
+  const trashed: TrashCommitted = await operationRun(trash, input, { wake: wokenBy(trashChangedSignal) }).table();
+  // The table is in the trash: what follows is not taken back, and a cancel request must not leave it without its expiry.
+  return CancellationScope.nonCancellable(async () => {
+    const { catalogId, lockWait, expiryRetry } = input;
+    const droppedAt = trashed.droppedAt!;
+    const capped = trashed.policy !== undefined && trashed.policy.maxBytes !== null;
+    await catalogCalls(catalogId).startTrashExpiry({ tableId: trashed.id, droppedAt, lockWait, expiryRetry, requestEviction: capped });
+    if (trashed.policy?.enabled === false && !trashed.hold) {
+      try {
+        const purged = await operationRun(purge, { tableId: trashed.id, trigger: 'policy', droppedAt, catalogId, lockWait }).table();
+        if (purged.state === 'PURGED') return toTableInfo(purged);
+      } catch (err) {
+        log.warn('the trash is disabled, but purging the table at once failed: it waits in the trash for its expiry', {
+          tableId: trashed.id,
+          error: String(err),
+        });
+      }
+    }
+    return toTableInfo(trashed);
   });
 }

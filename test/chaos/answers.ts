@@ -42,9 +42,6 @@ const USER_TABLE_REFUSALS: Readonly<Partial<Record<OpRequest['kind'], ReadonlySe
   create: new Set(['NameTakenError']),
 };
 
-/** Failures that mean "not done, ask again", not a broken operation. */
-const NOT_DONE_FAILURES = new Set(['TrashRunAnswered']);
-
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
 
 function describeRequest(r: OpRequest): string {
@@ -134,8 +131,7 @@ export function checkAnswers(
   for (const op of ops) {
     const { outcome, request } = op;
     if (outcome.kind === 'failed') {
-      if (NOT_DONE_FAILURES.has(outcome.type)) notes.push(`${describeOp(op)} failed with ${outcome.type}: ${outcome.message}`);
-      else problem(op, `failed with ${outcome.type}, which is no domain error: ${outcome.message}`);
+      problem(op, `failed with ${outcome.type}, which is no domain error: ${outcome.message}`);
       continue;
     }
     if (outcome.kind === 'rejected') {

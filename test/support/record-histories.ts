@@ -103,10 +103,12 @@ async function main(): Promise<void> {
     const resumed = await h.client.create({ table: 'rec.failed', shards: 2 });
     await save('create', workflowIdFor.create({ namespace: 'rec', name: 'failed' }, h.catalog.id));
 
-    // trash, then undelete under a new name (ends the timer)
+    // (since v20) a drop, which ends at TRASHED and starts the trash's expiry; then undelete under a new name (ends
+    // the expiry; until v19 the trash run was the drop and its expiry in one, and its histories are named for how it ended)
     await h.client.trash({ table: 'rec.failed', retentionSeconds: 3600 });
+    await save('drop', workflowIdFor.trash(resumed.id, h.catalog.id));
     await h.client.undelete({ table: resumed.id, newName: 'rec.restored' });
-    await save('trash-restored', workflowIdFor.trash(resumed.id, h.catalog.id));
+    await save('trash-restored', workflowIdFor.expiry(resumed.id, h.catalog.id));
     await save('undelete', workflowIdFor.undelete(resumed.id, h.catalog.id));
 
     // (since v18) an undelete whose move back fails in the call that took its lock: its step takes the move back
@@ -124,10 +126,10 @@ async function main(): Promise<void> {
     // trash, then purge by hand (ends the timer)
     await h.client.trash({ table: 'rec.restored', retentionSeconds: 3600 });
     await h.client.purge({ tableId: resumed.id });
-    await save('trash-purged', workflowIdFor.trash(resumed.id, h.catalog.id));
+    await save('trash-purged', workflowIdFor.expiry(resumed.id, h.catalog.id));
     await save('purge', workflowIdFor.purge(resumed.id, h.catalog.id));
 
-    // trash with a short retention: the timer fires and the trash run purges the table (until v6: a purge run as
+    // trash with a short retention: the timer fires and the expiry's run purges the table (until v6: a purge run as
     // its child, recorded as purge-expiry)
     const expiring = await h.client.create({ table: 'rec.expiring', shards: 2 });
     await h.client.trash({ table: 'rec.expiring', retentionSeconds: 1 });
@@ -136,18 +138,18 @@ async function main(): Promise<void> {
       (t) => t?.state === 'PURGED',
       { what: 'expiry' },
     );
-    await save('trash-expired', workflowIdFor.trash(expiring.id, h.catalog.id));
+    await save('trash-expired', workflowIdFor.expiry(expiring.id, h.catalog.id));
 
     // a cancel request while the trash waits: ignored, the timer fires and purges
     const cancelled = await h.client.create({ table: 'rec.cancelled', shards: 1 });
     await h.client.trash({ table: 'rec.cancelled', retentionSeconds: 2 });
-    await h.temporal.workflow.getHandle(workflowIdFor.trash(cancelled.id, h.catalog.id)).cancel();
+    await h.temporal.workflow.getHandle(workflowIdFor.expiry(cancelled.id, h.catalog.id)).cancel();
     await waitFor(
       () => h.catalog.getTable(cancelled.id),
       (t) => t?.state === 'PURGED',
       { what: 'expiry after a cancel request' },
     );
-    await save('trash-cancel-ignored', workflowIdFor.trash(cancelled.id, h.catalog.id));
+    await save('trash-cancel-ignored', workflowIdFor.expiry(cancelled.id, h.catalog.id));
 
     // a purge that fails past its point of no return stays PURGING; the next purge goes forward only
     const stuck = await h.client.create({ table: 'rec.stuck', shards: 2 });
@@ -189,7 +191,7 @@ async function main(): Promise<void> {
     // a purge that waits for a busy table: tries on timers, continues as new, then purges
     const holderTable = await h.client.create({ table: 'rec.holder', shards: 1 });
     await h.client.trash({ table: 'rec.holder', retentionSeconds: 3600 });
-    const holderRun = await h.temporal.workflow.getHandle(workflowIdFor.trash(holderTable.id, h.catalog.id)).describe();
+    const holderRun = await h.temporal.workflow.getHandle(workflowIdFor.expiry(holderTable.id, h.catalog.id)).describe();
     const holder = { workflowId: holderRun.workflowId, runId: holderRun.runId };
     const waiting = await h.client.create({ table: 'rec.waiting', shards: 2 });
     await h.client.trash({ table: 'rec.waiting', retentionSeconds: 3600 });
@@ -225,13 +227,13 @@ async function main(): Promise<void> {
       (t) => t?.state === 'PURGED',
       { what: 'the retried expiry', timeoutMs: 60_000 },
     );
-    await save('trash-expiry-retried', workflowIdFor.trash(retried.id, h.catalog.id));
+    await save('trash-expiry-retried', workflowIdFor.expiry(retried.id, h.catalog.id));
     h.storage.faults.clear();
 
-    // a trash run terminated while it waits; the reconciler re-arms it, and it purges at expiry
+    // an expiry's run terminated while it waits; the reconciler re-arms it, and it purges at expiry
     const rearmed = await h.client.create({ table: 'rec.rearmed', shards: 2 });
     await h.client.trash({ table: 'rec.rearmed', retentionSeconds: 2 });
-    await h.temporal.workflow.getHandle(workflowIdFor.trash(rearmed.id, h.catalog.id)).terminate('recording: a lost trash run');
+    await h.temporal.workflow.getHandle(workflowIdFor.expiry(rearmed.id, h.catalog.id)).terminate('recording: a lost trash run');
     const reconcileId = `reconcile@${h.catalog.id}-recording`;
     await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
       workflowId: reconcileId,
@@ -244,7 +246,7 @@ async function main(): Promise<void> {
       (t) => t?.state === 'PURGED',
       { what: 'the re-armed expiry' },
     );
-    await save('trash-rearmed', workflowIdFor.trash(rearmed.id, h.catalog.id));
+    await save('trash-rearmed', workflowIdFor.expiry(rearmed.id, h.catalog.id));
 
     // a trash whose worker died right after it marked the table TRASHING, and whose run was then terminated:
     // the reconciler runs the trash again, which resumes from TRASHING (with the retention the lost run asked for)
@@ -280,9 +282,11 @@ async function main(): Promise<void> {
       { what: 'the resumed trash to expire' },
     );
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
+    await save('trash-resumed-expired', workflowIdFor.expiry(resumed2.id, h.catalog.id));
 
-    // (since v7) a trash whose committing task was lost while a purge ended it: the end is heard before the run
-    // knows its drop time, and ends the timer once it does
+    // (since v7) a trash whose committing task was lost while a purge ended it (until v19 the end was heard before the
+    // trash run knew its drop time: trash-ended-before-armed); since v20, the drop's task that committed, lost and
+    // made again, and the expiry it starts, ended by the purge (drop-lost-task)
     const ended = await h.client.create({ table: 'rec.ended', shards: 2 });
     await h.stopWorker();
     const committing = await startCrashingWorker({
@@ -299,7 +303,8 @@ async function main(): Promise<void> {
     await h.startWorker();
     await h.client.purge({ tableId: ended.id });
     await endedTrash;
-    await save('trash-ended-before-armed', workflowIdFor.trash(ended.id, h.catalog.id));
+    await save('drop-lost-task', workflowIdFor.trash(ended.id, h.catalog.id));
+    await save('trash-ended-after-lost-task', workflowIdFor.expiry(ended.id, h.catalog.id));
 
     // (since v9) a rename: one compare-and-set under the table's lock and the new name's; then one refused, the name
     // taken; then one that waits for a busy table, continues as new, and renames
@@ -359,7 +364,12 @@ async function main(): Promise<void> {
       const stubborn = await paced.client.create({ table: 'rec.stubborn', shards: 2 });
       paced.storage.faults.inject({ op: 'markGarbage', tableId: stubborn.id, shard: 0, kind: 'permanent', times: 3 });
       await paced.client.trash({ table: 'rec.stubborn', retentionSeconds: 1 });
-      const stubbornId = workflowIdFor.trash(stubborn.id, paced.catalog.id);
+      const stubbornId = workflowIdFor.expiry(stubborn.id, paced.catalog.id);
+      await waitFor(
+        () => paced.temporal.workflow.getHandle(stubbornId).describe().catch(() => undefined),
+        (d) => d !== undefined,
+        { what: 'the expiry run' },
+      );
       const armed = await paced.temporal.workflow.getHandle(stubbornId).describe();
       await waitFor(
         () => paced.catalog.getTable(stubborn.id),
@@ -499,7 +509,8 @@ async function main(): Promise<void> {
       (t) => t?.state === 'PURGED',
       { what: 'the shortened retention to purge' },
     );
-    await save('trash-drained-retention-shortened', workflowIdFor.trash(leased.id, h.catalog.id));
+    await save('drop-drained', workflowIdFor.trash(leased.id, h.catalog.id));
+    await save('trash-drained-retention-shortened', workflowIdFor.expiry(leased.id, h.catalog.id));
 
     // (since v11) two retention changes that reach the trash run in one workflow task: made in turn by its wait, the
     // second into the past, which purges the table
@@ -513,7 +524,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 300));
     await h.startWorker();
     await Promise.all([longer, past]);
-    await save('trash-two-retentions-one-task', workflowIdFor.trash(twice.id, h.catalog.id));
+    await save('trash-two-retentions-one-task', workflowIdFor.expiry(twice.id, h.catalog.id));
 
     // (since v11) a drop whose drain passes its deadline: TableBusy, taken back to READY
     const busyLease = await h.client.create({ table: 'rec.busy_lease', shards: 1 });
@@ -549,13 +560,15 @@ async function main(): Promise<void> {
       (t) => t?.state === 'PURGED',
       { what: 'the released table to be purged' },
     );
-    await save('trash-held-then-released', workflowIdFor.trash(heldTable.id, h.catalog.id));
+    await save('trash-held-then-released', workflowIdFor.expiry(heldTable.id, h.catalog.id));
 
-    // (since v11) the trash switched off in a namespace: a drop purges at once in its own run
+    // (since v11) the trash switched off in a namespace: a drop purges at once in its own run (and the expiry it
+    // started is ended by that purge)
     await h.client.setSetting({ key: 'trash.enabled', value: 'false', namespace: 'recoff' });
     const off = await h.client.create({ table: 'recoff.gone', shards: 2 });
     await h.client.trash({ table: 'recoff.gone' });
     await save('trash-disabled', workflowIdFor.trash(off.id, h.catalog.id));
+    await save('trash-disabled-expiry', workflowIdFor.expiry(off.id, h.catalog.id));
 
     // (since v11) a space cap: a setting's run starts the eviction, which purges the oldest trashed table by a purge run
     const capped = await h.client.create({ table: 'reccap.old', shards: 2 });

@@ -1,5 +1,5 @@
 import { condition, setCurrentDetails } from '@temporalio/workflow';
-import { OPERATIONS, type TrashInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
 import type { TrashTimerState } from '../../../domain/contracts';
 import type { TableRecord } from '../../../domain/table';
 import { describeLease, type Lease } from '../../../domain/leases';
@@ -11,15 +11,16 @@ import { holdingLocks, untilFree, withLock, type Waiting } from './lock';
 import { takes } from './patches';
 import { purgeSteps } from './purge';
 import { asFailure, everyShard, runSteps, SHARDS, type Step } from './steps';
-import type { TrashTimer } from '../../trash-expiry';
-import { trashRun } from '../../trash-run';
+import type { TrashTimer } from '../v19/trash-expiry';
+import type { TrashRunInput } from '../v19/input';
+import { trashRun } from '../v19/trash-run';
 
 /**
  * Soft-deletes a table: it becomes unreachable at once and its shards move to the trash. The caller is answered (through
  * the `trashed` update) as soon as the table is TRASHED; the workflow then sleeps on a durable timer until the retention
  * runs out and purges the table, unless an undelete or a manual purge ends the timer first (trash-expiry.ts).
  */
-export function trashTable(input: TrashInput): Promise<TrashTimerState> {
+export function trashTable(input: TrashRunInput): Promise<TrashTimerState> {
   const calls = operationCalls(input.catalogId);
   return trashRun(input, {
     calls: { ...calls, purge: (purge, waiting) => purgeSteps(calls, purge, waiting) },
@@ -31,7 +32,7 @@ export function trashTable(input: TrashInput): Promise<TrashTimerState> {
  * The steps of a trash, under the table's lock: new leases stopped (DRAINING while leases are live, waiting for them),
  * TRASHING, shards to the trash area, TRASHED with its expiry. Runs started before leases skip the drain.
  */
-function moveToTrash(calls: OperationCalls, input: TrashInput, timer: TrashTimer): Promise<TrashCommitted> {
+function moveToTrash(calls: OperationCalls, input: TrashRunInput, timer: TrashTimer): Promise<TrashCommitted> {
   const [tableLock] = OPERATIONS.trash.locks(input);
   const commitTrashed: Step<Drop, TrashCommitted> = {
     name: 'commit trashed',
@@ -74,7 +75,7 @@ const tableIn = (drop: Drop): TableRecord => ('table' in drop ? drop.table : dro
  */
 function stopNewLeases(
   calls: OperationCalls,
-  input: TrashInput,
+  input: TrashRunInput,
   locking?: { lock: string; waiting: Waiting; taken: () => void },
 ): Step<void, Drop> {
   return {

@@ -10,11 +10,11 @@ import {
   log,
   setHandler,
 } from '@temporalio/workflow';
-import type { TrashInput } from '../domain/operations';
-import { trashedUpdate, type TrashTimerState } from '../domain/contracts';
-import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import type { TrashCommitted } from '../activities';
-import { reportOutcome } from './observe';
+import type { TrashRunInput } from './input';
+import { trashedUpdate, type TrashTimerState } from '../../../domain/contracts';
+import { toTableInfo, type TableInfo, type TableRecord } from '../../../domain/table';
+import type { TrashCommitted } from '../../../activities';
+import { reportOutcome } from '../../observe';
 import { inThatTrash, trashTimer, waitOutExpiry, type ExpiryCalls, type TrashTimer } from './trash-expiry';
 
 /** What a trash run is made of: how it moves the table to the trash, and the calls its expiry makes. */
@@ -29,7 +29,7 @@ export interface TrashParts {
  * durable timer until the retention runs out and purges the table, unless an undelete or a manual purge
  * ends the timer first (trash-expiry.ts).
  */
-export async function trashRun(input: TrashInput, { calls: expiry, moveToTrash }: TrashParts): Promise<TrashTimerState> {
+export async function trashRun(input: TrashRunInput, { calls: expiry, moveToTrash }: TrashParts): Promise<TrashTimerState> {
   const caller = answerTheCaller(input);
   const timer = trashTimer(expiry, input.tableId);
   let trashed: TrashCommitted;
@@ -75,7 +75,7 @@ export async function trashRun(input: TrashInput, { calls: expiry, moveToTrash }
  * answered (with the PURGED table). A purge that fails leaves it in the trash, for its expiry to purge (the caller
  * hears TRASHED); one held meanwhile stays there until it is released.
  */
-async function purgeAtOnce(calls: ExpiryCalls, trashed: TableRecord, input: TrashInput): Promise<TableRecord | undefined> {
+async function purgeAtOnce(calls: ExpiryCalls, trashed: TableRecord, input: TrashRunInput): Promise<TableRecord | undefined> {
   const droppedAt = trashed.droppedAt!;
   try {
     const table = await calls.purge(
@@ -99,7 +99,7 @@ type Outcome = { table: TableInfo } | { error: unknown };
  * The `trashed` update, through which the caller waits for its answer: the table once it is TRASHED, or why the trash
  * failed once what it had done is taken back.
  */
-function answerTheCaller(input: TrashInput) {
+function answerTheCaller(input: TrashRunInput) {
   let outcome: Outcome | undefined;
   setHandler(
     trashedUpdate,

@@ -1,0 +1,81 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { endTimerSignal, trashChangedSignal } from '../domain/contracts';
+import { OPERATIONS, workflowIdFor, type TrashExpiryInput } from '../domain/operations';
+import { DROPPED_AT_MEMO } from '../domain/operation-runs';
+import type { TableRecord } from '../domain/table';
+
+/**
+ * The messages a worker sends the runs that wait on a table's trash: the drop that drains (`drop:<id>`) and the trash's
+ * expiry (`trash:<id>`, workflows/trash-expiry.ts). Sent from local activities, in the workflow task of the step that
+ * causes them, rather than as the workflow's own commands, whose delivery the operation would wait for in one more
+ * workflow task.
+ */
+
+/** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
+export interface EndTrashTimer {
+  reason: 'restored' | 'purged';
+  droppedAt: number;
+}
+
+const client = () => Context.current().client;
+
+/** Sends `send` to the run of `workflowId` if it runs; false when there is none (nothing to tell). */
+async function tell(workflowId: string, send: (id: string) => Promise<void>): Promise<boolean> {
+  try {
+    await send(workflowId);
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/** Tells the expiry of the trash at `droppedAt` that it has nothing left to do (a recall, a purge by hand). */
+export function endTrashTimer(tableId: number, end: EndTrashTimer, catalogId: string | undefined): Promise<boolean> {
+  return tell(workflowIdFor.expiry(tableId, catalogId), (id) =>
+    client().workflow.getHandle(id).signal(endTimerSignal, end.reason, end.droppedAt),
+  );
+}
+
+/**
+ * Tells the runs waiting on the table to read it again: a DRAINING table's drop (a lease released), a TRASHED table's
+ * expiry (a hold released). A drop run that a v19 client started is its table's `trash:` run: it is told too.
+ */
+export async function wakeTrashRuns(table: TableRecord, catalogId: string | undefined): Promise<boolean> {
+  const ids = [workflowIdFor.expiry(table.id, catalogId), ...(table.state === 'DRAINING' ? [workflowIdFor.trash(table.id, catalogId)] : [])];
+  const told = await Promise.all(ids.map((workflowId) => tell(workflowId, (id) => client().workflow.getHandle(id).signal(trashChangedSignal))));
+  return told.some(Boolean);
+}
+
+/**
+ * Starts the expiry of the trash at `droppedAt` (`trash:<tableId>`). A run of this trash found there (a repeat, or the
+ * reconciler's re-arm) is it. A run of an earlier trash is ending (the recall that undid that trash ended it): this
+ * fails, to be tried again by the activity's retries once that run has closed.
+ */
+export async function startTrashExpiry(input: TrashExpiryInput & { table: TableRecord; taskQueue: string }): Promise<'started' | 'running'> {
+  const { table, taskQueue, ...expiry } = input;
+  const record = OPERATIONS.expiry;
+  const workflowId = record.workflowId(table.id, expiry.catalogId);
+  try {
+    await client().workflow.start(record.workflowType, {
+      workflowId,
+      taskQueue,
+      args: [expiry],
+      memo: { [DROPPED_AT_MEMO]: expiry.droppedAt },
+      typedSearchAttributes: record.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
+      staticSummary: `keep table ${table.id} in the trash until it expires, then purge it`,
+      ...record.start,
+    });
+    return 'started';
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  const running = await client().workflow.getHandle(workflowId).describe();
+  if (running.memo?.[DROPPED_AT_MEMO] === expiry.droppedAt) return 'running';
+  throw ApplicationFailure.retryable(
+    `the expiry run of an earlier trash of table ${table.id} (${workflowId}) is still ending; trying again`,
+    'EarlierTrashEnding',
+  );
+}

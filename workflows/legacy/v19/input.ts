@@ -1,0 +1,7 @@
+import type { TrashInput } from '../../../domain/operations';
+
+/** A trash run's input: the drop's, the request it answers, and (re-armed) the trash it waits out without moving anything. */
+export interface TrashRunInput extends TrashInput {
+  requestId: string;
+  rearm?: { droppedAt: number };
+}
