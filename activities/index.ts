@@ -1,9 +1,9 @@
 import { Context } from '@temporalio/activity';
-import type { Catalog, LockHolder, StepKey, TransitionRequest } from '../catalog/catalog';
+import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionRequest } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import { OPERATIONS, workflowIdFor } from '../domain/operations';
+import { OPERATIONS } from '../domain/operations';
 import { ApplicationFailure } from '@temporalio/common';
 import { evictSignal } from '../domain/contracts';
 import type { Backoff, LockWaitPolicy } from '../domain/backoff';
@@ -80,7 +80,8 @@ export function createActivities(deps: ActivityDeps) {
       const owner = inScope(input);
       const step = stepOf(owner, input);
       const result = await catalog.acquireLock(input.lock, owner, clock(), isOwnerClosed, step);
-      if (!result.acquired) return { acquired: false, holder: result.holder.workflowId };
+      // (The workflows' answer, which v18's code reads too: the holder by its workflow id.)
+      if (isBusy(result)) return { acquired: false, holder: result.holder.workflowId };
       if (result.tookOverFrom) {
         Context.current().log.warn('took over a lock left by a closed workflow', {
           lock: input.lock,
@@ -380,4 +381,3 @@ export interface TrashPage {
 export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-

@@ -37,7 +37,19 @@ export interface StepKey {
 /** A journaled outcome: what the call returned, or the error it failed with for good (a domain error, a storage fault). */
 export type Outcome<T> = { value: T } | { error: { type: string; message: string } };
 
-export type AcquireResult = { acquired: true; tookOverFrom: LockHolder | null } | { acquired: false; holder: LockHolder };
+/**
+ * A lock another running operation holds, named: the call changed nothing, and its caller waits its turn (an answer,
+ * never journaled, so that the same call made again tries again). Every catalog call that takes a lock answers so.
+ */
+export interface Busy {
+  outcome: 'busy';
+  holder: LockHolder;
+}
+
+/** Whether a catalog call's answer is Busy. */
+export const isBusy = (answer: object): answer is Busy => 'outcome' in answer && answer.outcome === 'busy';
+
+export type AcquireResult = { acquired: true; tookOverFrom: LockHolder | null } | Busy;
 
 /** What a create finds when it prepares. */
 export type PrepareResult =
@@ -45,8 +57,8 @@ export type PrepareResult =
   | { outcome: 'prepared'; table: TableRecord; resumed: boolean }
   /** The same create already committed: nothing to do. */
   | { outcome: 'exists'; table: TableRecord }
-  /** Another running operation holds the lock of the table the record belongs to: try again later. */
-  | { outcome: 'busy'; holder: LockHolder };
+  /** Another running operation holds the name's lock or the lock of the table the record belongs to: try again later. */
+  | Busy;
 
 export interface PrepareCreateRequest extends TableName {
   params: CreateParams;
@@ -155,7 +167,7 @@ export interface DrainStart {
 }
 
 /** A drop's first change made (the table, and the leases it waits for), or the table's lock found held by another. */
-export type DrainResult = { table: TableRecord; leases: Lease[] } | { outcome: 'busy'; holder: LockHolder };
+export type DrainResult = { table: TableRecord; leases: Lease[] } | Busy;
 
 export type LeaseRequest =
   | { action: 'acquire'; lease: Lease; step?: StepKey }

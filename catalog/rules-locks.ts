@@ -1,4 +1,4 @@
-import type { AcquireResult, LockHolder, LockOwner, Outcome } from './catalog';
+import { isBusy, type AcquireResult, type LockHolder, type LockOwner, type Outcome } from './catalog';
 import { LockLostError } from './lock-lost';
 import { RetryTransaction, type CatalogTx } from './tx';
 
@@ -18,7 +18,7 @@ export async function tryLock(tx: CatalogTx, resource: string, owner: LockOwner,
     const holder = await tx.lockHolder(resource, { forUpdate: true });
     // Released between the two statements: try to insert again.
     if (!holder) continue;
-    return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { acquired: false, holder };
+    return sameOwner(holder, owner) ? { acquired: true, tookOverFrom: null } : { outcome: 'busy', holder };
   }
   throw new RetryTransaction(`the lock on ${resource} kept changing hands`);
 }
@@ -42,7 +42,5 @@ export function busyHolder(outcome: Outcome<object>): LockHolder | undefined {
 
 /** The holder named by a busy answer (a prepare's, a drop's first change's, or a lock attempt's), if it is one. */
 export function busyHolderOf(answer: object): LockHolder | undefined {
-  if ('outcome' in answer && answer.outcome === 'busy' && 'holder' in answer) return answer.holder as LockHolder;
-  if ('acquired' in answer && answer.acquired === false && 'holder' in answer) return answer.holder as LockHolder;
-  return undefined;
+  return isBusy(answer) ? answer.holder : undefined;
 }

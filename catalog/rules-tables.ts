@@ -4,7 +4,16 @@ import { lockFor } from '../domain/operations';
 import { nameChanged, notOnHold, tableNotFound } from '../domain/refusals';
 import { canTransition, columnsOnEntering } from '../domain/states';
 import { canBeHeld, describeCreateParams, sameCreateParams, type TableRecord } from '../domain/table';
-import type { DrainResult, DrainStart, ExpiryChange, HoldChange, PrepareCreateRequest, PrepareResult, TransitionRequest } from './catalog';
+import {
+  isBusy,
+  type DrainResult,
+  type DrainStart,
+  type ExpiryChange,
+  type HoldChange,
+  type PrepareCreateRequest,
+  type PrepareResult,
+  type TransitionRequest,
+} from './catalog';
 import { assertHolds, sameOwner, tryLock } from './rules-locks';
 import { RetryTransaction, type CatalogTx } from './tx';
 
@@ -18,7 +27,7 @@ import { RetryTransaction, type CatalogTx } from './tx';
 export async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise<PrepareResult> {
   if (req.takeNameLock) {
     const name = await tryLock(tx, req.nameLock, req.owner, req.now);
-    if (!name.acquired) return { outcome: 'busy', holder: name.holder };
+    if (isBusy(name)) return name;
   } else {
     await assertHolds(tx, req.nameLock, req.owner);
   }
@@ -49,7 +58,7 @@ export async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise
   const plan = planPrepare(holder, req);
   if (plan === 'exists') return { outcome: 'exists', table: holder };
   const lock = await tryLock(tx, lockFor.table(holder.id), req.owner, req.now);
-  if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+  if (isBusy(lock)) return lock;
   const redefined = plan === 'redefine' ? { params: req.params, placement: req.place(holder.id, req.params) } : {};
   await write(tx, holder, { ...holder, ...redefined, state: 'CREATING', updatedAt: req.now });
   return { outcome: 'prepared', table: await mustGet(tx, holder.id), resumed: true };
@@ -122,7 +131,7 @@ export async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<Ta
 export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainResult> {
   if (req.takeLock) {
     const lock = await tryLock(tx, lockFor.table(req.tableId), req.owner, req.now);
-    if (!lock.acquired) return { outcome: 'busy', holder: lock.holder };
+    if (isBusy(lock)) return lock;
   }
   const current = await tx.tableById(req.tableId, { forUpdate: true });
   if (!current) throw tableNotFound(req.tableId);

@@ -3,24 +3,25 @@ import type { TableState } from '../domain/states';
 import type { TableRecord } from '../domain/table';
 import type { Lease } from '../domain/leases';
 import type { SettingRow } from '../domain/settings';
-import type {
-  AcquireResult,
-  Catalog,
-  DrainResult,
-  DrainStart,
-  ExpiryChange,
-  HoldChange,
-  LeaseRequest,
-  SettingChange,
-  IsOwnerClosed,
-  ListOptions,
-  LockHolder,
-  LockOwner,
-  Outcome,
-  PrepareCreateRequest,
-  PrepareResult,
-  StepKey,
-  TransitionRequest,
+import {
+  isBusy,
+  type AcquireResult,
+  type Catalog,
+  type DrainResult,
+  type DrainStart,
+  type ExpiryChange,
+  type HoldChange,
+  type LeaseRequest,
+  type SettingChange,
+  type IsOwnerClosed,
+  type ListOptions,
+  type LockHolder,
+  type LockOwner,
+  type Outcome,
+  type PrepareCreateRequest,
+  type PrepareResult,
+  type StepKey,
+  type TransitionRequest,
 } from './catalog';
 import { journaled, unwrap } from './rules-journal';
 import { changeLease } from './rules-leases';
@@ -87,7 +88,7 @@ export abstract class TransactionalCatalog implements Catalog {
     // are journaled too): re-taking it would let a run that already finished hold a table again.
     return this.withTakeOver(isOwnerClosed, step, (tx) => tryLock(tx, resource, owner, now)).then(({ result, tookOverFrom }) => {
       const acquired = unwrap(result);
-      return acquired.acquired ? { acquired: true, tookOverFrom } : acquired;
+      return isBusy(acquired) ? acquired : { acquired: true, tookOverFrom };
     });
   }
 

@@ -17,9 +17,9 @@ describeEachCatalog(
     test('a lock is re-entrant for its owner, refused to others, and taken over only from a closed owner', async () => {
       const first = owner('trash:7', 'run-a');
       await locked('table:7', first);
-      expect((await catalog.acquireLock('table:7', first, 2, never)).acquired).toBe(true);
+      expect(await catalog.acquireLock('table:7', first, 2, never)).toMatchObject({ acquired: true });
       const other = owner('purge:7');
-      expect(await catalog.acquireLock('table:7', other, 3, never)).toMatchObject({ acquired: false, holder: first });
+      expect(await catalog.acquireLock('table:7', other, 3, never)).toMatchObject({ outcome: 'busy', holder: first });
       const asked: string[] = [];
       const closedAndAsked = (holder: LockOwner) => {
         asked.push(holder.workflowId);
@@ -89,7 +89,7 @@ describeEachCatalog(
     test('a busy lock is not journaled: the same step asked again takes the lock once it is free', async () => {
       await locked('table:5', owner('trash:5'));
       const step = { runId: 'run-p', step: '1:acquireLock' };
-      expect(await catalog.acquireLock('table:5', owner('purge:5', 'run-p'), 2, never, step)).toMatchObject({ acquired: false });
+      expect(await catalog.acquireLock('table:5', owner('purge:5', 'run-p'), 2, never, step)).toMatchObject({ outcome: 'busy' });
       await catalog.releaseLocks(owner('trash:5'));
       expect(await catalog.acquireLock('table:5', owner('purge:5', 'run-p'), 3, never, step)).toMatchObject({ acquired: true });
       expect(await catalog.holdsLock('table:5', owner('purge:5', 'run-p'))).toBe(true);
@@ -171,7 +171,7 @@ describeEachCatalog(
       if (first.outcome !== 'prepared') throw new Error('expected a new table');
       // The first create was terminated while holding both locks.
       const retry = owner('create:ns.t', 'run-2');
-      expect((await catalog.acquireLock('name:ns.t', retry, 2, closed)).acquired).toBe(true);
+      expect(await catalog.acquireLock('name:ns.t', retry, 2, closed)).toMatchObject({ acquired: true });
       const resumed = await catalog.prepareCreate(
         { namespace: 'ns', name: 't', params: { shards: 2 }, owner: retry, nameLock: 'name:ns.t', place: () => [], now: 3 },
         closed,
