@@ -44,8 +44,13 @@ export function endTrashTimer(tableId: number, end: EndTrashTimer, catalogId: st
  * expiry (a hold released). A drop run that a v19 client started is its table's `trash:` run: it is told too.
  */
 export async function wakeTrashRuns(table: TableRecord, catalogId: string | undefined): Promise<boolean> {
-  const ids = [workflowIdFor.expiry(table.id, catalogId), ...(table.state === 'DRAINING' ? [workflowIdFor.trash(table.id, catalogId)] : [])];
-  const told = await Promise.all(ids.map((workflowId) => tell(workflowId, (id) => client().workflow.getHandle(id).signal(trashChangedSignal))));
+  const ids = [
+    workflowIdFor.expiry(table.id, catalogId),
+    ...(table.state === 'DRAINING' ? [workflowIdFor.trash(table.id, catalogId)] : []),
+  ];
+  const told = await Promise.all(
+    ids.map((workflowId) => tell(workflowId, (id) => client().workflow.getHandle(id).signal(trashChangedSignal))),
+  );
   return told.some(Boolean);
 }
 
@@ -54,7 +59,9 @@ export async function wakeTrashRuns(table: TableRecord, catalogId: string | unde
  * reconciler's re-arm) is it. A run of an earlier trash is ending (the recall that undid that trash ended it): this
  * fails, to be tried again by the activity's retries once that run has closed.
  */
-export async function startTrashExpiry(input: TrashExpiryInput & { table: TableRecord; taskQueue: string }): Promise<'started' | 'running'> {
+export async function startTrashExpiry(
+  input: TrashExpiryInput & { table: TableRecord; taskQueue: string },
+): Promise<'started' | 'running'> {
   const { table, taskQueue, ...expiry } = input;
   const record = OPERATIONS.expiry;
   const workflowId = record.workflowId(table.id, expiry.catalogId);

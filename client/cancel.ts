@@ -52,7 +52,8 @@ export async function cancel(ctx: ClientContext, request: CancelRequest, opts: W
       );
     }
     // (A trash run as v19 made it, at its table's expiry id, is also that trash's expiry once the table is in the trash.)
-    const v19TrashRun = operation === OPERATIONS.trash.name && tableId !== undefined && workflowId === OPERATIONS.expiry.workflowId(tableId, ctx.catalog.id);
+    const v19TrashRun =
+      operation === OPERATIONS.trash.name && tableId !== undefined && workflowId === OPERATIONS.expiry.workflowId(tableId, ctx.catalog.id);
     if (v19TrashRun) await refuseTrashTimer(ctx, workflowId, tableId);
     const handle = ctx.client.workflow.getHandle(workflowId, run.runId);
     await handle.cancel();
@@ -121,7 +122,8 @@ async function untilClosedOrTrashed(
 async function refuseTrashTimer(ctx: ClientContext, workflowId: string, tableId: number, always = false): Promise<void> {
   const table = await ctx.catalog.getTable(tableId);
   if (!table) {
-    if (always) throw new WrongStateError(`${workflowId} is the expiry of table ${tableId}, which is no longer in the catalog; nothing to cancel`);
+    if (always)
+      throw new WrongStateError(`${workflowId} is the expiry of table ${tableId}, which is no longer in the catalog; nothing to cancel`);
     return;
   }
   if (table.state === 'TRASHED') {

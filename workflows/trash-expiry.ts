@@ -239,11 +239,7 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
  * past its point of no return, which the expiry finishes), or how that trash ended (purged, or recalled: a table
  * trashed again since is in another trash, whose own run waits for it).
  */
-async function inThatTrash(
-  calls: ExpiryCalls,
-  tableId: number,
-  droppedAt: number,
-): Promise<{ table: TableRecord } | { ended: Ending }> {
+async function inThatTrash(calls: ExpiryCalls, tableId: number, droppedAt: number): Promise<{ table: TableRecord } | { ended: Ending }> {
   const table = await calls.getTable(tableId);
   if (table && (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === droppedAt) return { table };
   return { ended: !table || table.state === 'PURGED' ? 'purged' : 'restored' };
