@@ -99,7 +99,7 @@ describeEachCatalog(
       await expect(catalog.changeHold({ tableId: creating.table.id, hold, owner: creator })).rejects.toMatchObject({ type: 'WrongState' });
 
       const moving = await readyTable('moving');
-      const drop = await locked(`table:${moving.id}`, owner('trash:m'));
+      const drop = await locked(`table:${moving.id}`, owner('drop:m'));
       await acquire(leaseOf(moving.id, 'lease-m', 1_000_000));
       expect(await catalog.startDrain({ tableId: moving.id, owner: drop, now: 5 }, never)).toMatchObject({ table: { state: 'DRAINING' } });
       await expect(catalog.changeHold({ tableId: moving.id, hold, owner: drop })).rejects.toMatchObject({ type: 'WrongState' });
@@ -109,7 +109,7 @@ describeEachCatalog(
 
       // A held READY table dropped: the hold goes with it into the trash.
       const kept = await readyTable('kept');
-      const op = await locked(`table:${kept.id}`, owner('trash:k'));
+      const op = await locked(`table:${kept.id}`, owner('drop:k'));
       await catalog.changeHold({ tableId: kept.id, hold, owner: op });
       await catalog.transition({ tableId: kept.id, from: ['READY'], to: 'TRASHING', owner: op, now: 30_000 });
       const keptTrashed = await catalog.transition({
@@ -123,7 +123,7 @@ describeEachCatalog(
       expect(keptTrashed).toMatchObject({ state: 'TRASHED', hold });
     });
 
-    test('the trash run moves its expiry: only the trash at its drop time, and not while another operation holds the table', async () => {
+    test('the trash expiry run moves its expiry: only the trash at its drop time, and not while another operation holds the table', async () => {
       const trashed = await trashedTable('t', 10_000, 60);
       expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
       const run = owner(`trash:${trashed.id}`, 'run-trash');
@@ -162,7 +162,7 @@ describeEachCatalog(
       await acquire(live);
       await acquire(leaseOf(table.id, 'lease-old', 500));
       await acquire(leaseOf(other.id, 'lease-other', 9_000));
-      const drop = owner('trash:1', 'run-d');
+      const drop = owner('drop:1', 'run-d');
       const start = async (now: number, more: { expectName?: { namespace: string; name: string }; step?: StepKey } = {}) => {
         const result = await catalog.startDrain({ tableId: table.id, owner: drop, now, ...more }, never);
         if ('outcome' in result) throw new Error('a drop that holds the lock is never busy');
@@ -235,7 +235,7 @@ describeEachCatalog(
       const other = await readyTable('u');
       await acquire(leaseOf(table.id, 'lease-old', 500));
       await acquire(leaseOf(other.id, 'lease-other', 9_000));
-      const drop = await locked(`table:${table.id}`, owner('trash:1'));
+      const drop = await locked(`table:${table.id}`, owner('drop:1'));
       // A lease that ends at `now` has ended.
       expect(await catalog.startDrain({ tableId: table.id, owner: drop, now: 500 }, never)).toEqual({
         table: { ...table, state: 'TRASHING', updatedAt: 500 },

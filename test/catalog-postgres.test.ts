@@ -9,7 +9,7 @@ import {
   MIGRATIONS as PG_MIGRATIONS,
   SCHEMA_VERSION,
 } from '../catalog/postgres-schema';
-import type { Catalog, LockHolder } from '../catalog/catalog';
+import { isBusy, type Catalog, type LockHolder } from '../catalog/catalog';
 import { CatalogNotFoundError } from '../domain/errors';
 import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
@@ -49,7 +49,7 @@ describe('PostgreSQL catalog shared by several workers', () => {
       const results = await Promise.all([
         a.acquireLock(
           resource,
-          owner(`trash:${round}`, 'run-a'),
+          owner(`drop:${round}`, 'run-a'),
           round,
           never,
           round % 2 ? { runId: 'run-a', step: `${round}` } : undefined,
@@ -62,8 +62,8 @@ describe('PostgreSQL catalog shared by several workers', () => {
           round % 2 ? { runId: 'run-b', step: `${round}` } : undefined,
         ),
       ]);
-      expect(results.filter((r) => r.acquired)).toHaveLength(1);
-      const winner = results[0].acquired ? 'trash' : 'purge';
+      expect(results.filter((r) => !isBusy(r))).toHaveLength(1);
+      const winner = isBusy(results[0]) ? 'purge' : 'drop';
       expect((await a.listLocks()).filter((l) => l.resource === resource)).toEqual([
         expect.objectContaining({ workflowId: `${winner}:${round}` }),
       ]);
@@ -73,18 +73,18 @@ describe('PostgreSQL catalog shared by several workers', () => {
   test('two workers taking over the lock of one closed owner: exactly one wins, 50 rounds out of 50', async () => {
     for (let round = 0; round < 50; round++) {
       const resource = `table:${round}`;
-      const dead = await locked(resource, owner(`trash:${round}`, 'run-dead'));
+      const dead = await locked(resource, owner(`drop:${round}`, 'run-dead'));
       const onlyTheDead = (holder: LockHolder) => Promise.resolve(holder.runId === dead.runId);
       const results = await Promise.all([
         a.acquireLock(resource, owner(`purge:${round}`, 'run-a'), round, onlyTheDead),
         b.acquireLock(resource, owner(`undelete:${round}`, 'run-b'), round, onlyTheDead),
       ]);
-      expect(results.filter((r) => r.acquired)).toHaveLength(1);
+      expect(results.filter((r) => !isBusy(r))).toHaveLength(1);
       // The dead owner's lock was freed once, by one of them; the one that freed it is not always the one that
       // then took the free lock (as with SQLite shared by two processes): tookOverFrom is the freer's report.
       const [held] = (await a.listLocks()).filter((l) => l.resource === resource);
-      expect(held?.runId).toBe(results[0].acquired ? 'run-a' : 'run-b');
-      expect(results.filter((r) => r.acquired && r.tookOverFrom).length).toBeLessThanOrEqual(1);
+      expect(held?.runId).toBe(isBusy(results[0]) ? 'run-b' : 'run-a');
+      expect(results.filter((r) => !isBusy(r) && r.tookOverFrom).length).toBeLessThanOrEqual(1);
     }
   });
 
@@ -115,7 +115,7 @@ describe('PostgreSQL catalog shared by several workers', () => {
 
   test('one step made at once on two workers is applied once, and both answer the same', async () => {
     const table = await readyTable('t');
-    const op = await locked(`table:${table.id}`, owner('trash:1', 'run-t'));
+    const op = await locked(`table:${table.id}`, owner('drop:1', 'run-t'));
     const step = { runId: op.runId, step: '2:transition' };
     const [x, y] = await Promise.all([
       a.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 10, step }),

@@ -31,7 +31,7 @@ describeEachCatalog(
         const table = await readyTable('t', now);
         expect(table).toMatchObject({ id: 5_000_000_000, createdAt: now, updatedAt: now + 1 });
         expect(typeof table.id).toBe('number');
-        await catalog.acquireLock(`table:${table.id}`, owner('trash:1'), now + 2, never);
+        await catalog.acquireLock(`table:${table.id}`, owner('drop:1'), now + 2, never);
         expect(await catalog.listLocks()).toEqual([expect.objectContaining({ resource: 'table:5000000000', since: now + 2 })]);
         expect(await catalog.getTable(5_000_000_000)).toEqual(table);
       } finally {
@@ -50,11 +50,11 @@ describeEachCatalog(
       expect(await catalog.listLocks()).toEqual([]);
 
       // A stray operation (a trash with a stale idea of the table) holds the table's lock: the retry waits for it.
-      await locked(`table:${first.table.id}`, owner('trash:x'));
+      await locked(`table:${first.table.id}`, owner('drop:x'));
       const retry = await locked('name:ns.t', owner('create:ns.t', 'run-2'));
-      expect(await prepare('t', retry)).toMatchObject({ outcome: 'busy', holder: { workflowId: 'trash:x' } });
+      expect(await prepare('t', retry)).toMatchObject({ outcome: 'busy', holder: { workflowId: 'drop:x' } });
       expect((await catalog.getTable(first.table.id))?.state).toBe('CREATE_FAILED');
-      await catalog.releaseLocks(owner('trash:x'));
+      await catalog.releaseLocks(owner('drop:x'));
       expect(await prepare('t', retry)).toMatchObject({
         outcome: 'prepared',
         resumed: true,
@@ -113,7 +113,7 @@ describeEachCatalog(
 
     test('a state change needs the expected state and the table lock; repeating one already made is a success', async () => {
       const table = await readyTable('t');
-      const trash = await locked(`table:${table.id}`, owner('trash:1'));
+      const trash = await locked(`table:${table.id}`, owner('drop:1'));
       await expect(catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: trash, now: 3 })).rejects.toThrow(
         /is READY/,
       );
@@ -153,7 +153,7 @@ describeEachCatalog(
 
     test('a state change that expects another name is refused and changes nothing', async () => {
       const table = await readyTable('t');
-      const trash = await locked(`table:${table.id}`, owner('trash:1'));
+      const trash = await locked(`table:${table.id}`, owner('drop:1'));
       await expect(
         catalog.transition({
           tableId: table.id,
@@ -169,7 +169,7 @@ describeEachCatalog(
 
     test('the trash stamps drop time and expiry from the time it is given; going back to the trash keeps them', async () => {
       const table = await readyTable('t');
-      const op = await locked(`table:${table.id}`, owner('trash:1'));
+      const op = await locked(`table:${table.id}`, owner('drop:1'));
       await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
       const trashed = await catalog.transition({
         tableId: table.id,
@@ -187,7 +187,7 @@ describeEachCatalog(
 
     test('a trashed table frees its name; restoring into a taken name is NameTaken and changes nothing', async () => {
       const old = await readyTable('t');
-      const op = await locked(`table:${old.id}`, owner('trash:1'));
+      const op = await locked(`table:${old.id}`, owner('drop:1'));
       await catalog.transition({ tableId: old.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
       await catalog.transition({ tableId: old.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 4, retentionSeconds: 60 });
       expect(await catalog.findByName({ namespace: 'ns', name: 't' })).toBeUndefined();
@@ -210,7 +210,7 @@ describeEachCatalog(
     test('the trash of a name lists its newest first; listing hides the trash unless asked, and tombstones always', async () => {
       const trash = async (name: string, at: number, purge = false) => {
         const table = await readyTable(name, at);
-        const op = await locked(`table:${table.id}`, owner(`trash:${table.id}`));
+        const op = await locked(`table:${table.id}`, owner(`drop:${table.id}`));
         await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at + 2 });
         await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: at + 3, retentionSeconds: 60 });
         if (purge) {

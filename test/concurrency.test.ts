@@ -1,6 +1,8 @@
 import { Harness } from './support/harness';
+import { runsOf } from './support/runs';
 import { waitFor } from './support/wait';
-import { TableFateError } from '../domain/errors';
+import { trashTimerQuery } from '../domain/contracts';
+import { TableFateError, WrongStateError } from '../domain/errors';
 import { workflowIdFor } from '../domain/operations';
 
 let h: Harness;
@@ -59,6 +61,40 @@ test('a second operation waits for the lock instead of failing, then runs', asyn
   expect(await h.shardAreas(table)).toEqual([null, null]);
 });
 
+// A drop's run at drop:<id> is joined by any drop of the table asked while it runs: its answer is every caller's.
+test('a second drop of a table being dropped joins its run: both are answered the same TRASHED table, one drop run, one expiry', async () => {
+  const table = await h.client.create({ table: 'racing.twice', shards: 2 });
+  // The first drop holds the table a few seconds while its shard moves fail and are retried: the others come meanwhile.
+  h.storage.faults.inject({ op: 'moveShard', tableId: table.id, kind: 'transient', times: 4 });
+  const first = h.client.trash({ table: 'racing.twice', retentionSeconds: 3600 });
+  await waitFor(
+    () => h.catalog.getTable(table.id),
+    (t) => t?.state === 'TRASHING',
+    { what: 'the first drop to begin' },
+  );
+  const second = h.client.trash({ table: 'racing.twice', retentionSeconds: 3600 });
+  // One that asks another retention joins the same run, whose retention holds: it is told so.
+  const other = h.client.trash({ table: 'racing.twice', retentionSeconds: 7200 }).catch((err: unknown) => err);
+  const [a, b] = await Promise.all([first, second]);
+  expect(a).toMatchObject({ id: table.id, state: 'TRASHED' });
+  expect(Date.parse(a.expireAt!) - Date.parse(a.droppedAt!)).toBe(3600_000);
+  expect(b).toEqual(a);
+  const refused = await other;
+  expect(refused).toBeInstanceOf(WrongStateError);
+  expect((refused as Error).message).toMatch(/trashed meanwhile by another request, with a retention of 3600 s/);
+
+  const drops = await waitFor(
+    () => runsOf(h.temporal, workflowIdFor.trash(table.id, h.catalog.id)),
+    (runs) => runs.length > 0 && runs.every((r) => r.status !== 'RUNNING'),
+    { what: 'the drop run listed closed' },
+  );
+  expect(drops.map((r) => r.status)).toEqual(['COMPLETED']);
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  expect(timer).toMatchObject({ droppedAt: Date.parse(a.droppedAt!), expireAt: a.expireAt, ended: null });
+  expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
 test('a create terminated while holding its lock is resumed by the next run of the same create', async () => {
   h.storage.faults.inject({ op: 'createShard', shard: 1, kind: 'transient' });
   const workflowId = workflowIdFor.create({ namespace: 'racing', name: 'killed' }, h.catalog.id);
@@ -101,12 +137,14 @@ test('every run carries the table search attributes: the visibility API finds a 
       }
       return found.sort((a, b) => a.workflowId.localeCompare(b.workflowId));
     },
-    (found) => found.length === 3,
-    { what: 'three runs of the table in visibility' },
+    (found) => found.length === 4,
+    { what: 'four runs of the table in visibility' },
   );
+  // (The trash's expiry, a run of its own that the drop started, carries the table's attributes but no operation.)
   expect(runs).toEqual([
     { workflowId: `create:racing.visible@${h.catalog.id}`, op: 'create', name: 'visible' },
-    { workflowId: `trash:${table.id}@${h.catalog.id}`, op: 'trash', name: 'visible' },
+    { workflowId: `drop:${table.id}@${h.catalog.id}`, op: 'trash', name: 'visible' },
+    { workflowId: `trash:${table.id}@${h.catalog.id}`, op: undefined, name: 'visible' },
     { workflowId: `undelete:${table.id}@${h.catalog.id}`, op: 'undelete', name: 'visible' },
   ]);
 });

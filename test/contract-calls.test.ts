@@ -3,6 +3,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { Harness, workflowBundleFile } from './support/harness';
 import { waitFor } from './support/wait';
+import { runsOf } from './support/runs';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { CONTRACT_CALLS, contractWorkflowType, type ContractCallName } from '../domain/contract';
@@ -171,9 +172,16 @@ describe('a worker killed while a call waits for its operation', () => {
     await k.startWorker();
     expect(await answer).toMatchObject({ id: table.id, state: 'TRASHED' });
     expect(await k.shardAreas(table)).toEqual(['trash', 'trash']);
-    // The call's second attempt joined the first attempt's run: the table has one trash run, and it waits for the expiry.
-    const trashRun = await k.temporal.workflow.getHandle(workflowIdFor.trash(table.id, k.catalog.id)).describe();
-    expect(trashRun.status.name).toBe('RUNNING');
+    // The call's second attempt joined the first attempt's run: the table has one drop run, which ended at TRASHED, and
+    // the trash's expiry it started waits.
+    const dropRuns = await waitFor(
+      () => runsOf(k.temporal, workflowIdFor.trash(table.id, k.catalog.id)),
+      (runs) => runs.length > 0 && runs.every((r) => r.status !== 'RUNNING'),
+      { what: 'the drop run listed closed' },
+    );
+    expect(dropRuns.map((r) => r.status)).toEqual(['COMPLETED']);
+    const expiryRun = await k.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, k.catalog.id)).describe();
+    expect(expiryRun.status.name).toBe('RUNNING');
     const history = await k.temporal.workflow.getHandle(workflowId).fetchHistory();
     const attempts = history
       .events!.filter((e) => e.activityTaskStartedEventAttributes)

@@ -2,7 +2,7 @@ import { Harness, workflowBundleFile } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
-import type { trashTable } from '../workflows';
+import type { trashExpiry, trashTable } from '../workflows';
 import { toTableInfo } from '../domain/table';
 import { untilPast, waitFor } from './support/wait';
 
@@ -69,8 +69,8 @@ test('a create whose worker dies after its prepare made the first shards in one 
 });
 
 // A purge of a few shards is one call: lock, check, PURGING, marks, deletes, PURGED, the locks released and the trash
-// run told. Its lost task's repeat finds every part journaled.
-test('a purge whose worker dies after its one call purged the table in a lost task ends PURGED, its trash run ended', async () => {
+// expiry told. Its lost task's repeat finds every part journaled.
+test('a purge whose worker dies after its one call purged the table in a lost task ends PURGED, its expiry run ended', async () => {
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.purge', shards: 2 });
   await h.client.trash({ table: 'crash.purge', retentionSeconds: 3600 });
@@ -84,8 +84,8 @@ test('a purge whose worker dies after its one call purged the table in a lost ta
   await h.startWorker();
   expect(await purging).toMatchObject({ id: table.id, state: 'PURGED' });
   expect(await h.shardAreas(table)).toEqual([null, null]);
-  const trashRun = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
-  expect((await trashRun.result()).ended).toBe('purged');
+  const expiryRun = h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id));
+  expect((await expiryRun.result()).ended).toBe('purged');
   await h.stopWorker();
 });
 
@@ -125,7 +125,7 @@ test('a trash whose worker dies after it committed and released its lock in one 
   expect(await h.shardAreas(answer)).toEqual(['trash', 'trash']);
   const stored = await h.catalog.getTable(table.id);
   expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(answer.droppedAt!) });
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
   expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt, expireAt: answer.expireAt });
   expect(await h.catalog.listLocks()).toEqual([]);
 
@@ -148,7 +148,7 @@ test('a trash whose lost task is repeated after a purge ended it hears that end 
   expect((await h.client.purge({ tableId: table.id })).state).toBe('PURGED');
 
   expect(await trashing).toMatchObject({ id: table.id, state: 'TRASHED' });
-  const timer = await h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id)).result();
+  const timer = await h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id)).result();
   expect(timer.ended).toBe('purged');
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
@@ -178,7 +178,7 @@ test('a trash called after a recall is not handed the answer of the recalled tra
   expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(second.droppedAt!) });
   expect(Date.parse(second.droppedAt!)).toBeGreaterThan(Date.parse((await first).droppedAt!));
   expect(await h.shardAreas(second)).toEqual(['trash', 'trash']);
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
   expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt });
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
@@ -251,9 +251,9 @@ test('an undelete whose worker dies after it claimed the name, its lost task rep
 
   expect(await recalled).toMatchObject({ id: table.id, state: 'READY' });
   expect(await h.shardAreas(table)).toEqual(['live', 'live']);
-  // (Its timer fired while the recall held the table: the trash run found it recalled, and ended.)
-  const trashRun = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
-  expect(['restored', 'expired']).toContain((await trashRun.result()).ended);
+  // (Its timer fired while the recall held the table: the expiry run found it recalled, and ended.)
+  const expiryRun = h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id));
+  expect(['restored', 'expired']).toContain((await expiryRun.result()).ended);
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
 }, 60_000);
@@ -293,7 +293,7 @@ test('a drop whose worker dies once the table is DRAINING, its run then lost, is
   const report = await h.reconcile();
   expect(report.findings).toContainEqual(expect.objectContaining({ kind: 'stuck', state: 'DRAINING', resume: 'trash' }));
   // Resumed, it drains again: still DRAINING while the lease lasts, no new lease meanwhile.
-  const resumed = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+  const resumed = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
   await expect(h.client.acquireLease(table.id)).rejects.toThrow(/DRAINING/);
   expect((await h.catalog.getTable(table.id))?.state).toBe('DRAINING');
   await h.client.releaseLease(lease.id);
@@ -303,7 +303,10 @@ test('a drop whose worker dies once the table is DRAINING, its run then lost, is
     { what: 'the resumed drop to trash the table' },
   );
   expect(await h.shardAreas({ ...toTableInfo(trashed!) })).toEqual(['trash', 'trash']);
-  expect((await resumed.query(trashTimerQuery)).ended).toBeNull();
+  // The resumed drop ends at TRASHED, having started the trash's expiry, which waits for this trash.
+  expect(await resumed.result()).toMatchObject({ id: table.id, state: 'TRASHED', droppedAt: new Date(trashed!.droppedAt!).toISOString() });
+  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  expect(timer).toMatchObject({ ended: null, droppedAt: trashed!.droppedAt });
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
 });

@@ -109,11 +109,11 @@ describe('with a `tablefate worker` polling', () => {
     await expect(temporal.schedule.getHandle(reconcileScheduleId(catalog.id)).describe()).rejects.toThrow(/not found/i);
   });
 
-  test('after a trash run is terminated, `tablefate doctor` exits 1 with a line naming the table, and changes nothing', async () => {
+  test('after a trash expiry run is terminated, `tablefate doctor` exits 1 with a line naming the table, and changes nothing', async () => {
     const table = jsonOf<TableInfo>(await inProcess('create', 'doctor.lost', '--shards', '2', '--json'));
     const trashed = jsonOf<TableInfo>(await inProcess('trash', 'doctor.lost', '--reserve-seconds', '3600', '--json'));
     expect(trashed.state).toBe('TRASHED');
-    const trashRun = temporal.workflow.getHandle(workflowIdFor.trash(table.id, catalog.id));
+    const trashRun = temporal.workflow.getHandle(workflowIdFor.expiry(table.id, catalog.id));
     await trashRun.terminate('test: an operator slip');
 
     const r = await cli('doctor');
@@ -140,7 +140,7 @@ describe('with a `tablefate worker` polling', () => {
       deferred: 0,
     });
 
-    // The doctor only looked: the trash run is still the terminated one, the table still TRASHED.
+    // The doctor only looked: the expiry run is still the terminated one, the table still TRASHED.
     expect((await trashRun.describe()).status.name).toBe('TERMINATED');
     expect(await catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(trashed.droppedAt!) });
   });
@@ -204,7 +204,7 @@ test('with the schedule on, `tablefate worker` creates the reconcile schedule, a
   const scheduleId = reconcileScheduleId(catalog.id);
   const created = jsonOf<TableInfo>(await inProcess('create', 'doctor.scheduled', '--shards', '2', '--json'));
   jsonOf<TableInfo>(await inProcess('drop', 'doctor.scheduled', '-r', '4', '--json'));
-  await temporal.workflow.getHandle(workflowIdFor.trash(created.id, catalog.id)).terminate('test: a lost trash run');
+  await temporal.workflow.getHandle(workflowIdFor.expiry(created.id, catalog.id)).terminate('test: a lost trash expiry run');
   if (worker && !worker.exitStatus) await worker.stop('SIGINT');
   env = { ...env, TABLEFATE_RECONCILE_SECONDS: '1' };
   try {

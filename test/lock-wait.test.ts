@@ -10,10 +10,10 @@ describe('an operation waiting for a busy table', () => {
   beforeAll(async () => {
     // Short waits, few tries per run: the same code as the defaults, at a pace a test can watch.
     h = await Harness.start({ lockWait: { firstMs: 50, maxMs: 300, attemptsPerRun: 4 } });
-    // A real running workflow to hold locks in these tests: a trash waiting on its week-long timer.
+    // A real running workflow to hold locks in these tests: a trash's expiry waiting on its week-long timer.
     const other = await h.client.create({ table: 'wait.holder', shards: 1 });
     await h.client.trash({ table: 'wait.holder' });
-    const run = await h.temporal.workflow.getHandle(workflowIdFor.trash(other.id, h.catalog.id)).describe();
+    const run = await h.temporal.workflow.getHandle(workflowIdFor.expiry(other.id, h.catalog.id)).describe();
     holder = { workflowId: run.workflowId, runId: run.runId };
   });
   afterAll(async () => {
@@ -22,7 +22,7 @@ describe('an operation waiting for a busy table', () => {
 
   const hold = async (tableId: number) => {
     const taken = await h.catalog.acquireLock(`table:${tableId}`, holder, Date.now(), () => Promise.resolve(false));
-    expect(taken.acquired).toBe(true);
+    expect(taken).toMatchObject({ acquired: true });
   };
 
   test('a purge backs off on timers and continues as new while it waits: many tries, every run small, then it purges', async () => {

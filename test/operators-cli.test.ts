@@ -123,7 +123,8 @@ test("ops and history show every run of a table's life (create, drop, recall, re
   expectOk(await inProcess('drop', 'ops.life2', '-r', '3600'));
   expectOk(await inProcess('purge', String(id)));
 
-  // The purge ends the second trash's timer: its run closes too. A purged table's id still answers.
+  // Every drop's run closed once its table was TRASHED (the expiry runs the drops started are no operations: not
+  // listed). A purged table's id still answers.
   const history = await closedHistory(id, 6);
   const catalog = catalogOf(history.operations[0]!.workflowId);
   expect(catalog).toMatch(/^[0-9a-f-]{8,}$/);
@@ -131,16 +132,16 @@ test("ops and history show every run of a table's life (create, drop, recall, re
   // Newest first: what, on which name, how it ended, who started it, under which workflow id.
   expect(history.operations.map((o) => [o.operation, o.table, o.status, o.startedBy, o.workflowId])).toEqual([
     ['purge', 'ops.life2', 'COMPLETED', me, `purge:${id}@${catalog}`],
-    ['trash', 'ops.life2', 'COMPLETED', me, `trash:${id}@${catalog}`],
+    ['trash', 'ops.life2', 'COMPLETED', me, `drop:${id}@${catalog}`],
     ['rename', 'ops.life2', 'COMPLETED', me, `rename:${id}@${catalog}`],
     ['undelete', 'ops.life', 'COMPLETED', me, `undelete:${id}@${catalog}`],
-    ['trash', 'ops.life', 'COMPLETED', me, `trash:${id}@${catalog}`],
+    ['trash', 'ops.life', 'COMPLETED', me, `drop:${id}@${catalog}`],
     ['create', 'ops.life', 'COMPLETED', me, `create:ops.life@${catalog}`],
   ]);
   for (const [i, o] of history.operations.entries()) {
     expect(o).toMatchObject({ tableId: id, startedAt: matching(ISO_8601), closedAt: matching(ISO_8601), currentStep: null });
     expect(Date.parse(o.closedAt!)).toBeGreaterThanOrEqual(Date.parse(o.startedAt));
-    // Each started after the one below it (a trash's run closes only once the recall or the purge has ended its timer).
+    // Each started after the one below it.
     const older = history.operations[i + 1];
     if (older) expect(Date.parse(o.startedAt)).toBeGreaterThan(Date.parse(older.startedAt));
   }
@@ -173,45 +174,57 @@ test("ops and history show every run of a table's life (create, drop, recall, re
   expectFailure(await inProcess('ops', '--limit', '0'), 2, 'InvalidInput', /limit/);
 });
 
-test('ops --running lists only the runs going on, each with its step; a cancel of a trash that only waits for its expiry is refused, naming purge and recall, and changes nothing', async () => {
+test("ops --running lists only the runs going on, not a drop done nor its trash's expiry; a cancel of that expiry is refused, naming purge and recall, and changes nothing", async () => {
   const table = await createTable('ops.kept');
   const trashed = okJson<TableInfo>(await inProcess('drop', 'ops.kept', '-r', '3600', '--json'));
   const { id } = table;
 
-  // The trash's run goes on as the table's expiry timer: the one run going on in this namespace, saying so.
-  const running = await waitFor(
-    () => opsJson('--running'),
-    (ops) => ops.length === 1 && ops[0]!.currentStep !== null,
-    { what: 'the trash run listed as running, with its step', timeoutMs: 15_000 },
+  // The drop's run ended once the table was TRASHED; the trash's expiry goes on in a run of its own, which is no
+  // operation: nothing of this namespace is going on.
+  const ops = await waitFor(
+    () => opsJson('--table', String(id)),
+    (found) => found.length === 2 && found.every((o) => o.status !== 'RUNNING'),
+    { what: 'the drop listed closed', timeoutMs: 15_000 },
   );
-  const trashRun = running[0]!;
-  expect(trashRun).toMatchObject({
+  const drop = ops[0]!;
+  expect(drop).toMatchObject({
     operation: 'trash',
     tableId: id,
     table: 'ops.kept',
-    status: 'RUNNING',
-    closedAt: null,
+    status: 'COMPLETED',
+    closedAt: matching(ISO_8601),
     startedBy: me,
-    workflowId: matching(new RegExp(`^trash:${id}@`)),
-    currentStep: matching(new RegExp(`table ${id} .*${escape(trashed.expireAt!)}`)),
+    workflowId: matching(new RegExp(`^drop:${id}@`)),
+    currentStep: null,
   });
+  expect(await opsJson('--running')).toEqual([]);
   const text = await inProcess('ops', '--running');
   expectOk(text);
-  expect(parseColumns(text.stdout).rows).toEqual([
-    expect.objectContaining({ OPERATION: 'trash', TABLE: String(id), STATUS: 'RUNNING', CLOSED: '-', STEP: trashRun.currentStep }),
-  ]);
+  expect(parseColumns(text.stdout).rows).toEqual([]);
 
-  // Refused: the trash is done, its run is what keeps the data. Exit 4, and the message says what ends a trash.
-  const refused = await cli('cancel', trashRun.workflowId);
+  // The trash's expiry, at trash:<id>: running, and saying until when the table is in the trash.
+  const catalog = catalogOf(drop.workflowId);
+  const expiryId = `trash:${id}@${catalog}`;
+  const expiry = temporal.workflow.getHandle(expiryId);
+  const detailsOf = () => expiry.query<{ currentDetails?: string }>('__temporal_workflow_metadata').then((m) => m.currentDetails ?? '');
+  expect(await expiry.describe()).toMatchObject({ type: 'trashExpiry', status: { name: 'RUNNING' } });
+  const details = await detailsOf();
+  expect(details).toMatch(new RegExp(`^table ${id} .*${escape(trashed.expireAt!)}`));
+
+  // Refused: the trash is done, its expiry's run is what keeps the data. Exit 4, and the message says what ends a trash.
+  const refused = await cli('cancel', expiryId);
   expectFailure(refused, 4, 'WrongState', new RegExp(`tablefate recall ${id}.*tablefate purge ${id}`));
   expect(refused.stderr).toMatch(/the table is TRASHED until/);
   // Nothing was cancelled: the run goes on, and never heard a cancel (it would say "cancel request ignored").
-  expect((await temporal.workflow.getHandle(trashRun.workflowId).describe()).status.name).toBe('RUNNING');
-  expect(await opsJson('--running')).toEqual([trashRun]);
+  expect((await expiry.describe()).status.name).toBe('RUNNING');
+  expect(await detailsOf()).toBe(details);
+  expect(await opsJson('--running')).toEqual([]);
+  expect((await historyOf(id)).table).toEqual(trashed);
+  // The drop, done: not running, nothing to cancel (exit 4).
+  expectFailure(await cli('cancel', drop.workflowId), 4, 'WrongState', /is not running: it ended COMPLETED at/);
   expect((await historyOf(id)).table).toEqual(trashed);
 
   // No such run of this catalog (nor an id of another catalog): exit 3. A run that has closed: exit 4.
-  const catalog = catalogOf(trashRun.workflowId);
   expectFailure(await cli('cancel', `trash:999999@${catalog}`), 3, 'OperationNotFound', /no operation of this catalog runs or ran as/);
   expectFailure(await inProcess('cancel', `trash:${id}@another-catalog`), 3, 'OperationNotFound', new RegExp(`end in @${catalog}`));
   expectFailure(await inProcess('cancel', `create:ops.kept@${catalog}`), 4, 'WrongState', /is not running: it ended COMPLETED at/);
@@ -242,6 +255,20 @@ test('a cancel of a drop that waits for a lease takes it back: the table is READ
   expect(draining.state).toBe('DRAINING');
   const [trashRun] = (await opsJson('--running')).filter((o) => o.tableId === table.id);
   expect(trashRun).toMatchObject({ operation: 'trash', status: 'RUNNING', currentStep: matching(/^draining table/) });
+  expect(trashRun!.workflowId).toMatch(new RegExp(`^drop:${table.id}@`));
+  // As a person reads it: the one run going on, with its step.
+  const running = await inProcess('ops', '--running');
+  expectOk(running);
+  expect(parseColumns(running.stdout).rows).toEqual([
+    expect.objectContaining({
+      OPERATION: 'trash',
+      TABLE: String(table.id),
+      STATUS: 'RUNNING',
+      CLOSED: '-',
+      WORKFLOW: trashRun!.workflowId,
+      STEP: trashRun!.currentStep,
+    }),
+  ]);
 
   // The cancel waits for the run to close, taken back, and prints the table as it is then.
   const cancelled = await cli('cancel', trashRun!.workflowId);
@@ -254,7 +281,13 @@ test('a cancel of a drop that waits for a lease takes it back: the table is READ
   const undoShown = dropErr.length === 3 ? ['drop: taking back: stop new leases'] : [];
   expect({ out: dropOut, err: dropErr }).toEqual({
     out: [],
-    err: [dropErr[0], ...undoShown, matching(/^tablefate: WorkflowCancelled: .*was cancelled.*taken back/)],
+    err: [
+      dropErr[0],
+      ...undoShown,
+      matching(
+        new RegExp(`^tablefate: WorkflowCancelled: workflow ${escape(trashRun!.workflowId)} was cancelled.*tablefate describe ${table.id}`),
+      ),
+    ],
   });
   // The worker's log says so, on a line that names the run, its table and the step it stopped at.
   const takingBack = worker!.stderr

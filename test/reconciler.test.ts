@@ -11,7 +11,7 @@ import type { Finding, ReconcileReport } from '../domain/health';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { ShardRef } from '../storage/driver';
 import { trashTimerQuery, type TrashTimerState } from '../domain/contracts';
-import type { trashTable } from '../workflows';
+import type { trashExpiry } from '../workflows';
 import { ensureReconcileSchedule, reconcileScheduleId } from '../worker/reconcile-schedule';
 
 // Jest's asymmetric matchers are typed `any`; typed `unknown` they can sit in an expected value lint-clean.
@@ -61,22 +61,23 @@ describe('the reconciler', () => {
     const table = await h.client.create({ table: 'rec.recalled', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.recalled', retentionSeconds: 3600 });
     await h.client.undelete({ table: table.id });
-    // The recall ends the trash's run, which closes a moment later: only then can a run of the same id start.
-    await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result();
-    const timer = await h.temporal.workflow.execute<typeof trashTable>('trashTable', {
-      workflowId: workflowIdFor.trash(table.id, h.catalog.id),
+    // The recall ends the trash's expiry run, which closes a moment later: only then can a run of the same id start.
+    await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).result();
+    // (What the reconciler's re-arm starts: an expiry of that trash.)
+    const timer = await h.temporal.workflow.execute<typeof trashExpiry>('trashExpiry', {
+      workflowId: workflowIdFor.expiry(table.id, h.catalog.id),
       taskQueue: h.taskQueue,
-      args: [{ tableId: table.id, catalogId: h.catalog.id, requestId: 'test', rearm: { droppedAt: Date.parse(trashed.droppedAt!) } }],
+      args: [{ tableId: table.id, catalogId: h.catalog.id, droppedAt: Date.parse(trashed.droppedAt!) }],
     });
     expect(timer.ended).toBe('restored');
     expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY', droppedAt: null });
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);
   });
 
-  test('a terminated trash run: the doctor reports the missing timer, the reconciler re-arms it and the table is purged at its expiry', async () => {
+  test('a terminated trash expiry run: the doctor reports the missing timer, the reconciler re-arms it and the table is purged at its expiry', async () => {
     const table = await h.client.create({ table: 'rec.terminated', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.terminated', retentionSeconds: 4 });
-    await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).terminate('operator slip');
+    await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).terminate('operator slip');
 
     const report = await h.reconcile('report');
     const missing = report.findings.filter((f) => f.kind === 'missing-timer');
@@ -84,7 +85,7 @@ describe('the reconciler', () => {
     expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
 
     const repaired = await h.reconcile();
-    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started trash of table ${table.id}` }));
+    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started expiry of table ${table.id}` }));
     const purged = await waitFor(
       () => h.catalog.getTable(table.id),
       (t) => t?.state === 'PURGED',
@@ -95,10 +96,10 @@ describe('the reconciler', () => {
     expect((await h.reconcile('report')).findings).toEqual([]);
   });
 
-  test('a trash run terminated and found only after its expiry: the reconciler re-arms it and it purges at once', async () => {
+  test('a trash expiry run terminated and found only after its expiry: the reconciler re-arms it and it purges at once', async () => {
     const table = await h.client.create({ table: 'rec.lateexpiry', shards: 2 });
     const trashed = await h.client.trash({ table: 'rec.lateexpiry', retentionSeconds: 1 });
-    await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).terminate('operator slip');
+    await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).terminate('operator slip');
     await untilPast(Date.parse(trashed.expireAt!));
 
     const report = await h.reconcile('report');
@@ -108,9 +109,9 @@ describe('the reconciler', () => {
     expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
 
     const repaired = await h.reconcile();
-    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started trash of table ${table.id}` }));
+    expect(repaired.actions).toContainEqual(expect.objectContaining({ outcome: `started expiry of table ${table.id}` }));
     const timer: TrashTimerState = await h.temporal.workflow
-      .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+      .getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id))
       .result();
     expect(timer).toMatchObject({ ended: 'expired', droppedAt: Date.parse(trashed.droppedAt!) });
     expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
@@ -249,7 +250,8 @@ describe('the reconciler', () => {
       expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
       // The retention of the terminated run's request, not the worker's default (7 days in the harness).
       expect(stored!.expireAt! - stored!.droppedAt!).toBe(retentionSeconds * 1000);
-      const timer = await h.temporal.workflow.getHandle(trashId).query(trashTimerQuery);
+      // The resumed drop started the trash's expiry, which waits for it.
+      const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
       expect(timer).toEqual({ droppedAt: stored!.droppedAt, expireAt: new Date(stored!.expireAt!).toISOString(), ended: null });
       await expectHealthy();
 
@@ -279,7 +281,7 @@ describe('the reconciler', () => {
       expect(await h.shardAreas(table)).toEqual([null, null]);
       for (const p of table.placement) expect(existing(setFiles(storageRoot, { tableId: table.id, ...p }, 'garbage'))).toEqual([]);
       const timer: TrashTimerState = await h.temporal.workflow
-        .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+        .getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id))
         .result();
       expect(timer.ended).toBe('purged');
       await expectHealthy();
@@ -305,7 +307,7 @@ describe('the reconciler', () => {
       expect(ready).toMatchObject({ namespace: 'rec', name: 'back', droppedAt: null, expireAt: null });
       expect(await h.shardAreas(table)).toEqual(['live', 'live']);
       const timer: TrashTimerState = await h.temporal.workflow
-        .getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id))
+        .getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id))
         .result();
       expect(timer.ended).toBe('restored');
       await expectHealthy();
@@ -423,10 +425,10 @@ describe('the reconciler', () => {
   });
 
   test('the reconciler never touches a table a running operation holds', async () => {
-    // A running run to hold the lock: another table's trash, waiting on its expiry.
+    // A running run to hold the lock: another table's trash expiry, waiting.
     const waiting = await h.client.create({ table: 'rec.waiting', shards: 1 });
     await h.client.trash({ table: 'rec.waiting', retentionSeconds: 3600 });
-    const running = await h.temporal.workflow.getHandle(workflowIdFor.trash(waiting.id, h.catalog.id)).describe();
+    const running = await h.temporal.workflow.getHandle(workflowIdFor.expiry(waiting.id, h.catalog.id)).describe();
     expect(running.status.name).toBe('RUNNING');
     const owner = { workflowId: running.workflowId, runId: running.runId };
 

@@ -4,6 +4,7 @@ import { runsOf } from './support/runs';
 import { waitFor } from './support/wait';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { applicationFailureOf } from '../client/errors';
+import type { trashExpiry } from '../workflows';
 
 let h: Harness;
 beforeAll(async () => {
@@ -33,7 +34,7 @@ test('a purge on expiry that fails is tried again until the table is purged', as
   const table = await h.client.create({ table: 'recover.expiry', shards: 2 });
   h.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: 1 });
   await h.client.trash({ table: 'recover.expiry', retentionSeconds: 1 });
-  // The trash run's first purge fails and is compensated back to TRASHED; it tries again 10 s later.
+  // The expiry run's first purge fails and is compensated back to TRASHED; it tries again 10 s later.
   await waitFor(
     () => Promise.resolve(h.storage.faults.pending()),
     (n) => n === 0,
@@ -52,9 +53,9 @@ test('a purge on expiry that fails is tried again until the table is purged', as
     { what: 'the retried purge', timeoutMs: 40_000 },
   );
   expect(await h.shardAreas(table)).toEqual([null, null]);
-  const trashRun = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as { ended: string };
-  expect(trashRun.ended).toBe('expired');
-  // The trash run purged the table itself, both times: no purge run was started.
+  const expiryRun = await h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id)).result();
+  expect(expiryRun.ended).toBe('expired');
+  // The expiry run purged the table itself, both times: no purge run was started.
   await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(
     WorkflowNotFoundError,
   );
@@ -144,11 +145,11 @@ describe('a trash whose purge at expiry keeps failing', () => {
     const failures = 10;
     paced.storage.faults.inject({ op: 'markGarbage', tableId: table.id, shard: 0, kind: 'permanent', times: failures });
     const trashed = await paced.client.trash({ table: 'recover.stubborn', retentionSeconds: 1 });
-    const workflowId = workflowIdFor.trash(table.id, paced.catalog.id);
+    const workflowId = workflowIdFor.expiry(table.id, paced.catalog.id);
     await waitFor(
       () => runsOf(paced.temporal, workflowId),
       (runs) => runs.length >= 3,
-      { what: 'the trash to continue as new twice' },
+      { what: 'the trash expiry to continue as new twice' },
     );
     // Between tries the failed purge is compensated: still in the same trash, nothing lost.
     expect(await paced.catalog.getTable(table.id)).toMatchObject({ droppedAt: Date.parse(trashed.droppedAt!) });
@@ -171,9 +172,9 @@ describe('a trash whose purge at expiry keeps failing', () => {
     // Ten failed tries and the one that purged, three a run: four runs, the first three continued as new.
     expect(runs.map((r) => r.status)).toEqual(['CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW', 'COMPLETED']);
     // However many tries in all, no run's history outgrows its three tries (since v9 a try costs some 35 events: a
-    // round of node activities per step, three events each, and the workflow tasks between them; the first run also
-    // holds the move to the trash), and no later run asks for more than the first re-armed one. (Commands, not
-    // events: how many workflow tasks carry the same commands depends on the machine's load.)
+    // round of node activities per step, three events each, and the workflow tasks between them), and no later run
+    // asks for more than the first re-armed one. (Commands, not events: how many workflow tasks carry the same commands
+    // depends on the machine's load.)
     for (const run of runs) expect(run.events).toBeLessThan(140);
     for (const run of runs.slice(2)) expect(run.commands).toBeLessThanOrEqual(runs[1]!.commands);
     expect(await paced.catalog.listLocks()).toEqual([]);

@@ -7,10 +7,11 @@ import { workflowIdFor } from '../domain/operations';
 import { retentionUpdate, trashTimerQuery } from '../domain/contracts';
 import { InvalidInputError, LeaseNotFoundError, OnHoldError, TableBusyError, TableInTrashError, WrongStateError } from '../domain/errors';
 import type { TableInfo } from '../domain/table';
+import type { trashExpiry, trashTable } from '../workflows';
 
 /**
  * The trash's policies and safety valves (issue 17) on the real dev server: runtime settings, legal holds, a trashed
- * table's retention changed through its trash run's timer, leases and the drain, the trash switched off, the space cap.
+ * table's retention changed through its expiry run's timer, leases and the drain, the trash switched off, the space cap.
  * The same suite on each catalog store.
  */
 describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog', (store) => {
@@ -32,9 +33,10 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
       (s) => s === 'PURGED',
       { what: `table ${id} to be purged`, timeoutMs },
     );
-  const trashRun = (id: number) => h.temporal.workflow.getHandle(workflowIdFor.trash(id, h.catalog.id));
-  /** Once table `id`'s trash run has met its expiry and found the table held: it waits for the release now. */
-  const waitsForRelease = (id: number) => heldPastExpiry(trashRun(id));
+  /** The run of table `id`'s trash's expiry, which its drop started. */
+  const expiryRun = (id: number) => h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(id, h.catalog.id));
+  /** Once table `id`'s expiry run has met its expiry and found the table held: it waits for the release now. */
+  const waitsForRelease = (id: number) => heldPastExpiry(expiryRun(id));
 
   test('a held table outlives its expiry, a purge by hand is OnHold naming the reason, and its release purges it', async () => {
     const table = await h.client.create({ table: 'hold.expiry', shards: 2 });
@@ -58,7 +60,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect(released.hold).toBeNull();
     await purged(table.id);
     expect(await h.shardAreas(trashed)).toEqual([null, null]);
-    expect(await trashRun(table.id).result()).toMatchObject({ ended: 'expired' });
+    expect(await expiryRun(table.id).result()).toMatchObject({ ended: 'expired' });
     await expect(h.client.release({ table: table.id })).rejects.toThrow(/does not exist or was purged/);
   });
 
@@ -70,7 +72,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     const back = await h.client.undelete({ table: table.id });
     expect(back).toMatchObject({ state: 'READY', hold: { reason: 'keep' } });
     expect(await h.shardAreas(back)).toEqual(['live']);
-    expect(await trashRun(table.id).result()).toMatchObject({ ended: 'restored' });
+    expect(await expiryRun(table.id).result()).toMatchObject({ ended: 'restored' });
     await h.client.release({ table: table.id });
   });
 
@@ -82,10 +84,10 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect((await h.client.describe({ table: table.id })).hold).toBeNull();
   });
 
-  test('a retention shortened into the past purges the table now, through the same trash run', async () => {
+  test('a retention shortened into the past purges the table now, through the same expiry run', async () => {
     const table = await h.client.create({ table: 'ret.short', shards: 2 });
     const trashed = await h.client.trash({ table: 'ret.short', retentionSeconds: 3600 });
-    const { runId } = await trashRun(table.id).describe();
+    const { runId } = await expiryRun(table.id).describe();
     const shortened = Date.parse(trashed.droppedAt!) + 1000;
     await untilPast(shortened);
     const changed = await h.client.setRetention({ table: table.id, retentionSeconds: 1 });
@@ -93,30 +95,36 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await purged(table.id);
     expect(await h.shardAreas(trashed)).toEqual([null, null]);
     // One run: the update re-armed its timer, no second run started.
-    const after = await trashRun(table.id).describe();
+    const after = await expiryRun(table.id).describe();
     expect(after.runId).toBe(runId);
-    expect(await trashRun(table.id).result()).toMatchObject({ ended: 'expired' });
+    expect(await expiryRun(table.id).result()).toMatchObject({ ended: 'expired' });
   });
 
   test('two retention changes that reach the run in one workflow task are made in turn, and the run replays', async () => {
     const table = await h.client.create({ table: 'ret.twice', shards: 1 });
     const trashed = await h.client.trash({ table: 'ret.twice', retentionSeconds: 3600 });
+    // (The expiry's run, which the drop started, has read its table and armed its timer: it takes retentions now.)
+    await waitFor(
+      () => expiryRun(table.id).query(trashTimerQuery),
+      (timer) => timer.expireAt !== null,
+      { what: 'the expiry run to arm its timer' },
+    );
     await h.stopWorker();
     // Both wait for a worker, admitted by the server before it comes: its first task takes both updates at once.
     const updates = admittedUpdates(h);
     const first = updates.client.setRetention({ table: table.id, retentionSeconds: 7200 }, { timeoutMs: 60_000 });
-    await updates.admitted(trashRun(table.id), 1);
+    await updates.admitted(expiryRun(table.id), 1);
     const second = updates.client.setRetention({ table: table.id, retentionSeconds: 5400 }, { timeoutMs: 60_000 });
-    await updates.admitted(trashRun(table.id), 2);
+    await updates.admitted(expiryRun(table.id), 2);
     await h.startWorker();
     const answers = await Promise.all([first, second]);
     const dropped = Date.parse(trashed.droppedAt!);
     expect(answers.map((t) => Date.parse(t.expireAt!) - dropped).sort()).toEqual([5400_000, 7200_000]);
     const stored = (await h.catalog.getTable(table.id))!.expireAt!;
     expect([dropped + 5400_000, dropped + 7200_000]).toContain(stored);
-    expect((await trashRun(table.id).query(trashTimerQuery)).expireAt).toBe(new Date(stored).toISOString());
+    expect((await expiryRun(table.id).query(trashTimerQuery)).expireAt).toBe(new Date(stored).toISOString());
     // What a worker that lost the run from its cache does: replay its history so far, exactly.
-    const history = await trashRun(table.id).fetchHistory();
+    const history = await expiryRun(table.id).fetchHistory();
     // Both were accepted by one workflow task (their events follow the same task's completion).
     const events = history.events ?? [];
     const taskOf = (i: number) => events.slice(0, i).filter((e) => e.workflowTaskCompletedEventAttributes).length;
@@ -124,7 +132,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
       e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === retentionUpdate.name ? [taskOf(i)] : [],
     );
     expect(acceptedIn).toEqual([acceptedIn[0], acceptedIn[0]]);
-    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowIdFor.trash(table.id, h.catalog.id));
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowIdFor.expiry(table.id, h.catalog.id));
   });
 
   test('a retention made longer shows at once and holds the table past its first expiry', async () => {
@@ -135,14 +143,14 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect(changed.expireAt).toBe(expected);
     expect((await h.client.describe({ table: table.id })).expireAt).toBe(expected);
     expect((await h.client.list({ includeTrashed: true })).find((t) => t.id === table.id)?.expireAt).toBe(expected);
-    expect((await trashRun(table.id).query(trashTimerQuery)).expireAt).toBe(expected);
+    expect((await expiryRun(table.id).query(trashTimerQuery)).expireAt).toBe(expected);
     // The timer of the first expiry was cancelled, not left to fire; past that expiry (and a second for a purge to
     // show, were one made), the table is still in the trash.
     const firstExpiry = Date.parse(trashed.expireAt!);
-    expect(await timerEvents(trashRun(table.id))).toMatchObject({ fired: 0, canceled: 1 });
+    expect(await timerEvents(expiryRun(table.id))).toMatchObject({ fired: 0, canceled: 1 });
     await untilPast(firstExpiry + 1000);
     expect(await stateOf(table.id)).toBe('TRASHED');
-    expect(await timerEvents(trashRun(table.id))).toMatchObject({ fired: 0 });
+    expect(await timerEvents(expiryRun(table.id))).toMatchObject({ fired: 0 });
     await expect(h.client.setRetention({ table: table.id, retentionSeconds: 0 })).rejects.toThrow(InvalidInputError);
     // Recalled: no retention left to change.
     await h.client.undelete({ table: table.id });
@@ -267,7 +275,10 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     const answer = await drop;
     expect(answer.state).toBe('PURGED');
     expect(await h.shardAreas(answer)).toEqual([null, null]);
-    expect(await trashRun(table.id).result()).toMatchObject({ ended: 'purged' });
+    // The drop's run purged the table itself, and the expiry it had started heard that its trash ended so.
+    const dropRun = h.temporal.workflow.getHandle<typeof trashTable>(workflowIdFor.trash(table.id, h.catalog.id));
+    expect(await dropRun.result()).toMatchObject({ id: table.id, state: 'PURGED' });
+    expect(await expiryRun(table.id).result()).toMatchObject({ ended: 'purged' });
 
     // A held table is kept in the trash all the same, until its release.
     const kept = await h.client.create({ table: 'off.held', shards: 1 });

@@ -10,6 +10,7 @@ import { DevServer } from '../servers/dev-server';
 import { workflowIdFor } from '../domain/operations';
 import { trashTimerQuery } from '../domain/contracts';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import type { trashExpiry } from '../workflows';
 
 const purgedIn = (h: Harness, tableId: number) =>
   waitFor(
@@ -31,12 +32,12 @@ describe('on the shared server', () => {
     const table = await h.client.create({ table: 'timer.down', shards: 3 });
     const trashed = await h.client.trash({ table: 'timer.down', retentionSeconds: 3 });
     expect(trashed.state).toBe('TRASHED');
-    const timer = await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).query(trashTimerQuery);
+    const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
     expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
 
     await h.stopWorker();
     // The server's timer fires with no worker to hear it: the table stays in the trash until one comes.
-    const run = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+    const run = h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id));
     await timerFired(run);
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
     expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
@@ -45,7 +46,7 @@ describe('on the shared server', () => {
     const purged = await purgedIn(h, table.id);
     expect(purged?.purgedAt).toBeGreaterThanOrEqual(Date.parse(trashed.expireAt!));
     expect(await h.shardAreas(trashed)).toEqual([null, null, null]);
-    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as unknown;
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).result()) as unknown;
     expect(result).toMatchObject({ ended: 'expired' });
     expect(await h.catalog.listLocks()).toEqual([]);
   });
@@ -53,7 +54,7 @@ describe('on the shared server', () => {
   test('a cancel request on a waiting trash is ignored: the run keeps its timer, says why, and purges at expiry', async () => {
     const table = await h.client.create({ table: 'timer.cancel', shards: 2 });
     await h.client.trash({ table: 'timer.cancel', retentionSeconds: 4 });
-    const run = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+    const run = h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id));
     await run.cancel();
     // What the web UI shows of the run (its current details) once the request has reached it.
     const details = await waitFor(
@@ -75,12 +76,12 @@ describe('on the shared server', () => {
     const table = await h.client.create({ table: 'timer.saved', shards: 2 });
     const trashed = await h.client.trash({ table: 'timer.saved', retentionSeconds: 2 });
     await h.client.undelete({ table: 'timer.saved' });
-    const result = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).result()) as unknown;
+    const result = (await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).result()) as unknown;
     expect(result).toMatchObject({ ended: 'restored' });
 
     // Its timer was cancelled, not left to fire; past the old expiry (and two seconds for a purge to show, were one
     // made), the table is READY.
-    expect(await timerEvents(h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)))).toMatchObject({
+    expect(await timerEvents(h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)))).toMatchObject({
       fired: 0,
       canceled: 1,
     });
@@ -99,9 +100,9 @@ describe('on the shared server', () => {
     expect(restored.state).toBe('READY');
     expect(Date.now()).toBeGreaterThan(Date.parse(trashed.expireAt!));
 
-    const trashRun = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
-    const ended = (await trashRun.result()) as { ended: string };
-    // The timer fired first and its purge (in the trash run) waited for the lock, then found the table restored.
+    const expiryRun = h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id));
+    const ended = await expiryRun.result();
+    // The timer fired first and its purge (in the expiry run) waited for the lock, then found the table restored.
     expect(ended.ended).toBe('expired');
     await expect(h.temporal.workflow.getHandle(workflowIdFor.purge(table.id, h.catalog.id)).describe()).rejects.toThrow(
       WorkflowNotFoundError,

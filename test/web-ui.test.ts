@@ -196,7 +196,7 @@ describe('the Temporal web UI of tablefate dev', () => {
     expect(Date.parse(dropped.expireAt!) - Date.parse(dropped.droppedAt!)).toBe(RETENTION_SECONDS * 1000);
   });
 
-  test("the workflow list filtered by the table's search attributes shows its running trash run, and opens it", () =>
+  test("the workflow list filtered by the table's search attributes shows its running trash expiry run, and opens it", () =>
     keepingPageOnFailure('list', async () => {
       const query = `TableNamespace="webui" AND TableName="t1"`;
       await page.goto(`${uiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(query)}`);
@@ -205,12 +205,17 @@ describe('the Temporal web UI of tablefate dev', () => {
       await page.getByRole('button', { name: 'TableNamespace = "webui"' }).waitFor();
 
       const runs = page.getByRole('table', { name: 'Workflows' }).getByRole('row');
-      const trashRow = runs.filter({ hasText: 'trashTable' });
+      const trashRow = runs.filter({ hasText: 'trashExpiry' });
+      const dropRow = runs.filter({ hasText: 'trashTable' });
       await visibleAfterReloads(trashRow);
-      // Two runs of this table, and no other: its create (completed) and its trash (running, waiting on its expiry).
+      // Three runs of this table, and no other: its create and its drop (completed: the drop ends at TRASHED), and its
+      // trash's expiry (running, waiting on the expiry).
       await visibleAfterReloads(runs.filter({ hasText: 'createTable' }));
-      expect(await runs.filter({ has: page.getByRole('link') }).count()).toBe(2);
+      await visibleAfterReloads(dropRow);
+      expect(await runs.filter({ has: page.getByRole('link') }).count()).toBe(3);
       expect(await trashRow.innerText()).toMatch(/Running/);
+      expect(await dropRow.innerText()).toMatch(/Completed/);
+      expect(await dropRow.getByRole('link', { name: new RegExp(`^drop:${dropped.id}@`) }).count()).toBe(1);
       expect(await runs.filter({ hasText: 'createTable' }).innerText()).toMatch(/Completed/);
       await screenshot('workflows.png');
 
@@ -219,7 +224,7 @@ describe('the Temporal web UI of tablefate dev', () => {
       await page.getByRole('heading', { level: 1, name: new RegExp(`^trash:${dropped.id}@`) }).waitFor();
     }));
 
-  test("the trash run's page shows its pending expiry timer with its summary and its current details with the expiry", () =>
+  test("the trash expiry run's page shows its pending expiry timer with its summary and its current details with the expiry", () =>
     keepingPageOnFailure('run', async () => {
       const summary = `purge table ${dropped.id} at ${dropped.expireAt}`;
       // The history's timeline names the timer by its summary.

@@ -8,6 +8,7 @@ import {
   type WorkflowInterceptorsFactory,
 } from '@temporalio/workflow';
 import { METRICS, type MetricSpec, type OperationOutcome } from '../domain/metrics';
+import { OPERATIONS } from '../domain/operations';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 
 /*
@@ -112,16 +113,17 @@ function errorType(err: unknown): string {
 }
 
 /**
- * A run that only carries on an operation already answered (a trash re-armed on its drop time, by the reconciler or
- * a continue-as-new) is no new operation: it counts nothing.
+ * A run that is no operation counts nothing: a trash's expiry (its drop counted, and what ends it early is an operation
+ * of its own), and a trash run of v19 that only carries on one already answered (re-armed on its drop time).
  */
-const carriesOn = (args: readonly unknown[]) => typeof args[0] === 'object' && args[0] !== null && 'rearm' in args[0];
+const countsNothing = (args: readonly unknown[]) =>
+  workflowInfo().workflowType === OPERATIONS.expiry.workflowType || (typeof args[0] === 'object' && args[0] !== null && 'rearm' in args[0]);
 
 export const interceptors: WorkflowInterceptorsFactory = () => ({
   inbound: [
     {
       async execute(input, next) {
-        if (carriesOn(input.args)) reported = true;
+        if (countsNothing(input.args)) reported = true;
         else if (workflowInfo().continuedFromExecutionRunId === undefined) {
           counter(METRICS.operationsStarted).add(1, { operation: operationOf() });
         }

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { Catalog } from '../../catalog/catalog';
-import { describeWorkflow, takeSnapshot, TRANSITIONAL_STATES, type Snapshot } from './observe';
+import { describeWorkflow, isTrashTimer, takeSnapshot, TRANSITIONAL_STATES, type Snapshot } from './observe';
 
 /**
  * After the chaos, the product must come to rest by itself: every operation finished or compensated, every
@@ -44,9 +44,9 @@ export function unsettledReasons(s: Snapshot, horizon: number, opts: { heldAtRes
   }
   for (const wf of s.running) {
     const table = wf.tableId === undefined ? undefined : state.get(wf.tableId);
-    if (wf.op === 'trash' && table?.state === 'TRASHED') continue;
+    if (isTrashTimer(wf) && table?.state === 'TRASHED') continue;
     reasons.push(
-      wf.op === 'trash'
+      isTrashTimer(wf)
         ? `trash workflow ${wf.workflowId} still runs for table ${String(wf.tableId)}, which is ${table?.state ?? 'not in the catalog'}`
         : `workflow ${wf.workflowId} (${wf.type}) still runs, since ${wf.startTime.toISOString()}`,
     );
@@ -64,7 +64,7 @@ function suspects(s: Snapshot, horizon: number, heldAtRest: boolean): Array<{ wo
   const byId = new Map(s.tables.map((t) => [t.id, t]));
   for (const wf of s.running) {
     const table = wf.tableId === undefined ? undefined : byId.get(wf.tableId);
-    const atRest = wf.op === 'trash' && table?.state === 'TRASHED';
+    const atRest = isTrashTimer(wf) && table?.state === 'TRASHED';
     if (!atRest || stuck.has(table.id)) found.set(wf.workflowId, { workflowId: wf.workflowId, runId: wf.runId });
   }
   return [...found.values()].slice(0, MAX_DIAGNOSED);

@@ -5,7 +5,7 @@ import type { TableRecord } from '../../domain/table';
 import { checkAnswers } from './answers';
 import type { Convergence } from './convergence';
 import type { WorkerExit } from './monkey';
-import { runningTrashWorkflows, takeSnapshot, TRANSITIONAL_STATES } from './observe';
+import { isTrashTimer, runningTrashWorkflows, takeSnapshot, TRANSITIONAL_STATES } from './observe';
 import type { Problem } from './problems';
 import { idsMentioned, type OpRecord } from './scenario';
 import { checkPolicyAnswers, type FinalRelease } from './policies';
@@ -142,7 +142,7 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   }
   // Every table in the trash has its timer running, exactly one (the list can lag: doubtful ones are asked again).
   const trashed = snapshot.tables.filter((t) => t.state === 'TRASHED');
-  const doubtful = trashed.filter((t) => snapshot.running.filter((wf) => wf.op === 'trash' && wf.tableId === t.id).length !== 1);
+  const doubtful = trashed.filter((t) => snapshot.running.filter((wf) => isTrashTimer(wf) && wf.tableId === t.id).length !== 1);
   const wrongTimers = await tablesWithoutOneTimer(
     world.temporal,
     doubtful.map((t) => t.id),
@@ -157,13 +157,12 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   }
   for (const wf of snapshot.running) {
     const table = wf.tableId === undefined ? undefined : byId.get(wf.tableId);
-    if (wf.op === 'trash' && table?.state === 'TRASHED') continue;
+    if (isTrashTimer(wf) && table?.state === 'TRASHED') continue;
     problems.push({
       invariant: 'workflows',
-      detail:
-        wf.op === 'trash'
-          ? `trash workflow ${wf.workflowId} still runs, but table ${String(wf.tableId)} is ${table?.state ?? 'not in the catalog'}`
-          : `workflow ${wf.workflowId} (${wf.type}, table ${String(wf.tableId)}) still runs at rest, since ${wf.startTime.toISOString()}`,
+      detail: isTrashTimer(wf)
+        ? `trash workflow ${wf.workflowId} still runs, but table ${String(wf.tableId)} is ${table?.state ?? 'not in the catalog'}`
+        : `workflow ${wf.workflowId} (${wf.type}, table ${String(wf.tableId)}) still runs at rest, since ${wf.startTime.toISOString()}`,
     });
   }
 

@@ -79,9 +79,18 @@ export async function runningWorkflows(temporal: Client, query = `ExecutionStatu
   return running;
 }
 
-/** Running trash workflows of one table, asked of the server with the documented visibility query. */
+/**
+ * The workflow type of a trash's expiry (README, "In the Temporal web UI"): the run that keeps a trashed table until it
+ * expires, started by its drop, whose own run ends at TRASHED. It carries TableId but no TableOp.
+ */
+export const TRASH_EXPIRY_TYPE = 'trashExpiry';
+
+/** Whether a running workflow is a trash's timer: the expiry run of a table in the trash. */
+export const isTrashTimer = (wf: RunningWorkflow): boolean => wf.type === TRASH_EXPIRY_TYPE;
+
+/** Running trash timers (expiry runs) of one table, asked of the server with the documented visibility query. */
 export async function runningTrashWorkflows(temporal: Client, tableId: number): Promise<RunningWorkflow[]> {
-  return runningWorkflows(temporal, `TableId = ${tableId} AND TableOp = 'trash' AND ExecutionStatus = 'Running'`);
+  return runningWorkflows(temporal, `TableId = ${tableId} AND WorkflowType = '${TRASH_EXPIRY_TYPE}' AND ExecutionStatus = 'Running'`);
 }
 
 export async function takeSnapshot(catalog: Catalog, temporal: Client, knownIds: Iterable<number>): Promise<Snapshot> {

@@ -212,9 +212,12 @@ export class Engine {
     return (await this.catalog.listLocks()).filter((lock) => resources.has(lock.resource)).map((l) => `${l.resource} by ${l.workflowId}`);
   }
 
-  /** Where the trash run of table `tableId` is. A run that is ending (its caller answered) is given a few seconds. */
+  /**
+   * Where the trash run of table `tableId` is: the run of its trash's expiry (`trash:<id>`, which its drop starts when it
+   * commits). A run that is ending (its trash ended) is given a few seconds.
+   */
   async trashRunOf(tableId: number, expected?: TrashRunLook): Promise<TrashRunLook> {
-    const handle = this.temporal.workflow.getHandle(workflowIdFor.trash(tableId, this.catalog.id));
+    const handle = this.temporal.workflow.getHandle(workflowIdFor.expiry(tableId, this.catalog.id));
     const deadline = Date.now() + 10_000;
     for (;;) {
       let look: TrashRunLook;

@@ -76,7 +76,7 @@ export const closed = () => Promise.resolve(true);
 export function catalogCalls(current: () => Catalog) {
   async function locked(resource: string, who: LockOwner, on: Catalog = current()): Promise<LockOwner> {
     const result = await on.acquireLock(resource, who, 1, never);
-    expect(result.acquired).toBe(true);
+    expect(result).toMatchObject({ acquired: true });
     return who;
   }
 
@@ -108,7 +108,7 @@ export function catalogCalls(current: () => Catalog) {
   /** A table trashed at `at` for `retentionSeconds`, its trash's lock released (its run waits on a timer, holding none). */
   async function trashedTable(name: string, at = 10_000, retentionSeconds = 60) {
     const table = await readyTable(name);
-    const op = await locked(`table:${table.id}`, owner(`trash:${table.id}`));
+    const op = await locked(`table:${table.id}`, owner(`drop:${table.id}`));
     await current().transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at - 1 });
     const trashed = await current().transition({
       tableId: table.id,
