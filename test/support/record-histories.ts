@@ -366,7 +366,11 @@ async function main(): Promise<void> {
       await paced.client.trash({ table: 'rec.stubborn', retentionSeconds: 1 });
       const stubbornId = workflowIdFor.expiry(stubborn.id, paced.catalog.id);
       await waitFor(
-        () => paced.temporal.workflow.getHandle(stubbornId).describe().catch(() => undefined),
+        () =>
+          paced.temporal.workflow
+            .getHandle(stubbornId)
+            .describe()
+            .catch(() => undefined),
         (d) => d !== undefined,
         { what: 'the expiry run' },
       );
