@@ -17,10 +17,10 @@ import { callChecks, ownerClosedOnServer, type CallScope, type LockAttempt } fro
 import { createStepsHere, type OperationRegistry, type StepParts } from './steps-here';
 import { legacyV18Activities } from './legacy-v18';
 import { createShardsHereActivity, type StorageActivities } from './storage';
-import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type EndTrashTimer } from './trash-runs';
+import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type EndTrashTimer, type TrashCommitted } from './trash-runs';
 
 export type { CallScope, LockAttempt } from './scope';
-export type { EndTrashTimer } from './trash-runs';
+export type { EndTrashTimer, TrashCommitted } from './trash-runs';
 export type { FirstChangeMade, FirstChangeFor } from './legacy-v18';
 export type { OperationRegistry, StepParts } from './steps-here';
 export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
@@ -161,10 +161,17 @@ export function createActivities(deps: ActivityDeps) {
      * TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for: the retention
      * asked, else the one in force in the table's namespace (trash.retentionSeconds, else the worker's default). Answers
      * the trash's policy with the table (is the trash on, is there a space cap), read under the call's step key so that
-     * a repeated call answers the same policy as the first did.
+     * a repeated call answers the same policy as the first did. `startExpiry`: then the trash's expiry run is started
+     * (trash-runs.ts; not journaled: a start made again finds the run it started).
      */
     async commitTrash(
-      input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean },
+      input: CallScope & {
+        tableId: number;
+        now: number;
+        retentionSeconds?: number;
+        releaseLocks?: boolean;
+        startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
+      },
     ): Promise<TrashCommitted> {
       const owner = inScope(input);
       const step = stepOf(owner, input);
@@ -176,7 +183,9 @@ export function createActivities(deps: ActivityDeps) {
         now: input.now,
         retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
       });
-      return { ...table, policy };
+      const trashed = { ...table, policy };
+      if (input.startExpiry) await startExpiryOf(trashed, { ...input.startExpiry, catalogId: input.catalogId });
+      return trashed;
     },
 
     /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
@@ -290,26 +299,6 @@ export function createActivities(deps: ActivityDeps) {
       return wakeTrashRuns(table, input.catalogId);
     },
 
-    /** Starts the expiry run of the trash just made (activities/trash-runs.ts). */
-    async startTrashExpiry(
-      input: CallScope & { tableId: number; droppedAt: number; lockWait?: LockWaitPolicy; expiryRetry?: Backoff; requestEviction: boolean },
-    ): Promise<'started' | 'running'> {
-      inScope(input);
-      const { tableId, droppedAt, lockWait, expiryRetry, requestEviction, catalogId } = input;
-      const table = await catalog.getTable(tableId);
-      if (!table) throw ApplicationFailure.nonRetryable(`table ${tableId} is not in the catalog`, 'TableNotFound');
-      return startTrashExpiry({
-        tableId,
-        droppedAt,
-        ...(catalogId !== undefined ? { catalogId } : {}),
-        ...(lockWait ? { lockWait } : {}),
-        ...(expiryRetry ? { expiryRetry } : {}),
-        ...(requestEviction ? { requestEviction: true } : {}),
-        table,
-        taskQueue: Context.current().info.taskQueue,
-      });
-    },
-
     /** Starts the trash's space cap (evictTrash), or wakes it if it runs: it looks at the trash again once it can. */
     async requestEviction(input: CallScope): Promise<void> {
       inScope(input);
@@ -367,6 +356,34 @@ export type OrchestrationActivities = ReturnType<typeof createActivities>;
 /** Every activity a workflow can call, wherever it runs. */
 export type Activities = OrchestrationActivities & StorageActivities;
 
+/**
+ * Starts the expiry run of the trash just committed (trash-runs.ts). The table is TRASHED by then: its drop is never taken
+ * back, so every failure of the start is one to try again (the local activity's retries), never the step's.
+ */
+async function startExpiryOf(
+  table: TrashCommitted,
+  more: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff; catalogId?: string },
+): Promise<void> {
+  const { lockWait, expiryRetry, catalogId } = more;
+  try {
+    await startTrashExpiry({
+      tableId: table.id,
+      droppedAt: table.droppedAt!,
+      ...(catalogId !== undefined ? { catalogId } : {}),
+      ...(lockWait ? { lockWait } : {}),
+      ...(expiryRetry ? { expiryRetry } : {}),
+      // A space cap where it was dropped: the cap's run looks at the trash again once this table waits in it.
+      ...(table.policy && table.policy.maxBytes !== null ? { requestEviction: true } : {}),
+      table,
+      taskQueue: Context.current().info.taskQueue,
+    });
+  } catch (err) {
+    throw err instanceof ApplicationFailure && !err.nonRetryable
+      ? err
+      : new Error(`starting the expiry of table ${table.id}: ${String(err)}`);
+  }
+}
+
 /** Tables the space cap reads in one call. */
 const TRASH_PAGE = 500;
 
@@ -376,8 +393,5 @@ export interface TrashPage {
   tables: Array<{ id: number; namespace: string; name: string; droppedAt: number; held: boolean; placement: ShardPlacement[] }>;
   lastId: number | null;
 }
-
-/** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
-export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;

@@ -18,6 +18,7 @@ import {
 import type { TableRecord } from '../domain/table';
 import type { LockAttempt } from './scope';
 import type { ShardsHereAnswer } from './storage';
+import type { TrashCommitted } from './trash-runs';
 
 /** The operations a worker runs, by name: the step lists the workflows run (workflows/operations.ts). */
 export type OperationRegistry = Readonly<Record<string, Operation<never>>>;
@@ -35,7 +36,9 @@ export interface StepParts {
   startDrain(
     input: CallScope & { tableId: number; now: number; expectName?: { namespace: string; name: string }; takeLock?: boolean },
   ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }>;
-  commitTrash(input: CallScope & { tableId: number; now: number; retentionSeconds?: number; releaseLocks?: boolean }): Promise<TableRecord>;
+  commitTrash(
+    input: CallScope & Omit<Extract<CatalogChange, { kind: 'commitTrash' }>, 'kind'> & { now: number; releaseLocks?: boolean },
+  ): Promise<TrashCommitted>;
   changeHold(
     input: CallScope & {
       tableId: number;

@@ -5,6 +5,7 @@ import { endTimerSignal, trashChangedSignal } from '../domain/contracts';
 import { OPERATIONS, workflowIdFor, type TrashExpiryInput } from '../domain/operations';
 import { DROPPED_AT_MEMO } from '../domain/operation-runs';
 import type { TableRecord } from '../domain/table';
+import type { TrashPolicy } from '../domain/settings';
 
 /**
  * The messages a worker sends the runs that wait on a table's trash: the drop that drains (`drop:<id>`) and the trash's
@@ -12,6 +13,9 @@ import type { TableRecord } from '../domain/table';
  * causes them, rather than as the workflow's own commands, whose delivery the operation would wait for in one more
  * workflow task.
  */
+
+/** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
+export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
 /** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
 export interface EndTrashTimer {

@@ -4,6 +4,7 @@
  * is a list of such steps; the executor runs the list (workflows/execute.ts in the workflow, activities/steps-here.ts
  * in the worker) and decides alone how the steps are batched into calls. Pure: both halves read the same list.
  */
+import type { Backoff, LockWaitPolicy } from './backoff';
 import type { TableFateError } from './errors';
 import type { Lease } from './leases';
 import type { TableName } from './names';
@@ -56,8 +57,16 @@ export type CatalogChange =
   | { kind: 'prepareCreate'; table: TableName; params: CreateParams; nameLock: string }
   /** A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases live, else TRASHING. */
   | { kind: 'startDrain'; tableId: number; expectName?: TableName }
-  /** TRASHING to TRASHED with the retention asked, else the one in force where the table lives. */
-  | { kind: 'commitTrash'; tableId: number; retentionSeconds?: number }
+  /**
+   * TRASHING to TRASHED with the retention asked, else the one in force where the table lives; `startExpiry`: then the
+   * trash's expiry, a run of its own (workflows/trash-expiry.ts), is started, with how its purge waits and tries again.
+   */
+  | {
+      kind: 'commitTrash';
+      tableId: number;
+      retentionSeconds?: number;
+      startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
+    }
   /** A legal hold placed (`hold`) or released (null). */
   | { kind: 'changeHold'; tableId: number; hold: { reason: string | null; since: number } | null; expectName?: TableName }
   /** One more lock for the run (busy: wait). */
@@ -172,6 +181,9 @@ export function startOf(now: number): Progress {
 /** Whether the step has anything to take back. */
 export const undoable = <I>(step: Step<I>): boolean => step.undo !== undefined;
 
+/** Whether the step changes anything (a check or a wait does not). */
+export const changes = <I>(step: Step<I>): boolean => step.change !== undefined || step.shards !== undefined;
+
 /**
  * Whether step `next` may run in a call that has already run steps before it. A cancel is taken between calls, and must
  * find everything made since the last point of no return still undoable: so a step that cannot be undone (a commit)
@@ -179,8 +191,7 @@ export const undoable = <I>(step: Step<I>): boolean => step.undo !== undefined;
  * that changes nothing (a check, a wait) always rides along.
  */
 export function mayJoinCall<I>(next: Step<I>, progress: Progress): boolean {
-  const changesNothing = next.change === undefined && next.shards === undefined;
-  return changesNothing || undoable(next) || next.pointOfNoReturn === true || progress.begun.length === 0;
+  return !changes(next) || undoable(next) || next.pointOfNoReturn === true || progress.begun.length === 0;
 }
 
 /** One call of the executor's to the worker (activities/steps-here.ts): run the operation's steps as far as one call may. */

@@ -111,6 +111,39 @@ describe('on the shared server', () => {
     expect(await h.shardAreas(table)).toEqual(['live', 'live']);
     expect(await h.catalog.listLocks()).toEqual([]);
   });
+
+  test("a drop whose expiry id is still taken by an earlier trash's run waits for that run to close, then starts its own", async () => {
+    const table = await h.client.create({ table: 'timer.taken', shards: 1 });
+    const expiryId = workflowIdFor.expiry(table.id, h.catalog.id);
+    // An earlier trash's expiry that has not closed yet: a run at the id, on a queue no worker polls, without a drop time.
+    const earlier = await h.temporal.workflow.start('trashExpiry', {
+      workflowId: expiryId,
+      taskQueue: `nobody-${table.id}`,
+      args: [{ tableId: table.id, droppedAt: 1, catalogId: h.catalog.id }],
+    });
+    const trashing = h.client.trash({ table: 'timer.taken', retentionSeconds: 3600 });
+    // The drop commits, then tries to start its expiry until the id is free: its caller waits meanwhile.
+    await waitFor(
+      () => h.catalog.getTable(table.id),
+      (t) => t?.state === 'TRASHED',
+      { what: 'the drop to commit' },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const drop = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
+    expect((await drop.describe()).status.name).toBe('RUNNING');
+    expect((await h.temporal.workflow.getHandle(expiryId).describe()).runId).toBe(earlier.firstExecutionRunId);
+    await earlier.terminate('test: the earlier trash closes');
+    const trashed = await trashing;
+    expect(trashed.state).toBe('TRASHED');
+    const timer = await waitFor(
+      () => h.temporal.workflow.getHandle<typeof trashExpiry>(expiryId).query(trashTimerQuery),
+      (state) => state.expireAt !== null,
+      { what: "the drop's own expiry to read its table" },
+    );
+    expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
+    await h.client.purge({ tableId: table.id });
+    expect((await h.temporal.workflow.getHandle<typeof trashExpiry>(expiryId).result()).ended).toBe('purged');
+  });
 });
 
 // Operations held half way, at a disk whose renames wait at a gate.

@@ -21,7 +21,6 @@ const catalog = proxyLocalActivities<
     | 'changeSetting'
     | 'trashPage'
     | 'wakeTrash'
-    | 'startTrashExpiry'
     | 'requestEviction'
   >
 >({ startToCloseTimeout: '30s', retry: RETRY });
@@ -72,9 +71,6 @@ export function catalogCalls(catalogId: string | undefined) {
       catalog.wakeTrash.executeWithOptions(said(`wake the runs waiting on table ${tableId}`), [
         { tableId, ...(states ? { states } : {}), ...scope },
       ]),
-    /** Starts the expiry of the trash just made (workflows/trash-expiry.ts); one of this trash already running is it. */
-    startTrashExpiry: (args: Args<Activities['startTrashExpiry']>) =>
-      catalog.startTrashExpiry.executeWithOptions(said(`start the expiry of table ${args.tableId}`), [{ ...args, ...scope }]),
     requestEviction: () => catalog.requestEviction.executeWithOptions(said('ask the trash space cap to look again'), [scope]),
   };
 }

@@ -6,7 +6,8 @@ import { purge } from './purge';
 import { rename } from './rename';
 import { trash } from './trash';
 import { undelete } from './undelete';
+import { trashV19 } from './legacy/v19/trash-steps';
 
 export const OPERATION_STEPS: OperationRegistry = Object.fromEntries(
-  [create, trash, undelete, purge, rename, hold].map((operation) => [operation.name, operation as OperationRegistry[string]]),
+  [create, trash, undelete, purge, rename, hold, trashV19].map((operation) => [operation.name, operation as OperationRegistry[string]]),
 );

@@ -7,16 +7,15 @@ import { trashChangedSignal } from '../domain/contracts';
 import { SHARDS, transition, type Operation, type Readiness, type StepContext } from '../domain/steps';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';
-import { catalogCalls } from './catalog-calls';
 import { operationRun, wokenBy } from './execute';
 import { purge } from './purge';
 
 /**
  * Soft-deletes a table: new leases stopped (DRAINING while leases are live, waiting for them), TRASHING, shards to the
- * trash area, TRASHED with its expiry. The table is unreachable from the first step on.
+ * trash area, TRASHED with its expiry, and the expiry's run started. The table is unreachable from the first step on.
  */
 export const trash: Operation<TrashInput> = {
-  name: 'trash',
+  name: 'drop',
   steps: [
     {
       // Takes the table's lock (a table found DRAINING or TRASHING is a drop resumed); undone, the table is READY again.
@@ -37,21 +36,27 @@ export const trash: Operation<TrashInput> = {
       undo: { shards: SHARDS.backFromTrash },
     },
     {
-      name: 'commit trashed',
-      change: ({ input }) => ({ kind: 'commitTrash', tableId: input.tableId, retentionSeconds: input.retentionSeconds }),
+      // Then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and retention changes address.
+      name: 'commit trashed, start its expiry',
+      change: ({ input: { tableId, retentionSeconds, lockWait, expiryRetry } }) => ({
+        kind: 'commitTrash',
+        tableId,
+        retentionSeconds,
+        startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
+      }),
     },
   ],
 };
 
 /** One deadline for the whole drain, from when the table's lock was taken: the leases, then (PostgreSQL) the sessions. */
-const drainDeadline = ({ input, lockedAt }: StepContext<TrashInput>) =>
+export const drainDeadline = ({ input, lockedAt }: StepContext<TrashInput>) =>
   lockedAt + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
 
 /**
  * Qserv's drain: a DRAINING table waits until every lease is released (the release wakes the run) or has expired (it
  * looks again at the soonest expiry). Past the deadline the drop is TableBusy, naming the leases, and taken back.
  */
-function drained(context: StepContext<TrashInput>): Readiness {
+export function drained(context: StepContext<TrashInput>): Readiness {
   const { table, leases, now } = context;
   if (table!.state !== 'DRAINING' || leases.length === 0) return { ready: true };
   const deadline = drainDeadline(context);
@@ -71,29 +76,25 @@ function drained(context: StepContext<TrashInput>): Readiness {
 }
 
 /**
- * A drop's run: the steps above, then the table's expiry, a run of its own (trash-expiry.ts), started. Its caller hears
- * the table TRASHED; with the trash off where it was dropped (trash.enabled false), the table is purged in the same run
- * and its caller hears it PURGED, unless it is held or the purge fails or outwaits its run's share of a lock wait (then
- * it waits in the trash for its expiry).
+ * A drop's run: the steps above. Its caller hears the table TRASHED; with the trash off where it was dropped
+ * (trash.enabled false), the table is purged in the same run and its caller hears it PURGED, unless it is held or the
+ * purge fails or outwaits its run's share of a lock wait (then it waits in the trash for its expiry).
  */
 export async function trashTable(input: TrashInput): Promise<TableInfo> {
   const trashed: TrashCommitted = await operationRun(trash, input, { wake: wokenBy(trashChangedSignal) }).table();
-  // The table is in the trash: what follows is not taken back, and a cancel request must not leave it without its expiry.
+  if (trashed.policy?.enabled !== false || trashed.hold) return toTableInfo(trashed);
+  // The table is in the trash: a cancel request can no longer take the drop back.
   return CancellationScope.nonCancellable(async () => {
-    const { catalogId, lockWait, expiryRetry } = input;
-    const droppedAt = trashed.droppedAt!;
-    const capped = trashed.policy !== undefined && trashed.policy.maxBytes !== null;
-    await catalogCalls(catalogId).startTrashExpiry({ tableId: trashed.id, droppedAt, lockWait, expiryRetry, requestEviction: capped });
-    if (trashed.policy?.enabled === false && !trashed.hold) {
-      try {
-        const purged = await operationRun(purge, { tableId: trashed.id, trigger: 'policy', droppedAt, catalogId, lockWait }).table();
-        if (purged.state === 'PURGED') return toTableInfo(purged);
-      } catch (err) {
-        log.warn('the trash is disabled, but purging the table at once failed: it waits in the trash for its expiry', {
-          tableId: trashed.id,
-          error: String(err),
-        });
-      }
+    const { catalogId, lockWait } = input;
+    const what = { tableId: trashed.id, trigger: 'policy', droppedAt: trashed.droppedAt!, catalogId, lockWait } as const;
+    try {
+      const purged = await operationRun(purge, what).table();
+      if (purged.state === 'PURGED') return toTableInfo(purged);
+    } catch (err) {
+      log.warn('the trash is disabled, but purging the table at once failed: it waits in the trash for its expiry', {
+        tableId: trashed.id,
+        error: String(err),
+      });
     }
     return toTableInfo(trashed);
   });
