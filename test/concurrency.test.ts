@@ -1,7 +1,7 @@
 import { Harness } from './support/harness';
+import { armedTimer } from './support/trash-runs';
 import { runsOf } from './support/runs';
 import { waitFor } from './support/wait';
-import { trashTimerQuery } from '../domain/contracts';
 import { TableFateError, WrongStateError } from '../domain/errors';
 import { workflowIdFor } from '../domain/operations';
 
@@ -89,7 +89,7 @@ test('a second drop of a table being dropped joins its run: both are answered th
     { what: 'the drop run listed closed' },
   );
   expect(drops.map((r) => r.status)).toEqual(['COMPLETED']);
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await armedTimer(h, table.id);
   expect(timer).toMatchObject({ droppedAt: Date.parse(a.droppedAt!), expireAt: a.expireAt, ended: null });
   expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
   expect(await h.catalog.listLocks()).toEqual([]);

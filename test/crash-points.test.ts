@@ -1,7 +1,7 @@
 import { Harness, workflowBundleFile } from './support/harness';
+import { armedTimer } from './support/trash-runs';
 import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
-import { trashTimerQuery } from '../domain/contracts';
 import type { trashExpiry, trashTable } from '../workflows';
 import { toTableInfo } from '../domain/table';
 import { untilPast, waitFor } from './support/wait';
@@ -125,7 +125,7 @@ test('a trash whose worker dies after it committed and released its lock in one 
   expect(await h.shardAreas(answer)).toEqual(['trash', 'trash']);
   const stored = await h.catalog.getTable(table.id);
   expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(answer.droppedAt!) });
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await armedTimer(h, table.id);
   expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt, expireAt: answer.expireAt });
   expect(await h.catalog.listLocks()).toEqual([]);
 
@@ -178,7 +178,7 @@ test('a trash called after a recall is not handed the answer of the recalled tra
   expect(stored).toMatchObject({ state: 'TRASHED', droppedAt: Date.parse(second.droppedAt!) });
   expect(Date.parse(second.droppedAt!)).toBeGreaterThan(Date.parse((await first).droppedAt!));
   expect(await h.shardAreas(second)).toEqual(['trash', 'trash']);
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await armedTimer(h, table.id);
   expect(timer).toMatchObject({ ended: null, droppedAt: stored!.droppedAt });
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
@@ -305,7 +305,7 @@ test('a drop whose worker dies once the table is DRAINING, its run then lost, is
   expect(await h.shardAreas({ ...toTableInfo(trashed!) })).toEqual(['trash', 'trash']);
   // The resumed drop ends at TRASHED, having started the trash's expiry, which waits for this trash.
   expect(await resumed.result()).toMatchObject({ id: table.id, state: 'TRASHED', droppedAt: new Date(trashed!.droppedAt!).toISOString() });
-  const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+  const timer = await armedTimer(h, table.id);
   expect(timer).toMatchObject({ ended: null, droppedAt: trashed!.droppedAt });
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { Harness, workflowBundleFile } from './support/harness';
+import { armedTimer } from './support/trash-runs';
 import { startCrashingWorker } from './support/crashing-worker';
 import { copySet, existing, moveSet, setFiles, writeSet } from './support/sets-on-disk';
 import { untilPast, waitFor } from './support/wait';
@@ -10,7 +11,7 @@ import { lockFor, workflowIdFor } from '../domain/operations';
 import type { Finding, ReconcileReport } from '../domain/health';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { ShardRef } from '../storage/driver';
-import { trashTimerQuery, type TrashTimerState } from '../domain/contracts';
+import type { TrashTimerState } from '../domain/contracts';
 import type { trashExpiry } from '../workflows';
 import { ensureReconcileSchedule, reconcileScheduleId } from '../worker/reconcile-schedule';
 
@@ -251,7 +252,7 @@ describe('the reconciler', () => {
       // The retention of the terminated run's request, not the worker's default (7 days in the harness).
       expect(stored!.expireAt! - stored!.droppedAt!).toBe(retentionSeconds * 1000);
       // The resumed drop started the trash's expiry, which waits for it.
-      const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+      const timer = await armedTimer(h, table.id);
       expect(timer).toEqual({ droppedAt: stored!.droppedAt, expireAt: new Date(stored!.expireAt!).toISOString(), ended: null });
       await expectHealthy();
 

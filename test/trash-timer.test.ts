@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Harness } from './support/harness';
 import { failureOf, untilPast, waitFor } from './support/wait';
-import { timerEvents, timerFired } from './support/trash-runs';
+import { timerEvents, timerFired, armedTimer } from './support/trash-runs';
 import { RenameGate } from './support/rename-gate';
 import { cancelHeard } from './support/runs';
 import { DevServer } from '../servers/dev-server';
@@ -32,7 +32,7 @@ describe('on the shared server', () => {
     const table = await h.client.create({ table: 'timer.down', shards: 3 });
     const trashed = await h.client.trash({ table: 'timer.down', retentionSeconds: 3 });
     expect(trashed.state).toBe('TRASHED');
-    const timer = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).query(trashTimerQuery);
+    const timer = await armedTimer(h, table.id);
     expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
 
     await h.stopWorker();

@@ -5,6 +5,8 @@ import { TableFateClient } from '../../client';
 import type { Harness } from './harness';
 import { testNamespace } from './test-server';
 import { waitFor } from './wait';
+import { workflowIdFor } from '../../domain/operations';
+import { trashTimerQuery, type TrashTimerState } from '../../domain/contracts';
 
 /*
  * What a trash run shows of where it is, for a test to wait on that instead of on time: its current details, the
@@ -24,6 +26,18 @@ export async function heldPastExpiry(run: WorkflowHandle, timeoutMs = 30_000): P
         .catch(() => ''),
     (details) => /expired at .* but is on hold/.test(details),
     { what: `${run.workflowId} to find its table held at expiry`, timeoutMs },
+  );
+}
+
+/**
+ * The timer of the trash's expiry run once it is armed: the run, started by its drop's commit, arms once it has read its
+ * table, a moment after the drop has answered.
+ */
+export function armedTimer(h: Harness, tableId: number): Promise<TrashTimerState> {
+  return waitFor(
+    () => h.temporal.workflow.getHandle(workflowIdFor.expiry(tableId, h.catalog.id)).query(trashTimerQuery),
+    (state) => state.expireAt !== null || state.ended !== null,
+    { what: `the expiry of table ${tableId} to arm` },
   );
 }
 
