@@ -6,7 +6,7 @@ import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, t
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
 import { WrongStateError } from '../domain/errors';
-import { notTrashedYet, trashEnded } from '../domain/refusals';
+import { trashEnded } from '../domain/refusals';
 import { asFailure, domainFailure } from './failures';
 import { catalogCalls } from './catalog-calls';
 import { operationRun } from './execute';
@@ -36,17 +36,19 @@ export async function trashExpiry(input: TrashExpiryInput): Promise<TrashTimerSt
     purge: (what, waiting) => operationRun(purge, { ...what, fromTrashRun: true }, { waiting }).table(),
   };
   const timer = trashTimer(calls, input.tableId, input.droppedAt);
-  const found = await inThatTrash(calls, input.tableId, input.droppedAt);
+  // A cancel request, even one made before the run began, must not end it: waitOutExpiry says why it is ignored.
+  const shielded = <T>(fn: () => Promise<T>) => CancellationScope.nonCancellable(fn);
+  const found = await shielded(() => inThatTrash(calls, input.tableId, input.droppedAt));
   if ('ended' in found) {
     log.info('the trash ended before its expiry began', { tableId: input.tableId, ended: found.ended });
     timer.state.ended ??= found.ended;
     timer.refuseRetentions();
-    await condition(allHandlersFinished);
+    await shielded(() => condition(allHandlersFinished));
     return timer.state;
   }
   timer.arm(found.table);
   // A space cap where it was dropped: the cap's run looks at the trash again now that it holds this table too.
-  if (input.requestEviction) await calls.requestEviction();
+  if (input.requestEviction) await shielded(() => calls.requestEviction());
   return waitOutExpiry(calls, found.table, input, timer);
 }
 
@@ -65,7 +67,8 @@ export function trashTimer(calls: ExpiryCalls, tableId: number, droppedAt: numbe
     woken = true;
   });
   /**
-   * Retention changes asked and not yet answered. The run's own wait makes each one's catalog change, one at a time, and
+   * Retention changes asked and not yet answered (one asked before the run has read its table waits for that read). The
+   * run's own wait makes each one's catalog change, one at a time, and
    * never the handler: two handlers' local activities side by side in one workflow task do not replay in the order they
    * ran (the timer's cancel lands between their answers the first time, after both on replay).
    */
@@ -84,7 +87,6 @@ export function trashTimer(calls: ExpiryCalls, tableId: number, droppedAt: numbe
         if (!Number.isInteger(retentionSeconds) || retentionSeconds < MIN_RETENTION_SECONDS || retentionSeconds > MAX_RETENTION_SECONDS) {
           throw asFailure(new WrongStateError(`a retention is ${MIN_RETENTION_SECONDS} to ${MAX_RETENTION_SECONDS} whole seconds`));
         }
-        if (expireAtMs === null && state.ended === null) throw asFailure(notTrashedYet(tableId));
         if (state.ended !== null) throw asFailure(trashEnded(tableId, state.ended));
       },
     },
@@ -235,12 +237,14 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
 }
 
 /**
- * The trash at `droppedAt` as the expiry finds it: the table as that trash left it (TRASHED, or PURGING from a purge that stopped
- * past its point of no return, which the expiry finishes), or how that trash ended (purged, or recalled: a table
+ * The trash at `droppedAt` as the expiry finds it: the table as that trash left it (TRASHED; PURGING from a purge that stopped
+ * past its point of no return, which the expiry finishes; RESTORING, a recall under way), or how that trash ended (purged, or recalled: a table
  * trashed again since is in another trash, whose own run waits for it).
  */
 async function inThatTrash(calls: ExpiryCalls, tableId: number, droppedAt: number): Promise<{ table: TableRecord } | { ended: Ending }> {
   const table = await calls.getTable(tableId);
-  if (table && (table.state === 'TRASHED' || table.state === 'PURGING') && table.droppedAt === droppedAt) return { table };
+  // (RESTORING: a recall under way, which ends this trash if it commits, and leaves it to this run if it is taken back.)
+  const stillIn = table && ['TRASHED', 'PURGING', 'RESTORING'].includes(table.state) && table.droppedAt === droppedAt;
+  if (stillIn) return { table };
   return { ended: !table || table.state === 'PURGED' ? 'purged' : 'restored' };
 }
