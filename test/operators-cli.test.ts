@@ -208,7 +208,8 @@ test("ops --running lists only the runs going on, not a drop done nor its trash'
   const expiry = temporal.workflow.getHandle(expiryId);
   const detailsOf = () => expiry.query<{ currentDetails?: string }>('__temporal_workflow_metadata').then((m) => m.currentDetails ?? '');
   expect(await expiry.describe()).toMatchObject({ type: 'trashExpiry', status: { name: 'RUNNING' } });
-  const details = await detailsOf();
+  // (Its run begins a second after the drop.)
+  const details = await waitFor(detailsOf, (d) => d !== '', { what: 'the expiry to say what it waits for' });
   expect(details).toMatch(new RegExp(`^table ${id} .*${escape(trashed.expireAt!)}`));
 
   // Refused: the trash is done, its expiry's run is what keeps the data. Exit 4, and the message says what ends a trash.
