@@ -86,7 +86,6 @@ OPERATION_FAILURE_TYPES = (
     "LockLost",
     "StorageFault",
     "WrongCatalog",
-    "TrashRunAnswered",
     "WorkflowTerminated",
     "WorkflowCancelled",
     "WorkflowTimedOut",
