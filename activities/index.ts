@@ -184,7 +184,7 @@ export function createActivities(deps: ActivityDeps) {
         retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
       });
       const trashed = { ...table, policy };
-      if (input.startExpiry) await startExpiryOf(trashed, { ...input.startExpiry, catalogId: input.catalogId });
+      if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });
       return trashed;
     },
 
@@ -361,6 +361,7 @@ export type Activities = OrchestrationActivities & StorageActivities;
  * back, so every failure of the start is one to try again (the local activity's retries), never the step's.
  */
 async function startExpiryOf(
+  catalog: Catalog,
   table: TrashCommitted,
   more: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff; catalogId?: string },
 ): Promise<void> {
@@ -376,6 +377,7 @@ async function startExpiryOf(
       ...(table.policy && table.policy.maxBytes !== null ? { requestEviction: true } : {}),
       table,
       taskQueue: Context.current().info.taskQueue,
+      stillCurrent: async () => (await catalog.getTable(table.id))?.droppedAt === table.droppedAt,
     });
   } catch (err) {
     throw err instanceof ApplicationFailure && !err.nonRetryable

@@ -1,5 +1,4 @@
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { endTimerSignal, trashChangedSignal } from '../domain/contracts';
 import { OPERATIONS, workflowIdFor, type TrashExpiryInput } from '../domain/operations';
@@ -67,18 +66,20 @@ export async function wakeTrashRuns(table: TableRecord, catalogId: string | unde
 }
 
 /**
- * Starts the expiry of the trash at `droppedAt` (`trash:<tableId>`). A run of this trash found there (a repeat, or the
- * reconciler's re-arm) is it. A run of an earlier trash is ending (the recall that undid that trash ended it): this
- * fails, to be tried again by the activity's retries once that run has closed.
+ * Starts the expiry of the trash at `droppedAt` (`trash:<tableId>`), once its drop has committed it. A run of this trash
+ * found there (a repeat, or the reconciler's re-arm) is it. A run of any other trash is of one that has ended (the table
+ * is in this trash now, and in one trash at a time): a recall or a purge ended it, and it may not even have begun (an
+ * expiry begins a second after its drop). It is terminated, having nothing left to do, and this trash's started,
+ * unless `stillCurrent` says this trash has ended too.
  */
 export async function startTrashExpiry(
-  input: TrashExpiryInput & { table: TableRecord; taskQueue: string },
-): Promise<'started' | 'running'> {
-  const { table, taskQueue, ...expiry } = input;
+  input: TrashExpiryInput & { table: TableRecord; taskQueue: string; stillCurrent: () => Promise<boolean> },
+): Promise<'started' | 'running' | 'ended'> {
+  const { table, taskQueue, stillCurrent, ...expiry } = input;
   const record = OPERATIONS.expiry;
   const workflowId = record.workflowId(table.id, expiry.catalogId);
-  try {
-    await client().workflow.start(record.workflowType, {
+  const start = () =>
+    client().workflow.start(record.workflowType, {
       workflowId,
       taskQueue,
       args: [expiry],
@@ -88,14 +89,25 @@ export async function startTrashExpiry(
       startDelay: EXPIRY_START_DELAY,
       ...record.start,
     });
-    return 'started';
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  for (;;) {
+    try {
+      await start();
+      return 'started';
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    const running = client().workflow.getHandle(workflowId);
+    const { memo, runId } = await running.describe();
+    if (memo?.[DROPPED_AT_MEMO] === expiry.droppedAt) return 'running';
+    // (A start made again long after its drop, a recall and a new drop between: that run is the newer trash's, and
+    // this trash is over.)
+    if (!(await stillCurrent())) return 'ended';
+    await client()
+      .workflow.getHandle(workflowId, runId)
+      .terminate(`its trash has ended: table ${table.id} is in the trash of ${new Date(expiry.droppedAt).toISOString()}`)
+      .catch((err: unknown) => {
+        // (Closed by itself meanwhile: the start is tried again all the same.)
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      });
   }
-  const running = await client().workflow.getHandle(workflowId).describe();
-  if (running.memo?.[DROPPED_AT_MEMO] === expiry.droppedAt) return 'running';
-  throw ApplicationFailure.retryable(
-    `the expiry run of an earlier trash of table ${table.id} (${workflowId}) is still ending; trying again`,
-    'EarlierTrashEnding',
-  );
 }

@@ -111,37 +111,36 @@ describe('on the shared server', () => {
     expect(await h.catalog.listLocks()).toEqual([]);
   });
 
-  test("a drop whose expiry id is still taken by an earlier trash's run waits for that run to close, then starts its own", async () => {
+  test("a drop whose expiry id is still taken by an ended trash's run terminates that run and starts its own", async () => {
     const table = await h.client.create({ table: 'timer.taken', shards: 1 });
     const expiryId = workflowIdFor.expiry(table.id, h.catalog.id);
-    // An earlier trash's expiry that has not closed yet: a run at the id, on a queue no worker polls, without a drop time.
+    // An earlier trash's expiry that has not closed: a run at the id, on a queue no worker polls, of another drop time.
     const earlier = await h.temporal.workflow.start('trashExpiry', {
       workflowId: expiryId,
       taskQueue: `nobody-${table.id}`,
       args: [{ tableId: table.id, droppedAt: 1, catalogId: h.catalog.id }],
+      memo: { droppedAt: 1 },
     });
-    const trashing = h.client.trash({ table: 'timer.taken', retentionSeconds: 3600 });
-    // The drop commits, then tries to start its expiry until the id is free: its caller waits meanwhile.
-    await waitFor(
-      () => h.catalog.getTable(table.id),
-      (t) => t?.state === 'TRASHED',
-      { what: 'the drop to commit' },
-    );
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    const drop = h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id));
-    expect((await drop.describe()).status.name).toBe('RUNNING');
-    expect((await h.temporal.workflow.getHandle(expiryId).describe()).runId).toBe(earlier.firstExecutionRunId);
-    await earlier.terminate('test: the earlier trash closes');
-    const trashed = await trashing;
+    const trashed = await h.client.trash({ table: 'timer.taken', retentionSeconds: 3600 });
     expect(trashed.state).toBe('TRASHED');
-    const timer = await waitFor(
-      () => h.temporal.workflow.getHandle<typeof trashExpiry>(expiryId).query(trashTimerQuery),
-      (state) => state.expireAt !== null,
-      { what: "the drop's own expiry to read its table" },
-    );
+    const old = await h.temporal.workflow.getHandle(expiryId, earlier.firstExecutionRunId).describe();
+    expect(old.status.name).toBe('TERMINATED');
+    const timer = await armedTimer(h, table.id);
     expect(timer).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
     await h.client.purge({ tableId: table.id });
     expect((await h.temporal.workflow.getHandle<typeof trashExpiry>(expiryId).result()).ended).toBe('purged');
+  });
+
+  test("a drop, a recall and a drop again at once: the first trash's expiry is ended, not waited for, and the second waits", async () => {
+    const table = await h.client.create({ table: 'timer.again', shards: 1 });
+    await h.client.trash({ table: 'timer.again', retentionSeconds: 3600 });
+    const first = await h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id)).describe();
+    await h.client.undelete({ table: table.id });
+    const again = await h.client.trash({ table: 'timer.again', retentionSeconds: 3600 });
+    // Terminated by the second drop if it had not begun yet (a second after its drop), or closed by itself, restored.
+    const closed = await h.temporal.workflow.getHandle(first.workflowId, first.runId).describe();
+    expect(['TERMINATED', 'COMPLETED']).toContain(closed.status.name);
+    expect(await armedTimer(h, table.id)).toEqual({ droppedAt: Date.parse(again.droppedAt!), expireAt: again.expireAt, ended: null });
   });
 });
 
