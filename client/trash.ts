@@ -219,8 +219,8 @@ async function setRetention(ctx: ClientContext, { tableId, retentionSeconds }: R
         try {
           return await run.executeUpdate(retentionUpdate, { args: [retentionSeconds] });
         } catch (err) {
-          // The catalog says TRASHED but the expiry's run has not read its table yet: ask again shortly; the call's
-          // deadline bounds it.
+          // A trash run of v19 that does not know its drop time yet (its committing task lost and being repeated)
+          // refuses the change: ask again shortly; the call's deadline bounds it. (An expiry's run waits instead.)
           if (!isNotTrashedYet(applicationFailureOf(err)?.message ?? '') || signal.aborted) throw err;
           await pause(500);
         }
