@@ -3,6 +3,7 @@ import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionReq
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
+import type { EndOfTrash } from '../domain/steps';
 import { OPERATIONS } from '../domain/operations';
 import { ApplicationFailure } from '@temporalio/common';
 import { evictSignal } from '../domain/contracts';
@@ -17,10 +18,10 @@ import { callChecks, ownerClosedOnServer, type CallScope, type LockAttempt } fro
 import { createStepsHere, type OperationRegistry, type StepParts } from './steps-here';
 import { legacyV18Activities } from './legacy-v18';
 import { createShardsHereActivity, type StorageActivities } from './storage';
-import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type EndTrashTimer, type TrashCommitted } from './trash-runs';
+import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type TrashCommitted } from './trash-runs';
 
 export type { CallScope, LockAttempt } from './scope';
-export type { EndTrashTimer, TrashCommitted } from './trash-runs';
+export type { TrashCommitted } from './trash-runs';
 export type { FirstChangeMade, FirstChangeFor } from './legacy-v18';
 export type { OperationRegistry, StepParts } from './steps-here';
 export { createStorageActivities, STORAGE_ACTIVITY_NAMES, type NodeSurvey, type ShardsHereAnswer, type StorageActivities } from './storage';
@@ -125,7 +126,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Tells the expiry of a trash that it has nothing left to do (activities/trash-runs.ts). */
-    async endTrashTimer(input: CallScope & EndTrashTimer & { tableId: number }): Promise<boolean> {
+    async endTrashTimer(input: CallScope & EndOfTrash & { tableId: number }): Promise<boolean> {
       inScope(input);
       return endTrashTimer(input.tableId, input, input.catalogId);
     },
@@ -145,8 +146,8 @@ export function createActivities(deps: ActivityDeps) {
         expectName?: TableName;
         /** The operation's last change: release the run's locks too, once it is recorded. */
         releaseLocks?: boolean;
-        /** Then tell the table's trash run that its timer has nothing left to do (a recall, a purge by hand). */
-        endTrashTimer?: EndTrashTimer;
+        /** Then tell the table's trash run that its timer has nothing left to do (as v18's recalls and purges ask). */
+        endTrashTimer?: EndOfTrash;
       },
     ): Promise<TableRecord> {
       const { tableId, from, to, now, rename, expectName } = input;
@@ -341,6 +342,7 @@ export function createActivities(deps: ActivityDeps) {
   const { runStepsHere } = createStepsHere({
     operations: deps.operations,
     served: deps.storage?.nodes ?? [],
+    endTrash: endTrashTimer,
     parts: deps.wrapStepParts ? deps.wrapStepParts(parts) : parts,
   });
   return {

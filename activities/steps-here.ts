@@ -8,6 +8,7 @@ import {
   undoable,
   valueOf,
   type CatalogChange,
+  type EndOfTrash,
   type Operation,
   type Progress,
   type Step,
@@ -58,6 +59,8 @@ export interface StepsHereDeps {
   parts: StepParts;
   /** The storage nodes this worker serves (their shards are changed in the call; the others' on their nodes' queues). */
   served: readonly string[];
+  /** Tells the expiry run of a table's trash that the trash is over (activities/trash-runs.ts): telling twice is harmless. */
+  endTrash: (tableId: number, end: EndOfTrash, catalogId: string | undefined) => Promise<unknown>;
 }
 
 /** What a catalog change answered: the table, a busy lock, or (a create found made) the end of the operation. */
@@ -76,22 +79,25 @@ type Changed = { table: TableRecord; locked?: true; leases?: Lease[] } | { busy:
  * time and changes nothing twice. A failure for good is answered rather than thrown, with where the run stands, so that
  * the workflow knows what to take back.
  */
-export function createStepsHere({ operations, parts, served }: StepsHereDeps) {
+export function createStepsHere({ operations, parts, served, endTrash }: StepsHereDeps) {
   const servedHere = new Set(served);
 
   async function runStepsHere(call: StepsCall): Promise<StepsAnswer> {
     // (The registry holds operations of every input type; each is handed the input its own workflow was started with.)
     const operation = operations[call.operation] as unknown as Operation<unknown> | undefined;
     if (!operation) throw ApplicationFailure.nonRetryable(`this worker runs no operation named ${call.operation}`, 'UnknownOperation');
-    const run = new RunHere(operation, call, parts, servedHere);
+    const run = new RunHere(operation, call, parts, servedHere, endTrash);
+    let answer: StepsAnswer;
     try {
-      return call.direction === 'forward' ? await run.forward() : await run.back();
+      answer = call.direction === 'forward' ? await run.forward() : await run.back();
     } catch (err) {
       // A failure for good is the step's (its undo runs); a transient one is retried by the local activity's policy.
       if (!(err instanceof ApplicationFailure && err.nonRetryable)) throw err;
       if (err.type === 'UnknownOperation') throw err;
-      return run.answer({ kind: 'failed', type: err.type ?? 'Error', message: err.message });
+      answer = run.answer({ kind: 'failed', type: err.type ?? 'Error', message: err.message });
     }
+    await run.delivered();
+    return answer;
   }
   return { runStepsHere };
 }
@@ -101,12 +107,15 @@ class RunHere {
   private progress: Progress;
   private readonly notes: string[] = [];
   private readonly scope: CallScope;
+  /** The messages the call sent (`endsTrash`), on their way while the call goes on. */
+  private readonly sent: Array<Promise<unknown>> = [];
 
   constructor(
     private readonly operation: Operation<unknown>,
     private readonly call: StepsCall,
     private readonly parts: StepParts,
     private readonly served: ReadonlySet<string>,
+    private readonly endTrash: StepsHereDeps['endTrash'],
   ) {
     this.progress = structuredClone(call.progress);
     this.scope = { catalogId: call.catalogId };
@@ -124,6 +133,18 @@ class RunHere {
   private context(): StepContext<unknown> {
     const { checked, table, lockedAt, leases } = this.progress;
     return { input: this.call.input, checked, ...(table ? { table } : {}), lockedAt, now: this.call.now, leases };
+  }
+
+  /**
+   * Waits for the messages the call sent: the call answers once they are delivered, and one that failed fails the call,
+   * which is made again (its parts journaled, the message sent again).
+   */
+  async delivered(): Promise<void> {
+    try {
+      await Promise.all(this.sent);
+    } catch (err) {
+      throw new Error(`telling the trash's expiry that its trash is over: ${String(err)}`);
+    }
   }
 
   answer(outcome: StepsAnswer['outcome']): StepsAnswer {
@@ -186,6 +207,13 @@ class RunHere {
         this.progress.changed = true;
         ranSomething = true;
         if (undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
+        const ends = step.endsTrash?.(this.context());
+        if (ends) {
+          const sending = this.endTrash(this.tableId(), ends, this.call.catalogId);
+          // (Awaited by `delivered`; a call that fails before then is made again, and sends it again.)
+          sending.catch(() => undefined);
+          this.sent.push(sending);
+        }
       }
       if (step.shards) {
         const left = await this.changeShards(valueOf(step.shards, this.context()), `${index}.shards`, this.progress.shardsDone);

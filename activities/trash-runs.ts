@@ -3,6 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import { endTimerSignal, trashChangedSignal } from '../domain/contracts';
 import { OPERATIONS, workflowIdFor, type TrashExpiryInput } from '../domain/operations';
 import { DROPPED_AT_MEMO } from '../domain/operation-runs';
+import type { EndOfTrash } from '../domain/steps';
 import type { TableRecord } from '../domain/table';
 import type { TrashPolicy } from '../domain/settings';
 
@@ -16,11 +17,6 @@ import type { TrashPolicy } from '../domain/settings';
 /** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
 export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
-/** The end of the trash timer of the trash that happened at `droppedAt`, and why. */
-export interface EndTrashTimer {
-  reason: 'restored' | 'purged';
-  droppedAt: number;
-}
 
 const client = () => Context.current().client;
 
@@ -44,7 +40,7 @@ async function tell(workflowId: string, send: (id: string) => Promise<void>): Pr
 }
 
 /** Tells the expiry of the trash at `droppedAt` that it has nothing left to do (a recall, a purge by hand). */
-export function endTrashTimer(tableId: number, end: EndTrashTimer, catalogId: string | undefined): Promise<boolean> {
+export function endTrashTimer(tableId: number, end: EndOfTrash, catalogId: string | undefined): Promise<boolean> {
   return tell(workflowIdFor.expiry(tableId, catalogId), (id) =>
     client().workflow.getHandle(id).signal(endTimerSignal, end.reason, end.droppedAt),
   );

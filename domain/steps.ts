@@ -44,15 +44,8 @@ export type Readiness = { ready: true } | { waitMs: number; why: string } | { re
 
 /** A change of the catalog a step makes, as data the worker carries out (activities/steps-here.ts). */
 export type CatalogChange =
-  /** A compare-and-set of the table's state (and name); `endTrashTimer`: then tell its trash run that its timer is over. */
-  | {
-      kind: 'transition';
-      from: TableState[];
-      to: TableState;
-      rename?: TableName;
-      expectName?: TableName;
-      endTrashTimer?: { reason: 'restored' | 'purged'; droppedAt: number };
-    }
+  /** A compare-and-set of the table's state (and name). */
+  | { kind: 'transition'; from: TableState[]; to: TableState; rename?: TableName; expectName?: TableName }
   /** A create's record: id and placement chosen once, the name's lock and the table's taken (busy: wait; found made: finish). */
   | { kind: 'prepareCreate'; table: TableName; params: CreateParams; nameLock: string }
   /** A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases live, else TRASHING. */
@@ -74,6 +67,12 @@ export type CatalogChange =
 
 type Of<I, T> = T | ((context: StepContext<I>) => T);
 
+/** How the trash made at `droppedAt` ended, as its expiry run is told (a recall, a purge by hand). */
+export interface EndOfTrash {
+  reason: 'restored' | 'purged';
+  droppedAt: number;
+}
+
 /** One step of an operation. */
 export interface Step<I> {
   name: string;
@@ -89,6 +88,12 @@ export interface Step<I> {
   undo?: { shards?: ShardChange; change?: Of<I, CatalogChange> };
   /** From this step on the operation only goes forward: nothing before it is undone, and it has no undo itself. */
   pointOfNoReturn?: true;
+  /**
+   * The trash's expiry run (`trash:<id>`) is told its trash is over, once the step's change is made, while its shards
+   * change; the call answers once the message is delivered. Only on a step the run never takes back: its point of no
+   * return, or its last.
+   */
+  endsTrash?: (context: StepContext<I>) => EndOfTrash | undefined;
 }
 
 /** An operation: its name (a key of the registry the worker is given), the steps, and the table it locks first, if any. */

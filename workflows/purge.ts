@@ -19,17 +19,15 @@ export const purge: Operation<PurgeInput> = {
       shards: SHARDS.markGarbage,
       undo: { shards: SHARDS.unmarkGarbage, change: transition('PURGING', 'TRASHED') },
     },
-    { name: 'delete garbage', shards: SHARDS.deleteGarbage, pointOfNoReturn: true },
     {
-      name: 'commit purged',
-      // A purge ends the trash's expiry run, but the one that run makes itself at the expiry.
-      change: ({ input, checked }) =>
-        transition('PURGING', 'PURGED', {
-          ...(!input.fromTrashRun && checked?.droppedAt != null
-            ? { endTrashTimer: { reason: 'purged', droppedAt: checked.droppedAt } }
-            : {}),
-        }),
+      name: 'delete garbage',
+      shards: SHARDS.deleteGarbage,
+      pointOfNoReturn: true,
+      // The purge is bound to end here: the trash's expiry is over (but for the purge that run makes itself).
+      endsTrash: ({ input, checked }) =>
+        !input.fromTrashRun && checked?.droppedAt != null ? { reason: 'purged', droppedAt: checked.droppedAt } : undefined,
     },
+    { name: 'commit purged', change: transition('PURGING', 'PURGED') },
   ],
 };
 

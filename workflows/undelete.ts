@@ -25,7 +25,8 @@ export const undelete: Operation<UndeleteInput> = {
     },
     {
       name: 'commit ready',
-      change: ({ checked }) => transition('RESTORING', 'READY', { endTrashTimer: { reason: 'restored', droppedAt: checked!.droppedAt! } }),
+      change: transition('RESTORING', 'READY'),
+      endsTrash: ({ checked }) => ({ reason: 'restored', droppedAt: checked!.droppedAt! }),
     },
   ],
 };

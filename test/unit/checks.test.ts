@@ -6,6 +6,7 @@ import { undelete } from '../../workflows/undelete';
 import { create } from '../../workflows/create';
 import { trash } from '../../workflows/trash';
 import { rename } from '../../workflows/rename';
+import { OPERATION_STEPS } from '../../workflows/operations';
 
 const NOW = Date.parse('2026-12-05T12:00:00Z');
 
@@ -121,12 +122,30 @@ describe('what the steps change, from what the check read', () => {
     });
   });
 
-  test("a purge run's commit ends the table's trash timer; the trash run's own purge does not tell itself", () => {
-    const commit = purge.steps.at(-1)!;
+  test("a purge ends the table's trash at its point of no return; the expiry's own purge does not tell itself", () => {
+    const ending = purge.steps.filter((step) => step.endsTrash);
+    expect(ending.map((step) => [step.name, step.pointOfNoReturn])).toEqual([['delete garbage', true]]);
     const byHand = context<PurgeInput>({ tableId: 7, trigger: 'manual' }, table());
-    expect(valueOf(commit.change, byHand)).toMatchObject({ to: 'PURGED', endTrashTimer: { reason: 'purged', droppedAt: NOW - 5_000 } });
+    expect(ending[0]!.endsTrash!(byHand)).toEqual({ reason: 'purged', droppedAt: NOW - 5_000 });
     const atExpiry = context<PurgeInput>({ tableId: 7, trigger: 'expiry', droppedAt: NOW - 5_000, fromTrashRun: true }, table());
-    expect(valueOf(commit.change, atExpiry)).not.toHaveProperty('endTrashTimer');
+    expect(ending[0]!.endsTrash!(atExpiry)).toBeUndefined();
+  });
+
+  test("a recall ends the table's trash with its commit, the trash it was recalled from", () => {
+    const commit = undelete.steps.at(-1)!;
+    expect(commit.endsTrash!(context<UndeleteInput>({ tableId: 7 }, table()))).toEqual({ reason: 'restored', droppedAt: NOW - 5_000 });
+  });
+
+  test('only a step the run never takes back ends a trash: a point of no return, or the last step', () => {
+    const ending = Object.values(OPERATION_STEPS).flatMap((operation) =>
+      operation.steps.flatMap((step, index) => (step.endsTrash ? [{ operation, step, index }] : [])),
+    );
+    expect(ending.length).toBeGreaterThan(0);
+    for (const { operation, step, index } of ending) {
+      expect({ [`${operation.name}: ${step.name}`]: step.pointOfNoReturn === true || index === operation.steps.length - 1 }).toEqual({
+        [`${operation.name}: ${step.name}`]: true,
+      });
+    }
   });
 });
 

@@ -6,7 +6,7 @@ import type { TableName } from '../../../domain/names';
 import type { TableState } from '../../../domain/states';
 import type { TableRecord } from '../../../domain/table';
 import type { CommitAhead, OperationCalls } from './operation-calls';
-import type { EndTrashTimer } from '../../../activities';
+import type { EndOfTrash } from '../../../domain/steps';
 import { enterStep, stepProgress, tookBack, undoingStep } from '../../observe';
 
 /** A step's answer that ends the operation now, successfully (for example: found already done). */
@@ -257,7 +257,7 @@ export interface CommitStep<T> extends Step<T> {
 export function commit<T extends Carrying = TableRecord>(
   calls: OperationCalls,
   [from, to]: [TableState, TableState],
-  endsTimer: (carried: T) => EndTrashTimer | undefined = () => undefined,
+  endsTimer: (carried: T) => EndOfTrash | undefined = () => undefined,
 ): CommitStep<T> {
   const change = (carried: T) => {
     const endTrashTimer = endsTimer(carried);
