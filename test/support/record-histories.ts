@@ -421,6 +421,22 @@ async function main(): Promise<void> {
       await slow.client.purge({ tableId: many.id });
       await save('purge-in-calls', workflowIdFor.purge(many.id, slow.catalog.id));
 
+      // (since v19) a purge cancelled past its point of no return: the cancel arrives while its second call marks the
+      // last shards garbage; that call goes on into the deletes (the point of no return joins any call), so the run
+      // takes no cancel from there and ends PURGED
+      const late = await slow.client.create({ table: 'rec.late', shards: 20 });
+      await slow.client.trash({ table: 'rec.late', retentionSeconds: 3600 });
+      const lateRun = slow.temporal.workflow.getHandle(workflowIdFor.purge(late.id, slow.catalog.id));
+      gate.hold(16);
+      const purging = slow.client.purge({ tableId: late.id });
+      await gate.someoneWaiting(late.id);
+      await lateRun.cancel();
+      await cancelHeard(lateRun);
+      gate.open();
+      const lateEnd = await purging;
+      if (lateEnd.state !== 'PURGED') throw new Error(`the purge cancelled past its point of no return ended ${lateEnd.state}`);
+      await save('purge-cancelled-past-no-return', lateRun.workflowId);
+
       // (since v18) a recall cancelled while the call that took its lock moves its shards back: that call ends, the
       // cancel is taken at the commit, and the undo takes every shard back to the trash
       const recalled = await slow.client.create({ table: 'rec.recalling', shards: 2 });

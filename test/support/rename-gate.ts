@@ -18,13 +18,14 @@ import { Harness } from './harness';
 export class RenameGate implements RenameOps {
   /** The table id of each rename waiting at the gate now (one entry per rename). */
   private readonly waitingTables: number[] = [];
-  private held: { promise: Promise<void>; release: () => void } | undefined;
+  private held: { promise: Promise<void>; release: () => void; from: number } | undefined;
 
-  hold(): void {
+  /** Holds the renames of shard files from now on; `fromShard`: only those of shards numbered so or higher. */
+  hold(fromShard = 0): void {
     if (this.held) return;
     let release!: () => void;
     const promise = new Promise<void>((resolve) => (release = resolve));
-    this.held = { promise, release };
+    this.held = { promise, release, from: fromShard };
   }
 
   open(): void {
@@ -48,8 +49,8 @@ export class RenameGate implements RenameOps {
   }
 
   async rename(from: string, to: string): Promise<void> {
-    if (this.held) {
-      const tableId = tableOf(from, to);
+    if (this.held && shardOf(from, to).shard >= this.held.from) {
+      const { tableId } = shardOf(from, to);
       this.waitingTables.push(tableId);
       try {
         await this.held.promise;
@@ -61,11 +62,11 @@ export class RenameGate implements RenameOps {
   }
 }
 
-/** The table whose shard file a rename moves (a create's temporary file has the shard's name only as its target). */
-function tableOf(from: string, to: string): number {
+/** The shard whose file a rename moves (a create's temporary file has the shard's name only as its target). */
+function shardOf(from: string, to: string): { tableId: number; shard: number } {
   const shard = parseShardFileName(path.basename(to)) ?? parseShardFileName(path.basename(from));
   if (!shard) throw new Error(`RenameGate: neither ${from} nor ${to} is a shard file`);
-  return shard.tableId;
+  return shard;
 }
 
 /**
