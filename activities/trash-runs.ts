@@ -17,7 +17,6 @@ import type { TrashPolicy } from '../domain/settings';
 /** A trash just committed, with the policy in force where it was dropped (absent in runs recorded before policies). */
 export type TrashCommitted = TableRecord & { policy?: TrashPolicy };
 
-
 const client = () => Context.current().client;
 
 /**
