@@ -36,6 +36,8 @@ export const POSTGRES_OWN_SCHEMAS = {
   garbage: 'tablefate_garbage',
   /** The guard's event-trigger functions (storage/postgres-guard.ts), apart from the others so that dropping them cannot take the guard. */
   guard: 'tablefate_guard',
+  /** The SQL door's procedures and views, the one schema of tablefate's a caller is granted (storage/postgres-door-sql.ts). */
+  door: 'tablefate_sql',
 } as const;
 
 /**

@@ -82,6 +82,7 @@ const HINT =
  * table, named by its record: where tablefate put it, whether that is live, the trash or the garbage, its table id and
  * shard, and what to run instead (`advice`, or what fits the area and whether the statement drops or moves).
  */
+const DOOR = POSTGRES_OWN_SCHEMAS.door;
 const REFUSAL = `
 CREATE OR REPLACE FUNCTION ${G}.refusal(schema_name text, table_name text, table_id bigint, shard integer, tag text, effect text, advice text)
 RETURNS text ${FUNCTION_OPTIONS} IMMUTABLE AS $guard$
@@ -90,7 +91,7 @@ DECLARE
   moving boolean := tag LIKE 'ALTER %';
   -- A table of several shards is <name>_<shard> live: its tablefate name is not the table's, and describe says it.
   drop_it text := CASE WHEN table_name LIKE '%\\_' || shard THEN pg_catalog.format('"tablefate drop" of table %s ("tablefate describe %s" names it)', table_id, table_id)
-                       ELSE pg_catalog.format('"tablefate drop %s"', shown) END;
+                       ELSE pg_catalog.format('"tablefate drop %s" (in SQL: CALL ${DOOR}.drop(%L))', shown, shown) END;
   what text;
 BEGIN
   IF schema_name = ${literal(TRASH)} THEN

@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../catalog/migrations';
 import { migrate, type PgMigrations } from '../catalog/pg-migrations';
+import { DOOR_SCHEMA, installDoor } from './postgres-door-sql';
 import { ensureSchema, inNodeTransaction } from './postgres-node';
 import { GARBAGE_SCHEMA, OWN_SCHEMA, SHARDS, TRASH_SCHEMA } from './postgres-record';
 
@@ -36,6 +37,43 @@ ALTER TABLE shards ADD COLUMN schema_name text, ADD COLUMN table_name text, ADD 
 UPDATE shards s SET schema_name = n.nspname, table_name = c.relname, owner_name = pg_catalog.pg_get_userbyid(c.relowner)
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = s.table_oid AND s.schema_name IS NULL;
+`,
+  },
+  {
+    version: 3,
+    description: 'the SQL door: the requests its procedures make, and the marks that prove which role made each (postgres-door-sql.ts)',
+    sql: `
+CREATE TABLE sql_requests (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  op text NOT NULL,
+  args jsonb NOT NULL,
+  table_oid oid NOT NULL,
+  requester oid NOT NULL,
+  requester_name name NOT NULL,
+  session_user_name name NOT NULL,
+  application_name text,
+  client_addr inet,
+  requested_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  request_uuid uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
+  state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'planned', 'answered')),
+  plan jsonb,
+  claimed_by text,
+  picked_at timestamptz,
+  workflow_id text,
+  answer jsonb,
+  error_type text,
+  sqlstate text,
+  message text,
+  answered_at timestamptz
+);
+CREATE INDEX sql_requests_open ON sql_requests (id) WHERE state <> 'answered';
+CREATE TABLE tablefate_sql.caller_marks (
+  nonce uuid PRIMARY KEY,
+  role_name name NOT NULL DEFAULT CURRENT_USER,
+  pid integer NOT NULL DEFAULT pg_catalog.pg_backend_pid(),
+  xact_start timestamptz NOT NULL DEFAULT pg_catalog.transaction_timestamp()
+);
+REVOKE ALL ON tablefate_sql.caller_marks FROM PUBLIC;
 `,
   },
 ];
@@ -75,13 +113,20 @@ const RECORD_SCHEMA: PgMigrations = {
   unversioned: unversionedRecord,
 };
 
-/** Makes tablefate's own schemas on the node (idempotent) and brings its record to this code's version. */
+/**
+ * Makes tablefate's own schemas on the node (idempotent), brings its record to this code's version, and makes the SQL
+ * door's routines (postgres-door-sql.ts).
+ */
 export async function prepareRecord(pool: Pool): Promise<void> {
   await inNodeTransaction(pool, async (c) => {
     await lockPrepare(c);
-    for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA]) await ensureSchema(c, schema);
+    for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA, DOOR_SCHEMA]) await ensureSchema(c, schema);
   });
   await migrate(pool, RECORD_SCHEMA);
+  await inNodeTransaction(pool, async (c) => {
+    await lockPrepare(c);
+    await installDoor(c);
+  });
 }
 
 /**

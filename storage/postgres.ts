@@ -69,7 +69,7 @@ export class PostgresStorage implements StorageDriver {
 
   /** `urls`: each node's connection url; `catalogId`: whose shards these are (two catalogs may share a database). */
   constructor(
-    urls: ReadonlyArray<{ node: string; url: string }>,
+    readonly urls: ReadonlyArray<{ node: string; url: string }>,
     private readonly catalogId: string,
   ) {
     this.nodes = urls.map((u) => u.node);
@@ -244,6 +244,11 @@ export class PostgresStorage implements StorageDriver {
     const live = to === 'live' ? liveNameOf(ref) : undefined;
     const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, drainTimeoutMs });
     return notes.map((note) => `${live ? `${live.schema}.${live.table}` : describe(ref)}: ${note}`);
+  }
+
+  /** Makes tablefate's schemas, record and SQL door on `node` (idempotent), as its first use would. */
+  async prepareNode(node: string): Promise<void> {
+    await this.ready(node);
   }
 
   private idOf(ref: ShardRef): ShardTableId {

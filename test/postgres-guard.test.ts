@@ -210,8 +210,8 @@ describe('with the guard on', () => {
   ])("psql's %s is refused, naming the table and tablefate drop; the table stays whole", async (sql, tag, effect) => {
     const refused = await refusal(dba, sql);
     const advice = tag.startsWith('ALTER')
-      ? 'to rename or move it, "tablefate drop shop.orders", then "tablefate recall 12 <schema.new_name>"'
-      : 'drop it with "tablefate drop shop.orders": the trash keeps it, and "tablefate recall" brings it back';
+      ? 'to rename or move it, "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')), then "tablefate recall 12 <schema.new_name>"'
+      : 'drop it with "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')): the trash keeps it, and "tablefate recall" brings it back';
     expect(refused).toEqual({
       code: '42501',
       message: `tablefate: shop.orders is a live table tablefate manages (table 12, shard 0): the guard refuses this ${tag}, which would ${effect}; ${advice}`,
@@ -246,7 +246,7 @@ describe('with the guard on', () => {
     }
     expect((await refusal(dba, 'ALTER TABLE shop.drifted_by_hand ADD COLUMN x int')).message).toBe(
       'tablefate: shop.drifted is a live table tablefate manages (table 14, shard 0): the guard refuses this ALTER TABLE, which would leave it ' +
-        'at shop.drifted_by_hand; to rename or move it, "tablefate drop shop.drifted", then "tablefate recall 14 <schema.new_name>"',
+        'at shop.drifted_by_hand; to rename or move it, "tablefate drop shop.drifted" (in SQL: CALL tablefate_sql.drop(\'shop.drifted\')), then "tablefate recall 14 <schema.new_name>"',
     );
     // Everything else in the database, the drifted table's schema included, goes on.
     await dba.query(
@@ -271,7 +271,7 @@ describe('with the guard on', () => {
 
       expect((await refusal(owner, 'DROP TABLE crm.clients')).message).toBe(
         'tablefate: crm.clients is a live table tablefate manages (table 30, shard 0): the guard refuses this DROP TABLE, which would drop it; ' +
-          'drop it with "tablefate drop crm.clients": the trash keeps it, and "tablefate recall" brings it back',
+          'drop it with "tablefate drop crm.clients" (in SQL: CALL tablefate_sql.drop(\'crm.clients\')): the trash keeps it, and "tablefate recall" brings it back',
       );
       expect((await refusal(owner, 'ALTER TABLE crm.clients RENAME TO customers')).message).toContain(
         'which would leave it at crm.customers',

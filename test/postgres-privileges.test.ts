@@ -238,7 +238,7 @@ it('refuses a create, permanently, on a database where the worker may not create
 
     // The DBA makes tablefate's own schemas for the worker's role, and lets it create in the namespace's, which it keeps.
     await withClient(url, async (dba) => {
-      for (const schema of ['tablefate', 'tablefate_trash', 'tablefate_garbage'])
+      for (const schema of ['tablefate', 'tablefate_trash', 'tablefate_garbage', 'tablefate_sql'])
         await dba.query(`CREATE SCHEMA ${schema} AUTHORIZATION ${BARE}`);
       await dba.query(`CREATE SCHEMA shop; GRANT USAGE, CREATE ON SCHEMA shop TO ${BARE}`);
     });

@@ -12,6 +12,10 @@ import { activityLogFields } from './telemetry';
 import { createContractActivities } from '../contract/activities';
 import { tablefateServiceHandler } from '../contract/nexus';
 import type { StorageDriverName } from '../domain/deployment';
+import { Client } from '@temporalio/client';
+import { contractClient } from '../contract/sdk';
+import { SqlDoor } from './sql-door';
+import { PostgresStorage } from '../storage/postgres';
 
 export interface TableFateWorkerOptions {
   connection: NativeConnection;
@@ -53,11 +57,19 @@ export interface TableFateWorkerOptions {
  * queue, a storage node's worker the node's own queue.
  */
 export class TableFateWorker {
-  constructor(readonly workers: readonly Worker[]) {}
+  /** `beside`: what runs as long as the workers do (the SQL doors of the nodes served here). */
+  constructor(
+    readonly workers: readonly Worker[],
+    private readonly beside: ReadonlyArray<{ start(): Promise<void>; stop(): Promise<void> }> = [],
+  ) {}
 
   /** Runs every worker until all have stopped; the first to stop for good (a fatal error) stops the others. */
   async run(): Promise<void> {
-    const results = await Promise.allSettled(this.workers.map((w) => w.run().finally(() => this.shutdown())));
+    const results = await Promise.allSettled([
+      ...this.workers.map((w) => w.run().finally(() => this.shutdown())),
+      ...this.beside.map((service) => service.start()),
+    ]);
+    await Promise.allSettled(this.beside.map((service) => service.stop()));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }
@@ -187,9 +199,36 @@ export async function createTableFateWorker(opts: TableFateWorkerOptions): Promi
       );
     }
   }
-  const group = new TableFateWorker(workers);
+  const group = new TableFateWorker(workers, sqlDoors(opts, opts.storage, taskQueue));
   stop = () => group.shutdown();
   return group;
+}
+
+/**
+ * The SQL door of each PostgreSQL node served here (worker/sql-door.ts), taking requests as this process's SDK: in an
+ * orchestrating worker with the nodes in-process, and in each node's own worker (`tablefate storage-node`).
+ */
+function sqlDoors(
+  opts: Pick<TableFateWorkerOptions, 'connection' | 'namespace' | 'catalog' | 'logger' | 'storageDriver'>,
+  storage: unknown,
+  taskQueue: string,
+): SqlDoor[] {
+  if (!(storage instanceof PostgresStorage)) return [];
+  const client = new Client({ connection: opts.connection, namespace: opts.namespace });
+  const callerFor = (identity: string) =>
+    contractClient({ catalog: opts.catalog, taskQueue, storageDriver: opts.storageDriver }, client, identity);
+  return storage.urls.map(
+    ({ node, url }) =>
+      new SqlDoor({
+        node,
+        url,
+        catalogId: opts.catalog.id,
+        callerFor,
+        logger: opts.logger,
+        tableOf: async (tableId) => (await opts.catalog.getTable(tableId)) ?? null,
+        prepare: () => storage.prepareNode(node),
+      }),
+  );
 }
 
 export interface StorageNodeWorkerOptions {
@@ -230,7 +269,7 @@ export async function createStorageNodeWorker(opts: StorageNodeWorkerOptions): P
     taskQueue: storageQueue(opts.taskQueue ?? TASK_QUEUE, opts.node),
     activities: pick(wrapped, STORAGE_ACTIVITY_NAMES, true),
   });
-  const group = new TableFateWorker([worker]);
+  const group = new TableFateWorker([worker], sqlDoors({ ...opts, storageDriver: 'postgres' }, opts.storage, opts.taskQueue ?? TASK_QUEUE));
   stop = () => group.shutdown();
   return group;
 }

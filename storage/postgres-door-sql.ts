@@ -1,0 +1,201 @@
+import type { PoolClient } from 'pg';
+import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
+
+/**
+ * The SQL door on a PostgreSQL node (issue 41): procedures any PostgreSQL client calls to ask tablefate for an operation,
+ * with PostgreSQL's own roles as the authority. A call writes a request (tablefate.sql_requests, record migration 3);
+ * the worker that serves the node takes it, runs the operation as the SDK does, and writes the answer back
+ * (storage/postgres-door.ts). Called outside a transaction block, the procedure commits its request and waits for the
+ * answer; inside one, the request takes effect if and only if that transaction commits, and the call says so (a NOTICE)
+ * without waiting.
+ *
+ * Who asks is proved, not told: the procedure (SECURITY INVOKER, so that it may COMMIT) inserts a caller mark whose role
+ * column defaults to CURRENT_USER, evaluated as the acting role (even inside another role's SECURITY DEFINER function),
+ * and which a caller cannot set (it is granted INSERT on the mark's nonce alone). `_request`, SECURITY DEFINER with its
+ * search_path pinned, takes the mark of this backend and transaction, checks that role may DROP the table (its owner, a
+ * member of the owning role, or a superuser), and writes the request. Nothing is open to PUBLIC: a DBA grants the role
+ * `tablefate_caller` (DOOR_CALLER_ROLE) to whoever may call.
+ */
+
+export const DOOR_SCHEMA = POSTGRES_OWN_SCHEMAS.door;
+/** The role a DBA grants to those who may call the door; the worker grants it the door's routines when it exists. */
+export const DOOR_CALLER_ROLE = 'tablefate_caller';
+/** The channel a request's commit notifies: a hint that wakes the worker, whose sweep is what makes pick-up sure. */
+export const DOOR_CHANNEL = 'tablefate_sql_requests';
+/** How long a call waits for its answer unless it says: the CLI's wait for a drop (its drain's default and some). */
+export const DEFAULT_DOOR_WAIT_SECONDS = 90;
+
+const D = DOOR_SCHEMA;
+const OWN = POSTGRES_OWN_SCHEMAS.own;
+
+/** Makes a request after checking who asks and for what; the door's procedures call it, nobody else can use it. */
+const REQUEST = `
+CREATE OR REPLACE FUNCTION ${D}._request(op text, tbl text, args jsonb, mark uuid) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  who name;
+  parts text[];
+  rel record;
+  request bigint;
+BEGIN
+  DELETE FROM ${D}.caller_marks m
+   WHERE m.nonce = mark AND m.pid = pg_backend_pid() AND m.xact_start = transaction_timestamp()
+  RETURNING m.role_name INTO who;
+  IF who IS NULL THEN
+    RAISE EXCEPTION 'tablefate: call the procedures of ${D}, not their parts' USING ERRCODE = '42501';
+  END IF;
+  IF tbl IS NULL THEN
+    RAISE EXCEPTION 'tablefate: the table is NULL: name it as schema.table' USING ERRCODE = '22004';
+  END IF;
+  parts := parse_ident(tbl);
+  IF cardinality(parts) <> 2 THEN
+    RAISE EXCEPTION 'tablefate: "%" is not a table name as schema.table', tbl USING ERRCODE = '22023';
+  END IF;
+  SELECT c.oid, c.relkind, c.relowner, c.relpersistence INTO rel
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = parts[1] AND c.relname = parts[2];
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'tablefate: table %.% does not exist', quote_ident(parts[1]), quote_ident(parts[2]) USING ERRCODE = '42P01';
+  END IF;
+  IF rel.relkind <> 'r' OR rel.relpersistence = 't' THEN
+    RAISE EXCEPTION 'tablefate: %.% is not a table tablefate can keep (a plain table is)', quote_ident(parts[1]), quote_ident(parts[2])
+      USING ERRCODE = '42809';
+  END IF;
+  IF NOT pg_has_role(who, rel.relowner, 'MEMBER') THEN
+    RAISE EXCEPTION 'tablefate: role % may not % %.%: only its owner (%), a member of it, or a superuser may',
+      quote_ident(who), op, quote_ident(parts[1]), quote_ident(parts[2]), quote_ident(pg_get_userbyid(rel.relowner))
+      USING ERRCODE = '42501';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM ${OWN}.shards s WHERE s.table_oid = rel.oid) THEN
+    RAISE EXCEPTION 'tablefate: %.% is not a table tablefate keeps: adopt it first (tablefate adopt %.%)',
+      quote_ident(parts[1]), quote_ident(parts[2]), parts[1], parts[2] USING ERRCODE = '55000';
+  END IF;
+  INSERT INTO ${OWN}.sql_requests (op, args, table_oid, requester, requester_name, session_user_name, application_name, client_addr)
+  VALUES (op, args, rel.oid, (SELECT r.oid FROM pg_roles r WHERE r.rolname = who), who, session_user,
+          current_setting('application_name'), inet_client_addr())
+  RETURNING id INTO request;
+  PERFORM pg_notify('${DOOR_CHANNEL}', request::text);
+  RETURN request;
+END $fn$;`;
+
+/** A COMMIT that is always refused (a function is atomic): what a refused COMMIT says, in the server's language. */
+const COMMIT_PROBE = `
+CREATE OR REPLACE FUNCTION ${D}._commit_probe() RETURNS void LANGUAGE plpgsql AS $fn$ BEGIN COMMIT; END $fn$;`;
+
+/** The requests a role may read: its own, and those of the roles it is a member of (a superuser: all). */
+const REQUESTS_VIEW = `
+CREATE OR REPLACE VIEW ${D}.requests WITH (security_barrier) AS
+SELECT r.id, r.op, r.args, r.requester_name AS requester, r.session_user_name, r.application_name, r.client_addr,
+       r.requested_at, r.state, r.workflow_id, r.answer, r.error_type, r.sqlstate, r.message, r.answered_at
+  FROM ${OWN}.sql_requests r
+ WHERE pg_catalog.pg_has_role(CURRENT_USER, r.requester, 'MEMBER');`;
+
+/**
+ * Waits for request `id`'s answer (polling its row: a procedure hears no notification) and gives it, or raises the
+ * refusal it got with its SQLSTATE; past `wait_seconds`, TF001 (the operation goes on).
+ */
+const AWAIT = `
+CREATE OR REPLACE PROCEDURE ${D}._await(id bigint, wait_seconds double precision, INOUT answer jsonb)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  began timestamptz := pg_catalog.clock_timestamp();
+  got record;
+BEGIN
+  LOOP
+    SELECT r.state, r.answer, r.error_type, r.sqlstate, r.message, r.workflow_id INTO got
+      FROM ${D}.requests r WHERE r.id OPERATOR(pg_catalog.=) _await.id;
+    EXIT WHEN got.state OPERATOR(pg_catalog.=) 'answered';
+    IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (began OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => wait_seconds)) THEN
+      RAISE EXCEPTION 'tablefate: request % did not end within % s; it goes on%', id, wait_seconds,
+        CASE WHEN got.workflow_id IS NULL THEN ' once a worker takes it' ELSE (' as workflow ' OPERATOR(pg_catalog.||) got.workflow_id) END
+        USING ERRCODE = 'TF001', HINT = ('SELECT * FROM ${D}.requests WHERE id = ' OPERATOR(pg_catalog.||) id);
+    END IF;
+    PERFORM pg_catalog.pg_sleep(CASE WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (began OPERATOR(pg_catalog.+) interval '2 s')
+                                     THEN 0.005 ELSE 0.05 END);
+  END LOOP;
+  IF got.sqlstate IS NOT NULL THEN
+    RAISE EXCEPTION 'tablefate: %', got.message
+      USING ERRCODE = got.sqlstate, DETAIL = ((got.error_type OPERATOR(pg_catalog.||) '; request ') OPERATOR(pg_catalog.||) id);
+  END IF;
+  answer := got.answer;
+END $fn$;`;
+
+/**
+ * One procedure per call the door takes: it makes the request (proving who asks), then commits it and waits for the
+ * answer where it may commit, or says the request waits for the caller's transaction where it may not.
+ */
+function callProcedure(name: string, params: string, args: string, wait: string, outs: string, fromAnswer: string): string {
+  return `
+CREATE OR REPLACE PROCEDURE ${D}.${name}(tbl text, ${params}wait_seconds double precision DEFAULT NULL,
+  INOUT request_id bigint DEFAULT NULL, ${outs})
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  mark uuid := pg_catalog.gen_random_uuid();
+  here text;
+  refused text;
+  answer jsonb;
+BEGIN
+  INSERT INTO ${D}.caller_marks (nonce) VALUES (mark);
+  request_id := ${D}._request('${name}', tbl, ${args}, mark);
+  -- Inside an exception block a COMMIT always fails: with the message of a refused one where the call may not commit.
+  BEGIN COMMIT; EXCEPTION WHEN invalid_transaction_termination THEN here := SQLERRM; END;
+  BEGIN PERFORM ${D}._commit_probe(); EXCEPTION WHEN invalid_transaction_termination THEN refused := SQLERRM; END;
+  IF here IS NOT DISTINCT FROM refused THEN
+    state := 'queued';
+    RAISE NOTICE 'tablefate: request % (% of %) runs once this transaction commits; its outcome: SELECT * FROM ${D}.requests WHERE id = %',
+      request_id, '${name}', tbl, request_id;
+    RETURN;
+  END IF;
+  COMMIT;
+  CALL ${D}._await(request_id, COALESCE(wait_seconds, ${wait}), answer);
+  ${fromAnswer}
+END $fn$;`;
+}
+
+const TABLE_OUTS =
+  'INOUT table_id bigint DEFAULT NULL, INOUT "table" text DEFAULT NULL, INOUT state text DEFAULT NULL, INOUT expires_at timestamptz DEFAULT NULL';
+const FROM_TABLE_ANSWER = `table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
+  "table" := ((answer OPERATOR(pg_catalog.->>) 'namespace') OPERATOR(pg_catalog.||) '.') OPERATOR(pg_catalog.||) (answer OPERATOR(pg_catalog.->>) 'name');
+  state := answer OPERATOR(pg_catalog.->>) 'state';
+  expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;`;
+
+/** The door's calls: each procedure's own arguments, and how they reach the request. */
+const DROP = callProcedure(
+  'drop',
+  'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
+  `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
+  `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
+  TABLE_OUTS,
+  FROM_TABLE_ANSWER,
+);
+
+/** The door's routines, and what a caller is granted of them. */
+const ROUTINES = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];
+const PROCEDURES = [
+  '_await(bigint, double precision, jsonb)',
+  'drop(text, integer, integer, double precision, bigint, bigint, text, text, timestamptz)',
+];
+
+/**
+ * Makes (or brings to this code's version) the door's routines and views on the node, in the caller's transaction (the
+ * node's prepare, under its lock), each closed to PUBLIC; and grants `tablefate_caller` what it calls, if that role is
+ * there (a DBA makes it: making a role needs CREATEROLE, which tablefate's role must not have).
+ */
+export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean }> {
+  await c.query(`REVOKE ALL ON SCHEMA ${D} FROM PUBLIC`);
+  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, AWAIT, DROP]) await c.query(sql);
+  for (const fn of ROUTINES) await c.query(`REVOKE ALL ON FUNCTION ${D}.${fn} FROM PUBLIC`);
+  for (const proc of PROCEDURES) await c.query(`REVOKE ALL ON PROCEDURE ${D}.${proc} FROM PUBLIC`);
+  await c.query(`REVOKE ALL ON ${D}.requests FROM PUBLIC`);
+  const { rows } = await c.query<{ there: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1) AS there', [
+    DOOR_CALLER_ROLE,
+  ]);
+  if (!rows[0]?.there) return { callerRole: false };
+  const R = DOOR_CALLER_ROLE;
+  await c.query(`GRANT USAGE ON SCHEMA ${D} TO ${R}`);
+  await c.query(`GRANT INSERT (nonce) ON ${D}.caller_marks TO ${R}`);
+  await c.query(`GRANT SELECT ON ${D}.requests TO ${R}`);
+  for (const fn of ROUTINES) await c.query(`GRANT EXECUTE ON FUNCTION ${D}.${fn} TO ${R}`);
+  for (const proc of PROCEDURES) await c.query(`GRANT EXECUTE ON PROCEDURE ${D}.${proc} TO ${R}`);
+  return { callerRole: true };
+}

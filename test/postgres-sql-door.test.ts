@@ -1,0 +1,246 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { Harness } from './support/harness';
+import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { waitFor } from './support/wait';
+
+/*
+ * The SQL door (issue 41): a table's owner drops it into the trash with `CALL tablefate_sql.drop(...)` from any
+ * PostgreSQL client, as an ordinary role, and PostgreSQL's roles decide who may. Judged as the roles' own sessions see
+ * it: what CALL answers, the SQLSTATE of each refusal, where the table is, and what the requests view shows each role.
+ */
+
+let server: TestPostgres;
+let h: Harness;
+let url: string;
+let admin: Client;
+const suffix = randomBytes(3).toString('hex');
+/** The table's owner, who may drop it; a role that may call the door but owns nothing; a role not let in at all. */
+const ALICE = `door_alice_${suffix}`;
+const BOB = `door_bob_${suffix}`;
+const MALLORY = `door_mallory_${suffix}`;
+const sessions: Client[] = [];
+
+/** A session of `role` on the node, as its own client would open it; NOTICEs it hears are kept. */
+async function sessionOf(role: string): Promise<Client & { notices: string[] }> {
+  const target = new URL(url);
+  target.username = role;
+  const client = Object.assign(new Client({ connectionString: target.toString(), application_name: `${role}-app` }), {
+    notices: [] as string[],
+  });
+  client.on('notice', (notice) => void client.notices.push(notice.message ?? ''));
+  await client.connect();
+  sessions.push(client);
+  return client;
+}
+
+/** The SQLSTATE and message a statement fails with (or 'ok'). */
+async function failureOf(client: Client, sql: string, values: unknown[] = []): Promise<{ code: string; message: string } | 'ok'> {
+  try {
+    await client.query(sql, values);
+    return 'ok';
+  } catch (err) {
+    return { code: (err as { code: string }).code, message: (err as Error).message };
+  }
+}
+
+type Row = Record<string, unknown>;
+const containing = (text: string): unknown => expect.stringContaining(text);
+/** The rows a statement answers, as the test reads them. */
+const rowsOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row[]> => (await client.query<Row>(sql, values)).rows;
+const firstOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row | undefined> =>
+  (await rowsOf(client, sql, values))[0];
+
+const schemaOf = async (name: string) =>
+  (
+    await admin.query<{ nspname: string }>(
+      'SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1',
+      [name],
+    )
+  ).rows[0]?.nspname;
+
+beforeAll(async () => {
+  server = await sharedPostgres();
+  url = await server.freshDatabase('door');
+  admin = new Client({ connectionString: url });
+  await admin.connect();
+  const db = new URL(url).pathname.slice(1);
+  // The DBA's part: the role that may call the door (made once per server), and who holds it.
+  await admin.query(`DO $$ BEGIN CREATE ROLE tablefate_caller NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+  for (const role of [ALICE, BOB, MALLORY]) await admin.query(`CREATE ROLE ${role} LOGIN`);
+  await admin.query(`GRANT tablefate_caller TO ${ALICE}, ${BOB}; GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${ALICE}`);
+  h = await Harness.start({ postgresNodes: [url] });
+  // The worker made the door on its start.
+  await waitFor(
+    async () =>
+      (await firstOf(admin, `SELECT to_regprocedure('tablefate_sql._request(text, text, jsonb, uuid)') IS NOT NULL AS there`))?.there,
+    (there) => there === true,
+    { what: "the worker's door on the node" },
+  );
+});
+
+afterAll(async () => {
+  for (const client of sessions) await client.end().catch(() => undefined);
+  await h?.close();
+  for (const role of [ALICE, BOB, MALLORY]) {
+    await admin?.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+  }
+  await admin?.end();
+  await server?.stop();
+});
+
+/** A table of alice's, with rows, that tablefate keeps (adopted). */
+async function alicesTable(name: string): Promise<{ id: number; oid: number }> {
+  const alice = await sessionOf(ALICE);
+  await alice.query(`CREATE SCHEMA IF NOT EXISTS shop`);
+  await alice.query(`CREATE TABLE shop.${name} (id int PRIMARY KEY, note text); INSERT INTO shop.${name} VALUES (1, 'a'), (2, 'b')`);
+  const table = await h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
+  const oid = Number((await firstOf(admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
+  return { id: table.id, oid };
+}
+
+test("a table's owner drops it with CALL, as any client calls: the call waits for the drop and answers its row", async () => {
+  const { id, oid } = await alicesTable('orders');
+  const alice = await sessionOf(ALICE);
+  const dropped = await firstOf(alice, `CALL tablefate_sql.drop('shop.orders', retention_seconds => 600)`);
+  expect(dropped).toMatchObject({ table_id: String(id), table: 'shop.orders', state: 'TRASHED' });
+  expect(dropped?.expires_at).toBeInstanceOf(Date);
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
+  // The same table (its oid, its rows) waits in tablefate's trash.
+  expect(await schemaOf(String(oid))).toBe('tablefate_trash');
+  const request = await firstOf(alice, `SELECT * FROM tablefate_sql.requests WHERE id = $1`, [dropped?.request_id]);
+  expect(request).toMatchObject({ op: 'drop', requester: ALICE, application_name: `${ALICE}-app`, state: 'answered', sqlstate: null });
+  // Who asked, through which door, is what the table's history says.
+  const history = await h.client.history({ table: id });
+  expect(JSON.stringify(history.operations)).toContain(`sql:${ALICE}`);
+});
+
+test('PostgreSQL decides who may: another role is refused 42501, a role not let in cannot call at all', async () => {
+  const { id, oid } = await alicesTable('ledger');
+  const bob = await sessionOf(BOB);
+  expect(await failureOf(bob, `CALL tablefate_sql.drop('shop.ledger')`)).toMatchObject({
+    code: '42501',
+    message: containing(BOB),
+  });
+  const mallory = await sessionOf(MALLORY);
+  expect(await failureOf(mallory, `CALL tablefate_sql.drop('shop.ledger')`)).toMatchObject({ code: '42501' });
+  // Nor can a caller make a request without the procedure, or write one itself.
+  expect(await failureOf(bob, `SELECT tablefate_sql._request('drop', 'shop.ledger', '{}', gen_random_uuid())`)).toMatchObject({
+    code: '42501',
+  });
+  expect(
+    await failureOf(
+      bob,
+      `INSERT INTO tablefate.sql_requests (op, args, table_oid, requester, requester_name, session_user_name) VALUES ('drop', '{}', 1, 1, 'x', 'x')`,
+    ),
+  ).toMatchObject({ code: '42501' });
+  expect(
+    await failureOf(bob, `INSERT INTO tablefate_sql.caller_marks (nonce, role_name) VALUES (gen_random_uuid(), '${ALICE}')`),
+  ).toMatchObject({ code: '42501' });
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'READY' });
+  expect(await schemaOf(String(oid))).toBe('shop');
+});
+
+test('bad input is refused with the standard SQLSTATE, and nothing is asked', async () => {
+  const alice = await sessionOf(ALICE);
+  await alice.query(
+    `CREATE SCHEMA IF NOT EXISTS shop; CREATE TABLE IF NOT EXISTS shop.loose (id int); CREATE OR REPLACE VIEW shop.v AS SELECT 1 AS x`,
+  );
+  const count = async () => Number((await firstOf(admin, 'SELECT count(*) AS n FROM tablefate.sql_requests'))?.n);
+  const before = await count();
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.nosuch')`)).toMatchObject({ code: '42P01' });
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.v')`)).toMatchObject({ code: '42809' });
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.orders; DROP TABLE shop.loose')`)).toMatchObject({ code: '22023' });
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('orders')`)).toMatchObject({ code: '22023' });
+  expect(await failureOf(alice, `CALL tablefate_sql.drop(NULL)`)).toMatchObject({ code: '22004' });
+  // A table tablefate does not keep yet: adopt it first.
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.loose')`)).toMatchObject({
+    code: '55000',
+    message: containing('adopt'),
+  });
+  expect(await count()).toBe(before);
+});
+
+test('inside a transaction the drop is asked for only if the transaction commits, and the call says so', async () => {
+  const { id, oid } = await alicesTable('events');
+  const alice = await sessionOf(ALICE);
+  await alice.query('BEGIN');
+  const rolledBack = await firstOf(alice, `CALL tablefate_sql.drop('shop.events')`);
+  expect(rolledBack).toMatchObject({ state: 'queued' });
+  expect(alice.notices.at(-1)).toContain('runs once this transaction commits');
+  await alice.query('ROLLBACK');
+  expect((await rowsOf(admin, 'SELECT id FROM tablefate.sql_requests WHERE id = $1', [rolledBack?.request_id])).length).toBe(0);
+
+  await alice.query('BEGIN');
+  const committed = await firstOf(alice, `CALL tablefate_sql.drop('shop.events', retention_seconds => 600)`);
+  await alice.query('COMMIT');
+  const answered = await waitFor(
+    () => firstOf(alice, `SELECT * FROM tablefate_sql.requests WHERE id = $1`, [committed?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the committed request to be answered' },
+  );
+  expect(answered).toMatchObject({ message: null, sqlstate: null, answer: expect.objectContaining({ id, state: 'TRASHED' }) as unknown });
+  expect(await schemaOf(String(oid))).toBe('tablefate_trash');
+  // Each role sees its own requests only.
+  const bob = await sessionOf(BOB);
+  expect(await rowsOf(bob, `SELECT * FROM tablefate_sql.requests WHERE id = $1`, [committed?.request_id])).toEqual([]);
+});
+
+test("a refusal of tablefate's comes back with its SQLSTATE and message: a drop that cannot drain the table's sessions", async () => {
+  const { id } = await alicesTable('twice');
+  const alice = await sessionOf(ALICE);
+  await alice.query(`CALL tablefate_sql.drop('shop.twice', retention_seconds => 600)`);
+  await h.client.undelete({ table: id });
+  await alice.query(`BEGIN; LOCK TABLE shop.twice IN ACCESS SHARE MODE`);
+  // A drop that cannot drain the table's sessions in its time is TableBusy, 55006; the table stays where it was.
+  const other = await sessionOf(ALICE);
+  expect(await failureOf(other, `CALL tablefate_sql.drop('shop.twice', drain_timeout_seconds => 1)`)).toMatchObject({
+    code: '55006',
+    message: containing('tablefate:'),
+  });
+  await alice.query('ROLLBACK');
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'READY' });
+});
+
+test('a request made while no worker runs waits, committed, and is answered once a worker starts', async () => {
+  const { id, oid } = await alicesTable('waiting');
+  await h.stopWorker();
+  const alice = await sessionOf(ALICE);
+  await alice.query('BEGIN');
+  const asked = await firstOf(alice, `CALL tablefate_sql.drop('shop.waiting', retention_seconds => 600)`);
+  await alice.query('COMMIT');
+  // (No door listens: the request stays queued, and the table where it is.)
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  expect(await firstOf(alice, 'SELECT state FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id])).toEqual({ state: 'queued' });
+  expect(await schemaOf(String(oid))).toBe('shop');
+  await h.startWorker();
+  await waitFor(
+    () => firstOf(alice, 'SELECT state, answer FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the request made while no worker ran to be answered' },
+  );
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
+});
+
+test('a flood of requests committed at once: each answered, each table dropped by one run', async () => {
+  const tables = [];
+  for (let i = 0; i < 12; i++) tables.push(await alicesTable(`flood_${i}`));
+  const alice = await sessionOf(ALICE);
+  await alice.query('BEGIN');
+  const ids: unknown[] = [];
+  for (let i = 0; i < tables.length; i++) {
+    ids.push((await firstOf(alice, `CALL tablefate_sql.drop('shop.flood_${i}', retention_seconds => 600)`))?.request_id);
+  }
+  await alice.query('COMMIT');
+  const answered = await waitFor(
+    async () => rowsOf(alice, `SELECT id, state, sqlstate FROM tablefate_sql.requests WHERE id = ANY($1::bigint[]) ORDER BY id`, [ids]),
+    (rows) => rows.every((row) => row.state === 'answered'),
+    { what: 'every request of the flood to be answered', timeoutMs: 60_000 },
+  );
+  expect(answered.map((row) => row.sqlstate)).toEqual(ids.map(() => null));
+  for (const { id } of tables) {
+    expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
+    const drops = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'trash');
+    expect(drops).toHaveLength(1);
+  }
+});

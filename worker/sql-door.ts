@@ -1,0 +1,308 @@
+import os from 'node:os';
+import { Client as PgClient, Pool } from 'pg';
+import type { Logger } from './logger';
+import { ERROR_MEANINGS } from '../domain/error-meanings';
+import { isDomainErrorType, TableFateError } from '../domain/errors';
+import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
+import { DOOR_CHANNEL } from '../storage/postgres-door-sql';
+import { STORAGE_SESSION } from '../storage/postgres';
+
+/** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
+type DoorCall = 'trash';
+
+/** What the door asks of the SDK (contract/sdk.ts's client): a call's two halves, in the name of who asked. */
+export interface DoorCaller {
+  planCall(name: DoorCall, request: unknown): Promise<{ done: unknown } | { plan: unknown }>;
+  executeCall(name: DoorCall, plan: unknown, opts: { requestId: string; onRun?: (workflowId: string) => void }): Promise<unknown>;
+}
+
+export interface SqlDoorOptions {
+  node: string;
+  url: string;
+  catalogId: string;
+  /** The SDK, in the name of `identity` (who asked, through which door: what `history` shows). */
+  callerFor: (identity: string) => DoorCaller;
+  logger: Logger;
+  /** How often the door looks for requests no notification told it of (default 2 s). */
+  sweepMs?: number;
+  /** The catalog's table of that id, as the door names it to the SDK (null: there is none). */
+  tableOf: (tableId: number) => Promise<{ namespace: string; name: string; params: { shards: number } } | null>;
+  /** Makes the node's record and door (its procedures), before the door first listens. */
+  prepare: () => Promise<void>;
+}
+
+/** The SDK's call each procedure of the door makes, and the request it gives it (storage/postgres-door-sql.ts). */
+const CALL_OF: Record<string, DoorCall> = { drop: 'trash' };
+
+const OWN = POSTGRES_OWN_SCHEMAS.own;
+/** Requests one pass takes at most. */
+const BATCH = 50;
+
+/** A request as the door takes it. */
+interface Taken {
+  id: string;
+  op: string;
+  args: Record<string, unknown>;
+  request_uuid: string;
+  requester_name: string;
+  session_user_name: string;
+  application_name: string | null;
+  client_addr: string | null;
+  table_id: string | null;
+  shard: number | null;
+  table_there: boolean;
+  may: boolean | null;
+  plan: unknown;
+}
+
+/**
+ * The worker's half of the SQL door on one PostgreSQL node: it takes the requests the door's procedures commit, runs
+ * each as the SDK runs the call (the same workflows, the same guarantees), and writes its answer back for the caller who
+ * waits (or reads it later).
+ *
+ * Each request runs once. The door claims requests in a transaction (`FOR UPDATE SKIP LOCKED`: two workers serving one
+ * node share them), plans each one there and records the plan with it, so that a request is never planned twice (a
+ * drop planned again after it ran would find its table trashed). While it executes a request it holds a session
+ * advisory lock on it: a request left planned by a worker that died (its session, and the lock, gone with it) is taken
+ * by the next sweep, and its execution joins the run the first one started (the start carries the request's uuid as its
+ * request id), or reads its answer. The answer is written once (`WHERE state = 'planned'`).
+ *
+ * A notification on DOOR_CHANNEL wakes the door at once; anyone may notify, so it is only a hint, and the sweep every
+ * `sweepMs` is what makes pick-up sure.
+ */
+export class SqlDoor {
+  private session: PgClient | undefined;
+  /** For the answers: apart from the session, whose claims are transactions an answer must not land in. */
+  private readonly pool: Pool;
+  private sweep: NodeJS.Timeout | undefined;
+  private passing: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  private readonly executing = new Map<string, Promise<void>>();
+  private readonly me = `${os.hostname()}:${process.pid}`;
+
+  constructor(private readonly opts: SqlDoorOptions) {
+    this.pool = new Pool({ connectionString: opts.url, max: 2, application_name: `tablefate door ${opts.node}`, ...STORAGE_SESSION });
+    this.pool.on('error', () => undefined);
+  }
+
+  /** Starts taking requests; a node that cannot be reached yet is tried again at each sweep. */
+  async start(): Promise<void> {
+    this.sweep = setInterval(() => this.wake(), this.opts.sweepMs ?? 2000);
+    this.wake();
+    await this.passing;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.sweep);
+    await this.passing?.catch(() => undefined);
+    await this.session?.end().catch(() => undefined);
+    await this.pool.end().catch(() => undefined);
+  }
+
+  /** Runs a pass now, or once more after the one under way. */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.passing) {
+      this.again = true;
+      return;
+    }
+    this.passing = this.pass()
+      .catch((err: unknown) =>
+        this.opts.logger.warn({ err, node: this.opts.node }, 'the SQL door could not take its requests; it tries again'),
+      )
+      .finally(() => {
+        this.passing = undefined;
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        }
+      });
+  }
+
+  /** The door's own session: it listens, claims, and holds the advisory lock of each request it executes. */
+  private async connect(): Promise<PgClient> {
+    if (this.session) return this.session;
+    await this.opts.prepare();
+    const session = new PgClient({
+      connectionString: this.opts.url,
+      application_name: `tablefate door ${this.opts.node}`,
+      ...STORAGE_SESSION,
+    });
+    session.on('notification', () => this.wake());
+    session.on('error', (err) => {
+      this.opts.logger.warn({ err, node: this.opts.node }, "the SQL door's session failed; it connects again");
+      if (this.session === session) this.session = undefined;
+    });
+    await session.connect();
+    await session.query(`LISTEN ${DOOR_CHANNEL}`);
+    this.session = session;
+    return session;
+  }
+
+  private async pass(): Promise<void> {
+    const session = await this.connect();
+    const taken = await this.claim(session);
+    for (const request of taken) this.execute(session, request);
+  }
+
+  /**
+   * Takes the queued requests of this catalog's tables, plans each (or answers it: a refusal, an answer the plan already
+   * has), and records it planned; then the planned requests nobody executes (their advisory lock is free). Each one
+   * answered is its lock released; each one to execute keeps its lock until it is answered.
+   */
+  private async claim(session: PgClient): Promise<Taken[]> {
+    const { catalogId } = this.opts;
+    const toExecute: Taken[] = [];
+    await session.query('BEGIN');
+    try {
+      const { rows } = await session.query<Taken>(
+        `SELECT r.id, r.op, r.args, r.request_uuid, r.requester_name, r.session_user_name, r.application_name,
+                pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, c.oid IS NOT NULL AS table_there,
+                pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may, r.plan
+           FROM ${OWN}.sql_requests r
+           LEFT JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
+           LEFT JOIN pg_catalog.pg_class c ON c.oid = r.table_oid
+          WHERE r.state = 'queued' AND (s.catalog_id = $1 OR s.catalog_id IS NULL)
+          ORDER BY r.id LIMIT ${BATCH} FOR UPDATE OF r SKIP LOCKED`,
+        [catalogId],
+      );
+      for (const request of rows) {
+        const planned = await this.plan(request);
+        if ('answer' in planned) await this.answer(request.id, planned.answer, session);
+        else {
+          await session.query(
+            `UPDATE ${OWN}.sql_requests SET state = 'planned', plan = $2, claimed_by = $3, picked_at = pg_catalog.clock_timestamp() WHERE id = $1`,
+            [request.id, JSON.stringify(planned.plan), this.me],
+          );
+          await session.query('SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended($1, 0))', [lockKey(request.id)]);
+          toExecute.push({ ...request, plan: planned.plan });
+        }
+      }
+      await session.query('COMMIT');
+    } catch (err) {
+      await session.query('ROLLBACK').catch(() => undefined);
+      for (const request of toExecute) await this.unlock(session, request.id);
+      throw err;
+    }
+    return [...toExecute, ...(await this.orphans(session, new Set(toExecute.map((request) => request.id))))];
+  }
+
+  /** Planned requests of this catalog that no session executes (their worker is gone), each taken with its lock. */
+  private async orphans(session: PgClient, justTaken: ReadonlySet<string>): Promise<Taken[]> {
+    const { rows } = await session.query<Taken>(
+      `SELECT r.id, r.op, r.args, r.request_uuid, r.requester_name, r.session_user_name, r.application_name,
+              pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, true AS table_there, true AS may, r.plan
+         FROM ${OWN}.sql_requests r JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
+        WHERE r.state = 'planned' AND s.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
+      [this.opts.catalogId],
+    );
+    const taken: Taken[] = [];
+    for (const request of rows) {
+      // (A session's advisory locks are counted, not exclusive to it: the ones this door holds are skipped here.)
+      if (this.executing.has(request.id) || justTaken.has(request.id)) continue;
+      const { rows: locked } = await session.query<{ got: boolean }>(
+        'SELECT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtextextended($1, 0)) AS got',
+        [lockKey(request.id)],
+      );
+      if (locked[0]?.got) taken.push(request);
+    }
+    return taken;
+  }
+
+  /** The call's plan, or the answer the request gets without a run (a refusal, or an answer the plan already has). */
+  private async plan(request: Taken): Promise<{ plan: unknown } | { answer: Answer }> {
+    const call = CALL_OF[request.op];
+    if (!call) return { answer: refusal('InvalidInput', `the SQL door takes no request "${request.op}"`) };
+    if (!request.table_there || request.table_id === null) {
+      return { answer: refusal('TableNotFound', `the table of request ${request.id} is no longer there, or no longer tablefate's`) };
+    }
+    if (!request.may) {
+      return {
+        answer: {
+          sqlstate: '42501',
+          errorType: 'NotAllowed',
+          message: `role ${request.requester_name} may no longer ${request.op} that table`,
+        },
+      };
+    }
+    const table = await this.opts.tableOf(Number(request.table_id));
+    if (!table) return { answer: refusal('TableNotFound', `table ${request.table_id} is not in this worker's catalog`) };
+    if (table.params.shards > 1) {
+      const message = `that table is shard ${request.shard} of ${table.namespace}.${table.name}, a table of ${table.params.shards} shards: drop it whole with tablefate drop`;
+      return { answer: refusal('InvalidInput', message) };
+    }
+    try {
+      const planned = await this.callerOf(request).planCall(call, { ...request.args, table: `${table.namespace}.${table.name}` });
+      return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
+    } catch (err) {
+      if (err instanceof TableFateError && isDomainErrorType(err.type)) return { answer: refusal(err.type, err.message) };
+      throw err;
+    }
+  }
+
+  /** Runs a planned request's call and writes its answer; one that fails for a reason of the moment stays for a sweep. */
+  private execute(session: PgClient, request: Taken): void {
+    const running = (async () => {
+      try {
+        const result = await this.callerOf(request).executeCall(CALL_OF[request.op]!, request.plan, {
+          requestId: request.request_uuid,
+          onRun: (workflowId) => {
+            void this.pool
+              .query(`UPDATE ${OWN}.sql_requests SET workflow_id = $2 WHERE id = $1 AND workflow_id IS NULL`, [request.id, workflowId])
+              .catch(() => undefined);
+          },
+        });
+        await this.answer(request.id, { result });
+      } catch (err) {
+        if (err instanceof TableFateError && isDomainErrorType(err.type)) await this.answer(request.id, refusal(err.type, err.message));
+        else
+          this.opts.logger.warn(
+            { err, request: request.id, node: this.opts.node },
+            'a request of the SQL door failed for now; a sweep takes it again',
+          );
+      } finally {
+        this.executing.delete(request.id);
+        await this.unlock(session, request.id);
+      }
+    })();
+    this.executing.set(request.id, running);
+  }
+
+  /** Writes a request's answer, once: in the claim's transaction (`within`), or on its own. */
+  private async answer(id: string, answer: Answer, within?: PgClient): Promise<void> {
+    const failed = 'sqlstate' in answer;
+    await (within ?? this.pool).query(
+      `UPDATE ${OWN}.sql_requests SET state = 'answered', answered_at = pg_catalog.clock_timestamp(),
+              answer = $2, error_type = $3, sqlstate = $4, message = $5
+        WHERE id = $1 AND state <> 'answered'`,
+      [
+        id,
+        failed ? null : JSON.stringify(answer.result),
+        failed ? answer.errorType : null,
+        failed ? answer.sqlstate : null,
+        failed ? answer.message : null,
+      ],
+    );
+  }
+
+  private async unlock(session: PgClient, id: string): Promise<void> {
+    await session.query('SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended($1, 0))', [lockKey(id)]).catch(() => undefined);
+  }
+
+  /** The SDK in the name of who asked: the role, its session's user, the client's application and address, the node. */
+  private callerOf(request: Taken): DoorCaller {
+    const from = [request.application_name || undefined, request.client_addr ?? 'local socket'].filter(Boolean).join(' at ');
+    const as = request.session_user_name === request.requester_name ? '' : ` (session of ${request.session_user_name})`;
+    return this.opts.callerFor(`sql:${request.requester_name}${as} from ${from} on ${this.opts.node}`);
+  }
+}
+
+type Answer = { result: unknown } | { sqlstate: string; errorType: string; message: string };
+
+function refusal(type: keyof typeof ERROR_MEANINGS, message: string): Answer {
+  return { sqlstate: ERROR_MEANINGS[type].sqlstate, errorType: type, message };
+}
+
+const lockKey = (id: string) => `tablefate.door:${id}`;
