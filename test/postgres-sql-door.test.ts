@@ -244,3 +244,35 @@ test('a flood of requests committed at once: each answered, each table dropped b
     expect(drops).toHaveLength(1);
   }
 });
+
+test('a worker that stops while it runs a request: the next one takes it up, joins the same drop, and answers it once', async () => {
+  const { id, oid } = await alicesTable('orphaned');
+  // A lease keeps the drop draining, so the request is still running when its worker stops.
+  const lease = await h.client.acquireLease(id, { ttlSeconds: 120, holder: 'the test' });
+  const alice = await sessionOf(ALICE);
+  await alice.query('BEGIN');
+  const asked = await firstOf(alice, `CALL tablefate_sql.drop('shop.orphaned', retention_seconds => 600, drain_timeout_seconds => 60)`);
+  await alice.query('COMMIT');
+  await waitFor(
+    () => firstOf(alice, 'SELECT state, workflow_id FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id]),
+    (row) => row?.state === 'planned' && typeof row.workflow_id === 'string',
+    { what: 'the request taken and its drop started' },
+  );
+  await waitFor(
+    () => h.catalog.getTable(id),
+    (table) => table?.state === 'DRAINING',
+    { what: 'the drop to drain' },
+  );
+  await h.stopWorker();
+  await h.startWorker();
+  await h.client.releaseLease(lease.id);
+  const answered = await waitFor(
+    () => firstOf(alice, 'SELECT state, sqlstate, answer FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the request taken up again to be answered' },
+  );
+  expect(answered).toMatchObject({ sqlstate: null, answer: expect.objectContaining({ id, state: 'TRASHED' }) as unknown });
+  expect(await schemaOf(String(oid))).toBe('tablefate_trash');
+  const drops = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'trash');
+  expect(drops).toHaveLength(1);
+});
