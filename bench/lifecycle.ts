@@ -27,6 +27,7 @@ import { contractWorkflowType } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
 import { benchCli, printCliRows, type CliRow } from './cli';
 import { benchWorkerStart } from './worker-start';
+import { benchSqlDoor, type DoorReport } from './sql-door';
 
 const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention', 'contract', 'nexus'] as const;
 type Op = (typeof OPS)[number];
@@ -63,6 +64,8 @@ export interface LifecycleReport {
   /** Per second, 32 at once (median of 3 batches). */
   throughput: { floor: number; create: number };
   bySize: Array<{ label: string; bytes: number; trashMs: number[] }>;
+  /** PostgreSQL: a drop through the SQL door beside the SDK's and a bare move. */
+  door?: DoorReport;
   cliRows: CliRow[];
   workerStartMs?: number;
 }
@@ -118,6 +121,7 @@ export async function benchLifecycle(
   const samples = Object.fromEntries(['floor', ...OPS].map((op) => [op, [] as number[]])) as Record<Op | 'floor', number[]>;
   const throughput = { floor: [] as number[], create: [] as number[] };
   let bySize: LifecycleReport['bySize'] = [];
+  let door: DoorReport | undefined;
   let cliRows: CliRow[] = [];
   let workerStartMs: number | undefined;
   try {
@@ -156,6 +160,7 @@ export async function benchLifecycle(
       );
     }
     if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
+    if (bench.nodeUrl) door = await benchSqlDoor(bench.client, bench.nodeUrl, rounds);
     // The command line's start and its commands (bench/cli.ts), on the embedded default.
     if (opts.withCli && driver === 'files' && temporalKind === 'dev') {
       cliRows = await benchCli(bench);
@@ -174,6 +179,7 @@ export async function benchLifecycle(
     p90: at(90),
     throughput: { floor: perSecond(throughput.floor), create: perSecond(throughput.create) },
     bySize,
+    ...(door ? { door } : {}),
     cliRows,
     workerStartMs,
   };
@@ -207,6 +213,15 @@ export function printLifecycle(report: LifecycleReport): void {
     const ms = trashMs.map((t) => t.toFixed(0)).join(', ');
     console.log(
       `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / p50.floor).toFixed(2)}x the floor)`,
+    );
+  }
+  if (report.door) {
+    const { sdkDropMs, doorDropMs, pickUpMs, bareMoveMs } = report.door;
+    const [sdk, sql] = [percentile(sdkDropMs, 50), percentile(doorDropMs, 50)];
+    console.log(
+      `SQL door: CALL tablefate_sql.drop p50 ${sql.toFixed(0)} ms against the SDK's drop ${sdk.toFixed(0)} ms (+${(sql - sdk).toFixed(0)} ms, ` +
+        `goal +20 ms at most); its request picked up ${percentile(pickUpMs, 50).toFixed(1)} ms after its commit (p50); ` +
+        `a bare ALTER TABLE ... SET SCHEMA ${percentile(bareMoveMs, 50).toFixed(1)} ms`,
     );
   }
   if (report.cliRows.length > 0) printCliRows(report.cliRows);
