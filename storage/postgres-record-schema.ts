@@ -47,7 +47,7 @@ CREATE TABLE sql_requests (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   op text NOT NULL,
   args jsonb NOT NULL,
-  table_oid oid NOT NULL,
+  table_oid oid,
   requester oid NOT NULL,
   requester_name name NOT NULL,
   session_user_name name NOT NULL,
