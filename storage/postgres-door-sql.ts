@@ -36,6 +36,7 @@ DECLARE
   who name;
   parts text[];
   rel record;
+  rel_oid oid;
   request bigint;
 BEGIN
   DELETE FROM ${D}.caller_marks m
@@ -47,6 +48,21 @@ BEGIN
   IF tbl IS NULL THEN
     RAISE EXCEPTION 'tablefate: the table is NULL: name it as schema.table' USING ERRCODE = '22004';
   END IF;
+  IF op <> 'drop' THEN
+    -- A table in the trash, by its id (or, for a recall, the name it was dropped under): the worker finds it in its
+    -- catalog, and checks who may then, before anything is done.
+    IF tbl !~ '^[0-9]{1,15}$' THEN
+      IF op = 'purge' THEN
+        RAISE EXCEPTION 'tablefate: a purge names the table by its id (table_id), not "%"', tbl USING ERRCODE = '22023';
+      END IF;
+      IF cardinality(parse_ident(tbl)) <> 2 THEN
+        RAISE EXCEPTION 'tablefate: "%" is not a table id, nor a name as schema.table', tbl USING ERRCODE = '22023';
+      END IF;
+    END IF;
+    IF args ? 'newName' AND cardinality(parse_ident(args ->> 'newName')) <> 2 THEN
+      RAISE EXCEPTION 'tablefate: "%" is not a name as schema.table', args ->> 'newName' USING ERRCODE = '22023';
+    END IF;
+  ELSE
   parts := parse_ident(tbl);
   IF cardinality(parts) <> 2 THEN
     RAISE EXCEPTION 'tablefate: "%" is not a table name as schema.table', tbl USING ERRCODE = '22023';
@@ -70,8 +86,10 @@ BEGIN
     RAISE EXCEPTION 'tablefate: %.% is not a table tablefate keeps: adopt it first (tablefate adopt %.%)',
       quote_ident(parts[1]), quote_ident(parts[2]), parts[1], parts[2] USING ERRCODE = '55000';
   END IF;
+  rel_oid := rel.oid;
+  END IF;
   INSERT INTO ${OWN}.sql_requests (op, args, table_oid, requester, requester_name, session_user_name, application_name, client_addr)
-  VALUES (op, args, rel.oid, (SELECT r.oid FROM pg_roles r WHERE r.rolname = who), who, session_user,
+  VALUES (op, args, rel_oid, (SELECT r.oid FROM pg_roles r WHERE r.rolname = who), who, session_user,
           current_setting('application_name'), inet_client_addr())
   RETURNING id INTO request;
   PERFORM pg_notify('${DOOR_CHANNEL}', request::text);
@@ -169,11 +187,27 @@ const DROP = callProcedure(
   FROM_TABLE_ANSWER,
 );
 
+/** A recall, by the table's id or the name it was dropped under, under that name or `new_name`. */
+const RECALL = callProcedure(
+  'recall',
+  'new_name text DEFAULT NULL, ',
+  `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'newName', new_name))`,
+  '60',
+  TABLE_OUTS,
+  FROM_TABLE_ANSWER,
+);
+
+/** A purge of a table in the trash, by its id. */
+const PURGE = callProcedure('purge', '', `pg_catalog.jsonb_build_object('table', tbl)`, '60', TABLE_OUTS, FROM_TABLE_ANSWER);
+
 /** The door's routines, and what a caller is granted of them. */
 const ROUTINES = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];
+const OUTS = 'bigint, bigint, text, text, timestamptz';
 const PROCEDURES = [
   '_await(bigint, double precision, jsonb)',
-  'drop(text, integer, integer, double precision, bigint, bigint, text, text, timestamptz)',
+  `drop(text, integer, integer, double precision, ${OUTS})`,
+  `recall(text, text, double precision, ${OUTS})`,
+  `purge(text, double precision, ${OUTS})`,
 ];
 
 /**
@@ -183,7 +217,7 @@ const PROCEDURES = [
  */
 export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean }> {
   await c.query(`REVOKE ALL ON SCHEMA ${D} FROM PUBLIC`);
-  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, AWAIT, DROP]) await c.query(sql);
+  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, AWAIT, DROP, RECALL, PURGE]) await c.query(sql);
   for (const fn of ROUTINES) await c.query(`REVOKE ALL ON FUNCTION ${D}.${fn} FROM PUBLIC`);
   for (const proc of PROCEDURES) await c.query(`REVOKE ALL ON PROCEDURE ${D}.${proc} FROM PUBLIC`);
   await c.query(`REVOKE ALL ON ${D}.requests FROM PUBLIC`);

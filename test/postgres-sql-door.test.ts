@@ -276,3 +276,30 @@ test('a worker that stops while it runs a request: the next one takes it up, joi
   const drops = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'trash');
   expect(drops).toHaveLength(1);
 });
+
+test("recall and purge in SQL: by the owner's role only, a recall only where it may create, a purge by id", async () => {
+  const { id, oid } = await alicesTable('items');
+  const alice = await sessionOf(ALICE);
+  const bob = await sessionOf(BOB);
+  await alice.query(`CALL tablefate_sql.drop('shop.items', retention_seconds => 600)`);
+  // Another role may not recall it, nor purge it; nobody may recall it into a schema where it may not create.
+  expect(await failureOf(bob, `CALL tablefate_sql.recall('shop.items')`)).toMatchObject({ code: '42501' });
+  expect(await failureOf(bob, `CALL tablefate_sql.purge('${id}')`)).toMatchObject({ code: '42501' });
+  await admin.query(`CREATE SCHEMA IF NOT EXISTS locked`);
+  expect(await failureOf(alice, `CALL tablefate_sql.recall('${id}', new_name => 'locked.items')`)).toMatchObject({ code: '42501' });
+  expect(await failureOf(alice, `CALL tablefate_sql.purge('shop.items')`)).toMatchObject({ code: '22023' });
+  expect(await failureOf(alice, `CALL tablefate_sql.recall('shop.nosuch')`)).toMatchObject({ code: '42P01' });
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
+
+  // Its owner recalls it by the name it was dropped under: the same table, back where it was.
+  const recalled = await firstOf(alice, `CALL tablefate_sql.recall('shop.items')`);
+  expect(recalled).toMatchObject({ table_id: String(id), table: 'shop.items', state: 'READY' });
+  expect(await schemaOf(String(oid))).toBe('shop');
+  expect(await rowsOf(alice, 'SELECT id FROM shop.items ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+
+  // And, dropped again, purges it by its id.
+  await alice.query(`CALL tablefate_sql.drop('shop.items', retention_seconds => 600)`);
+  const purged = await firstOf(alice, `CALL tablefate_sql.purge('${id}')`);
+  expect(purged).toMatchObject({ table_id: String(id), state: 'PURGED' });
+  expect(await schemaOf(String(oid))).toBeUndefined();
+});

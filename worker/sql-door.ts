@@ -8,7 +8,7 @@ import { DOOR_CHANNEL } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
-type DoorCall = 'trash';
+type DoorCall = 'trash' | 'undelete' | 'purge';
 
 /** What the door asks of the SDK (contract/sdk.ts's client): a call's two halves, in the name of who asked. */
 export interface DoorCaller {
@@ -32,7 +32,7 @@ export interface SqlDoorOptions {
 }
 
 /** The SDK's call each procedure of the door makes, and the request it gives it (storage/postgres-door-sql.ts). */
-const CALL_OF: Record<string, DoorCall> = { drop: 'trash' };
+const CALL_OF: Record<string, DoorCall> = { drop: 'trash', recall: 'undelete', purge: 'purge' };
 
 const OWN = POSTGRES_OWN_SCHEMAS.own;
 /** Requests one pass takes at most. */
@@ -44,6 +44,7 @@ interface Taken {
   op: string;
   args: Record<string, unknown>;
   request_uuid: string;
+  requester: string;
   requester_name: string;
   session_user_name: string;
   application_name: string | null;
@@ -158,7 +159,7 @@ export class SqlDoor {
     await session.query('BEGIN');
     try {
       const { rows } = await session.query<Taken>(
-        `SELECT r.id, r.op, r.args, r.request_uuid, r.requester_name, r.session_user_name, r.application_name,
+        `SELECT r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
                 pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, c.oid IS NOT NULL AS table_there,
                 pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may, r.plan
            FROM ${OWN}.sql_requests r
@@ -169,7 +170,7 @@ export class SqlDoor {
         [catalogId],
       );
       for (const request of rows) {
-        const planned = await this.plan(request);
+        const planned = await this.plan(request, session);
         if ('answer' in planned) await this.answer(request.id, planned.answer, session);
         else {
           await session.query(
@@ -192,7 +193,7 @@ export class SqlDoor {
   /** Planned requests of this catalog that no session executes (their worker is gone), each taken with its lock. */
   private async orphans(session: PgClient, justTaken: ReadonlySet<string>): Promise<Taken[]> {
     const { rows } = await session.query<Taken>(
-      `SELECT r.id, r.op, r.args, r.request_uuid, r.requester_name, r.session_user_name, r.application_name,
+      `SELECT r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
               pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, true AS table_there, true AS may, r.plan
          FROM ${OWN}.sql_requests r JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
         WHERE r.state = 'planned' AND s.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
@@ -212,34 +213,76 @@ export class SqlDoor {
   }
 
   /** The call's plan, or the answer the request gets without a run (a refusal, or an answer the plan already has). */
-  private async plan(request: Taken): Promise<{ plan: unknown } | { answer: Answer }> {
+  private async plan(request: Taken, session: PgClient): Promise<{ plan: unknown } | { answer: Answer }> {
     const call = CALL_OF[request.op];
     if (!call) return { answer: refusal('InvalidInput', `the SQL door takes no request "${request.op}"`) };
+    try {
+      return call === 'trash' ? await this.planDrop(request) : await this.planInTrash(request, call, session);
+    } catch (err) {
+      if (err instanceof TableFateError && isDomainErrorType(err.type)) return { answer: refusal(err.type, err.message) };
+      throw err;
+    }
+  }
+
+  /** A drop: of the live table the request found, if the role asking may still drop it. */
+  private async planDrop(request: Taken): Promise<{ plan: unknown } | { answer: Answer }> {
     if (!request.table_there || request.table_id === null) {
       return { answer: refusal('TableNotFound', `the table of request ${request.id} is no longer there, or no longer tablefate's`) };
     }
-    if (!request.may) {
-      return {
-        answer: {
-          sqlstate: '42501',
-          errorType: 'NotAllowed',
-          message: `role ${request.requester_name} may no longer ${request.op} that table`,
-        },
-      };
-    }
+    if (!request.may) return { answer: notAllowed(`role ${request.requester_name} may no longer drop that table`) };
     const table = await this.opts.tableOf(Number(request.table_id));
     if (!table) return { answer: refusal('TableNotFound', `table ${request.table_id} is not in this worker's catalog`) };
     if (table.params.shards > 1) {
       const message = `that table is shard ${request.shard} of ${table.namespace}.${table.name}, a table of ${table.params.shards} shards: drop it whole with tablefate drop`;
       return { answer: refusal('InvalidInput', message) };
     }
-    try {
-      const planned = await this.callerOf(request).planCall(call, { ...request.args, table: `${table.namespace}.${table.name}` });
-      return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
-    } catch (err) {
-      if (err instanceof TableFateError && isDomainErrorType(err.type)) return { answer: refusal(err.type, err.message) };
-      throw err;
+    const planned = await this.callerOf(request).planCall('trash', { ...request.args, table: `${table.namespace}.${table.name}` });
+    return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
+  }
+
+  /**
+   * A recall or a purge of a table in the trash, found by the SDK's plan (by id, or the name it was dropped under), if
+   * its shard is on this node and the role asking may: a member of the table's owner (the owner at the drop, which the
+   * trash keeps), and for a recall CREATE where it goes (on its schema, or on the database for a schema to make).
+   */
+  private async planInTrash(request: Taken, call: DoorCall, session: PgClient): Promise<{ plan: unknown } | { answer: Answer }> {
+    const args = request.args as { table: string; newName?: string };
+    const caller = this.callerOf(request);
+    const planned =
+      call === 'undelete'
+        ? await caller.planCall('undelete', { table: args.table, ...(args.newName ? { newName: args.newName } : {}) })
+        : await caller.planCall('purge', { tableId: Number(args.table) });
+    if ('done' in planned) return { answer: { result: planned.done } };
+    const plan = planned.plan as { tableId: number; target: { namespace: string; name: string } };
+    const into = call === 'undelete' ? plan.target.namespace : null;
+    const { rows } = await session.query<{ oid: string; may: boolean; may_create: boolean }>(
+      `SELECT c.oid, pg_catalog.pg_has_role($2::oid, c.relowner, 'MEMBER') AS may,
+              CASE WHEN $4::text IS NULL THEN true
+                   WHEN n.oid IS NULL THEN pg_catalog.has_database_privilege($2::oid, pg_catalog.current_database(), 'CREATE')
+                   ELSE pg_catalog.has_schema_privilege($2::oid, n.oid, 'CREATE') END AS may_create
+         FROM ${OWN}.shards s JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
+         LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $4::text
+        WHERE s.catalog_id = $1 AND s.table_id = $3`,
+      [this.opts.catalogId, request.requester, plan.tableId, into],
+    );
+    if (rows.length === 0)
+      return { answer: refusal('TableNotFound', `table ${plan.tableId} has no shard on ${this.opts.node}: call its node's door`) };
+    if (rows.length > 1) {
+      return {
+        answer: refusal(
+          'InvalidInput',
+          `table ${plan.tableId} has ${rows.length} shards: ${request.op} it whole with tablefate ${request.op}`,
+        ),
+      };
     }
+    const [shard] = rows;
+    if (!shard!.may)
+      return {
+        answer: notAllowed(`role ${request.requester_name} may not ${request.op} table ${plan.tableId}: only a member of its owner may`),
+      };
+    if (!shard!.may_create) return { answer: notAllowed(`role ${request.requester_name} may not create tables in schema ${into}`) };
+    await session.query(`UPDATE ${OWN}.sql_requests SET table_oid = $2 WHERE id = $1`, [request.id, shard!.oid]);
+    return { plan };
   }
 
   /** Runs a planned request's call and writes its answer; one that fails for a reason of the moment stays for a sweep. */
@@ -300,6 +343,9 @@ export class SqlDoor {
 }
 
 type Answer = { result: unknown } | { sqlstate: string; errorType: string; message: string };
+
+/** What PostgreSQL's roles do not allow: as `must be owner of table` is, 42501. */
+const notAllowed = (message: string): Answer => ({ sqlstate: '42501', errorType: 'NotAllowed', message });
 
 function refusal(type: keyof typeof ERROR_MEANINGS, message: string): Answer {
   return { sqlstate: ERROR_MEANINGS[type].sqlstate, errorType: type, message };
