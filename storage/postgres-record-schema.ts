@@ -57,6 +57,7 @@ CREATE TABLE sql_requests (
   request_uuid uuid NOT NULL DEFAULT pg_catalog.gen_random_uuid(),
   state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'planned', 'answered')),
   plan jsonb,
+  catalog_id text,
   claimed_by text,
   picked_at timestamptz,
   workflow_id text,

@@ -303,3 +303,24 @@ test("recall and purge in SQL: by the owner's role only, a recall only where it 
   expect(purged).toMatchObject({ table_id: String(id), state: 'PURGED' });
   expect(await schemaOf(String(oid))).toBeUndefined();
 });
+
+test("a worker lost between a purge's end and its answer: the next answers it, found by its catalog, the table gone from the node", async () => {
+  const { id, oid } = await alicesTable('gone');
+  const alice = await sessionOf(ALICE);
+  await alice.query(`CALL tablefate_sql.drop('shop.gone', retention_seconds => 600)`);
+  const purged = await firstOf(alice, `CALL tablefate_sql.purge('${id}')`);
+  expect(purged).toMatchObject({ state: 'PURGED' });
+  expect(await schemaOf(String(oid))).toBeUndefined();
+  // As a worker leaves it that dies after the purge's run has ended and before it writes the answer back.
+  await admin.query(`UPDATE tablefate.sql_requests SET state = 'planned', answer = NULL, answered_at = NULL WHERE id = $1`, [
+    purged?.request_id,
+  ]);
+  const answered = await waitFor(
+    () => firstOf(alice, 'SELECT state, sqlstate, answer FROM tablefate_sql.requests WHERE id = $1', [purged?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the purge taken up again to be answered' },
+  );
+  expect(answered).toMatchObject({ sqlstate: null, answer: expect.objectContaining({ id, state: 'PURGED' }) as unknown });
+  const purges = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'purge');
+  expect(purges).toHaveLength(1);
+});

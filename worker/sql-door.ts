@@ -174,8 +174,10 @@ export class SqlDoor {
         if ('answer' in planned) await this.answer(request.id, planned.answer, session);
         else {
           await session.query(
-            `UPDATE ${OWN}.sql_requests SET state = 'planned', plan = $2, claimed_by = $3, picked_at = pg_catalog.clock_timestamp() WHERE id = $1`,
-            [request.id, JSON.stringify(planned.plan), this.me],
+            `UPDATE ${OWN}.sql_requests SET state = 'planned', plan = $2, catalog_id = $3, claimed_by = $4,
+                    picked_at = pg_catalog.clock_timestamp()
+              WHERE id = $1`,
+            [request.id, JSON.stringify(planned.plan), catalogId, this.me],
           );
           await session.query('SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended($1, 0))', [lockKey(request.id)]);
           toExecute.push({ ...request, plan: planned.plan });
@@ -190,13 +192,16 @@ export class SqlDoor {
     return [...toExecute, ...(await this.orphans(session, new Set(toExecute.map((request) => request.id))))];
   }
 
-  /** Planned requests of this catalog that no session executes (their worker is gone), each taken with its lock. */
+  /**
+   * Planned requests of this catalog that no session executes (their worker is gone), each taken with its lock: found by
+   * the catalog that planned them, not by their table (a purge's is gone from the node once its run has ended).
+   */
   private async orphans(session: PgClient, justTaken: ReadonlySet<string>): Promise<Taken[]> {
     const { rows } = await session.query<Taken>(
       `SELECT r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
-              pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, true AS table_there, true AS may, r.plan
-         FROM ${OWN}.sql_requests r JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
-        WHERE r.state = 'planned' AND s.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
+              pg_catalog.host(r.client_addr) AS client_addr, NULL AS table_id, NULL AS shard, true AS table_there, true AS may, r.plan
+         FROM ${OWN}.sql_requests r
+        WHERE r.state = 'planned' AND r.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
       [this.opts.catalogId],
     );
     const taken: Taken[] = [];
