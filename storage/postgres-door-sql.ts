@@ -63,30 +63,30 @@ BEGIN
       RAISE EXCEPTION 'tablefate: "%" is not a name as schema.table', args ->> 'newName' USING ERRCODE = '22023';
     END IF;
   ELSE
-  parts := parse_ident(tbl);
-  IF cardinality(parts) <> 2 THEN
-    RAISE EXCEPTION 'tablefate: "%" is not a table name as schema.table', tbl USING ERRCODE = '22023';
-  END IF;
-  SELECT c.oid, c.relkind, c.relowner, c.relpersistence INTO rel
-    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE n.nspname = parts[1] AND c.relname = parts[2];
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'tablefate: table %.% does not exist', quote_ident(parts[1]), quote_ident(parts[2]) USING ERRCODE = '42P01';
-  END IF;
-  IF rel.relkind <> 'r' OR rel.relpersistence = 't' THEN
-    RAISE EXCEPTION 'tablefate: %.% is not a table tablefate can keep (a plain table is)', quote_ident(parts[1]), quote_ident(parts[2])
-      USING ERRCODE = '42809';
-  END IF;
-  IF NOT pg_has_role(who, rel.relowner, 'MEMBER') THEN
-    RAISE EXCEPTION 'tablefate: role % may not % %.%: only its owner (%), a member of it, or a superuser may',
-      quote_ident(who), op, quote_ident(parts[1]), quote_ident(parts[2]), quote_ident(pg_get_userbyid(rel.relowner))
-      USING ERRCODE = '42501';
-  END IF;
-  IF NOT EXISTS (SELECT 1 FROM ${OWN}.shards s WHERE s.table_oid = rel.oid) THEN
-    RAISE EXCEPTION 'tablefate: %.% is not a table tablefate keeps: adopt it first (tablefate adopt %.%)',
-      quote_ident(parts[1]), quote_ident(parts[2]), parts[1], parts[2] USING ERRCODE = '55000';
-  END IF;
-  rel_oid := rel.oid;
+    parts := parse_ident(tbl);
+    IF cardinality(parts) <> 2 THEN
+      RAISE EXCEPTION 'tablefate: "%" is not a table name as schema.table', tbl USING ERRCODE = '22023';
+    END IF;
+    SELECT c.oid, c.relkind, c.relowner, c.relpersistence INTO rel
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = parts[1] AND c.relname = parts[2];
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'tablefate: table %.% does not exist', quote_ident(parts[1]), quote_ident(parts[2]) USING ERRCODE = '42P01';
+    END IF;
+    IF rel.relkind <> 'r' OR rel.relpersistence = 't' THEN
+      RAISE EXCEPTION 'tablefate: %.% is not a table tablefate can keep (a plain table is)', quote_ident(parts[1]), quote_ident(parts[2])
+        USING ERRCODE = '42809';
+    END IF;
+    IF NOT pg_has_role(who, rel.relowner, 'MEMBER') THEN
+      RAISE EXCEPTION 'tablefate: role % may not % %.%: only its owner (%), a member of it, or a superuser may',
+        quote_ident(who), op, quote_ident(parts[1]), quote_ident(parts[2]), quote_ident(pg_get_userbyid(rel.relowner))
+        USING ERRCODE = '42501';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM ${OWN}.shards s WHERE s.table_oid = rel.oid) THEN
+      RAISE EXCEPTION 'tablefate: %.% is not a table tablefate keeps: adopt it first (tablefate adopt %.%)',
+        quote_ident(parts[1]), quote_ident(parts[2]), parts[1], parts[2] USING ERRCODE = '55000';
+    END IF;
+    rel_oid := rel.oid;
   END IF;
   INSERT INTO ${OWN}.sql_requests (op, args, table_oid, requester, requester_name, session_user_name, application_name, client_addr)
   VALUES (op, args, rel_oid, (SELECT r.oid FROM pg_roles r WHERE r.rolname = who), who, session_user,
