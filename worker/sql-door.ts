@@ -35,6 +35,9 @@ export interface SqlDoorOptions {
 const CALL_OF: Record<string, DoorCall> = { drop: 'trash', recall: 'undelete', purge: 'purge' };
 
 const OWN = POSTGRES_OWN_SCHEMAS.own;
+/** A request's own columns as the door reads them: what it asks, and who asked (its `Taken` fields). */
+const WHO_ASKED = `r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
+  pg_catalog.host(r.client_addr) AS client_addr`;
 /** Requests one pass takes at most. */
 const BATCH = 50;
 
@@ -159,9 +162,8 @@ export class SqlDoor {
     await session.query('BEGIN');
     try {
       const { rows } = await session.query<Taken>(
-        `SELECT r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
-                pg_catalog.host(r.client_addr) AS client_addr, s.table_id, s.shard, c.oid IS NOT NULL AS table_there,
-                pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may, r.plan
+        `SELECT ${WHO_ASKED}, r.plan, s.table_id, s.shard, c.oid IS NOT NULL AS table_there,
+                pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may
            FROM ${OWN}.sql_requests r
            LEFT JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
            LEFT JOIN pg_catalog.pg_class c ON c.oid = r.table_oid
@@ -198,8 +200,7 @@ export class SqlDoor {
    */
   private async orphans(session: PgClient, justTaken: ReadonlySet<string>): Promise<Taken[]> {
     const { rows } = await session.query<Taken>(
-      `SELECT r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_name, r.session_user_name, r.application_name,
-              pg_catalog.host(r.client_addr) AS client_addr, NULL AS table_id, NULL AS shard, true AS table_there, true AS may, r.plan
+      `SELECT ${WHO_ASKED}, r.plan, NULL AS table_id, NULL AS shard, true AS table_there, true AS may
          FROM ${OWN}.sql_requests r
         WHERE r.state = 'planned' AND r.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
       [this.opts.catalogId],
