@@ -24,6 +24,11 @@ export interface Survey {
   skippedNodes: string[];
   /** For a stuck trash: the retention its stopped run asked for, so that resuming it keeps the promise. */
   retentionOf: Record<number, number>;
+  /**
+   * For a stuck trash: who started its stopped run (its input's droppedBy, else its startedBy), so that the resumed
+   * drop records them as the table's dropper. Absent in surveys made before it was kept.
+   */
+  droppedByOf?: Record<number, string>;
   /** The storage nodes shards are placed on, whose sets each node's own survey lists (surveyNode). */
   nodes: string[];
 }
@@ -103,15 +108,18 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       ]);
       const { findings, omitted } = bounded(diagnoseTables({ tables, locks, trashTimers, now: Date.now() }));
       const retentionOf: Record<number, number> = {};
+      const droppedByOf: Record<number, string> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
         // (A drop a v19 client started ran as its table's trash run.)
         const asked =
-          (await askedRetention(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
-          (await askedRetention(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
-        if (asked !== undefined) retentionOf[f.table.id] = asked;
+          (await askedDrop(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
+          (await askedDrop(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
+        if (asked?.retentionSeconds !== undefined) retentionOf[f.table.id] = asked.retentionSeconds;
+        const droppedBy = asked?.droppedBy ?? asked?.startedBy;
+        if (droppedBy !== undefined) droppedByOf[f.table.id] = droppedBy;
       }
-      return { findings, omitted, skippedNodes: [], retentionOf, nodes: [...deps.nodes] };
+      return { findings, omitted, skippedNodes: [], retentionOf, droppedByOf, nodes: [...deps.nodes] };
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */
@@ -139,13 +147,17 @@ async function runningTrashTimers(taskQueue: string, catalogId: string): Promise
   return running;
 }
 
-/** The retention the last trash run of a table asked for, read from its start event; none if it asked none. */
-async function askedRetention(workflowId: string): Promise<number | undefined> {
+/**
+ * What the last trash run of a table was asked, read from its start event: its retention (none if it asked none) and
+ * who asked (its startedBy, or the droppedBy a resumed drop carries). Undefined when there is no such run to read.
+ */
+async function askedDrop(workflowId: string): Promise<Pick<TrashInput, 'retentionSeconds' | 'startedBy' | 'droppedBy'> | undefined> {
   try {
     const history = await Context.current().client.workflow.getHandle(workflowId).fetchHistory();
     const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
     if (!payload) return undefined;
-    return defaultPayloadConverter.fromPayload<TrashInput>(payload).retentionSeconds;
+    const { retentionSeconds, startedBy, droppedBy } = defaultPayloadConverter.fromPayload<TrashInput>(payload);
+    return { retentionSeconds, startedBy, droppedBy };
   } catch {
     return undefined;
   }

@@ -159,8 +159,9 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * TRASHING -> TRASHED, stamping the drop time and the expiry that the trash timer will wait for: the retention
-     * asked, else the one in force in the table's namespace (trash.retentionSeconds, else the worker's default). Answers
+     * TRASHING -> TRASHED, stamping the drop time, who dropped it (`droppedBy`: absent, null) and the expiry that the
+     * trash timer will wait for: the retention asked, else the one in force in the table's namespace
+     * (trash.retentionSeconds, else the worker's default). Answers
      * the trash's policy with the table (is the trash on, is there a space cap), read under the call's step key so that
      * a repeated call answers the same policy as the first did. `startExpiry`: then the trash's expiry run is started
      * (trash-runs.ts; not journaled: a start made again finds the run it started).
@@ -170,6 +171,7 @@ export function createActivities(deps: ActivityDeps) {
         tableId: number;
         now: number;
         retentionSeconds?: number;
+        droppedBy?: string;
         releaseLocks?: boolean;
         startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
       },
@@ -183,6 +185,7 @@ export function createActivities(deps: ActivityDeps) {
         to: 'TRASHED',
         now: input.now,
         retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
+        droppedBy: input.droppedBy,
       });
       const trashed = { ...table, policy };
       if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });

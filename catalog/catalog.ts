@@ -92,6 +92,8 @@ export interface TransitionRequest {
   now: number;
   /** Entering TRASHED: how long the data is kept. */
   retentionSeconds?: number;
+  /** Entering TRASHED from TRASHING: who dropped it (the drop's startedBy), recorded with the drop time; null when absent. */
+  droppedBy?: string;
   /** Give the table this name with the move (undelete under a new name, or back to its old one). */
   rename?: TableName;
   /** The name the caller believes the table has: a table bearing another name is refused. */

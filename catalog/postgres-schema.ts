@@ -97,6 +97,13 @@ CREATE TABLE leases (
 CREATE INDEX leases_table ON leases (table_id, expires_at);
 `,
   },
+  {
+    version: 3,
+    description: 'who dropped a table: dropped_by, written with dropped_at by the drop that commits the trash',
+    sql: `
+ALTER TABLE tables ADD COLUMN dropped_by TEXT;
+`,
+  },
 ];
 
 /** The states migration 2 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */

@@ -27,6 +27,8 @@ export interface TableRow {
   updated_at: number;
   hold_reason: string | null;
   held_at: number | null;
+  /** Since schema version 3 (SQLite and PostgreSQL alike). */
+  dropped_by: string | null;
 }
 
 export interface LockRow {
@@ -48,6 +50,7 @@ export function toRecord(row: TableRow): TableRecord {
     placement: json(row.placement),
     createdAt: row.created_at,
     droppedAt: row.dropped_at,
+    droppedBy: row.dropped_by ?? null,
     expireAt: row.expire_at,
     purgedAt: row.purged_at,
     updatedAt: row.updated_at,
@@ -74,6 +77,7 @@ const TABLE_ROW: Array<[column: string, value: (t: TableRecord) => unknown]> = [
   ['updated_at', (t) => t.updatedAt],
   ['hold_reason', (t) => t.hold?.reason ?? null],
   ['held_at', (t) => t.hold?.since ?? null],
+  ['dropped_by', (t) => t.droppedBy ?? null],
 ];
 
 /** The columns of an INSERT into `tables`, in the order of tableRowValues. */

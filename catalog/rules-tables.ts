@@ -43,6 +43,7 @@ export async function prepare(tx: CatalogTx, req: PrepareCreateRequest): Promise
       placement: req.place(id, req.params),
       createdAt: req.now,
       droppedAt: null,
+      droppedBy: null,
       expireAt: null,
       purgedAt: null,
       updatedAt: req.now,
@@ -176,7 +177,8 @@ async function mustGet(tx: CatalogTx, tableId: number): Promise<TableRecord> {
 
 /** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
 type TransitionPlan =
-  { made: true; table: TableRecord } | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'expireAt' | 'purgedAt'> };
+  | { made: true; table: TableRecord }
+  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'expireAt' | 'purgedAt'> };
 
 /**
  * The checks made before a state change, on the row as it is under the lock (the caller has checked the lock):
@@ -198,9 +200,10 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     }
     throw new WrongStateError(`table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`);
   }
-  const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds });
+  const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds, droppedBy: req.droppedBy });
   const columns = {
     droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
+    droppedBy: set.droppedBy !== undefined ? set.droppedBy : current.droppedBy,
     expireAt: set.expireAt !== undefined ? set.expireAt : current.expireAt,
     purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
   };

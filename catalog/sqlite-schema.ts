@@ -83,6 +83,13 @@ CREATE TABLE leases (
 CREATE INDEX leases_table ON leases (table_id, expires_at);
 `,
   },
+  {
+    version: 3,
+    description: 'who dropped a table: dropped_by, written with dropped_at by the drop that commits the trash',
+    sql: `
+ALTER TABLE tables ADD COLUMN dropped_by TEXT;
+`,
+  },
 ];
 
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -46,9 +46,16 @@ const COLUMNS: Columns<TableInfo> = [
   ['SIZE', (t) => formatBytes(t.bytes)],
   ['CREATED', (t) => t.createdAt],
   ['DROPPED', (t) => t.droppedAt ?? '-'],
+  ['BY', (t) => droppedBy(t)],
   ['EXPIRES', (t) => t.expireAt ?? '-'],
   ['HOLD', (t) => (t.hold ? (t.hold.reason ?? 'held') : '-')],
 ];
+
+/** Who dropped a table: `-` when it was not dropped, `?` when its drop did not say (one made before it was recorded). */
+function droppedBy(t: TableInfo): string {
+  if (t.droppedBy !== null && t.droppedBy !== undefined) return t.droppedBy;
+  return t.droppedAt === null ? '-' : '?';
+}
 
 const UNITS = ['bytes', 'kB', 'MB', 'GB', 'TB'];
 
@@ -122,7 +129,7 @@ export function formatHistory(history: { table: TableInfo; operations: readonly 
     t.state === 'PURGED'
       ? `PURGED at ${t.purgedAt ?? '?'} (a tombstone)`
       : t.state === 'TRASHED'
-        ? `TRASHED since ${t.droppedAt ?? '?'}, expires ${t.expireAt ?? '?'}`
+        ? `TRASHED since ${t.droppedAt ?? '?'}${t.droppedBy ? ` by ${t.droppedBy}` : ''}, expires ${t.expireAt ?? '?'}`
         : t.state;
   const hold = t.hold ? `, on hold${t.hold.reason ? `: ${t.hold.reason}` : ''}` : '';
   const head = `table ${t.id} ${t.namespace}.${t.name}: ${now}${hold}`;
@@ -152,6 +159,7 @@ export function formatTable(table: TableInfo): string {
     ...(table.bytes !== undefined ? [['size', describeBytes(table.bytes)] as [string, string]] : []),
     ['created', table.createdAt],
     ['dropped', table.droppedAt ?? '-'],
+    ['dropped by', droppedBy(table)],
     ['expires', table.expireAt ?? '-'],
     ['purged', table.purgedAt ?? '-'],
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],

@@ -68,6 +68,7 @@ const orders: TableInfo = {
   placement: [0, 1, 2, 3].map((shard) => ({ shard, node: `node-${shard % 2}` })),
   createdAt: '2026-05-04T09:30:00.000Z',
   droppedAt: null,
+  droppedBy: null,
   expireAt: null,
   purgedAt: null,
   hold: null,
@@ -76,6 +77,7 @@ const trashedOrders: TableInfo = {
   ...orders,
   state: 'TRASHED',
   droppedAt: '2026-06-01T08:00:00.000Z',
+  droppedBy: 'orders-service@app-7',
   expireAt: '2026-06-02T08:00:00.000Z',
 };
 const orderLease: LeaseInfo = {

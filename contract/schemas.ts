@@ -42,6 +42,13 @@ export const tableInfoSchema = z
       .describe('where each shard is'),
     createdAt: isoTime.describe('when it was created'),
     droppedAt: isoTime.nullable().describe('when it was trashed; null unless it is in the trash (or was, for a purged table)'),
+    droppedBy: z
+      .string()
+      .nullable()
+      .describe(
+        'who trashed it: the identity of the client that started the drop (user@host by default); null unless it is in the trash ' +
+          '(or was, for a purged table), and null when the drop did not say (one made before tablefate recorded it)',
+      ),
     expireAt: isoTime.nullable().describe("when the trash's timer purges it; null unless it is in the trash"),
     purgedAt: isoTime.nullable().describe('when it was purged; null unless PURGED'),
     hold: z

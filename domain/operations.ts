@@ -62,6 +62,11 @@ export interface TrashInput extends OperationScope {
   drainTimeoutSeconds?: number;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
   expiryRetry?: Backoff;
+  /**
+   * Who asked for the drop, when this run was started by another on their behalf: a drop the reconciler resumes carries
+   * the `startedBy` of the run it resumes. The catalog records it as the table's droppedBy; absent, the run's startedBy.
+   */
+  droppedBy?: string;
 }
 
 /**
@@ -156,6 +161,8 @@ export interface ResumeContext {
   catalogId?: string;
   /** The retention the lost run asked for, if it asked one (a trash's). */
   retentionSeconds?: number;
+  /** Who started the lost run, if its input says (a trash's): the resumed drop records them as the table's dropper. */
+  droppedBy?: string;
 }
 
 /**
@@ -250,7 +257,12 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
     // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
     from: ['DRAINING', 'TRASHING'],
     subject: byTableId,
-    input: (table, { catalogId, retentionSeconds }) => ({ tableId: table.id, catalogId, retentionSeconds }),
+    input: (table, { catalogId, retentionSeconds, droppedBy }) => ({
+      tableId: table.id,
+      catalogId,
+      retentionSeconds,
+      ...(droppedBy !== undefined ? { droppedBy } : {}),
+    }),
   },
   start: { workflowIdConflictPolicy: 'USE_EXISTING' },
   searchAttributes: tableAttributes('trash'),

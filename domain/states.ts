@@ -45,23 +45,30 @@ export interface StateColumns {
   droppedAt?: number | null;
   expireAt?: number | null;
   purgedAt?: number | null;
+  /** Who dropped it (the drop's `startedBy`), when the drop knew. */
+  droppedBy?: string | null;
 }
 
 /**
  * What moving from `from` to `to` at time `at` stamps on the row, beside the transition table so that the
- * rules of a state live in one place: a trash stamps its drop time and the expiry its timer waits for (a
- * table going back to the trash from a failed recall or purge keeps both); a table back from the trash has
- * neither any more; a purge leaves its time on the tombstone.
+ * rules of a state live in one place: a trash stamps its drop time, who dropped it (null: the drop did not say) and
+ * the expiry its timer waits for (a table going back to the trash from a failed recall or purge keeps all three); a
+ * table back from the trash has none of them any more; a purge leaves its time on the tombstone, beside the drop's.
  */
-export function columnsOnEntering(from: TableState, to: TableState, at: number, opts: { retentionSeconds?: number } = {}): StateColumns {
+export function columnsOnEntering(
+  from: TableState,
+  to: TableState,
+  at: number,
+  opts: { retentionSeconds?: number; droppedBy?: string } = {},
+): StateColumns {
   switch (to) {
     case 'TRASHED': {
       if (from !== 'TRASHING') return {};
       if (opts.retentionSeconds === undefined) throw new Error('entering TRASHED needs a retention');
-      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000 };
+      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null };
     }
     case 'READY':
-      return { droppedAt: null, expireAt: null };
+      return { droppedAt: null, expireAt: null, droppedBy: null };
     case 'PURGED':
       return { purgedAt: at };
     default:

@@ -51,13 +51,15 @@ export type CatalogChange =
   /** A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases live, else TRASHING. */
   | { kind: 'startDrain'; tableId: number; expectName?: TableName }
   /**
-   * TRASHING to TRASHED with the retention asked, else the one in force where the table lives; `startExpiry`: then the
-   * trash's expiry, a run of its own (workflows/trash-expiry.ts), is started, with how its purge waits and tries again.
+   * TRASHING to TRASHED with the retention asked, else the one in force where the table lives, and who dropped it
+   * (`droppedBy`, recorded beside the drop time; null when absent); `startExpiry`: then the trash's expiry, a run of its
+   * own (workflows/trash-expiry.ts), is started, with how its purge waits and tries again.
    */
   | {
       kind: 'commitTrash';
       tableId: number;
       retentionSeconds?: number;
+      droppedBy?: string;
       startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
     }
   /** A legal hold placed (`hold`) or released (null). */

@@ -32,6 +32,13 @@ export interface TableRecord {
   placement: ShardPlacement[];
   createdAt: number;
   droppedAt: number | null;
+  /**
+   * Who dropped it, as its drop was started (the SDK client's identity, `user@host` by default; the SQL door's
+   * `sql:<role> ...`): set with droppedAt by the drop's commit, kept on the PURGED tombstone, null once back from the
+   * trash, and null for a drop that did not say (one made before it was recorded, or a drop resumed by the reconciler
+   * that could not read the first run's input).
+   */
+  droppedBy: string | null;
   expireAt: number | null;
   purgedAt: number | null;
   updatedAt: number;
@@ -45,10 +52,10 @@ export interface Hold {
   since: number;
 }
 
-/** A table as the SDK and the command line show it: what `--json` prints. */
 /** Only a READY or trashed table can be held: any other is on its way somewhere, and its operation holds the lock. */
 export const canBeHeld = (table: Pick<TableRecord, 'state'>): boolean => table.state === 'READY' || table.state === 'TRASHED';
 
+/** A table as the SDK and the command line show it: what `--json` prints. */
 export interface TableInfo {
   id: number;
   namespace: string;
@@ -58,6 +65,8 @@ export interface TableInfo {
   placement: ShardPlacement[];
   createdAt: string;
   droppedAt: string | null;
+  /** Who dropped it (TableRecord.droppedBy): null unless it is in the trash (or was, for a purged table), or when the drop did not say. */
+  droppedBy: string | null;
   expireAt: string | null;
   purgedAt: string | null;
   /** The legal hold on it, if any: while held it is never purged. */
@@ -89,6 +98,8 @@ export function toTableInfo(table: TableRecord): TableInfo {
     placement: table.placement,
     createdAt: iso(table.createdAt)!,
     droppedAt: iso(table.droppedAt),
+    // (A record journaled before the column was there has none.)
+    droppedBy: table.droppedBy ?? null,
     expireAt: iso(table.expireAt),
     purgedAt: iso(table.purgedAt),
     hold: table.hold ? { reason: table.hold.reason, since: iso(table.hold.since)! } : null,

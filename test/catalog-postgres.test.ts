@@ -13,7 +13,17 @@ import { isBusy, type Catalog, type LockHolder } from '../catalog/catalog';
 import { CatalogNotFoundError } from '../domain/errors';
 import { NAME_HOLDING_STATES, TABLE_STATES } from '../domain/states';
 import { sharedPostgres, withClient, type TestPostgres } from './support/postgres';
-import { lastMigrationWith, never, OLD_ROWS, OLD_TABLE, owner, catalogCalls, postgresOn } from './support/catalogs';
+import {
+  lastMigrationWith,
+  never,
+  OLD_ROWS,
+  OLD_TABLE,
+  owner,
+  catalogCalls,
+  postgresOn,
+  TRASHED_BEFORE_V3_ROWS,
+  OLD_TRASHED_TABLE,
+} from './support/catalogs';
 
 // The PostgreSQL catalog alone: several workers on one database, opening, and its schema's migrations.
 
@@ -27,7 +37,7 @@ afterAll(async () => {
 const postgres = postgresOn(() => pg);
 
 let catalog: Catalog;
-const { locked, prepare, readyTable, servesVersion2 } = catalogCalls(() => catalog);
+const { locked, prepare, readyTable, servesVersion2, servesVersion3 } = catalogCalls(() => catalog);
 
 // Several workers on one database: what only a networked catalog has to get right.
 describe('PostgreSQL catalog shared by several workers', () => {
@@ -278,6 +288,45 @@ describe('PostgreSQL catalog shared by several workers', () => {
       try {
         expect(await reader.getTable(7)).toMatchObject({ state: 'DRAINING', hold: null });
         expect((await reader.getTable(other.id))?.hold).toEqual(hold);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      catalog = was;
+      await worker.close();
+    }
+  });
+  test('a database at schema version 2 with a trashed table is migrated to the latest: its dropper is unknown, a new drop records one', async () => {
+    const old = await pg.freshDatabase('v2');
+    await withClient(old, async (c) => {
+      // What migrate() made of a new database when migration 2 was the last.
+      await c.query(`CREATE TABLE schema_migrations (version INT PRIMARY KEY, applied_at BIGINT NOT NULL)`);
+      for (const migration of PG_MIGRATIONS.slice(0, 2)) {
+        await c.query(migration.sql);
+        await c.query(`INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, [migration.version]);
+      }
+      await c.query(`INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee02')`);
+      await c.query(OLD_ROWS);
+      await c.query(TRASHED_BEFORE_V3_ROWS);
+    });
+    // A reader never migrates: it refuses the database until a worker has.
+    await expect(PostgresCatalog.open(old, { mustExist: true })).rejects.toThrow(/lacks migrations 3/);
+
+    const worker = await PostgresCatalog.open(old);
+    const was = catalog;
+    catalog = worker;
+    try {
+      const versions = await withClient(
+        old,
+        async (c) => (await c.query<{ version: number }>(`SELECT version FROM schema_migrations ORDER BY version`)).rows,
+      );
+      expect(versions).toEqual(PG_MIGRATIONS.map((m) => ({ version: m.version })));
+      expect(await worker.getTable(7)).toEqual(OLD_TABLE);
+      const trashed = await servesVersion3(worker);
+      const reader = await PostgresCatalog.open(old, { mustExist: true });
+      try {
+        expect(await reader.getTable(7)).toEqual(trashed);
+        expect(await reader.getTable(6)).toEqual(OLD_TRASHED_TABLE);
       } finally {
         await reader.close();
       }

@@ -13,12 +13,22 @@ import { sqlList } from '../catalog/rows';
 import { MIGRATION_1_NAME_HOLDING_STATES } from '../catalog/postgres-schema';
 import type { Catalog } from '../catalog/catalog';
 import { NAME_HOLDING_STATES } from '../domain/states';
-import { lastMigrationWith, never, OLD_ROWS, OLD_TABLE, owner, sqlite, catalogCalls } from './support/catalogs';
+import {
+  lastMigrationWith,
+  never,
+  OLD_ROWS,
+  OLD_TABLE,
+  owner,
+  sqlite,
+  catalogCalls,
+  TRASHED_BEFORE_V3_ROWS,
+  OLD_TRASHED_TABLE,
+} from './support/catalogs';
 
 // The SQLite catalog alone: its file's schema versions, and calls made at once in one process.
 
 let catalog: Catalog;
-const { locked, prepare, readyTable, servesVersion2 } = catalogCalls(() => catalog);
+const { locked, prepare, readyTable, servesVersion2, servesVersion3 } = catalogCalls(() => catalog);
 
 // The SQLite file's schema versions: what a worker of this code does to a file it finds, made by this code or before.
 describe('SQLite catalog schema', () => {
@@ -208,8 +218,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
   });
 
   test("the last migration that builds the name index spells the domain's name-holding states as they are", () => {
+    // (The last that builds it is version 2's: a later one that rebuilds it must spell the states as they are then.)
     const index = lastMigrationWith(SQLITE_MIGRATIONS, 'CREATE UNIQUE INDEX tables_name_holder');
-    expect(index.version).toBe(SQLITE_SCHEMA_VERSION);
+    expect(index.version).toBe(2);
     expect(index.sql).toContain(`WHERE state IN (${sqlList(NAME_HOLDING_STATES)})`);
     // Migration 1 is released: its index keeps the states of then (before DRAINING), as the files it made have it.
     expect(SQLITE_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_1_NAME_HOLDING_STATES)})`);
@@ -255,6 +266,44 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
       try {
         expect(await reader.getTable(7)).toMatchObject({ state: 'DRAINING', hold: null });
         expect((await reader.getTable(other.id))?.hold).toEqual(hold);
+      } finally {
+        await reader.close();
+      }
+    } finally {
+      catalog = was;
+      await worker.close();
+    }
+  });
+
+  test('a file at schema version 2 with a trashed table is migrated to the latest: its dropper is unknown, a new drop records one', async () => {
+    const file = await sqlite.newStore();
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    try {
+      db.pragma('journal_mode = WAL');
+      migrateSqlite(db, SQLITE_MIGRATIONS.slice(0, 2));
+      db.exec(`INSERT INTO meta (key, value) VALUES ('catalog_id', 'c0ffee02');`);
+      db.exec(OLD_ROWS);
+      db.exec(TRASHED_BEFORE_V3_ROWS);
+    } finally {
+      db.close();
+    }
+    expect(userVersion(file)).toBe(2);
+    // A reader never migrates: it refuses the file until a worker has, and leaves it as it is.
+    expect(() => new SqliteCatalog(file, { mustExist: true })).toThrow(/lacks migrations 3/);
+    expect(userVersion(file)).toBe(2);
+
+    const worker = new SqliteCatalog(file);
+    const was = catalog;
+    catalog = worker;
+    try {
+      expect(userVersion(file)).toBe(SQLITE_SCHEMA_VERSION);
+      expect(await worker.getTable(7)).toEqual(OLD_TABLE);
+      const trashed = await servesVersion3(worker);
+      const reader = new SqliteCatalog(file, { mustExist: true });
+      try {
+        expect(await reader.getTable(7)).toEqual(trashed);
+        expect(await reader.getTable(6)).toEqual(OLD_TRASHED_TABLE);
       } finally {
         await reader.close();
       }

@@ -185,6 +185,52 @@ describeEachCatalog(
       expect(back).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
     });
 
+    test('the trash records who dropped the table: kept back in the trash and on the tombstone, cleared by a recall', async () => {
+      const table = await readyTable('t');
+      expect(table.droppedBy).toBeNull();
+      const op = await locked(`table:${table.id}`, owner('drop:1'));
+      const trash = async (now: number, droppedBy?: string) => {
+        await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now, droppedBy: 'not-at-trashing' });
+        return catalog.transition({
+          tableId: table.id,
+          from: ['TRASHING'],
+          to: 'TRASHED',
+          owner: op,
+          now: now + 1,
+          retentionSeconds: 60,
+          droppedBy,
+        });
+      };
+      const trashed = await trash(10_000, 'alice@test');
+      expect(trashed).toMatchObject({ state: 'TRASHED', droppedAt: 10_001, droppedBy: 'alice@test' });
+      // Only the commit into the trash writes it; the same commit made again answers the same.
+      expect(
+        await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 10_002, retentionSeconds: 60 }),
+      ).toEqual(trashed);
+      expect((await catalog.listTables({ includeTrashed: true })).find((t) => t.id === table.id)?.droppedBy).toBe('alice@test');
+      expect((await catalog.findTrashed({ namespace: 'ns', name: 't' }))?.droppedBy).toBe('alice@test');
+
+      // A recall taken back leaves it in the trash as it was; a recall made clears it, with the drop time.
+      await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 20_000 });
+      expect(await catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'TRASHED', owner: op, now: 20_001 })).toMatchObject({
+        droppedAt: 10_001,
+        droppedBy: 'alice@test',
+      });
+      await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 20_002 });
+      const recalled = await catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 20_003 });
+      expect(recalled).toMatchObject({ state: 'READY', droppedAt: null, droppedBy: null });
+
+      // A drop that does not say who records null, not the one before it; a purge keeps the dropper on the tombstone.
+      expect(await trash(30_000)).toMatchObject({ droppedAt: 30_001, droppedBy: null });
+      await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 30_002 });
+      await catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 30_003 });
+      await trash(40_000, 'sql:app_owner on node-0');
+      await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 40_002 });
+      const purged = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'PURGED', owner: op, now: 40_003 });
+      expect(purged).toMatchObject({ state: 'PURGED', droppedAt: 40_001, purgedAt: 40_003, droppedBy: 'sql:app_owner on node-0' });
+      expect(await catalog.getTable(table.id)).toEqual(purged);
+    });
+
     test('a trashed table frees its name; restoring into a taken name is NameTaken and changes nothing', async () => {
       const old = await readyTable('t');
       const op = await locked(`table:${old.id}`, owner('drop:1'));

@@ -9,6 +9,8 @@ import { visibilityCaughtUp } from './support/runs';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import type { TableInfo } from '../domain/table';
 import { formatBytes } from '../cli/format';
+import { defaultIdentity, TableFateClient } from '../client/client';
+import { catalogLocation, openCatalog } from '../catalog/open';
 
 /*
  * The command line, run as a person runs it: `node bin/tablefate.js ...` in child processes, with a worker that is
@@ -142,7 +144,7 @@ function expectTableShape(table: TableInfo) {
  */
 function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
   const [header, ...rows] = text.replace(/\n$/, '').split('\n');
-  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}EXPIRES {2,}HOLD$/);
+  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}BY {2,}EXPIRES {2,}HOLD$/);
   const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
   return {
     header: header!,
@@ -172,6 +174,7 @@ function rowFor(t: TableInfo): Record<string, string> {
     SIZE: formatBytes(t.bytes),
     CREATED: t.createdAt,
     DROPPED: t.droppedAt ?? '-',
+    BY: t.droppedBy ?? (t.droppedAt === null ? '-' : '?'),
     EXPIRES: t.expireAt ?? '-',
     HOLD: t.hold ? (t.hold.reason ?? 'held') : '-',
   };
@@ -233,8 +236,8 @@ test('create prints the table (--json: the TableInfo object), is idempotent, and
   const described = await cli('describe', 'cli.orders');
   expect({ code: described.code, stderr: described.stderr }).toEqual({ code: 0, stderr: '' });
   const fields = described.stdout.trimEnd().split('\n');
-  const valueAt = fields[0]!.search(/ \S/) + 1;
-  expect(fields.map((line) => line.search(/ \S/) + 1)).toEqual(fields.map(() => valueAt));
+  const valueAt = fields[0]!.search(/ {2}\S/) + 2;
+  expect(fields.map((line) => line.search(/ {2}\S/) + 2)).toEqual(fields.map(() => valueAt));
   expect(Object.fromEntries(fields.map((line) => [line.slice(0, valueAt).trim(), line.slice(valueAt)]))).toEqual({
     id: String(created.id),
     name: 'cli.orders',
@@ -244,6 +247,7 @@ test('create prints the table (--json: the TableInfo object), is idempotent, and
     size: expect.stringMatching(/^[1-9][0-9]* bytes$/) as unknown,
     created: created.createdAt,
     dropped: '-',
+    'dropped by': '-',
     expires: '-',
     purged: '-',
     hold: '-',
@@ -394,6 +398,43 @@ test('the Pegasus walk-through: create two, drop one, ls hides it, ls -a shows i
   expect(parseColumns(liveText!.stdout).rows).toEqual(after.map(rowFor));
   expectFailure(oldName!, 3, 'TableNotFound', /cli\.mytable does not exist/);
   expect(tableOf(newName!)).toEqual({ ...recalled, bytes: anyValue(Number) });
+});
+
+test('who dropped a table: the identity of the client that dropped it, in describe, ls -a (BY) and --json; a recall clears it', async () => {
+  // A service's SDK client with an identity of its own, on the catalog and task queue the CLI's worker serves.
+  const catalog = await openCatalog(catalogLocation(undefined, home), { mustExist: true });
+  const alice = new TableFateClient({ client: temporal, catalog, identity: 'alice@test' });
+  try {
+    const table = tableOf(await cli('create', 'cli.whodunit', '--json'));
+    expect(table.droppedBy).toBeNull();
+    const dropped = await alice.trash({ table: 'cli.whodunit', retentionSeconds: 3600 });
+    expect(dropped).toMatchObject({ id: table.id, state: 'TRASHED', droppedBy: 'alice@test' });
+
+    const [all, allText, described, describedJson] = await cliAll(
+      ['ls', '-a', '--json'],
+      ['ls', '-a'],
+      ['describe', String(table.id)],
+      ['describe', String(table.id), '--json'],
+    );
+    const allTables = tablesOf(all!);
+    expect(allTables.find((t) => t.id === table.id)).toEqual({ ...dropped, bytes: anyValue(Number) });
+    const { rows } = parseColumns(allText!.stdout);
+    expect(rows).toEqual(allTables.map(rowFor));
+    expect(rows.find((r) => r.ID === String(table.id))).toMatchObject({ STATE: 'TRASHED', DROPPED: dropped.droppedAt!, BY: 'alice@test' });
+    expect({ code: described!.code, stderr: described!.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(described!.stdout).toMatch(new RegExp(`^dropped {5}${dropped.droppedAt!.replace(/\./g, '\\.')}\ndropped by  alice@test$`, 'm'));
+    expect(tableOf(describedJson!)).toEqual({ ...dropped, bytes: anyValue(Number) });
+
+    // Recalled, nobody dropped it; dropped by the command line, it is who ran the command (user@host).
+    expect(tableOf(await cli('recall', String(table.id), '--json'))).toMatchObject({ state: 'READY', droppedAt: null, droppedBy: null });
+    expect(tableOf(await cli('drop', 'cli.whodunit', '-r', '3600', '--json'))).toMatchObject({
+      state: 'TRASHED',
+      droppedBy: defaultIdentity(),
+    });
+    expect(tableOf(await inProcess('describe', String(table.id), '--json')).droppedBy).toBe(defaultIdentity());
+  } finally {
+    await catalog.close();
+  }
 });
 
 test('drop and recall have aliases (trash, undelete); drop keeps a table 7 days by default; recall by name', async () => {

@@ -56,14 +56,16 @@ test('create, trash, undelete and purge by type name: each answers the table as 
   expect(created).toMatchObject({ namespace: 'svc', name: 'orders', state: 'READY', shards: 2 });
   expect(await h.catalog.getTable(created.id as number)).toMatchObject({ state: 'READY' });
 
-  // The trash answers once the table is TRASHED, as the SDK's does, while its expiry timer runs on.
-  const trashed = await call('trash', { table: 'svc.orders', retentionSeconds: 3600 });
-  expect(trashed).toMatchObject({ id: created.id, state: 'TRASHED' });
+  // The trash answers once the table is TRASHED, as the SDK's does, while its expiry timer runs on. Who dropped it is
+  // the call: its workflow type and the caller's workflow id.
+  const trashId = `svc-trash-${randomUUID()}`;
+  const trashed = await call('trash', { table: 'svc.orders', retentionSeconds: 3600 }, trashId);
+  expect(trashed).toMatchObject({ id: created.id, state: 'TRASHED', droppedBy: `tablefate.v1.trash ${trashId}` });
   expect(Date.parse(trashed.expireAt as string) - Date.parse(trashed.droppedAt as string)).toBe(3600 * 1000);
   expect(await h.shardAreas(created as never)).toEqual(['trash', 'trash']);
 
   const recalled = await call('undelete', { table: 'svc.orders' });
-  expect(recalled).toMatchObject({ id: created.id, state: 'READY', droppedAt: null });
+  expect(recalled).toMatchObject({ id: created.id, state: 'READY', droppedAt: null, droppedBy: null });
   expect(await h.shardAreas(created as never)).toEqual(['live', 'live']);
 
   await call('trash', { table: 'svc.orders', retentionSeconds: 3600 });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Harness } from './support/harness';
+import { defaultIdentity, TableFateClient } from '../client/client';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { shardPaths } from '../storage/shard-files';
 import { TableInTrashError, TableNotFoundError, NameTakenError, WrongStateError } from '../domain/errors';
@@ -93,5 +94,28 @@ describe.each(['sqlite', 'postgres'] as const)('the lifecycle on a %s catalog', 
     expect((await h.client.list({ includeTrashed: true })).map((t) => t.id)).not.toContain(table.id);
     await expect(h.client.undelete({ table: table.id })).rejects.toThrow(TableNotFoundError);
     expect(await h.catalog.listLocks()).toEqual([]);
+  });
+
+  test('the catalog records who dropped a table: in describe and the trash listing, cleared by a recall, kept on the tombstone', async () => {
+    // A second client on the same catalog and task queue, with an identity of its own.
+    const alice = new TableFateClient({ client: h.temporal, catalog: h.catalog, taskQueue: h.taskQueue, identity: 'alice@test' });
+    const table = await h.client.create({ table: 'who.dropped', shards: 2 });
+    expect(table.droppedBy).toBeNull();
+
+    const dropped = await alice.trash({ table: 'who.dropped', retentionSeconds: 3600 });
+    expect(dropped).toMatchObject({ id: table.id, state: 'TRASHED', droppedBy: 'alice@test' });
+    expect(await h.client.describe({ table: table.id })).toEqual(dropped);
+    expect((await h.client.list({ includeTrashed: true })).find((t) => t.id === table.id)).toEqual(dropped);
+    expect((await h.catalog.getTable(table.id))?.droppedBy).toBe('alice@test');
+
+    const recalled = await h.client.undelete({ table: 'who.dropped' });
+    expect(recalled).toMatchObject({ id: table.id, state: 'READY', droppedAt: null, droppedBy: null });
+    expect((await alice.describe({ table: 'who.dropped' })).droppedBy).toBeNull();
+
+    // Dropped again, by the other client (user@host by default), then purged: the tombstone keeps its dropper.
+    expect((await h.client.trash({ table: 'who.dropped' })).droppedBy).toBe(defaultIdentity());
+    const purged = await alice.purge({ tableId: table.id });
+    expect(purged).toMatchObject({ state: 'PURGED', droppedBy: defaultIdentity() });
+    expect((await h.client.describe({ table: table.id })).droppedBy).toBe(defaultIdentity());
   });
 });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { Harness, workflowBundleFile } from './support/harness';
+import { defaultIdentity } from '../client/client';
 import { armedTimer } from './support/trash-runs';
 import { startCrashingWorker } from './support/crashing-worker';
 import { copySet, existing, moveSet, setFiles, writeSet } from './support/sets-on-disk';
@@ -227,7 +228,7 @@ describe('the reconciler', () => {
       await expectHealthy();
     });
 
-    test('a trash killed right after it marked the table TRASHING is finished, keeping the retention it asked for', async () => {
+    test('a trash killed right after it marked the table TRASHING is finished, keeping the retention it asked for and who dropped it', async () => {
       const table = await h.client.create({ table: 'rec.killedtrash', shards: 2 });
       const trashId = workflowIdFor.trash(table.id, h.catalog.id);
       const retentionSeconds = 4321;
@@ -249,8 +250,10 @@ describe('the reconciler', () => {
         { what: 'the resumed trash' },
       );
       expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
-      // The retention of the terminated run's request, not the worker's default (7 days in the harness).
+      // The retention of the terminated run's request, not the worker's default (7 days in the harness); and who dropped
+      // it, the starter of that run, though the reconciler started the run that committed it.
       expect(stored!.expireAt! - stored!.droppedAt!).toBe(retentionSeconds * 1000);
+      expect(stored!.droppedBy).toBe(defaultIdentity());
       // The resumed drop started the trash's expiry, which waits for it.
       const timer = await armedTimer(h, table.id);
       expect(timer).toEqual({ droppedAt: stored!.droppedAt, expireAt: new Date(stored!.expireAt!).toISOString(), ended: null });

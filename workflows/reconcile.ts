@@ -101,7 +101,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
       continue;
     }
     // One repair that fails (a node down, say) must not keep the others from running; the next pass retries it.
-    const outcome = await repair(finding, calls, input, found.retentionOf).catch((err: unknown) => `failed: ${String(err)}`);
+    const outcome = await repair(finding, calls, input, found).catch((err: unknown) => `failed: ${String(err)}`);
     if (outcome === undefined) continue;
     const line = describeFinding(finding);
     log.info('reconciled', { finding: line, outcome });
@@ -114,7 +114,7 @@ async function repair(
   finding: Finding,
   calls: CatalogCalls,
   input: ReconcileInput,
-  retentionOf: Record<number, number>,
+  { retentionOf, droppedByOf }: Pick<Survey, 'retentionOf' | 'droppedByOf'>,
 ): Promise<string | undefined> {
   const { catalogId } = input;
   switch (finding.kind) {
@@ -141,7 +141,8 @@ async function repair(
       // The operation that left the table half way, run again as its record says: it resumes from that state.
       const { table } = finding;
       const op = TABLE_OPERATIONS[finding.resume];
-      const again = resumption(op, table, { catalogId, retentionSeconds: retentionOf[table.id] });
+      // (A survey recorded before droppedByOf was kept has none: the drop's dropper then stays unknown.)
+      const again = resumption(op, table, { catalogId, retentionSeconds: retentionOf[table.id], droppedBy: droppedByOf?.[table.id] });
       if (!again) return undefined;
       // (A pass started on v19 resumes a drop as v19 did: in the table's trash run, which its request id routes to v19's code.)
       const v19 = op.name === OPERATIONS.trash.name && !takes('dropEndsAtTrashed');

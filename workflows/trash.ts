@@ -37,11 +37,13 @@ export const trash: Operation<TrashInput> = {
     },
     {
       // Then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and retention changes address.
+      // Who dropped the table is recorded with it: the drop's starter (a drop resumed by the reconciler carries it).
       name: 'commit trashed, start its expiry',
-      change: ({ input: { tableId, retentionSeconds, lockWait, expiryRetry } }) => ({
+      change: ({ input: { tableId, retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } }) => ({
         kind: 'commitTrash',
         tableId,
         retentionSeconds,
+        droppedBy: droppedBy ?? startedBy,
         startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
       }),
     },

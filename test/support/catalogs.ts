@@ -153,7 +153,39 @@ export function catalogCalls(current: () => Catalog) {
     return { other, hold };
   }
 
-  return { locked, prepare, readyTable, trashedTable, acquire, servesVersion2 };
+  /**
+   * What a catalog migrated from a schema before version 3 (OLD_ROWS and TRASHED_BEFORE_V3_ROWS) must now do: the table
+   * trashed before reads back with no dropper known, and the drop that holds table 7's lock records who dropped it.
+   */
+  async function servesVersion3(worker: Catalog): Promise<TableRecord> {
+    expect(await worker.getTable(6)).toEqual(OLD_TRASHED_TABLE);
+    expect((await worker.listTables({ includeTrashed: true })).map((t) => [t.id, t.droppedBy])).toEqual([
+      [6, null],
+      [7, null],
+    ]);
+    const drop = owner('trash:7', 'run-7');
+    expect(await worker.startDrain({ tableId: 7, owner: drop, now: 1_000 }, never)).toMatchObject({ table: { state: 'TRASHING' } });
+    const trashed = await worker.transition({
+      tableId: 7,
+      from: ['TRASHING'],
+      to: 'TRASHED',
+      owner: drop,
+      now: 2_000,
+      retentionSeconds: 60,
+      droppedBy: 'alice@test',
+    });
+    expect(trashed).toEqual({
+      ...OLD_TABLE,
+      state: 'TRASHED',
+      droppedAt: 2_000,
+      droppedBy: 'alice@test',
+      expireAt: 62_000,
+      updatedAt: 2_000,
+    });
+    return trashed;
+  }
+
+  return { locked, prepare, readyTable, trashedTable, acquire, servesVersion2, servesVersion3 };
 }
 
 /** A lease on `tableId` that runs out at `expiresAt`, taken `ttlSeconds` before. */
@@ -185,6 +217,29 @@ export const OLD_ROWS = `
   INSERT INTO journal (run_id, step, outcome, at) VALUES ('run-7', '1:acquireLock', '{"value":{"acquired":true}}', 103);
 `;
 
+/** A table in the trash as a worker before schema version 3 left it (no dropped_by): the same SQL on both stores. */
+export const TRASHED_BEFORE_V3_ROWS = `
+  INSERT INTO tables (id, namespace, name, state, params, placement, created_at, dropped_at, expire_at, updated_at)
+    VALUES (6, 'ns', 'binned', 'TRASHED', '{"shards":1}', '[{"shard":0,"node":"node-1"}]', 90, 95, 60095, 95);
+`;
+
+/** TRASHED_BEFORE_V3_ROWS's table as today's catalog reads it: who dropped it is not known. */
+export const OLD_TRASHED_TABLE = {
+  id: 6,
+  namespace: 'ns',
+  name: 'binned',
+  state: 'TRASHED',
+  params: { shards: 1 },
+  placement: [{ shard: 0, node: 'node-1' }],
+  createdAt: 90,
+  droppedAt: 95,
+  droppedBy: null,
+  expireAt: 60_095,
+  purgedAt: null,
+  updatedAt: 95,
+  hold: null,
+};
+
 /** OLD_ROWS's table as today's catalog reads it. */
 export const OLD_TABLE = {
   id: 7,
@@ -195,6 +250,7 @@ export const OLD_TABLE = {
   placement: [{ shard: 0, node: 'node-0' }],
   createdAt: 100,
   droppedAt: null,
+  droppedBy: null,
   expireAt: null,
   purgedAt: null,
   updatedAt: 101,

@@ -23,6 +23,7 @@ function table(over: Partial<TableRecord> = {}): TableRecord {
     ],
     createdAt: NOW - 10_000,
     droppedAt: NOW - 5_000,
+    droppedBy: 'alice@test',
     expireAt: NOW + 60_000,
     purgedAt: null,
     updatedAt: NOW - 5_000,

@@ -1,4 +1,4 @@
-import { formatBytes, formatTable, renderRows } from '../../cli/format';
+import { formatBytes, formatTable, formatTableList, renderRows } from '../../cli/format';
 import type { TableInfo } from '../../domain/table';
 
 describe('formatBytes', () => {
@@ -29,6 +29,7 @@ describe('formatTable', () => {
     placement: [{ shard: 0, node: 'node-0' }],
     createdAt: '2026-12-04T00:00:00.000Z',
     droppedAt: null,
+    droppedBy: null,
     expireAt: null,
     purgedAt: null,
     hold: null,
@@ -40,10 +41,31 @@ describe('formatTable', () => {
       notes: ['crm.notes: foreign key a is back NOT VALID', 'crm.notes: foreign key b was not put back'],
     }).split('\n');
     expect(lines.slice(-2)).toEqual([
-      'note     crm.notes: foreign key a is back NOT VALID',
-      'note     crm.notes: foreign key b was not put back',
+      'note        crm.notes: foreign key a is back NOT VALID',
+      'note        crm.notes: foreign key b was not put back',
     ]);
     expect(formatTable(table)).not.toMatch(/^note /m);
+  });
+
+  test("who dropped it: '-' for a table never dropped, the dropper's identity, '?' for a drop that did not say", () => {
+    const droppedLines = (t: TableInfo) =>
+      formatTable(t)
+        .split('\n')
+        .filter((line) => line.startsWith('dropped'));
+    expect(droppedLines(table)).toEqual(['dropped     -', 'dropped by  -']);
+    const trashed: TableInfo = { ...table, state: 'TRASHED', droppedAt: '2026-12-05T00:00:00.000Z', expireAt: '2026-12-12T00:00:00.000Z' };
+    expect(droppedLines({ ...trashed, droppedBy: 'alice@test' })).toEqual([
+      'dropped     2026-12-05T00:00:00.000Z',
+      'dropped by  alice@test',
+    ]);
+    expect(droppedLines(trashed)).toEqual(['dropped     2026-12-05T00:00:00.000Z', 'dropped by  ?']);
+    // `ls`: the BY column beside DROPPED, the same way.
+    expect(formatTableList([table, { ...trashed, id: 8, droppedBy: 'alice@test' }, { ...trashed, id: 9 }]).split('\n')).toEqual([
+      'ID  STATE    NAMESPACE  NAME   SHARDS  SIZE  CREATED                   DROPPED                   BY          EXPIRES                   HOLD',
+      '7   READY    crm        notes  1       -     2026-12-04T00:00:00.000Z  -                         -           -                         -',
+      '8   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  alice@test  2026-12-12T00:00:00.000Z  -',
+      '9   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  ?           2026-12-12T00:00:00.000Z  -',
+    ]);
   });
 });
 

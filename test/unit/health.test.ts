@@ -36,6 +36,7 @@ function table(id: number, state: TableState, shards = 2): TableRecord {
     placement: Array.from({ length: shards }, (_, shard) => ({ shard, node: `node-${shard}` })),
     createdAt: LONG_AGO,
     droppedAt: trashed ? LONG_AGO + 1000 : null,
+    droppedBy: trashed ? 'alice@test' : null,
     expireAt: trashed ? NOW + 3_600_000 : null,
     hold: null,
     purgedAt: state === 'PURGED' ? LONG_AGO + 2000 : null,

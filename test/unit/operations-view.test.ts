@@ -94,16 +94,21 @@ test('ops prints aligned columns, the running step last; history a line of the t
     placement: [{ shard: 0, node: 'node-0' }],
     createdAt: '2026-01-02T09:00:00.120Z',
     droppedAt: '2026-01-02T10:02:00.000Z',
+    droppedBy: 'alice@host1',
     expireAt: '2026-01-09T10:02:00.000Z',
     purgedAt: null,
     hold: { reason: 'case 114', since: '2026-01-02T10:03:00.000Z' },
   };
   const text = formatHistory({ table, operations: [created] }).split('\n');
   expect(text.slice(0, 3)).toEqual([
-    'table 5 ops.orders: TRASHED since 2026-01-02T10:02:00.000Z, expires 2026-01-09T10:02:00.000Z, on hold: case 114',
+    'table 5 ops.orders: TRASHED since 2026-01-02T10:02:00.000Z by alice@host1, expires 2026-01-09T10:02:00.000Z, on hold: case 114',
     '',
     'STARTED                   OPERATION  NAME        STATUS     CLOSED                    BY          WORKFLOW                STEP',
   ]);
+  // A trash whose drop did not say who (made before the catalog recorded it): the line says nothing of who.
+  expect(formatHistory({ table: { ...table, droppedBy: null, hold: null }, operations: [] }).split('\n')[0]).toBe(
+    'table 5 ops.orders: TRASHED since 2026-01-02T10:02:00.000Z, expires 2026-01-09T10:02:00.000Z',
+  );
   expect(formatHistory({ table: { ...table, state: 'PURGED', purgedAt: '2026-01-03T00:00:00.000Z', hold: null }, operations: [] })).toBe(
     "table 5 ops.orders: PURGED at 2026-01-03T00:00:00.000Z (a tombstone)\nno operation on it is left in the server's visibility (runs are kept for the namespace's retention)",
   );

@@ -47,6 +47,9 @@ class TableInfo:
     expire_at: Optional[str]
     purged_at: Optional[str]
     hold: Optional[Hold]
+    #: Who dropped it (the identity that started the drop); None unless it is (or was, if purged) in the trash, or
+    #: when the drop did not say.
+    dropped_by: Optional[str] = None
     #: With sizes asked for: the bytes its shards take on their nodes (None: a node did not answer).
     bytes: Optional[int] = None
     #: What an operation could not do as the table had it, a sentence each (PostgreSQL).
@@ -70,6 +73,7 @@ class TableInfo:
             expire_at=data.get("expireAt"),
             purged_at=data.get("purgedAt"),
             hold=Hold.from_json(data["hold"]) if data.get("hold") else None,
+            dropped_by=data.get("droppedBy"),
             bytes=data.get("bytes"),
             notes=list(data.get("notes") or []),
         )

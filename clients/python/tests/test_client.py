@@ -25,10 +25,12 @@ async def test_create_trash_undelete_purge_answer_typed_tables(client):
     trashed = await tables.trash(name, retention_seconds=3600)
     assert (trashed.id, trashed.state) == (created.id, "TRASHED")
     assert trashed.dropped_at is not None and trashed.expire_at is not None
+    # Who dropped it: the contract call, by its workflow type (and the caller's workflow id).
+    assert trashed.dropped_by is not None and trashed.dropped_by.startswith("tablefate.v1.trash ")
     assert (await tables.describe(created.id)).state == "TRASHED"
 
     recalled = await tables.undelete(created.id)
-    assert (recalled.id, recalled.state, recalled.dropped_at) == (created.id, "READY", None)
+    assert (recalled.id, recalled.state, recalled.dropped_at, recalled.dropped_by) == (created.id, "READY", None, None)
 
     await tables.trash(name)
     purged = await tables.purge(created.id)

@@ -37,7 +37,14 @@ function moveToTrash(calls: OperationCalls, input: TrashRunInput, timer: TrashTi
   const commitTrashed: Step<Drop, TrashCommitted> = {
     name: 'commit trashed',
     call: async (drop) => {
-      const trashed = await calls.commitTrash({ tableId: tableIn(drop).id, now: Date.now(), retentionSeconds: input.retentionSeconds });
+      // (Who dropped it, since v20's catalog records it: an argument of the same call, so v18's commands are what they were.)
+      const droppedBy = input.droppedBy ?? input.startedBy;
+      const trashed = await calls.commitTrash({
+        tableId: tableIn(drop).id,
+        now: Date.now(),
+        retentionSeconds: input.retentionSeconds,
+        ...(droppedBy !== undefined ? { droppedBy } : {}),
+      });
       timer.arm(trashed);
       return trashed;
     },

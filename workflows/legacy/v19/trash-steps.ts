@@ -27,7 +27,16 @@ export const trashV19: Operation<TrashInput> = {
     },
     {
       name: 'commit trashed',
-      change: ({ input }) => ({ kind: 'commitTrash', tableId: input.tableId, retentionSeconds: input.retentionSeconds }),
+      // (Who dropped it, since v20's catalog records it: data of the call alone, so v19's commands are what they were.)
+      change: ({ input }) => {
+        const droppedBy = input.droppedBy ?? input.startedBy;
+        return {
+          kind: 'commitTrash',
+          tableId: input.tableId,
+          retentionSeconds: input.retentionSeconds,
+          ...(droppedBy !== undefined ? { droppedBy } : {}),
+        };
+      },
     },
   ],
 };
