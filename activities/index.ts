@@ -4,7 +4,7 @@ import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
 import type { EndOfTrash } from '../domain/steps';
-import { OPERATIONS } from '../domain/operations';
+import { lockFor, OPERATIONS } from '../domain/operations';
 import { ApplicationFailure } from '@temporalio/common';
 import { evictSignal } from '../domain/contracts';
 import type { Backoff, LockWaitPolicy } from '../domain/backoff';
@@ -300,7 +300,9 @@ export function createActivities(deps: ActivityDeps) {
       inScope(input);
       const table = await catalog.getTable(input.tableId);
       if (!table || (input.states && !input.states.includes(table.state))) return false;
-      return wakeTrashRuns(table, input.catalogId);
+      const lock = lockFor.table(table.id);
+      const drainer = table.state === 'DRAINING' ? (await catalog.listLocks()).find((held) => held.resource === lock) : undefined;
+      return wakeTrashRuns(table, input.catalogId, drainer?.workflowId);
     },
 
     /** Starts the trash's space cap (evictTrash), or wakes it if it runs: it looks at the trash again once it can. */

@@ -25,10 +25,16 @@ export interface ExecuteOptions {
   requestId?: string;
   /** Hears the workflow id of the operation's run as it is about to start or join it (a contract call, to cancel it). */
   onRun?: (workflowId: string) => void;
+  /**
+   * A run of the request's own, for a request that may be taken up again at any point (the SQL door's): its workflow id
+   * is the operation's with this key (requestRunId), it joins no other request's run, and the server never gives that id
+   * a second run; taken up again after it closed, the call answers what it ended with.
+   */
+  runKey?: string;
 }
 
 /** An execute's options as a Call takes them. */
-export const repeatable = ({ requestId, onRun }: ExecuteOptions): ExecuteOptions => ({ requestId, onRun });
+export const repeatable = ({ requestId, onRun, runKey }: ExecuteOptions): ExecuteOptions => ({ requestId, onRun, runKey });
 
 /** A read: all plan, answered at once. */
 export function readCall<Request, Result>(

@@ -1,6 +1,6 @@
 import type { Workflow, WorkflowHandle, WorkflowResultType, WorkflowStartOptions } from '@temporalio/client';
 import { WrongStateError } from '../domain/errors';
-import { type AnyOperation, type OperationTarget } from '../domain/operations';
+import { requestRunId, type AnyOperation, type OperationTarget } from '../domain/operations';
 import { STARTED_BY_MEMO } from '../domain/operation-runs';
 import { describeCheck, type ClientContext } from './context';
 import type { WriteOptions } from './options';
@@ -78,14 +78,16 @@ export function startAndWait<W extends Workflow, R = WorkflowResultType<W>>(ctx:
     for (let attempt = 0; ; attempt++) {
       const run = typeof call.run === 'function' ? await call.run(attempt) : call.run;
       let outcome: Outcome<R>;
-      const workflowId = run.workflowId ?? call.workflowId;
+      const operationId = run.workflowId ?? call.workflowId;
+      const workflowId = call.runKey === undefined ? operationId : requestRunId(operationId, call.runKey);
       call.onRun?.(workflowId);
       try {
-        outcome = { answer: await startOnce(ctx, run, workflowId, call.requestId, started, signal) };
+        outcome = { answer: await startOnce(ctx, run, workflowId, call, started, signal) };
       } catch (error) {
         outcome = { error };
       }
-      if (!(await call.again?.(outcome, signal))) {
+      // (A run of the request's own answers that request: there is no other's answer to start again after.)
+      if (call.runKey !== undefined || !(await call.again?.(outcome, signal))) {
         if ('error' in outcome) throw outcome.error;
         return outcome.answer;
       }
@@ -97,20 +99,25 @@ async function startOnce<W extends Workflow, R>(
   ctx: ClientContext,
   run: Run<W, R>,
   workflowId: string,
-  requestId: string | undefined,
+  { requestId, runKey }: ExecuteOptions,
   started: () => void,
   signal: AbortSignal,
 ): Promise<R> {
-  const options = startOptions(ctx, run, workflowId, requestId);
+  const options = startOptions(ctx, run, workflowId, requestId, runKey !== undefined);
   const { WorkflowExecutionAlreadyStartedError } = temporalClient();
   let handle: WorkflowHandle<W>;
   try {
     handle = await ctx.client.workflow.start<W>(run.record.workflowType, options);
   } catch (err) {
-    if (run.record.start.workflowIdConflictPolicy !== 'FAIL' || !(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    const { name } = run.record;
-    const of = run.target.tableId === undefined ? '' : ` of table ${run.target.tableId}`;
-    throw new WrongStateError(`${/^[aeiou]/.test(name) ? 'an' : 'a'} ${name}${of} is already running`);
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    // The request's own run has closed (it is never started twice): its answer is what it ended with.
+    if (runKey !== undefined) handle = ctx.client.workflow.getHandle<W>(workflowId);
+    else if (run.record.start.workflowIdConflictPolicy !== 'FAIL') throw err;
+    else {
+      const { name } = run.record;
+      const of = run.target.tableId === undefined ? '' : ` of table ${run.target.tableId}`;
+      throw new WrongStateError(`${/^[aeiou]/.test(name) ? 'an' : 'a'} ${name}${of} is already running`);
+    }
   }
   started();
   // (Without `answer`, R is the workflow's result: Call's default.)
@@ -127,6 +134,7 @@ function startOptions<W extends Workflow>(
   run: Run<W, unknown>,
   workflowId: string,
   requestId: string | undefined,
+  ownRun: boolean,
 ): WorkflowStartOptions<W> & AnyOperation['start'] {
   const options = {
     // (The SDK's own way to give a start its request id, as its Nexus helpers do: not in WorkflowStartOptions' types.)
@@ -138,6 +146,8 @@ function startOptions<W extends Workflow>(
     memo: { [STARTED_BY_MEMO]: ctx.startedBy },
     staticSummary: run.summary,
     ...run.record.start,
+    // A request's own run: a repeat joins it while it runs, and its id never gets a second one.
+    ...(ownRun ? { workflowIdConflictPolicy: 'USE_EXISTING', workflowIdReusePolicy: 'REJECT_DUPLICATE' } : {}),
   };
   // (The run's own input and what is added to it make Parameters<W>: the compiler cannot follow that for a W unknown here.)
   return options as unknown as WorkflowStartOptions<W> & AnyOperation['start'];

@@ -143,6 +143,17 @@ function scoped(id: string, catalogId: string | undefined): string {
   return catalogId === undefined ? id : `${id}@${catalogId}`;
 }
 
+/**
+ * The workflow id of a run that belongs to one request alone (`runKey`, e.g. the SQL door's `sql.node-0.17.9c1e07aa`):
+ * the operation's own id with the key before its catalog (`drop:42~sql.node-0.17.9c1e07aa@1f0c9a2e`). Such a run joins
+ * no other request's, and its id is never given a second run, so that however often the request is taken up it makes
+ * one operation.
+ */
+export function requestRunId(workflowId: string, runKey: string): string {
+  const at = workflowId.lastIndexOf('@');
+  return at < 0 ? `${workflowId}~${runKey}` : `${workflowId.slice(0, at)}~${runKey}${workflowId.slice(at)}`;
+}
+
 /** Lock resources. A create locks the name it is making; everything else locks the table id. */
 export const lockFor = {
   name: (table: TableName) => `name:${formatTableName(table)}`,

@@ -48,9 +48,15 @@ BEGIN
   IF tbl IS NULL THEN
     RAISE EXCEPTION 'tablefate: the table is NULL: name it as schema.table' USING ERRCODE = '22004';
   END IF;
+  IF op = 'retention' AND (args ->> 'retentionSeconds') IS NULL THEN
+    RAISE EXCEPTION 'tablefate: the retention is NULL: give it in seconds' USING ERRCODE = '22004';
+  END IF;
+  IF op NOT IN ('drop', 'recall', 'purge', 'hold', 'release', 'retention') THEN
+    RAISE EXCEPTION 'tablefate: the SQL door takes no request "%"', op USING ERRCODE = '22023';
+  END IF;
   IF op <> 'drop' THEN
-    -- A table in the trash, by its id (or, for a recall, the name it was dropped under): the worker finds it in its
-    -- catalog, and checks who may then, before anything is done.
+    -- A table by its id, or by its name (a live one, else the one most recently dropped under it): the worker finds
+    -- it in its catalog, and checks who may then, before anything is done.
     IF tbl !~ '^[0-9]{1,15}$' THEN
       IF op = 'purge' THEN
         RAISE EXCEPTION 'tablefate: a purge names the table by its id (table_id), not "%"', tbl USING ERRCODE = '22023';
@@ -142,10 +148,10 @@ END $fn$;`;
  * One procedure per call the door takes: it makes the request (proving who asks), then commits it and waits for the
  * answer where it may commit, or says the request waits for the caller's transaction where it may not.
  */
-function callProcedure(name: string, params: string, args: string, wait: string, outs: string, fromAnswer: string): string {
+function callProcedure(name: string, params: string, args: string, wait: string): string {
   return `
 CREATE OR REPLACE PROCEDURE ${D}.${name}(tbl text, ${params}wait_seconds double precision DEFAULT NULL,
-  INOUT request_id bigint DEFAULT NULL, ${outs})
+  INOUT request_id bigint DEFAULT NULL, ${TABLE_OUTS.map((out) => `INOUT ${out} DEFAULT NULL`).join(', ')})
 LANGUAGE plpgsql AS $fn$
 DECLARE
   mark uuid := pg_catalog.gen_random_uuid();
@@ -166,70 +172,141 @@ BEGIN
   END IF;
   COMMIT;
   CALL ${D}._await(request_id, COALESCE(wait_seconds, ${wait}), answer);
-  ${fromAnswer}
+  -- The table as the operation left it, as the SDK answers it (TableInfo).
+  table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
+  "table" := pg_catalog.format('%s.%s', answer OPERATOR(pg_catalog.->>) 'namespace', answer OPERATOR(pg_catalog.->>) 'name');
+  state := answer OPERATOR(pg_catalog.->>) 'state';
+  expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;
+  held_since := (answer OPERATOR(pg_catalog.#>>) '{hold,since}')::timestamptz;
+  hold_reason := answer OPERATOR(pg_catalog.#>>) '{hold,reason}';
+  notes := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(COALESCE(answer OPERATOR(pg_catalog.->) 'notes', '[]')));
+  IF pg_catalog.cardinality(notes) OPERATOR(pg_catalog.>) 0 THEN
+    RAISE NOTICE 'tablefate: %', pg_catalog.array_to_string(notes, '; ');
+  END IF;
 END $fn$;`;
 }
 
-const TABLE_OUTS =
-  'INOUT table_id bigint DEFAULT NULL, INOUT "table" text DEFAULT NULL, INOUT state text DEFAULT NULL, INOUT expires_at timestamptz DEFAULT NULL';
-const FROM_TABLE_ANSWER = `table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
-  "table" := ((answer OPERATOR(pg_catalog.->>) 'namespace') OPERATOR(pg_catalog.||) '.') OPERATOR(pg_catalog.||) (answer OPERATOR(pg_catalog.->>) 'name');
-  state := answer OPERATOR(pg_catalog.->>) 'state';
-  expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;`;
+/** What every call answers: the table as its operation left it. */
+const TABLE_OUTS = [
+  'table_id bigint',
+  '"table" text',
+  'state text',
+  'expires_at timestamptz',
+  'held_since timestamptz',
+  'hold_reason text',
+  'notes text[]',
+];
 
-/** The door's calls: each procedure's own arguments, and how they reach the request. */
-const DROP = callProcedure(
-  'drop',
-  'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
-  `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
-  `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
-  TABLE_OUTS,
-  FROM_TABLE_ANSWER,
-);
+/** The door's calls: each procedure's own arguments, how they reach the request, and how long it waits by default. */
+const CALLS = {
+  drop: {
+    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
+    types: 'integer, integer, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
+    wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
+  },
+  /** By the table's id or the name it was dropped under, back under that name or `new_name`. */
+  recall: {
+    params: 'new_name text DEFAULT NULL, ',
+    types: 'text, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'newName', new_name))`,
+    wait: '60',
+  },
+  /** By the table's id. */
+  purge: { params: '', types: '', args: `pg_catalog.jsonb_build_object('table', tbl)`, wait: '60' },
+  /** A live table by its id or name, or one in the trash by its id or the name it was dropped under. */
+  hold: {
+    params: 'reason text DEFAULT NULL, ',
+    types: 'text, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'reason', reason))`,
+    wait: '60',
+  },
+  release: { params: '', types: '', args: `pg_catalog.jsonb_build_object('table', tbl)`, wait: '60' },
+  /** A table in the trash: kept `retention_seconds` from its drop. */
+  retention: {
+    params: 'retention_seconds integer, ',
+    types: 'integer, ',
+    args: `pg_catalog.jsonb_build_object('table', tbl, 'retentionSeconds', retention_seconds)`,
+    wait: '60',
+  },
+} as const;
 
-/** A recall, by the table's id or the name it was dropped under, under that name or `new_name`. */
-const RECALL = callProcedure(
-  'recall',
-  'new_name text DEFAULT NULL, ',
-  `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'newName', new_name))`,
-  '60',
-  TABLE_OUTS,
-  FROM_TABLE_ANSWER,
-);
+/** The door's procedures as SQL. */
+const PROCEDURE_SQL = Object.entries(CALLS).map(([name, call]) => callProcedure(name, call.params, call.args, call.wait));
 
-/** A purge of a table in the trash, by its id. */
-const PURGE = callProcedure('purge', '', `pg_catalog.jsonb_build_object('table', tbl)`, '60', TABLE_OUTS, FROM_TABLE_ANSWER);
+/**
+ * The tables in this node's trash that a role may recall: those whose owner (the owner at the drop, which the trash
+ * keeps) it is a member of (a superuser: all). A table is here as soon as it is in the trash; what the catalog says of it
+ * (its name, expiry, hold, who dropped it) is the door's copy (worker/sql-door-trash.ts), as fresh as `synced_at`.
+ */
+const TRASH_VIEW = `
+CREATE OR REPLACE VIEW ${D}.trash WITH (security_barrier) AS
+SELECT s.table_id, CASE WHEN t.name IS NOT NULL THEN pg_catalog.format('%s.%s', t.namespace, t.name) END AS "table", COALESCE(t.state, 'TRASHED') AS state,
+       pg_catalog.count(*)::integer AS shards_here, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
+       pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint AS bytes,
+       t.dropped_at, t.expires_at, t.held_since, t.hold_reason, t.dropped_by, t.synced_at
+  FROM ${OWN}.shards s
+  JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = '${POSTGRES_OWN_SCHEMAS.trash}'
+  LEFT JOIN ${OWN}.sql_trash t ON t.catalog_id = s.catalog_id AND t.table_id = s.table_id
+ WHERE pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'MEMBER')
+ GROUP BY s.catalog_id, s.table_id, c.relowner, t.namespace, t.name, t.state, t.dropped_at, t.expires_at, t.held_since,
+          t.hold_reason, t.dropped_by, t.synced_at;`;
 
 /** The door's routines, and what a caller is granted of them. */
-const ROUTINES = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];
-const OUTS = 'bigint, bigint, text, text, timestamptz';
+const FUNCTIONS = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];
+const OUTS = ['bigint', ...TABLE_OUTS.map((out) => out.slice(out.lastIndexOf(' ') + 1))].join(', ');
 const PROCEDURES = [
   '_await(bigint, double precision, jsonb)',
-  `drop(text, integer, integer, double precision, ${OUTS})`,
-  `recall(text, text, double precision, ${OUTS})`,
-  `purge(text, double precision, ${OUTS})`,
+  ...Object.entries(CALLS).map(([name, call]) => `${name}(text, ${call.types}double precision, ${OUTS})`),
 ];
+const VIEWS = ['requests', 'trash'];
+
+/** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
+export const DOOR_VERSION = 2;
 
 /**
  * Makes (or brings to this code's version) the door's routines and views on the node, in the caller's transaction (the
  * node's prepare, under its lock), each closed to PUBLIC; and grants `tablefate_caller` what it calls, if that role is
  * there (a DBA makes it: making a role needs CREATEROLE, which tablefate's role must not have).
  */
-export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean }> {
+export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean; version: number }> {
+  const { rows: made } = await c.query<{ note: string | null }>(
+    `SELECT pg_catalog.obj_description(pg_catalog.to_regnamespace($1)::oid, 'pg_namespace') AS note`,
+    [D],
+  );
+  const installed = Number(/^tablefate SQL door ([0-9]+)$/.exec(made[0]?.note ?? '')?.[1] ?? 0);
+  if (installed > DOOR_VERSION) return { callerRole: await grantCaller(c, false), version: installed };
   await c.query(`REVOKE ALL ON SCHEMA ${D} FROM PUBLIC`);
-  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, AWAIT, DROP, RECALL, PURGE]) await c.query(sql);
-  for (const fn of ROUTINES) await c.query(`REVOKE ALL ON FUNCTION ${D}.${fn} FROM PUBLIC`);
+  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, TRASH_VIEW, AWAIT, ...PROCEDURE_SQL]) await c.query(sql);
+  // A routine of an earlier door this one no longer has (a procedure whose arguments changed is another routine).
+  const current = [...FUNCTIONS, ...PROCEDURES].map((routine) => `${D}.${routine}`);
+  const { rows: stale } = await c.query<{ routine: string; kind: string }>(
+    `SELECT p.oid::regprocedure::text AS routine, p.prokind AS kind FROM pg_catalog.pg_proc p
+      WHERE p.pronamespace = pg_catalog.to_regnamespace($1)::oid
+        AND p.oid <> ALL (SELECT pg_catalog.to_regprocedure(r)::oid FROM pg_catalog.unnest($2::text[]) r)`,
+    [D, current],
+  );
+  for (const { routine, kind } of stale) await c.query(`DROP ${kind === 'p' ? 'PROCEDURE' : 'FUNCTION'} ${routine}`);
+  for (const fn of FUNCTIONS) await c.query(`REVOKE ALL ON FUNCTION ${D}.${fn} FROM PUBLIC`);
   for (const proc of PROCEDURES) await c.query(`REVOKE ALL ON PROCEDURE ${D}.${proc} FROM PUBLIC`);
-  await c.query(`REVOKE ALL ON ${D}.requests FROM PUBLIC`);
+  for (const view of VIEWS) await c.query(`REVOKE ALL ON ${D}.${view} FROM PUBLIC`);
+  await c.query(`COMMENT ON SCHEMA ${D} IS 'tablefate SQL door ${DOOR_VERSION}'`);
+  return { callerRole: await grantCaller(c, true), version: DOOR_VERSION };
+}
+
+/** Grants `tablefate_caller` what it calls (`grant`), or says only whether that role is there. */
+async function grantCaller(c: PoolClient, grant: boolean): Promise<boolean> {
   const { rows } = await c.query<{ there: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1) AS there', [
     DOOR_CALLER_ROLE,
   ]);
-  if (!rows[0]?.there) return { callerRole: false };
+  const there = rows[0]?.there ?? false;
+  if (!there || !grant) return there;
   const R = DOOR_CALLER_ROLE;
   await c.query(`GRANT USAGE ON SCHEMA ${D} TO ${R}`);
   await c.query(`GRANT INSERT (nonce) ON ${D}.caller_marks TO ${R}`);
-  await c.query(`GRANT SELECT ON ${D}.requests TO ${R}`);
-  for (const fn of ROUTINES) await c.query(`GRANT EXECUTE ON FUNCTION ${D}.${fn} TO ${R}`);
+  for (const view of VIEWS) await c.query(`GRANT SELECT ON ${D}.${view} TO ${R}`);
+  for (const fn of FUNCTIONS) await c.query(`GRANT EXECUTE ON FUNCTION ${D}.${fn} TO ${R}`);
   for (const proc of PROCEDURES) await c.query(`GRANT EXECUTE ON PROCEDURE ${D}.${proc} TO ${R}`);
-  return { callerRole: true };
+  return true;
 }

@@ -77,6 +77,27 @@ CREATE TABLE tablefate_sql.caller_marks (
 REVOKE ALL ON tablefate_sql.caller_marks FROM PUBLIC;
 `,
   },
+  {
+    version: 4,
+    description:
+      "the SQL door's trash view: what the catalog says of each table in this node's trash (who dropped it, its expiry, its hold)",
+    sql: `
+CREATE TABLE sql_trash (
+  catalog_id text NOT NULL,
+  table_id bigint NOT NULL,
+  namespace text NOT NULL,
+  name text NOT NULL,
+  state text NOT NULL,
+  dropped_at timestamptz,
+  expires_at timestamptz,
+  held_since timestamptz,
+  hold_reason text,
+  dropped_by text,
+  synced_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+  PRIMARY KEY (catalog_id, table_id)
+);
+`,
+  },
 ];
 
 /**

@@ -332,7 +332,11 @@ describe('with the guard on', () => {
     expect((await refusal(dba, 'DROP SCHEMA tablefate CASCADE')).message).toBe(
       "tablefate: schema tablefate is tablefate's own (its record of the tables it manages): the guard refuses this DROP SCHEMA, which would drop it",
     );
+    // (The SQL door's trash view reads the record: PostgreSQL refuses the plain DROP itself; with CASCADE, the guard does.)
     expect((await refusal(dba, 'DROP TABLE tablefate.shards')).message).toBe(
+      'cannot drop table tablefate.shards because other objects depend on it',
+    );
+    expect((await refusal(dba, 'DROP TABLE tablefate.shards CASCADE')).message).toBe(
       "tablefate: table tablefate.shards is tablefate's own (its record of the tables it manages): the guard refuses this DROP TABLE, which would drop it",
     );
     expect((await refusal(dba, 'ALTER TABLE tablefate.shards RENAME TO old_shards')).message).toBe(

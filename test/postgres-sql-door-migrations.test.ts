@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client } from 'pg';
+import type { Client } from 'pg';
 import { PROJECT_ROOT } from './support/cli';
-import { Harness } from './support/harness';
-import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { DoorNode, rowsOf } from './support/door';
+import type { Harness } from './support/harness';
 import { waitFor } from './support/wait';
 
 /*
@@ -17,71 +16,34 @@ import { waitFor } from './support/wait';
  * the table is).
  */
 
-let server: TestPostgres;
+let door: DoorNode;
 let h: Harness;
-let url: string;
 let admin: Client;
 let owner: Client;
 let scratch: string;
-const suffix = randomBytes(3).toString('hex');
 /** The role that owns the tables and runs the migrations: an ordinary login role, granted the door. */
-const OWNER = `door_mig_owner_${suffix}`;
+let OWNER: string;
 const MIGRATE = path.join(PROJECT_ROOT, 'node_modules', '.bin', 'node-pg-migrate');
 
-type Row = Record<string, unknown>;
-const rowsOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row[]> => (await client.query<Row>(sql, values)).rows;
-
-/** The url of the node's database for `role`, with `application_name` if given. */
-function urlOf(role: string, applicationName?: string): string {
-  const target = new URL(url);
-  target.username = role;
-  if (applicationName) target.searchParams.set('application_name', applicationName);
-  return target.toString();
-}
-
 beforeAll(async () => {
-  server = await sharedPostgres();
-  url = await server.freshDatabase('doormig');
-  admin = new Client({ connectionString: url });
-  await admin.connect();
-  const db = new URL(url).pathname.slice(1);
-  // The DBA's part, as the door's own test does: the role that may call the door, and who holds it.
-  await admin.query(`DO $$ BEGIN CREATE ROLE tablefate_caller NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
-  await admin.query(`CREATE ROLE ${OWNER} LOGIN`);
-  await admin.query(`GRANT tablefate_caller TO ${OWNER}; GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${OWNER}`);
-  h = await Harness.start({ postgresNodes: [url] });
-  await waitFor(
-    async () => (await rowsOf(admin, `SELECT to_regprocedure('tablefate_sql._request(text, text, jsonb, uuid)') IS NOT NULL AS there`))[0],
-    (row) => row?.there === true,
-    { what: "the worker's door on the node" },
-  );
-  owner = new Client({ connectionString: urlOf(OWNER) });
-  await owner.connect();
+  door = await DoorNode.start({ roles: ['owner'], callers: ['owner'] });
+  ({ h, admin } = door);
+  OWNER = door.roles.owner!;
+  owner = await door.sessionOf('owner');
   await owner.query('CREATE SCHEMA shop');
   scratch = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-migrations-'));
 });
 
 afterAll(async () => {
-  await owner?.end().catch(() => undefined);
-  await h?.close();
-  await admin?.query(`DROP OWNED BY ${OWNER}; DROP ROLE IF EXISTS ${OWNER}`).catch(() => undefined);
-  await admin?.end();
-  await server?.stop();
+  await door?.close();
   if (scratch) await fs.promises.rm(scratch, { recursive: true, force: true });
 });
 
 /** A table of the owner's, with rows, that tablefate keeps (adopted): its id and oid. */
-async function ownersTable(name: string): Promise<{ id: number; oid: number }> {
-  await owner.query(`CREATE TABLE shop.${name} (id int PRIMARY KEY, note text); INSERT INTO shop.${name} VALUES (1, 'a'), (2, 'b')`);
-  const table = await h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
-  const oid = Number((await rowsOf(admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))[0]?.oid);
-  return { id: table.id, oid };
-}
+const ownersTable = (name: string) => door.ownedTable('owner', name);
 
 /** Where the table of `oid` is: its schema's name (undefined: gone). */
-const schemaOf = async (oid: number) =>
-  (await rowsOf(admin, 'SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1', [oid]))[0]
-    ?.nspname;
+const schemaOf = (oid: number) => door.schemaOf(oid);
 
 /** The requests the door holds for the table of `oid`, whoever made them (as the worker's own records). */
 const requestsFor = async (oid: number) => rowsOf(admin, 'SELECT id FROM tablefate.sql_requests WHERE table_oid = $1', [oid]);
@@ -107,7 +69,7 @@ function migrateUp(
   extra: string[] = [],
   applicationName?: string,
 ): Promise<{ code: number | null; output: string }> {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: urlOf(OWNER, applicationName) };
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: door.urlOf('owner', applicationName) };
   const args = ['up', '--migrations-dir', dir, '--migrations-schema', 'migrations', '--create-migrations-schema'];
   const child = spawn(MIGRATE, [...args, '--migrations-table', table, ...extra], { cwd: scratch, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';

@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
-import { Harness } from './support/harness';
-import { sharedPostgres, type TestPostgres } from './support/postgres';
+import type { Client } from 'pg';
+import { DoorNode, failureOf, firstOf, rowsOf } from './support/door';
+import type { Harness } from './support/harness';
 import { waitFor } from './support/wait';
 
 /*
@@ -10,94 +9,28 @@ import { waitFor } from './support/wait';
  * it: what CALL answers, the SQLSTATE of each refusal, where the table is, and what the requests view shows each role.
  */
 
-let server: TestPostgres;
+let door: DoorNode;
 let h: Harness;
-let url: string;
 let admin: Client;
-const suffix = randomBytes(3).toString('hex');
 /** The table's owner, who may drop it; a role that may call the door but owns nothing; a role not let in at all. */
-const ALICE = `door_alice_${suffix}`;
-const BOB = `door_bob_${suffix}`;
-const MALLORY = `door_mallory_${suffix}`;
-const sessions: Client[] = [];
+let ALICE: string;
+let BOB: string;
+let MALLORY: string;
 
-/** A session of `role` on the node, as its own client would open it; NOTICEs it hears are kept. */
-async function sessionOf(role: string): Promise<Client & { notices: string[] }> {
-  const target = new URL(url);
-  target.username = role;
-  const client = Object.assign(new Client({ connectionString: target.toString(), application_name: `${role}-app` }), {
-    notices: [] as string[],
-  });
-  client.on('notice', (notice) => void client.notices.push(notice.message ?? ''));
-  await client.connect();
-  sessions.push(client);
-  return client;
-}
-
-/** The SQLSTATE and message a statement fails with (or 'ok'). */
-async function failureOf(client: Client, sql: string, values: unknown[] = []): Promise<{ code: string; message: string } | 'ok'> {
-  try {
-    await client.query(sql, values);
-    return 'ok';
-  } catch (err) {
-    return { code: (err as { code: string }).code, message: (err as Error).message };
-  }
-}
-
-type Row = Record<string, unknown>;
+const sessionOf = (role: string) => door.sessionOf(role === ALICE ? 'alice' : role === BOB ? 'bob' : 'mallory');
 const containing = (text: string): unknown => expect.stringContaining(text);
-/** The rows a statement answers, as the test reads them. */
-const rowsOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row[]> => (await client.query<Row>(sql, values)).rows;
-const firstOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row | undefined> =>
-  (await rowsOf(client, sql, values))[0];
-
-const schemaOf = async (name: string) =>
-  (
-    await admin.query<{ nspname: string }>(
-      'SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1',
-      [name],
-    )
-  ).rows[0]?.nspname;
+const schemaOf = (oid: string) => door.schemaOf(Number(oid));
 
 beforeAll(async () => {
-  server = await sharedPostgres();
-  url = await server.freshDatabase('door');
-  admin = new Client({ connectionString: url });
-  await admin.connect();
-  const db = new URL(url).pathname.slice(1);
-  // The DBA's part: the role that may call the door (made once per server), and who holds it.
-  await admin.query(`DO $$ BEGIN CREATE ROLE tablefate_caller NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
-  for (const role of [ALICE, BOB, MALLORY]) await admin.query(`CREATE ROLE ${role} LOGIN`);
-  await admin.query(`GRANT tablefate_caller TO ${ALICE}, ${BOB}; GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${ALICE}`);
-  h = await Harness.start({ postgresNodes: [url] });
-  // The worker made the door on its start.
-  await waitFor(
-    async () =>
-      (await firstOf(admin, `SELECT to_regprocedure('tablefate_sql._request(text, text, jsonb, uuid)') IS NOT NULL AS there`))?.there,
-    (there) => there === true,
-    { what: "the worker's door on the node" },
-  );
+  door = await DoorNode.start({ roles: ['alice', 'bob', 'mallory'], callers: ['alice', 'bob'] });
+  ({ h, admin } = door);
+  ({ alice: ALICE, bob: BOB, mallory: MALLORY } = door.roles as { alice: string; bob: string; mallory: string });
 });
 
-afterAll(async () => {
-  for (const client of sessions) await client.end().catch(() => undefined);
-  await h?.close();
-  for (const role of [ALICE, BOB, MALLORY]) {
-    await admin?.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
-  }
-  await admin?.end();
-  await server?.stop();
-});
+afterAll(() => door?.close());
 
 /** A table of alice's, with rows, that tablefate keeps (adopted). */
-async function alicesTable(name: string): Promise<{ id: number; oid: number }> {
-  const alice = await sessionOf(ALICE);
-  await alice.query(`CREATE SCHEMA IF NOT EXISTS shop`);
-  await alice.query(`CREATE TABLE shop.${name} (id int PRIMARY KEY, note text); INSERT INTO shop.${name} VALUES (1, 'a'), (2, 'b')`);
-  const table = await h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
-  const oid = Number((await firstOf(admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
-  return { id: table.id, oid };
-}
+const alicesTable = (name: string) => door.ownedTable('alice', name);
 
 test("a table's owner drops it with CALL, as any client calls: the call waits for the drop and answers its row", async () => {
   const { id, oid } = await alicesTable('orders');

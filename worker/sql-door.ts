@@ -4,16 +4,22 @@ import type { Logger } from './logger';
 import { ERROR_MEANINGS } from '../domain/error-meanings';
 import { isDomainErrorType, TableFateError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
-import { DOOR_CHANNEL } from '../storage/postgres-door-sql';
+import { DOOR_CHANNEL, DOOR_SCHEMA } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
+import type { TableRecord } from '../domain/table';
+import { TrashCopy } from './sql-door-trash';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
-type DoorCall = 'trash' | 'undelete' | 'purge';
+type DoorCall = 'trash' | 'undelete' | 'purge' | 'hold' | 'release' | 'setRetention';
 
 /** What the door asks of the SDK (contract/sdk.ts's client): a call's two halves, in the name of who asked. */
 export interface DoorCaller {
   planCall(name: DoorCall, request: unknown): Promise<{ done: unknown } | { plan: unknown }>;
-  executeCall(name: DoorCall, plan: unknown, opts: { requestId: string; onRun?: (workflowId: string) => void }): Promise<unknown>;
+  executeCall(
+    name: DoorCall,
+    plan: unknown,
+    opts: { requestId: string; runKey: string; onRun?: (workflowId: string) => void },
+  ): Promise<unknown>;
 }
 
 export interface SqlDoorOptions {
@@ -25,14 +31,31 @@ export interface SqlDoorOptions {
   logger: Logger;
   /** How often the door looks for requests no notification told it of (default 2 s). */
   sweepMs?: number;
-  /** The catalog's table of that id, as the door names it to the SDK (null: there is none). */
-  tableOf: (tableId: number) => Promise<{ namespace: string; name: string; params: { shards: number } } | null>;
+  /** The catalog's table of that id (null: there is none). */
+  tableOf: (tableId: number) => Promise<TableRecord | null>;
   /** Makes the node's record and door (its procedures), before the door first listens. */
   prepare: () => Promise<void>;
 }
 
-/** The SDK's call each procedure of the door makes, and the request it gives it (storage/postgres-door-sql.ts). */
-const CALL_OF: Record<string, DoorCall> = { drop: 'trash', recall: 'undelete', purge: 'purge' };
+/** The SDK's call each procedure of the door makes (storage/postgres-door-sql.ts). */
+const CALL_OF: Record<string, DoorCall> = {
+  drop: 'trash',
+  recall: 'undelete',
+  purge: 'purge',
+  hold: 'hold',
+  release: 'release',
+  retention: 'setRetention',
+};
+
+/** What a request of a table by its id or name asks the SDK (a drop's is made of its table: planDrop). */
+type TableArgs = { table: string; newName?: string; reason?: string; retentionSeconds?: number };
+const SDK_REQUEST: Record<Exclude<DoorCall, 'trash'>, (args: TableArgs) => unknown> = {
+  undelete: ({ table, newName }) => ({ table, ...(newName ? { newName } : {}) }),
+  purge: ({ table }) => ({ tableId: Number(table) }),
+  hold: ({ table, reason }) => ({ table, ...(reason === undefined ? {} : { reason }) }),
+  release: ({ table }) => ({ table }),
+  setRetention: ({ table, retentionSeconds }) => ({ table, retentionSeconds }),
+};
 
 const OWN = POSTGRES_OWN_SCHEMAS.own;
 /** A request's own columns as the door reads them: what it asks, and who asked (its `Taken` fields). */
@@ -40,6 +63,9 @@ const WHO_ASKED = `r.id, r.op, r.args, r.request_uuid, r.requester, r.requester_
   pg_catalog.host(r.client_addr) AS client_addr`;
 /** Requests one pass takes at most. */
 const BATCH = 50;
+/** How long an answered request stays readable in `tablefate_sql.requests`. */
+export const ANSWERS_KEPT_DAYS = 30;
+const PRUNE_EVERY_MS = 3600_000;
 
 /** A request as the door takes it. */
 interface Taken {
@@ -84,10 +110,13 @@ export class SqlDoor {
   private stopped = false;
   private readonly executing = new Map<string, Promise<void>>();
   private readonly me = `${os.hostname()}:${process.pid}`;
+  private readonly trash: TrashCopy;
+  private prunedAt = 0;
 
   constructor(private readonly opts: SqlDoorOptions) {
     this.pool = new Pool({ connectionString: opts.url, max: 2, application_name: `tablefate door ${opts.node}`, ...STORAGE_SESSION });
     this.pool.on('error', () => undefined);
+    this.trash = new TrashCopy(this.pool, opts.catalogId, opts.tableOf);
   }
 
   /** Starts taking requests; a node that cannot be reached yet is tried again at each sweep. */
@@ -149,6 +178,21 @@ export class SqlDoor {
     const session = await this.connect();
     const taken = await this.claim(session);
     for (const request of taken) this.execute(session, request);
+    await this.trash.refresh();
+    if (Date.now() - this.prunedAt > PRUNE_EVERY_MS) await this.prune();
+  }
+
+  /**
+   * Forgets what nobody needs any more: answers older than ANSWERS_KEPT_DAYS, and caller marks no call took (a mark is
+   * taken in the transaction that made it: one left an hour proves nothing).
+   */
+  private async prune(): Promise<void> {
+    await this.pool.query(
+      `DELETE FROM ${OWN}.sql_requests WHERE state = 'answered' AND answered_at < pg_catalog.now() - pg_catalog.make_interval(days => $1)`,
+      [ANSWERS_KEPT_DAYS],
+    );
+    await this.pool.query(`DELETE FROM ${DOOR_SCHEMA}.caller_marks WHERE xact_start < pg_catalog.now() - interval '1 hour'`);
+    this.prunedAt = Date.now();
   }
 
   /**
@@ -171,6 +215,8 @@ export class SqlDoor {
           ORDER BY r.id LIMIT ${BATCH} FOR UPDATE OF r SKIP LOCKED`,
         [catalogId],
       );
+      // A full batch: more may be waiting, for the next pass at once rather than at the sweep.
+      if (rows.length === BATCH) this.again = true;
       for (const request of rows) {
         const planned = await this.plan(request, session);
         if ('answer' in planned) await this.answer(request.id, planned.answer, session);
@@ -223,7 +269,7 @@ export class SqlDoor {
     const call = CALL_OF[request.op];
     if (!call) return { answer: refusal('InvalidInput', `the SQL door takes no request "${request.op}"`) };
     try {
-      return call === 'trash' ? await this.planDrop(request) : await this.planInTrash(request, call, session);
+      return call === 'trash' ? await this.planDrop(request) : await this.planOfTable(request, call, session);
     } catch (err) {
       if (err instanceof TableFateError && isDomainErrorType(err.type)) return { answer: refusal(err.type, err.message) };
       throw err;
@@ -247,20 +293,20 @@ export class SqlDoor {
   }
 
   /**
-   * A recall or a purge of a table in the trash, found by the SDK's plan (by id, or the name it was dropped under), if
-   * its shard is on this node and the role asking may: a member of the table's owner (the owner at the drop, which the
-   * trash keeps), and for a recall CREATE where it goes (on its schema, or on the database for a schema to make).
+   * A call on a table by its id or name (a recall, purge, hold, release or retention change), found by the SDK's plan,
+   * if its shard is on this node and the role asking may: a member of the table's owner (for a table in the trash, the
+   * owner at the drop, which the trash keeps), and for a recall CREATE where it goes (on its schema, or on the database
+   * for a schema to make).
    */
-  private async planInTrash(request: Taken, call: DoorCall, session: PgClient): Promise<{ plan: unknown } | { answer: Answer }> {
-    const args = request.args as { table: string; newName?: string };
-    const caller = this.callerOf(request);
-    const planned =
-      call === 'undelete'
-        ? await caller.planCall('undelete', { table: args.table, ...(args.newName ? { newName: args.newName } : {}) })
-        : await caller.planCall('purge', { tableId: Number(args.table) });
+  private async planOfTable(
+    request: Taken,
+    call: Exclude<DoorCall, 'trash'>,
+    session: PgClient,
+  ): Promise<{ plan: unknown } | { answer: Answer }> {
+    const planned = await this.callerOf(request).planCall(call, SDK_REQUEST[call](request.args as TableArgs));
     if ('done' in planned) return { answer: { result: planned.done } };
-    const plan = planned.plan as { tableId: number; target: { namespace: string; name: string } };
-    const into = call === 'undelete' ? plan.target.namespace : null;
+    const plan = planned.plan as { tableId: number; target?: { namespace: string } };
+    const into = call === 'undelete' ? plan.target!.namespace : null;
     const { rows } = await session.query<{ oid: string; may: boolean; may_create: boolean }>(
       `SELECT c.oid, pg_catalog.pg_has_role($2::oid, c.relowner, 'MEMBER') AS may,
               CASE WHEN $4::text IS NULL THEN true
@@ -297,6 +343,8 @@ export class SqlDoor {
       try {
         const result = await this.callerOf(request).executeCall(CALL_OF[request.op]!, request.plan, {
           requestId: request.request_uuid,
+          // The request's own run: taken up again at any point, it makes no second operation.
+          runKey: `sql.${this.opts.node}.${request.id}.${request.request_uuid.slice(0, 8)}`,
           onRun: (workflowId) => {
             void this.pool
               .query(`UPDATE ${OWN}.sql_requests SET workflow_id = $2 WHERE id = $1 AND workflow_id IS NULL`, [request.id, workflowId])
@@ -304,9 +352,15 @@ export class SqlDoor {
           },
         });
         await this.answer(request.id, { result });
+        await this.trash
+          .refresh([(result as { id: number }).id])
+          .catch((err: unknown) =>
+            this.opts.logger.warn({ err, node: this.opts.node }, "the SQL door's trash view is behind; a sweep catches up"),
+          );
       } catch (err) {
         if (err instanceof TableFateError && isDomainErrorType(err.type)) await this.answer(request.id, refusal(err.type, err.message));
-        else
+        // (Stopping, the door lets its runs go on without it: the next worker's door takes their requests up.)
+        else if (!this.stopped)
           this.opts.logger.warn(
             { err, request: request.id, node: this.opts.node },
             'a request of the SQL door failed for now; a sweep takes it again',

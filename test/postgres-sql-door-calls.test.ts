@@ -1,0 +1,227 @@
+import type { Client } from 'pg';
+import { DoorNode, failureOf, firstOf, rowsOf, type Row } from './support/door';
+import type { Harness } from './support/harness';
+import { waitFor } from './support/wait';
+
+/*
+ * The SQL door's calls on a table tablefate keeps, beside drop: a retention change, a hold and its release, each by the
+ * table's owner only; and the trash view, which shows each role the tables it may recall, with who dropped each and when
+ * it expires. Judged as the roles' own sessions see it.
+ */
+
+let door: DoorNode;
+let h: Harness;
+let admin: Client;
+
+beforeAll(async () => {
+  door = await DoorNode.start({ roles: ['alice', 'bob'], callers: ['alice', 'bob'] });
+  ({ h, admin } = door);
+});
+
+afterAll(() => door?.close());
+
+const trashRowOf = async (client: Client, id: number): Promise<Row | undefined> =>
+  firstOf(client, 'SELECT * FROM tablefate_sql.trash WHERE table_id = $1', [id]);
+
+const seconds = (from: unknown, to: unknown) => ((to as Date).getTime() - (from as Date).getTime()) / 1000;
+
+test('the trash view shows a role the tables it may recall, with who dropped each and when it expires; another role sees none', async () => {
+  const { id } = await door.ownedTable('alice', 'kept');
+  const alice = await door.sessionOf('alice');
+  const dropped = await firstOf(alice, `CALL tablefate_sql.drop('shop.kept', retention_seconds => 600)`);
+  expect(dropped).toMatchObject({ table_id: String(id), state: 'TRASHED', hold_reason: null, held_since: null, notes: [] });
+
+  const row = await trashRowOf(alice, id);
+  expect(row).toMatchObject({ table: 'shop.kept', state: 'TRASHED', shards_here: 1, owner: door.roles.alice });
+  expect(row?.dropped_by).toEqual(expect.stringContaining(`sql:${door.roles.alice}`));
+  expect(seconds(row?.dropped_at, row?.expires_at)).toBe(600);
+  expect(Number(row?.bytes)).toBeGreaterThan(0);
+  // Bob may call the door but owns nothing: he sees none of it; a superuser sees it all.
+  expect(await trashRowOf(await door.sessionOf('bob'), id)).toBeUndefined();
+  expect(await trashRowOf(admin, id)).toMatchObject({ table: 'shop.kept' });
+
+  // Dropped through the SDK, a table is in the view at once, and what the catalog says of it follows.
+  const other = await door.ownedTable('alice', 'by_sdk');
+  await h.client.trash({ table: 'shop.by_sdk', retentionSeconds: 900 });
+  expect(await trashRowOf(alice, other.id)).toMatchObject({ state: 'TRASHED', owner: door.roles.alice });
+  const synced = await waitFor(
+    () => trashRowOf(alice, other.id),
+    (r) => r?.table === 'shop.by_sdk',
+    { what: "the SDK's drop in the trash view" },
+  );
+  expect(seconds(synced?.dropped_at, synced?.expires_at)).toBe(900);
+  expect(synced?.dropped_by).toEqual((await h.catalog.getTable(other.id))?.droppedBy);
+
+  // Recalled, it leaves the view.
+  await alice.query(`CALL tablefate_sql.recall('${id}')`);
+  expect(await trashRowOf(alice, id)).toBeUndefined();
+});
+
+test('a retention change, a hold and its release in SQL: by the owner, each answered with the table as it is after', async () => {
+  const { id } = await door.ownedTable('alice', 'ledger');
+  const alice = await door.sessionOf('alice');
+  const bob = await door.sessionOf('bob');
+  await alice.query(`CALL tablefate_sql.drop('shop.ledger', retention_seconds => 600)`);
+
+  const longer = await firstOf(alice, `CALL tablefate_sql.retention('shop.ledger', 3600)`);
+  expect(longer).toMatchObject({ table_id: String(id), state: 'TRASHED' });
+  const table = await h.catalog.getTable(id);
+  expect((longer?.expires_at as Date).getTime()).toBe(table!.droppedAt! + 3600 * 1000);
+  expect(seconds((await trashRowOf(alice, id))?.dropped_at, (await trashRowOf(alice, id))?.expires_at)).toBe(3600);
+
+  const held = await firstOf(alice, `CALL tablefate_sql.hold('${id}', reason => 'case 7')`);
+  expect(held).toMatchObject({ hold_reason: 'case 7' });
+  expect(held?.held_since).toBeInstanceOf(Date);
+  expect(await trashRowOf(alice, id)).toMatchObject({ hold_reason: 'case 7' });
+  // Held, it is not purged: OnHold is 55000, and the table stays.
+  expect(await failureOf(alice, `CALL tablefate_sql.purge('${id}')`)).toMatchObject({
+    code: '55000',
+    message: expect.stringContaining('case 7') as unknown,
+  });
+  // Bob may neither release it, nor change its retention, nor hold it.
+  expect(await failureOf(bob, `CALL tablefate_sql.release('${id}')`)).toMatchObject({ code: '42501' });
+  expect(await failureOf(bob, `CALL tablefate_sql.retention('${id}', 60)`)).toMatchObject({ code: '42501' });
+  expect(await failureOf(bob, `CALL tablefate_sql.hold('${id}')`)).toMatchObject({ code: '42501' });
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED', hold: { reason: 'case 7' } });
+
+  const released = await firstOf(alice, `CALL tablefate_sql.release('${id}')`);
+  expect(released).toMatchObject({ hold_reason: null, held_since: null, state: 'TRASHED' });
+  expect(await firstOf(alice, `CALL tablefate_sql.purge('${id}')`)).toMatchObject({ state: 'PURGED' });
+
+  // A live table is held by its name, and stays where it is.
+  await door.ownedTable('alice', 'live');
+  expect(await firstOf(alice, `CALL tablefate_sql.hold('shop.live')`)).toMatchObject({ state: 'READY', hold_reason: null });
+  expect((await firstOf(alice, `CALL tablefate_sql.hold('shop.live')`))?.held_since).toBeInstanceOf(Date);
+  expect(await firstOf(alice, `CALL tablefate_sql.release('shop.live')`)).toMatchObject({ state: 'READY', held_since: null });
+});
+
+test('bad input to the calls is refused with its SQLSTATE, and changes nothing', async () => {
+  const { id } = await door.ownedTable('alice', 'intact');
+  const alice = await door.sessionOf('alice');
+  await alice.query(`CALL tablefate_sql.drop('shop.intact', retention_seconds => 600)`);
+  await alice.query(`CREATE TABLE shop."Mixed" (id int); CREATE SEQUENCE shop.seq; CREATE INDEX idx_mixed ON shop."Mixed" (id)`);
+  const refusals: [string, string][] = [
+    // Names PostgreSQL's way: unquoted upper case folds to a table that is not there; a quoted one is not tablefate's.
+    [`CALL tablefate_sql.drop('SHOP.NOSUCH')`, '42P01'],
+    [`CALL tablefate_sql.drop('shop."Mixed"')`, '55000'],
+    [`CALL tablefate_sql.drop('shop.ördérs')`, '42P01'],
+    [`CALL tablefate_sql.drop('shop.seq')`, '42809'],
+    [`CALL tablefate_sql.drop('shop.idx_mixed')`, '42809'],
+    [`CALL tablefate_sql.drop('shop.a"b')`, '22023'],
+    [`CALL tablefate_sql.drop('shop.intact.x')`, '22023'],
+    // Ids that never were, names tablefate cannot give, retentions out of bounds.
+    [`CALL tablefate_sql.recall('987654321')`, '42P01'],
+    [`CALL tablefate_sql.purge('987654321')`, '42P01'],
+    [`CALL tablefate_sql.hold('987654321')`, '42P01'],
+    [`CALL tablefate_sql.recall('${id}', new_name => 'shop."Orders"')`, '22023'],
+    [`CALL tablefate_sql.recall('${id}', new_name => 'shop.ördérs')`, '22023'],
+    [`CALL tablefate_sql.retention('${id}', 0)`, '22023'],
+    [`CALL tablefate_sql.retention('${id}', NULL)`, '22004'],
+    [`CALL tablefate_sql.hold(NULL)`, '22004'],
+    [`CALL tablefate_sql.hold('${id}', reason => E'two\\nlines')`, '22023'],
+  ];
+  for (const [sql, code] of refusals) expect([sql, await failureOf(alice, sql)]).toEqual([sql, expect.objectContaining({ code })]);
+  const table = await h.catalog.getTable(id);
+  expect(table).toMatchObject({ state: 'TRASHED', hold: null, expireAt: table!.droppedAt! + 600 * 1000 });
+  expect(await door.schemaOf(Number((await firstOf(admin, `SELECT 'shop."Mixed"'::regclass::oid AS oid`))?.oid))).toBe('shop');
+});
+
+test('a request taken up again after its run ended and the table moved on makes no second operation', async () => {
+  const { id, oid } = await door.ownedTable('alice', 'moved_on');
+  const alice = await door.sessionOf('alice');
+  const dropped = await firstOf(alice, `CALL tablefate_sql.drop('shop.moved_on', retention_seconds => 600)`);
+  // The table is recalled since, dropped and recalled again (through the SDK: a newer run of the drop's usual workflow
+  // id), then the door's request is found planned again, as a worker that died after the drop's run ended and before it
+  // wrote the answer back leaves it.
+  await h.client.undelete({ table: id });
+  await h.client.trash({ table: 'shop.moved_on' });
+  await h.client.undelete({ table: id });
+  await admin.query(`UPDATE tablefate.sql_requests SET state = 'planned', answer = NULL, answered_at = NULL WHERE id = $1`, [
+    dropped?.request_id,
+  ]);
+  const answered = await waitFor(
+    () => firstOf(alice, 'SELECT state, sqlstate, answer, workflow_id FROM tablefate_sql.requests WHERE id = $1', [dropped?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the drop taken up again to be answered' },
+  );
+  // Its answer is what its one run ended with; the table was not dropped a second time.
+  expect(answered).toMatchObject({ sqlstate: null, answer: expect.objectContaining({ id, state: 'TRASHED' }) as unknown });
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'READY' });
+  expect(await door.schemaOf(oid)).toBe('shop');
+  const drops = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'trash');
+  expect(drops).toHaveLength(2);
+  expect(answered?.workflow_id).toEqual(expect.stringContaining(`~sql.node-0.${String(dropped?.request_id)}.`));
+});
+
+test('1,000 requests committed at once, served by two workers: each answered once, none lost', async () => {
+  const alice = await door.sessionOf('alice');
+  // Every answer the door writes, counted as it is written.
+  await admin.query(`CREATE TABLE public.door_answers (id bigint NOT NULL);
+    CREATE FUNCTION public.count_answer() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN INSERT INTO public.door_answers VALUES (NEW.id); RETURN NEW; END $$;
+    CREATE TRIGGER counted AFTER UPDATE ON tablefate.sql_requests FOR EACH ROW
+      WHEN (NEW.state = 'answered' AND OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION public.count_answer()`);
+  const second = await door.secondDoor();
+  try {
+    await alice.query('BEGIN');
+    await alice.query(`DO $$
+      DECLARE r bigint; t bigint; n text; s text; e timestamptz; hs timestamptz; hr text; notes text[];
+      BEGIN
+        FOR i IN 1..1000 LOOP
+          CALL tablefate_sql.purge((900000000 + i)::text, NULL, r, t, n, s, e, hs, hr, notes);
+        END LOOP;
+      END $$`);
+    await alice.query('COMMIT');
+    const { rows } = await alice.query<{ first: string; last: string }>(
+      `SELECT min(id)::text AS first, max(id)::text AS last FROM tablefate_sql.requests WHERE op = 'purge' AND args ->> 'table' LIKE '9000%'`,
+    );
+    const [first, last] = [Number(rows[0]?.first), Number(rows[0]?.last)];
+    const settled = await waitFor(
+      () =>
+        firstOf(
+          admin,
+          `SELECT count(*) FILTER (WHERE state = 'answered') AS answered, count(*) AS asked FROM tablefate.sql_requests WHERE id BETWEEN $1 AND $2`,
+          [first, last],
+        ),
+      (row) => Number(row?.answered) === 1000,
+      { what: 'the thousand requests to be answered', timeoutMs: 120_000 },
+    );
+    expect(Number(settled?.asked)).toBe(1000);
+    const counted = await firstOf(
+      admin,
+      `SELECT count(*) AS writes, count(DISTINCT id) AS requests FROM public.door_answers WHERE id BETWEEN $1 AND $2`,
+      [first, last],
+    );
+    expect(counted).toEqual({ writes: '1000', requests: '1000' });
+    // Each is the refusal its id deserves, in its own words.
+    const answers = await rowsOf(admin, `SELECT DISTINCT sqlstate, error_type FROM tablefate.sql_requests WHERE id BETWEEN $1 AND $2`, [
+      first,
+      last,
+    ]);
+    expect(answers).toEqual([{ sqlstate: '42P01', error_type: 'TableNotFound' }]);
+  } finally {
+    await second.stop();
+    await admin.query('DROP TRIGGER counted ON tablefate.sql_requests');
+  }
+});
+
+test('answers are kept 30 days, then forgotten; a mark no call took is forgotten after an hour', async () => {
+  const { id } = await door.ownedTable('alice', 'aged');
+  const alice = await door.sessionOf('alice');
+  const old = await firstOf(alice, `CALL tablefate_sql.drop('shop.aged', retention_seconds => 600)`);
+  const recent = await firstOf(alice, `CALL tablefate_sql.retention('${id}', 900)`);
+  await admin.query(`UPDATE tablefate.sql_requests SET answered_at = now() - interval '31 days' WHERE id = $1`, [old?.request_id]);
+  await admin.query(`INSERT INTO tablefate_sql.caller_marks (nonce, xact_start) VALUES (gen_random_uuid(), now() - interval '2 hours')`);
+  // A worker's door prunes as it starts, then hourly.
+  await h.stopWorker();
+  await h.startWorker();
+  await waitFor(
+    () => rowsOf(admin, 'SELECT id FROM tablefate.sql_requests WHERE id = $1', [old?.request_id]),
+    (rows) => rows.length === 0,
+    { what: 'the old answer to be forgotten' },
+  );
+  expect(await rowsOf(admin, `SELECT nonce FROM tablefate_sql.caller_marks WHERE xact_start < now() - interval '1 hour'`)).toEqual([]);
+  expect(await firstOf(alice, 'SELECT state FROM tablefate_sql.requests WHERE id = $1', [recent?.request_id])).toEqual({
+    state: 'answered',
+  });
+});

@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+import { createLogger } from '../../worker/logger';
+import { SqlDoor } from '../../worker/sql-door';
+import { Harness, type HarnessOptions } from './harness';
+import { sharedPostgres, type TestPostgres } from './postgres';
+import { waitFor } from './wait';
+
+/** A row as a test reads it. */
+export type Row = Record<string, unknown>;
+
+/** The rows a statement answers. */
+export const rowsOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row[]> =>
+  (await client.query<Row>(sql, values)).rows;
+
+export const firstOf = async (client: Client, sql: string, values: unknown[] = []): Promise<Row | undefined> =>
+  (await rowsOf(client, sql, values))[0];
+
+/** The SQLSTATE and message a statement fails with (or 'ok'). */
+export async function failureOf(client: Client, sql: string, values: unknown[] = []): Promise<{ code: string; message: string } | 'ok'> {
+  try {
+    await client.query(sql, values);
+    return 'ok';
+  } catch (err) {
+    return { code: (err as { code: string }).code, message: (err as Error).message };
+  }
+}
+
+/** A session that keeps the NOTICEs it hears. */
+export type Session = Client & { notices: string[] };
+
+/**
+ * A PostgreSQL node with the SQL door, as a DBA sets it up: a fresh database on the suite's server, the role
+ * `tablefate_caller` and login roles of the test's own (each name made unique: `roles.alice` is `door_alice_<hex>`),
+ * those in `callers` granted the door and CONNECT, CREATE on the database, and a worker (in a Harness) that has made
+ * the door on its start.
+ */
+export class DoorNode {
+  private readonly sessions: Client[] = [];
+
+  private constructor(
+    readonly server: TestPostgres,
+    readonly url: string,
+    readonly admin: Client,
+    readonly h: Harness,
+    readonly roles: Record<string, string>,
+  ) {}
+
+  static async start(opts: { roles: string[]; callers: string[]; harness?: Omit<HarnessOptions, 'postgresNodes'> }): Promise<DoorNode> {
+    const server = await sharedPostgres();
+    const url = await server.freshDatabase('door');
+    const admin = new Client({ connectionString: url });
+    await admin.connect();
+    const db = new URL(url).pathname.slice(1);
+    const suffix = randomBytes(3).toString('hex');
+    const roles = Object.fromEntries(opts.roles.map((role) => [role, `door_${role}_${suffix}`]));
+    await admin.query(`DO $$ BEGIN CREATE ROLE tablefate_caller NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+    for (const role of Object.values(roles)) await admin.query(`CREATE ROLE ${role} LOGIN`);
+    for (const caller of opts.callers) {
+      await admin.query(`GRANT tablefate_caller TO ${roles[caller]}; GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${roles[caller]}`);
+    }
+    const h = await Harness.start({ ...opts.harness, postgresNodes: [url] });
+    await waitFor(
+      async () =>
+        (await firstOf(admin, `SELECT to_regprocedure('tablefate_sql._request(text, text, jsonb, uuid)') IS NOT NULL AS there`))?.there,
+      (there) => there === true,
+      { what: "the worker's door on the node" },
+    );
+    return new DoorNode(server, url, admin, h, roles);
+  }
+
+  /** The node's url for `role` (one of the test's, by its short name), with `application_name` if given. */
+  urlOf(role: string, applicationName?: string): string {
+    const target = new URL(this.url);
+    target.username = this.roles[role] ?? role;
+    if (applicationName) target.searchParams.set('application_name', applicationName);
+    return target.toString();
+  }
+
+  /** A session of `role`, as its own client would open it (application `<role>-app`). */
+  async sessionOf(role: string): Promise<Session> {
+    const client = Object.assign(new Client({ connectionString: this.urlOf(role), application_name: `${this.roles[role]}-app` }), {
+      notices: [] as string[],
+    });
+    client.on('notice', (notice) => void client.notices.push(notice.message ?? ''));
+    await client.connect();
+    this.sessions.push(client);
+    return client;
+  }
+
+  /** Where the relation of `oid` is: its schema's name (undefined: gone). */
+  async schemaOf(oid: number): Promise<string | undefined> {
+    const row = await firstOf(
+      this.admin,
+      'SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1',
+      [oid],
+    );
+    return row?.nspname as string | undefined;
+  }
+
+  /** A table `owner` makes in schema shop, with two rows, that tablefate keeps (adopted): its id and oid. */
+  async ownedTable(owner: string, name: string): Promise<{ id: number; oid: number }> {
+    const session = await this.sessionOf(owner);
+    await session.query(`CREATE SCHEMA IF NOT EXISTS shop`);
+    await session.query(`CREATE TABLE shop.${name} (id int PRIMARY KEY, note text); INSERT INTO shop.${name} VALUES (1, 'a'), (2, 'b')`);
+    const table = await this.h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
+    const oid = Number((await firstOf(this.admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
+    return { id: table.id, oid };
+  }
+
+  /** A second worker's door on the node, beside the harness worker's (as two workers serving one node have). */
+  async secondDoor(): Promise<SqlDoor> {
+    const second = new SqlDoor({
+      node: 'node-0',
+      url: this.url,
+      catalogId: this.h.catalog.id,
+      callerFor: () => this.h.client,
+      logger: createLogger('silent'),
+      tableOf: async (tableId) => (await this.h.catalog.getTable(tableId)) ?? null,
+      prepare: () => Promise.resolve(),
+    });
+    await second.start();
+    return second;
+  }
+
+  async close(): Promise<void> {
+    for (const client of this.sessions) await client.end().catch(() => undefined);
+    await this.h.close();
+    for (const role of Object.values(this.roles)) {
+      await this.admin.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
+    }
+    await this.admin.end();
+    await this.server.stop();
+  }
+}
