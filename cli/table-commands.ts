@@ -55,21 +55,28 @@ export const adopt: CommandRecord = {
 export const drop: CommandRecord = {
   name: 'drop',
   aliases: ['trash'],
-  usage: `  drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S]
+  usage: `  drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S] [--node node-N]
                                               move a table to the trash (default retention 7 days, or the
                                               trash.retentionSeconds in force); first wait up to S (default 60)
                                               for its leases (DRAINING) and, PostgreSQL, sessions using it, then
-                                              TableBusy`,
+                                              TableBusy; PostgreSQL, with --node: a table tablefate does not keep
+                                              yet, on node-N, is adopted and dropped in one operation`,
   spec: {
-    options: { 'reserve-seconds': { type: 'string', short: 'r' }, 'drain-timeout': { type: 'string' }, ...TIMEOUT },
+    options: {
+      'reserve-seconds': { type: 'string', short: 'r' },
+      'drain-timeout': { type: 'string' },
+      node: { type: 'string' },
+      ...TIMEOUT,
+    },
     args: { min: 1, max: 1 },
     run: ({ values: v, args: [table], command, withClient, progress }) => {
       const opts = timeoutOption(v);
       const retentionSeconds = numberArg(v['reserve-seconds']) as number;
       const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
+      const node = v.node === undefined ? {} : { node: str(v.node) };
       // A drop that drains waits for its table's leases: a person sees which, and until when.
       return withClient((c) =>
-        c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds }, { ...opts, onDetails: progress(command) }),
+        c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds, ...node }, { ...opts, onDetails: progress(command) }),
       );
     },
   },

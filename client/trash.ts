@@ -1,5 +1,5 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import { WrongStateError } from '../domain/errors';
+import { InvalidInputError, WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { formatTableName, type TableName } from '../domain/names';
@@ -15,14 +15,14 @@ import {
   type UndeleteRequest,
 } from '../domain/requests';
 import type { TableInfo, TableRecord } from '../domain/table';
-import type { purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
+import type { adoptTrashTable, purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
 import { callTimeout, describeCheck, type ClientContext } from './context';
 import { watchChanges } from './details';
 import { applicationFailureOf, isRunNotFound } from './errors';
-import { checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
+import { checkForDriver, checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
 import type { UndeleteOptions, WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
-import type { CallRecord, ExecuteOptions } from './calls';
+import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 
 /** The trash: a table moved to it (trash), brought back (undelete), deleted for good (purge), kept longer or shorter (retention). */
 
@@ -31,30 +31,82 @@ const PROGRESS_POLL_MS = 300;
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A trash's plan: the name asked for, the table that bore it when asked, and the drop's own settings. */
-interface TrashPlan {
-  name: TableName;
-  table: TableRecord;
+/** A drop's own settings. */
+interface DropSettings {
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
 }
 
+/**
+ * A trash's plan: the name asked for, the table that bore it when asked, and the drop's own settings; or, for a table
+ * tablefate does not keep yet on the node named (PostgreSQL), the node whose table is adopted and dropped in one run.
+ */
+type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord } | { adopt: { node: string } });
+
 export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: name, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.trash, request);
-    return { plan: { name, table: await liveTable(ctx.catalog, name), retentionSeconds, drainTimeoutSeconds } };
+    const { table: name, retentionSeconds, drainTimeoutSeconds, node } = parseRequest(OPERATION_REQUESTS.trash, request);
+    const settings = { retentionSeconds, drainTimeoutSeconds };
+    if (node !== undefined) {
+      if (ctx.storageDriver !== 'postgres') {
+        throw new InvalidInputError('a drop names a node only with the postgres storage driver, to adopt the table it drops');
+      }
+      const found = await ctx.catalog.findByName(name);
+      // Not kept yet, or an adopt of it that failed or stopped half way (the run resumes that record).
+      if (!found || ((found.state === 'CREATE_FAILED' || found.state === 'CREATING') && found.params.adopt !== undefined)) {
+        checkForDriver(ctx.storageDriver, { table: name, shards: 1 });
+        return { plan: { name, adopt: { node }, ...settings } };
+      }
+    }
+    return { plan: { name, table: await liveTable(ctx.catalog, name), ...settings } };
   },
-  execute: (ctx, plan, opts) => trash(ctx, plan, opts),
+  execute: (ctx, plan, opts) => ('adopt' in plan ? adoptAndTrash(ctx, plan, opts) : trash(ctx, plan, opts)),
 };
 
-async function trash(ctx: ClientContext, plan: TrashPlan, opts: WriteOptions & ExecuteOptions): Promise<TableInfo> {
-  const { name, retentionSeconds, drainTimeoutSeconds } = plan;
-  // A drop may wait for its drain (leases, PostgreSQL sessions) up to its drain timeout: unless the call or the client
-  // says otherwise, it waits for its answer that long and a little more, so that a drain is not mistaken for a server
-  // that does not answer.
+/** The timeout of a drop's call: unless said otherwise, long enough for its drain (leases, PostgreSQL sessions) and a little more. */
+function dropTimeout(ctx: ClientContext, { drainTimeoutSeconds }: DropSettings, opts: WriteOptions): number {
+  // (So that a drain is not mistaken for a server that does not answer.)
   const drainMs = (drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
-  const timeoutMs =
-    opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven ? Math.max(ctx.defaultTimeoutMs, drainMs + 30_000) : callTimeout(ctx, opts);
+  return opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven
+    ? Math.max(ctx.defaultTimeoutMs, drainMs + 30_000)
+    : callTimeout(ctx, opts);
+}
+
+/** A table tablefate does not keep yet, adopted and dropped in one run (workflows/adopt-trash.ts). */
+async function adoptAndTrash(
+  ctx: ClientContext,
+  plan: TrashPlan & { adopt: { node: string } },
+  opts: WriteOptions & ExecuteOptions,
+): Promise<TableInfo> {
+  const { name, adopt, retentionSeconds, drainTimeoutSeconds } = plan;
+  const label = formatTableName(name);
+  const record = OPERATIONS.adoptTrash;
+  const trashed = await startAndWait<typeof adoptTrashTable>(ctx, {
+    workflowId: record.workflowId(name, ctx.catalog.id),
+    what: `adopt and drop of ${label}`,
+    check: describeCheck(label),
+    timeoutMs: dropTimeout(ctx, plan, opts),
+    ...repeatable(opts),
+    onDetails: opts.onDetails,
+    run: {
+      record,
+      input: { ...name, adopt, retentionSeconds, drainTimeoutSeconds, expiryRetry: ctx.expiryRetry },
+      target: name,
+      summary: `adopt and drop ${label} (on ${adopt.node})`,
+    },
+  });
+  // Another request adopted the table first: this one joined a record that is kept, and dropped nothing.
+  if (trashed.state === 'READY') throw new WrongStateError(`table ${label} was adopted meanwhile (id ${trashed.id}): drop it again`);
+  return trashed;
+}
+
+async function trash(
+  ctx: ClientContext,
+  plan: TrashPlan & { table: TableRecord },
+  opts: WriteOptions & ExecuteOptions,
+): Promise<TableInfo> {
+  const { name, retentionSeconds, drainTimeoutSeconds } = plan;
+  const timeoutMs = dropTimeout(ctx, plan, opts);
   const label = formatTableName(name);
   let table = plan.table;
   const record = OPERATIONS.trash;

@@ -70,6 +70,17 @@ export interface TrashInput extends OperationScope {
 }
 
 /**
+ * PostgreSQL driver: a table tablefate does not keep yet, adopted and dropped into the trash in one operation: the
+ * adopt's record and refusals, then the drop's move, drain and retention. Nothing of the table changes before the move.
+ */
+export interface AdoptTrashInput extends TableName, OperationScope {
+  adopt: { node: string };
+  retentionSeconds?: number;
+  drainTimeoutSeconds?: number;
+  expiryRetry?: Backoff;
+}
+
+/**
  * A trashed table's expiry: the run that waits for it, at `trash:<tableId>`, started when the drop commits (or by the
  * reconciler, for a trash whose run is gone). It waits out the trash made at `droppedAt`, and only that one.
  */
@@ -280,6 +291,21 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
 };
 
 /**
+ * An adopt and a drop in one run (workflows/adopt-trash.ts), for a table tablefate does not keep yet: the SQL door's drop
+ * of such a table, and the SDK's with its node named. Runs of its own id; it takes the name's lock and the table's as a
+ * create does. A table it leaves half way is resumed by the operation whose state it is in: CREATING as its adopt
+ * (the table then stays live, kept), TRASHING as its drop.
+ */
+const adoptTrash: OperationRecord<'adoptTrash', TableName, AdoptTrashInput> = {
+  name: 'adoptTrash',
+  workflowType: 'adoptTrashTable',
+  workflowId: (table, catalogId) => scoped(`adopt-drop:${formatTableName(table)}`, catalogId),
+  locks: (input) => [lockFor.name(input)],
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('adoptTrash'),
+};
+
+/**
  * A trashed table's expiry (workflows/trash-expiry.ts): one run per table at a time, at `trash:<tableId>`, which retention
  * changes, holds' releases, recalls and purges address. Not an operation of its own (no `TableOp`): `history` shows the
  * drop and what ended its trash.
@@ -436,7 +462,7 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The records of the operations on a table: each is named once, by its record's `name`. */
-const TABLE_OPERATION_RECORDS = [create, adopt, trash, undelete, purge, rename, hold, release, lease] as const;
+const TABLE_OPERATION_RECORDS = [create, adopt, trash, adoptTrash, undelete, purge, rename, hold, release, lease] as const;
 
 type ByName<Records extends ReadonlyArray<{ name: string }>> = { [R in Records[number] as R['name']]: R };
 const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Records): ByName<Records> =>

@@ -150,13 +150,12 @@ export const createRequestSchema = z
  * tablefate table of one shard. Its name is a tablefate name: a table whose name PostgreSQL would need quotes for
  * (capitals, spaces) must be renamed first.
  */
+/** A storage node, by its name. */
+const nodeSchema = z.string().regex(/^node-(0|[1-9][0-9]{0,1})$/, 'a storage node is node-<k>, k from 0');
+
 export const adoptRequestSchema = z.strictObject({
   table: tableNameSchema,
-  node: z
-    .string()
-    .regex(/^node-(0|[1-9][0-9]{0,1})$/, 'a storage node is node-<k>, k from 0')
-    .meta({ description: 'the storage node the existing table is on' })
-    .default('node-0'),
+  node: nodeSchema.meta({ description: 'the storage node the existing table is on' }).default('node-0'),
 });
 
 export const trashRequestSchema = z.strictObject({
@@ -179,6 +178,16 @@ export const trashRequestSchema = z.strictObject({
     .min(1)
     .max(MAX_DRAIN_TIMEOUT_SECONDS)
     .meta({ description: 'seconds the drop waits for leases (and PostgreSQL sessions) to let go of the table before it is TableBusy' })
+    .optional(),
+  /**
+   * PostgreSQL driver: the storage node of a table tablefate does not keep yet, which the drop then adopts and trashes in
+   * one operation (adopt's refusals apply). A table tablefate keeps is dropped as ever, wherever it is.
+   */
+  node: nodeSchema
+    .meta({
+      description:
+        'PostgreSQL driver: the storage node of a table tablefate does not keep yet: it is adopted and dropped in one operation (a kept table is dropped as ever)',
+    })
     .optional(),
 });
 
@@ -317,6 +326,8 @@ export const OPERATION_REQUESTS = {
   create: createRequestSchema,
   adopt: adoptRequestSchema,
   trash: trashRequestSchema,
+  // (Asked as a drop with its node named, of a table tablefate does not keep yet.)
+  adoptTrash: trashRequestSchema,
   undelete: undeleteRequestSchema,
   purge: purgeRequestSchema,
   rename: renameRequestSchema,

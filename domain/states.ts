@@ -22,14 +22,15 @@ export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 
 
 /** Every move a table may make; anything else is a bug or a race and is refused. */
 export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = {
-  CREATING: ['READY', 'CREATE_FAILED'],
+  // CREATING to TRASHING: a table adopted and dropped in one operation goes to the trash without being READY between.
+  CREATING: ['READY', 'CREATE_FAILED', 'TRASHING'],
   CREATE_FAILED: ['CREATING'],
   // READY to READY: a rename, the one move that changes the name and nothing else.
   // READY to DRAINING: a drop waits for the table's leases (Qserv's drain), taking no new one; straight to TRASHING
   // when none is held.
   READY: ['DRAINING', 'TRASHING', 'READY'],
   DRAINING: ['TRASHING', 'READY'],
-  TRASHING: ['TRASHED', 'READY'],
+  TRASHING: ['TRASHED', 'READY', 'CREATING'],
   TRASHED: ['RESTORING', 'PURGING'],
   RESTORING: ['READY', 'TRASHED'],
   PURGING: ['PURGED', 'TRASHED'],

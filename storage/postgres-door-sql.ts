@@ -88,10 +88,7 @@ BEGIN
         quote_ident(who), op, quote_ident(parts[1]), quote_ident(parts[2]), quote_ident(pg_get_userbyid(rel.relowner))
         USING ERRCODE = '42501';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM ${OWN}.shards s WHERE s.table_oid = rel.oid) THEN
-      RAISE EXCEPTION 'tablefate: %.% is not a table tablefate keeps: adopt it first (tablefate adopt %.%)',
-        quote_ident(parts[1]), quote_ident(parts[2]), parts[1], parts[2] USING ERRCODE = '55000';
-    END IF;
+    -- (A table tablefate does not keep yet is adopted and dropped in one operation, with the adopt's refusals.)
     rel_oid := rel.oid;
   END IF;
   INSERT INTO ${OWN}.sql_requests (op, args, table_oid, requester, requester_name, session_user_name, application_name, client_addr)

@@ -29,7 +29,8 @@ beforeAll(async () => {
     nodes.push(client);
   }
   await nodes[0]!.query(`CREATE ROLE ${reader}`);
-  h = await Harness.start({ postgresNodes: urls });
+  // (A lost workflow task is taken again after 3 s instead of the server's 10: the crash tests wait that long.)
+  h = await Harness.start({ postgresNodes: urls, workflowTaskTimeoutMs: 3_000 });
 });
 
 afterAll(async () => {
@@ -243,4 +244,76 @@ test("an adopt taken back (create's compensation, dropShard) forgets the table a
   } finally {
     await storage.close();
   }
+});
+
+describe('adopt and drop in one operation (a drop with its node named)', () => {
+  test('a table tablefate does not keep yet goes to the trash in one run, and comes back as it was', async () => {
+    const db = nodes[1]!;
+    await db.query(`CREATE SCHEMA loose; CREATE TABLE loose.orders (id int PRIMARY KEY); INSERT INTO loose.orders VALUES (1), (2)`);
+    const oid = await oidOf(db, 'loose.orders');
+    const trashed = await h.client.trash({ table: 'loose.orders', node: 'node-1', retentionSeconds: 600 });
+    expect(trashed).toMatchObject({ namespace: 'loose', name: 'orders', state: 'TRASHED', placement: [{ shard: 0, node: 'node-1' }] });
+    expect(Date.parse(trashed.expireAt!) - Date.parse(trashed.droppedAt!)).toBe(600_000);
+    expect(
+      await rows(db, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ${String(oid)}`),
+    ).toEqual([{ nspname: 'tablefate_trash' }]);
+    expect((await h.client.history({ table: trashed.id })).operations.map((op) => op.operation)).toEqual(['adoptTrash']);
+    // A kept table is dropped as ever, its node named or not.
+    const back = await h.client.undelete({ table: trashed.id });
+    expect(await oidOf(db, 'loose.orders')).toBe(oid);
+    expect(await rows(db, 'SELECT id FROM loose.orders ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+    expect(await h.client.trash({ table: 'loose.orders', node: 'node-0' })).toMatchObject({ id: back.id, state: 'TRASHED' });
+  });
+
+  test('refused as an adopt or a drop would be, the table stays where it was, not kept', async () => {
+    const db = nodes[0]!;
+    await db.query(`CREATE SCHEMA fam; CREATE TABLE fam.parent (id int); CREATE VIEW fam.parent_v AS SELECT id FROM fam.parent;
+      CREATE TABLE fam.events (at date) PARTITION BY RANGE (at)`);
+    const oid = await oidOf(db, 'fam.parent');
+    await expect(h.client.trash({ table: 'fam.parent', node: 'node-0' })).rejects.toMatchObject({
+      type: 'HasDependents',
+      message: expect.stringContaining('view fam.parent_v') as unknown,
+    });
+    await expect(h.client.trash({ table: 'fam.events', node: 'node-0' })).rejects.toMatchObject({ type: 'InvalidInput' });
+    await expect(h.client.trash({ table: 'fam.nosuch', node: 'node-0' })).rejects.toMatchObject({ type: 'TableNotFound' });
+    expect(await oidOf(db, 'fam.parent')).toBe(oid);
+    expect(await recorded(db, 'fam.parent')).toEqual([]);
+    expect(await h.catalog.findByName({ namespace: 'fam', name: 'parent' })).toMatchObject({ state: 'CREATE_FAILED' });
+    expect(await h.catalog.listLocks()).toEqual([]);
+    // The view gone, the same drop goes on from the failed record: the same table id.
+    const failed = await h.catalog.findByName({ namespace: 'fam', name: 'parent' });
+    await db.query('DROP VIEW fam.parent_v');
+    expect(await h.client.trash({ table: 'fam.parent', node: 'node-0' })).toMatchObject({ id: failed!.id, state: 'TRASHED' });
+  });
+
+  test.each([
+    ['after its first call (the record and the move, in one lost task)', '1'],
+    ['after its commit (in one lost task)', '2'],
+  ])('a worker killed %s: the next one ends it TRASHED, the table moved once', async (_when, call) => {
+    const db = nodes[0]!;
+    const name = `crashed_${call}`;
+    await db.query(`CREATE SCHEMA IF NOT EXISTS crash; CREATE TABLE crash.${name} (id int); INSERT INTO crash.${name} VALUES (1)`);
+    const oid = await oidOf(db, `crash.${name}`);
+    await h.stopWorker();
+    const crashing = await startCrashingWorker({
+      home: h.home,
+      address: h.address,
+      taskQueue: h.taskQueue,
+      bundleFile: await workflowBundleFile(),
+      activity: 'runStepsHere',
+      env: { CRASH_ON_CALL: call, CRASH_POSTGRES_URLS: urls.join(',') },
+    });
+    const answer = h.client.trash({ table: `crash.${name}`, node: 'node-0' }, { timeoutMs: 120_000 });
+    expect(await crashing.exited).toBe('SIGKILL');
+    await h.startWorker();
+    const trashed = await answer;
+    expect(trashed).toMatchObject({ state: 'TRASHED' });
+    expect(
+      await rows(db, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ${String(oid)}`),
+    ).toEqual([{ nspname: 'tablefate_trash' }]);
+    expect(await rows(db, `SELECT table_id FROM tablefate.shards WHERE table_oid = ${String(oid)}`)).toEqual([
+      { table_id: String(trashed.id) },
+    ]);
+    expect(await h.catalog.listLocks()).toEqual([]);
+  });
 });

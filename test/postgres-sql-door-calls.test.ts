@@ -101,9 +101,9 @@ test('bad input to the calls is refused with its SQLSTATE, and changes nothing',
   await alice.query(`CALL tablefate_sql.drop('shop.intact', retention_seconds => 600)`);
   await alice.query(`CREATE TABLE shop."Mixed" (id int); CREATE SEQUENCE shop.seq; CREATE INDEX idx_mixed ON shop."Mixed" (id)`);
   const refusals: [string, string][] = [
-    // Names PostgreSQL's way: unquoted upper case folds to a table that is not there; a quoted one is not tablefate's.
+    // Names PostgreSQL's way: unquoted upper case folds to a table that is not there; a quoted one tablefate cannot keep yet.
     [`CALL tablefate_sql.drop('SHOP.NOSUCH')`, '42P01'],
-    [`CALL tablefate_sql.drop('shop."Mixed"')`, '55000'],
+    [`CALL tablefate_sql.drop('shop."Mixed"')`, '22023'],
     [`CALL tablefate_sql.drop('shop.ördérs')`, '42P01'],
     [`CALL tablefate_sql.drop('shop.seq')`, '42809'],
     [`CALL tablefate_sql.drop('shop.idx_mixed')`, '42809'],

@@ -86,12 +86,44 @@ test('bad input is refused with the standard SQLSTATE, and nothing is asked', as
   expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.orders; DROP TABLE shop.loose')`)).toMatchObject({ code: '22023' });
   expect(await failureOf(alice, `CALL tablefate_sql.drop('orders')`)).toMatchObject({ code: '22023' });
   expect(await failureOf(alice, `CALL tablefate_sql.drop(NULL)`)).toMatchObject({ code: '22004' });
-  // A table tablefate does not keep yet: adopt it first.
-  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.loose')`)).toMatchObject({
-    code: '55000',
-    message: containing('adopt'),
-  });
   expect(await count()).toBe(before);
+});
+
+test('a table tablefate does not keep yet is adopted and dropped in one operation; one a view depends on is left as it was', async () => {
+  const alice = await sessionOf(ALICE);
+  await alice.query(
+    `CREATE SCHEMA IF NOT EXISTS shop; CREATE TABLE shop.unkept (id int PRIMARY KEY); INSERT INTO shop.unkept VALUES (1), (2)`,
+  );
+  const oid = String((await firstOf(admin, `SELECT 'shop.unkept'::regclass::oid AS oid`))?.oid);
+  const dropped = await firstOf(alice, `CALL tablefate_sql.drop('shop.unkept', retention_seconds => 600)`);
+  expect(dropped).toMatchObject({ table: 'shop.unkept', state: 'TRASHED' });
+  const id = Number(dropped?.table_id);
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED', params: { shards: 1, adopt: { node: 'node-0' } } });
+  expect(await schemaOf(oid)).toBe('tablefate_trash');
+  // One operation: neither an adopt nor a drop of its own.
+  expect((await h.client.history({ table: id })).operations.map((op) => op.operation)).toEqual(['adoptTrash']);
+  // And it comes back, the same table with its rows.
+  await alice.query(`CALL tablefate_sql.recall('shop.unkept')`);
+  expect(await schemaOf(oid)).toBe('shop');
+  expect(await rowsOf(alice, 'SELECT id FROM shop.unkept ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+
+  // A view on the table: the drop is refused as a drop of a kept table is, and nothing of the table changed.
+  await alice.query(
+    `CREATE TABLE shop.viewed (id int); INSERT INTO shop.viewed VALUES (7); CREATE VIEW shop.viewed_v AS SELECT * FROM shop.viewed`,
+  );
+  const viewed = String((await firstOf(admin, `SELECT 'shop.viewed'::regclass::oid AS oid`))?.oid);
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.viewed')`)).toMatchObject({
+    code: '2BP01',
+    message: containing('view shop.viewed_v'),
+  });
+  expect(await schemaOf(viewed)).toBe('shop');
+  expect(await rowsOf(alice, 'SELECT id FROM shop.viewed_v')).toEqual([{ id: 7 }]);
+  expect(await firstOf(admin, `SELECT pg_get_userbyid(relowner) AS owner FROM pg_class WHERE oid = $1`, [viewed])).toEqual({
+    owner: ALICE,
+  });
+  // Not kept: no record of it on the node, and the catalog's record of the attempt is a failed adopt's.
+  expect(await rowsOf(admin, 'SELECT table_id FROM tablefate.shards WHERE table_oid = $1', [viewed])).toEqual([]);
+  expect(await h.catalog.findByName({ namespace: 'shop', name: 'viewed' })).toMatchObject({ state: 'CREATE_FAILED' });
 });
 
 test('inside a transaction the drop is asked for only if the transaction commits, and the call says so', async () => {

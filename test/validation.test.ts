@@ -50,6 +50,8 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
     ['create with an unknown field', () => h.client.create({ table: 'bad.extra', replicas: 3 } as never)],
     ['trash with negative retention', () => h.client.trash({ table: 'bad.neg', retentionSeconds: -1 })],
     ['trash of a bad name', () => h.client.trash({ table: '../x' })],
+    ['trash naming a node with the files driver', () => h.client.trash({ table: 'bad.unkept', node: 'node-0' })],
+    ['trash naming a node that is no node', () => h.client.trash({ table: 'bad.unkept', node: 'node7' })],
     ['undelete of a bad name', () => h.client.undelete({ table: 'a;drop' })],
     ['undelete to a bad new name', () => h.client.undelete({ table: 1, newName: 'tàble' })],
     ['purge of id 0', () => h.client.purge({ tableId: 0 })],

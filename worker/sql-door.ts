@@ -80,6 +80,9 @@ interface Taken {
   client_addr: string | null;
   table_id: string | null;
   shard: number | null;
+  /** Where the request's table is now (its schema and name): a table tablefate does not keep yet is adopted by them. */
+  schema_name: string | null;
+  rel_name: string | null;
   table_there: boolean;
   may: boolean | null;
   plan: unknown;
@@ -206,11 +209,12 @@ export class SqlDoor {
     await session.query('BEGIN');
     try {
       const { rows } = await session.query<Taken>(
-        `SELECT ${WHO_ASKED}, r.plan, s.table_id, s.shard, c.oid IS NOT NULL AS table_there,
-                pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may
+        `SELECT ${WHO_ASKED}, r.plan, s.table_id, s.shard, c.oid IS NOT NULL AS table_there, n.nspname AS schema_name,
+                c.relname AS rel_name, pg_catalog.pg_has_role(r.requester, c.relowner, 'MEMBER') AS may
            FROM ${OWN}.sql_requests r
            LEFT JOIN ${OWN}.shards s ON s.table_oid = r.table_oid
            LEFT JOIN pg_catalog.pg_class c ON c.oid = r.table_oid
+           LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
           WHERE r.state = 'queued' AND (s.catalog_id = $1 OR s.catalog_id IS NULL)
           ORDER BY r.id LIMIT ${BATCH} FOR UPDATE OF r SKIP LOCKED`,
         [catalogId],
@@ -246,7 +250,8 @@ export class SqlDoor {
    */
   private async orphans(session: PgClient, justTaken: ReadonlySet<string>): Promise<Taken[]> {
     const { rows } = await session.query<Taken>(
-      `SELECT ${WHO_ASKED}, r.plan, NULL AS table_id, NULL AS shard, true AS table_there, true AS may
+      `SELECT ${WHO_ASKED}, r.plan, NULL AS table_id, NULL AS shard, true AS table_there, NULL AS schema_name, NULL AS rel_name,
+              true AS may
          FROM ${OWN}.sql_requests r
         WHERE r.state = 'planned' AND r.catalog_id = $1 ORDER BY r.id LIMIT ${BATCH}`,
       [this.opts.catalogId],
@@ -276,12 +281,18 @@ export class SqlDoor {
     }
   }
 
-  /** A drop: of the live table the request found, if the role asking may still drop it. */
+  /**
+   * A drop: of the live table the request found, if the role asking may still drop it; a table tablefate does not keep
+   * yet is adopted and dropped in one operation (the SDK's drop with this node named).
+   */
   private async planDrop(request: Taken): Promise<{ plan: unknown } | { answer: Answer }> {
-    if (!request.table_there || request.table_id === null) {
-      return { answer: refusal('TableNotFound', `the table of request ${request.id} is no longer there, or no longer tablefate's`) };
-    }
+    if (!request.table_there) return { answer: refusal('TableNotFound', `the table of request ${request.id} is no longer there`) };
     if (!request.may) return { answer: notAllowed(`role ${request.requester_name} may no longer drop that table`) };
+    if (request.table_id === null) {
+      const table = `${request.schema_name}.${request.rel_name}`;
+      const planned = await this.callerOf(request).planCall('trash', { ...request.args, table, node: this.opts.node });
+      return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
+    }
     const table = await this.opts.tableOf(Number(request.table_id));
     if (!table) return { answer: refusal('TableNotFound', `table ${request.table_id} is not in this worker's catalog`) };
     if (table.params.shards > 1) {

@@ -28,6 +28,7 @@ export const undeleteTable = sinceV19(undelete, v18.undeleteTable);
 export const purgeTable = sinceV19(purge, v18.purgeTable);
 export const renameTable = sinceV19(rename, v18.renameTable);
 export const holdTable = sinceV19(hold, v18.holdTable);
+export { adoptTrashTable } from './adopt-trash';
 export { trashExpiry } from './trash-expiry';
 export { reconcileTables } from './reconcile';
 export { measureTables } from './measure';

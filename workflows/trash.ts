@@ -4,7 +4,8 @@ import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import type { TrashInput } from '../domain/operations';
 import { trashChangedSignal } from '../domain/contracts';
-import { SHARDS, transition, type Operation, type Readiness, type StepContext } from '../domain/steps';
+import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext } from '../domain/steps';
+import type { ShardChange } from '../domain/contracts';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';
 import { operationRun, wokenBy } from './execute';
@@ -31,28 +32,45 @@ export const trash: Operation<TrashInput> = {
     {
       name: 'move shards to trash',
       change: ({ table }) => (table!.state === 'DRAINING' ? transition('DRAINING', 'TRASHING') : undefined),
-      // (PostgreSQL: the move waits for the sessions using the table as long as the drain's deadline leaves.)
-      shards: (context) => ({ ...SHARDS.toTrash, drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000) }),
+      shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash },
     },
-    {
-      // Then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and retention changes address.
-      // Who dropped the table is recorded with it: the drop's starter (a drop resumed by the reconciler carries it).
-      name: 'commit trashed, start its expiry',
-      change: ({ input: { tableId, retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } }) => ({
-        kind: 'commitTrash',
-        tableId,
-        retentionSeconds,
-        droppedBy: droppedBy ?? startedBy,
-        startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
-      }),
-    },
+    commitTrashed(({ input }) => input.tableId),
   ],
 };
 
+/** What a drop is asked besides its table: how long it drains, how long the trash keeps the table, who dropped it. */
+type DropSettings = Pick<TrashInput, 'retentionSeconds' | 'drainTimeoutSeconds' | 'expiryRetry' | 'droppedBy' | 'lockWait' | 'startedBy'>;
+
 /** One deadline for the whole drain, from when the table's lock was taken: the leases, then (PostgreSQL) the sessions. */
-export const drainDeadline = ({ input, lockedAt }: StepContext<TrashInput>) =>
+export const drainDeadline = ({ input, lockedAt }: StepContext<DropSettings>) =>
   lockedAt + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
+
+/** The move of a drop's shards to the trash (PostgreSQL: waiting for the sessions using the table as long as the drain's deadline leaves). */
+export function toTrashWithinDrain(context: StepContext<DropSettings>): ShardChange {
+  return { ...SHARDS.toTrash, drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000) };
+}
+
+/**
+ * A drop's last step: TRASHED, with its retention and who dropped it (the drop's starter; a drop resumed by the
+ * reconciler carries its lost run's), then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges
+ * and retention changes address.
+ */
+export function commitTrashed<I extends DropSettings>(tableIdOf: (context: StepContext<I>) => number): Step<I> {
+  return {
+    name: 'commit trashed, start its expiry',
+    change: (context) => {
+      const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
+      return {
+        kind: 'commitTrash',
+        tableId: tableIdOf(context),
+        retentionSeconds,
+        droppedBy: droppedBy ?? startedBy,
+        startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
+      };
+    },
+  };
+}
 
 /**
  * Qserv's drain: a DRAINING table waits until every lease is released (the release wakes the run) or has expired (it
@@ -84,7 +102,15 @@ export function drained(context: StepContext<TrashInput>): Readiness {
  */
 export async function trashTable(input: TrashInput): Promise<TableInfo> {
   const trashed: TrashCommitted = await operationRun(trash, input, { wake: wokenBy(trashChangedSignal) }).table();
-  if (trashed.policy?.enabled !== false || trashed.hold) return toTableInfo(trashed);
+  return keptOrPurged(trashed, input);
+}
+
+/**
+ * A table a drop has just committed to the trash, as its caller hears it: TRASHED; or, with the trash off where it was
+ * dropped, purged now (unless held, or the purge fails: then it waits in the trash for its expiry).
+ */
+export async function keptOrPurged(trashed: TrashCommitted, input: Pick<TrashInput, 'catalogId' | 'lockWait'>): Promise<TableInfo> {
+  if (trashed.state !== 'TRASHED' || trashed.policy?.enabled !== false || trashed.hold) return toTableInfo(trashed);
   // The table is in the trash: a cancel request can no longer take the drop back.
   return CancellationScope.nonCancellable(async () => {
     const { catalogId, lockWait } = input;

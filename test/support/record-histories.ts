@@ -490,6 +490,16 @@ async function main(): Promise<void> {
       await withClient(node, (c) => c.query('CREATE SCHEMA legacy; CREATE TABLE legacy.kept (id int)'));
       await adopter.client.adopt({ table: 'legacy.kept' });
       await save('adopt', workflowIdFor.adopt({ namespace: 'legacy', name: 'kept' }, adopter.catalog.id));
+      // (since v21) a table not kept yet, adopted and dropped in one run; and one a view depends on, taken back
+      await withClient(node, (c) =>
+        c.query(
+          `CREATE TABLE legacy.loose (id int); CREATE TABLE legacy.viewed (id int); CREATE VIEW legacy.viewed_v AS SELECT id FROM legacy.viewed`,
+        ),
+      );
+      await adopter.client.trash({ table: 'legacy.loose', node: 'node-0', retentionSeconds: 3600 });
+      await save('adopt-drop', workflowIdFor.adoptTrash({ namespace: 'legacy', name: 'loose' }, adopter.catalog.id));
+      await adopter.client.trash({ table: 'legacy.viewed', node: 'node-0' }).catch(() => undefined);
+      await save('adopt-drop-refused', workflowIdFor.adoptTrash({ namespace: 'legacy', name: 'viewed' }, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();

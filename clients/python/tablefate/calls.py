@@ -82,9 +82,10 @@ class Calls:
         return await self.call("adopt", request(table=table, node=node), request_id=request_id)
 
     async def trash(self, table: str, *, retention_seconds: Optional[int] = None, drain_timeout_seconds: Optional[int] = None,
-                    request_id: Optional[str] = None) -> TableInfo:
-        """Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on."""
-        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds)
+                    node: Optional[str] = None, request_id: Optional[str] = None) -> TableInfo:
+        """Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on.
+        PostgreSQL, with `node`: a table tablefate does not keep yet is adopted and dropped in one operation."""
+        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds, node=node)
         return await self.call("trash", req, request_id=request_id)
 
     async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, request_id: Optional[str] = None) -> TableInfo:
