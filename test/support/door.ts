@@ -41,15 +41,22 @@ export class DoorNode {
   private constructor(
     readonly server: TestPostgres,
     readonly url: string,
-    readonly admin: Client,
+    public admin: Client,
     readonly h: Harness,
     readonly roles: Record<string, string>,
   ) {}
 
-  static async start(opts: { roles: string[]; callers: string[]; harness?: Omit<HarnessOptions, 'postgresNodes'> }): Promise<DoorNode> {
-    const server = await sharedPostgres();
+  static async start(opts: {
+    roles: string[];
+    callers: string[];
+    harness?: Omit<HarnessOptions, 'postgresNodes'>;
+    /** A server of the test's own (the suite's shared one by default). */
+    server?: TestPostgres;
+  }): Promise<DoorNode> {
+    const server = opts.server ?? (await sharedPostgres());
     const url = await server.freshDatabase('door');
     const admin = new Client({ connectionString: url });
+    admin.on('error', () => undefined);
     await admin.connect();
     const db = new URL(url).pathname.slice(1);
     const suffix = randomBytes(3).toString('hex');
@@ -83,6 +90,8 @@ export class DoorNode {
       notices: [] as string[],
     });
     client.on('notice', (notice) => void client.notices.push(notice.message ?? ''));
+    // (A session the server ends, restarted or terminating it, fails its next query; the event itself is expected.)
+    client.on('error', () => undefined);
     await client.connect();
     this.sessions.push(client);
     return client;
@@ -106,6 +115,15 @@ export class DoorNode {
     const table = await this.h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
     const oid = Number((await firstOf(this.admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
     return { id: table.id, oid };
+  }
+
+  /** The superuser's session made again (after the server restarted). */
+  async reconnectAdmin(): Promise<Client> {
+    await this.admin.end().catch(() => undefined);
+    this.admin = new Client({ connectionString: this.url });
+    this.admin.on('error', () => undefined);
+    await this.admin.connect();
+    return this.admin;
   }
 
   /** A second worker's door on the node, beside the harness worker's (as two workers serving one node have). */
