@@ -22,8 +22,6 @@ export const DOOR_SCHEMA = POSTGRES_OWN_SCHEMAS.door;
 export const DOOR_CALLER_ROLE = 'tablefate_caller';
 /** The channel a request's commit notifies: a hint that wakes the worker, whose sweep is what makes pick-up sure. */
 export const DOOR_CHANNEL = 'tablefate_sql_requests';
-/** How long a call waits for its answer unless it says: the CLI's wait for a drop (its drain's default and some). */
-export const DEFAULT_DOOR_WAIT_SECONDS = 90;
 
 const D = DOOR_SCHEMA;
 const OWN = POSTGRES_OWN_SCHEMAS.own;
@@ -111,6 +109,22 @@ SELECT r.id, r.op, r.args, r.requester_name AS requester, r.session_user_name, r
   FROM ${OWN}.sql_requests r
  WHERE pg_catalog.pg_has_role(CURRENT_USER, r.requester, 'MEMBER');`;
 
+/** The answer's columns as a procedure's INOUT arguments, each NULL unless given (so that psql need not give them). */
+function answerArguments(): string {
+  return TABLE_OUTS.map((out) => `INOUT ${out} DEFAULT NULL`).join(', ');
+}
+
+/** What every call answers: the table as its operation left it. */
+const TABLE_OUTS = [
+  'table_id bigint',
+  '"table" text',
+  'state text',
+  'expires_at timestamptz',
+  'held_since timestamptz',
+  'hold_reason text',
+  'notes text[]',
+];
+
 /**
  * Waits for request `id`'s answer (polling its row: a procedure hears no notification) and gives it, or raises the
  * refusal it got with its SQLSTATE; past `wait_seconds`, TF001 (the operation goes on).
@@ -120,25 +134,68 @@ CREATE OR REPLACE PROCEDURE ${D}._await(id bigint, wait_seconds double precision
 LANGUAGE plpgsql AS $fn$
 DECLARE
   began timestamptz := pg_catalog.clock_timestamp();
+  timeout_ms bigint := (SELECT s.setting::bigint FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'statement_timeout');
+  waits double precision := wait_seconds;
   got record;
 BEGIN
-  LOOP
-    SELECT r.state, r.answer, r.error_type, r.sqlstate, r.message, r.workflow_id INTO got
-      FROM ${D}.requests r WHERE r.id OPERATOR(pg_catalog.=) _await.id;
-    EXIT WHEN got.state OPERATOR(pg_catalog.=) 'answered';
-    IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (began OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => wait_seconds)) THEN
-      RAISE EXCEPTION 'tablefate: request % did not end within % s; it goes on%', id, wait_seconds,
-        CASE WHEN got.workflow_id IS NULL THEN ' once a worker takes it' ELSE (' as workflow ' OPERATOR(pg_catalog.||) got.workflow_id) END
-        USING ERRCODE = 'TF001', HINT = ('SELECT * FROM ${D}.requests WHERE id = ' OPERATOR(pg_catalog.||) id);
-    END IF;
-    PERFORM pg_catalog.pg_sleep(CASE WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (began OPERATOR(pg_catalog.+) interval '2 s')
-                                     THEN 0.005 ELSE 0.05 END);
-  END LOOP;
+  -- The session's statement_timeout counts the whole CALL: the wait ends before it, with TF001 rather than a cancel.
+  IF timeout_ms OPERATOR(pg_catalog.>) 0 THEN
+    waits := LEAST(waits, timeout_ms OPERATOR(pg_catalog./) 1000.0 OPERATOR(pg_catalog.-) 0.1
+      OPERATOR(pg_catalog.-) pg_catalog.date_part('epoch', began OPERATOR(pg_catalog.-) pg_catalog.statement_timestamp()));
+  END IF;
+  BEGIN
+    LOOP
+      SELECT r.state, r.answer, r.error_type, r.sqlstate, r.message, r.workflow_id INTO got
+        FROM ${D}.requests r WHERE r.id OPERATOR(pg_catalog.=) _await.id;
+      IF NOT FOUND THEN
+        RAISE EXCEPTION 'tablefate: there is no request % that role % may read', id, CURRENT_USER USING ERRCODE = '42704';
+      END IF;
+      EXIT WHEN got.state OPERATOR(pg_catalog.=) 'answered';
+      IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (began OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => waits)) THEN
+        RAISE EXCEPTION 'tablefate: request % did not end within % s; it goes on%', id, pg_catalog.round(waits::numeric, 1),
+          CASE WHEN got.workflow_id IS NULL THEN ' once a worker takes it' ELSE (' as workflow ' OPERATOR(pg_catalog.||) got.workflow_id) END
+          USING ERRCODE = 'TF001', HINT = ('CALL ${D}.wait(' OPERATOR(pg_catalog.||) id) OPERATOR(pg_catalog.||) ')';
+      END IF;
+      PERFORM pg_catalog.pg_sleep(CASE WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.<) (began OPERATOR(pg_catalog.+) interval '2 s')
+                                       THEN 0.005 ELSE 0.05 END);
+    END LOOP;
+  EXCEPTION WHEN query_canceled THEN
+    -- A cancel (or a statement_timeout the wait could not keep under) ends the wait, not the request.
+    RAISE EXCEPTION 'tablefate: the wait for request % was cancelled; the request goes on', id
+      USING ERRCODE = '57014', HINT = ('CALL ${D}.wait(' OPERATOR(pg_catalog.||) id) OPERATOR(pg_catalog.||) ')';
+  END;
   IF got.sqlstate IS NOT NULL THEN
     RAISE EXCEPTION 'tablefate: %', got.message
       USING ERRCODE = got.sqlstate, DETAIL = ((got.error_type OPERATOR(pg_catalog.||) '; request ') OPERATOR(pg_catalog.||) id);
   END IF;
   answer := got.answer;
+END $fn$;`;
+
+/** The table as the operation left it, as the SDK answers it (TableInfo), into the procedure's row; its notes, NOTICEs. */
+const ANSWER_ROW = `table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
+  "table" := pg_catalog.format('%s.%s', answer OPERATOR(pg_catalog.->>) 'namespace', answer OPERATOR(pg_catalog.->>) 'name');
+  state := answer OPERATOR(pg_catalog.->>) 'state';
+  expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;
+  held_since := (answer OPERATOR(pg_catalog.#>>) '{hold,since}')::timestamptz;
+  hold_reason := answer OPERATOR(pg_catalog.#>>) '{hold,reason}';
+  notes := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(COALESCE(answer OPERATOR(pg_catalog.->) 'notes', '[]')));
+  IF pg_catalog.cardinality(notes) OPERATOR(pg_catalog.>) 0 THEN
+    RAISE NOTICE 'tablefate: %', pg_catalog.array_to_string(notes, '; ');
+  END IF;`;
+
+/** Waits for a request made earlier (in a transaction, or whose call's wait ended) and answers it as its call would. */
+const WAIT = `
+CREATE OR REPLACE PROCEDURE ${D}.wait(request_id bigint, wait_seconds double precision DEFAULT 60,
+  ${answerArguments()})
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  answer jsonb;
+BEGIN
+  IF request_id IS NULL THEN
+    RAISE EXCEPTION 'tablefate: the request is NULL' USING ERRCODE = '22004';
+  END IF;
+  CALL ${D}._await(request_id, wait_seconds, answer);
+  ${ANSWER_ROW}
 END $fn$;`;
 
 /**
@@ -148,7 +205,7 @@ END $fn$;`;
 function callProcedure(name: string, params: string, args: string, wait: string): string {
   return `
 CREATE OR REPLACE PROCEDURE ${D}.${name}(tbl text, ${params}wait_seconds double precision DEFAULT NULL,
-  INOUT request_id bigint DEFAULT NULL, ${TABLE_OUTS.map((out) => `INOUT ${out} DEFAULT NULL`).join(', ')})
+  INOUT request_id bigint DEFAULT NULL, ${answerArguments()})
 LANGUAGE plpgsql AS $fn$
 DECLARE
   mark uuid := pg_catalog.gen_random_uuid();
@@ -163,36 +220,15 @@ BEGIN
   BEGIN PERFORM ${D}._commit_probe(); EXCEPTION WHEN invalid_transaction_termination THEN refused := SQLERRM; END;
   IF here IS NOT DISTINCT FROM refused THEN
     state := 'queued';
-    RAISE NOTICE 'tablefate: request % (% of %) runs once this transaction commits; its outcome: SELECT * FROM ${D}.requests WHERE id = %',
-      request_id, '${name}', tbl, request_id;
+    RAISE NOTICE 'tablefate: request % (% of %) runs once this transaction commits; its outcome: CALL ${D}.wait(%), or SELECT * FROM ${D}.requests WHERE id = %',
+      request_id, '${name}', tbl, request_id, request_id;
     RETURN;
   END IF;
   COMMIT;
   CALL ${D}._await(request_id, COALESCE(wait_seconds, ${wait}), answer);
-  -- The table as the operation left it, as the SDK answers it (TableInfo).
-  table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
-  "table" := pg_catalog.format('%s.%s', answer OPERATOR(pg_catalog.->>) 'namespace', answer OPERATOR(pg_catalog.->>) 'name');
-  state := answer OPERATOR(pg_catalog.->>) 'state';
-  expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;
-  held_since := (answer OPERATOR(pg_catalog.#>>) '{hold,since}')::timestamptz;
-  hold_reason := answer OPERATOR(pg_catalog.#>>) '{hold,reason}';
-  notes := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(COALESCE(answer OPERATOR(pg_catalog.->) 'notes', '[]')));
-  IF pg_catalog.cardinality(notes) OPERATOR(pg_catalog.>) 0 THEN
-    RAISE NOTICE 'tablefate: %', pg_catalog.array_to_string(notes, '; ');
-  END IF;
+  ${ANSWER_ROW}
 END $fn$;`;
 }
-
-/** What every call answers: the table as its operation left it. */
-const TABLE_OUTS = [
-  'table_id bigint',
-  '"table" text',
-  'state text',
-  'expires_at timestamptz',
-  'held_since timestamptz',
-  'hold_reason text',
-  'notes text[]',
-];
 
 /** The door's calls: each procedure's own arguments, how they reach the request, and how long it waits by default. */
 const CALLS = {
@@ -255,12 +291,13 @@ const FUNCTIONS = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];
 const OUTS = ['bigint', ...TABLE_OUTS.map((out) => out.slice(out.lastIndexOf(' ') + 1))].join(', ');
 const PROCEDURES = [
   '_await(bigint, double precision, jsonb)',
+  `wait(bigint, double precision, ${TABLE_OUTS.map((out) => out.slice(out.lastIndexOf(' ') + 1)).join(', ')})`,
   ...Object.entries(CALLS).map(([name, call]) => `${name}(text, ${call.types}double precision, ${OUTS})`),
 ];
 const VIEWS = ['requests', 'trash'];
 
 /** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
-export const DOOR_VERSION = 2;
+export const DOOR_VERSION = 3;
 
 /**
  * Makes (or brings to this code's version) the door's routines and views on the node, in the caller's transaction (the
@@ -275,7 +312,7 @@ export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean;
   const installed = Number(/^tablefate SQL door ([0-9]+)$/.exec(made[0]?.note ?? '')?.[1] ?? 0);
   if (installed > DOOR_VERSION) return { callerRole: await grantCaller(c, false), version: installed };
   await c.query(`REVOKE ALL ON SCHEMA ${D} FROM PUBLIC`);
-  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, TRASH_VIEW, AWAIT, ...PROCEDURE_SQL]) await c.query(sql);
+  for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, TRASH_VIEW, AWAIT, WAIT, ...PROCEDURE_SQL]) await c.query(sql);
   // A routine of an earlier door this one no longer has (a procedure whose arguments changed is another routine).
   const current = [...FUNCTIONS, ...PROCEDURES].map((routine) => `${D}.${routine}`);
   const { rows: stale } = await c.query<{ routine: string; kind: string }>(

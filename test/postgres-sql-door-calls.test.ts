@@ -1,4 +1,6 @@
 import type { Client } from 'pg';
+import { PostgresStorage } from '../storage/postgres';
+import { DOOR_VERSION } from '../storage/postgres-door-sql';
 import { DoorNode, failureOf, firstOf, rowsOf, type Row } from './support/door';
 import type { Harness } from './support/harness';
 import { waitFor } from './support/wait';
@@ -224,4 +226,62 @@ test('answers are kept 30 days, then forgotten; a mark no call took is forgotten
   expect(await firstOf(alice, 'SELECT state FROM tablefate_sql.requests WHERE id = $1', [recent?.request_id])).toEqual({
     state: 'answered',
   });
+});
+
+test('wait() answers a request made earlier as its call would; a wait the session bounds ends with TF001, the drop going on', async () => {
+  const { id } = await door.ownedTable('alice', 'later');
+  const alice = await door.sessionOf('alice');
+  await alice.query('BEGIN');
+  const asked = await firstOf(alice, `CALL tablefate_sql.drop('shop.later', retention_seconds => 600)`);
+  await alice.query('COMMIT');
+  expect(await firstOf(alice, 'CALL tablefate_sql.wait($1)', [asked?.request_id])).toMatchObject({
+    table_id: String(id),
+    state: 'TRASHED',
+  });
+  // Another role may not wait for it (nor read it): as if there were none.
+  expect(await failureOf(await door.sessionOf('bob'), 'CALL tablefate_sql.wait($1)', [asked?.request_id])).toMatchObject({ code: '42704' });
+
+  // A drain that outlasts the session's statement_timeout: the wait ends before it, TF001 naming how to wait again.
+  const slow = await door.ownedTable('alice', 'slow');
+  const lease = await h.client.acquireLease(slow.id, { ttlSeconds: 120, holder: 'the test' });
+  await alice.query(`SET statement_timeout = '1s'`);
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.slow', retention_seconds => 600)`)).toMatchObject({
+    code: 'TF001',
+    message: expect.stringContaining('it goes on') as unknown,
+  });
+  await alice.query('RESET statement_timeout');
+  const request = await firstOf(alice, `SELECT id FROM tablefate_sql.requests WHERE op = 'drop' ORDER BY id DESC LIMIT 1`);
+  await h.client.releaseLease(lease.id);
+  expect(await firstOf(alice, 'CALL tablefate_sql.wait($1)', [request?.id])).toMatchObject({ table_id: String(slow.id), state: 'TRASHED' });
+});
+
+test('a worker brings an older door to its own version, dropping the routines it no longer has, and leaves a newer one as it is', async () => {
+  const routine = (signature: string) => firstOf(admin, `SELECT to_regprocedure($1) IS NOT NULL AS there`, [signature]);
+  const hold = 'tablefate_sql.hold(text, text, double precision, bigint, bigint, text, text, timestamptz, timestamptz, text, text[])';
+  /** A worker starting: its storage prepares the node, as at every worker's start. */
+  const workerStarts = async () => {
+    const storage = new PostgresStorage([{ node: 'node-0', url: door.url }], h.catalog.id);
+    try {
+      await storage.prepareNode('node-0');
+    } finally {
+      await storage.close();
+    }
+  };
+  // A newer door (a later release's worker installed it): this worker changes nothing of it.
+  await admin.query(`COMMENT ON SCHEMA tablefate_sql IS 'tablefate SQL door 99'; DROP PROCEDURE ${hold}`);
+  await workerStarts();
+  expect(await routine(hold)).toEqual({ there: false });
+  // An older door, with a routine this one does not have: brought to this version, that routine dropped.
+  await admin.query(`COMMENT ON SCHEMA tablefate_sql IS 'tablefate SQL door 1';
+    CREATE PROCEDURE tablefate_sql.drop(tbl text, INOUT request_id bigint DEFAULT NULL) LANGUAGE sql AS 'SELECT 1'`);
+  await workerStarts();
+  expect(await routine(hold)).toEqual({ there: true });
+  expect(await routine('tablefate_sql.drop(text, bigint)')).toEqual({ there: false });
+  expect(await firstOf(admin, `SELECT obj_description('tablefate_sql'::regnamespace, 'pg_namespace') AS note`)).toEqual({
+    note: `tablefate SQL door ${DOOR_VERSION}`,
+  });
+  // And the door works as before.
+  const alice = await door.sessionOf('alice');
+  const { id } = await door.ownedTable('alice', 'after_upgrade');
+  expect(await firstOf(alice, `CALL tablefate_sql.hold('${id}')`)).toMatchObject({ state: 'READY' });
 });
