@@ -16,7 +16,7 @@ let h: Harness;
 let admin: Client;
 
 beforeAll(async () => {
-  door = await DoorNode.start({ roles: ['alice', 'bob'], callers: ['alice', 'bob'] });
+  door = await DoorNode.start({ roles: ['alice', 'bob'], callers: ['alice', 'bob'], nodes: 2 });
   ({ h, admin } = door);
 });
 
@@ -284,4 +284,27 @@ test('a worker brings an older door to its own version, dropping the routines it
   const alice = await door.sessionOf('alice');
   const { id } = await door.ownedTable('alice', 'after_upgrade');
   expect(await firstOf(alice, `CALL tablefate_sql.hold('${id}')`)).toMatchObject({ state: 'READY' });
+});
+
+test("a table of another node: each node's door answers for its own tables only", async () => {
+  const { id, oid } = await door.ownedTable('alice', 'elsewhere', 1);
+  const here = await door.sessionOf('alice');
+  const there = await door.sessionOf('alice', 1);
+  // By name, node-0's door finds no such table; by id, it finds the table's shard is not on node-0.
+  expect(await failureOf(here, `CALL tablefate_sql.drop('shop.elsewhere')`)).toMatchObject({ code: '42P01' });
+  expect(await failureOf(here, `CALL tablefate_sql.hold('${id}')`)).toMatchObject({
+    code: '42P01',
+    message: expect.stringContaining("call its node's door") as unknown,
+  });
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'READY', hold: null });
+  // Its own node's door drops it, and the trash view there shows it.
+  expect(await firstOf(there, `CALL tablefate_sql.drop('shop.elsewhere', retention_seconds => 600)`)).toMatchObject({ state: 'TRASHED' });
+  expect(await firstOf(there, 'SELECT table_id FROM tablefate_sql.trash WHERE table_id = $1', [id])).toEqual({ table_id: String(id) });
+  expect(await firstOf(here, 'SELECT table_id FROM tablefate_sql.trash WHERE table_id = $1', [id])).toBeUndefined();
+  expect(await failureOf(here, `CALL tablefate_sql.recall('${id}')`)).toMatchObject({ code: '42P01' });
+  expect(
+    await firstOf(there, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`, [oid]),
+  ).toEqual({
+    nspname: 'tablefate_trash',
+  });
 });

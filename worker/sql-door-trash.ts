@@ -12,8 +12,8 @@ const BATCH = 100;
  * The SQL door's copy of what the catalog says of each table in a node's trash (tablefate.sql_trash), which the trash
  * view (`tablefate_sql.trash`) shows beside what the node itself knows of it (owner, size). A table is read again from
  * the catalog when its copy is missing, when its shards moved since (a drop again after a recall), while it is on its way
- * (not TRASHED yet), when the door has just changed it, and at least every FRESH_SECONDS; a table gone from the trash
- * loses its copy.
+ * (not TRASHED yet), and at least every FRESH_SECONDS; a table gone from the trash loses its copy. A table the door has
+ * just changed is read again before its caller hears the answer (refreshOne), so that the caller reads its own change.
  */
 export class TrashCopy {
   constructor(
@@ -22,18 +22,18 @@ export class TrashCopy {
     private readonly tableOf: (tableId: number) => Promise<TableRecord | null>,
   ) {}
 
-  /** Brings the copy up to date, reading again the tables in `changed` (by id) whatever their copy's age. */
-  async refresh(changed: readonly number[] = []): Promise<void> {
+  /** Brings the copy up to date. */
+  async refresh(): Promise<void> {
     const { rows } = await this.pool.query<{ table_id: string }>(
       `SELECT DISTINCT s.table_id FROM ${OWN}.shards s
          JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
          JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = $2
          LEFT JOIN ${OWN}.sql_trash t ON t.catalog_id = s.catalog_id AND t.table_id = s.table_id
         WHERE s.catalog_id = $1
-          AND (t.table_id IS NULL OR t.state <> 'TRASHED' OR t.synced_at < s.changed_at OR s.table_id = ANY($3::bigint[])
-               OR t.synced_at < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => $4))
+          AND (t.table_id IS NULL OR t.state <> 'TRASHED' OR t.synced_at < s.changed_at
+               OR t.synced_at < pg_catalog.clock_timestamp() - pg_catalog.make_interval(secs => $3))
         LIMIT ${BATCH}`,
-      [this.catalogId, POSTGRES_OWN_SCHEMAS.trash, changed, FRESH_SECONDS],
+      [this.catalogId, POSTGRES_OWN_SCHEMAS.trash, FRESH_SECONDS],
     );
     for (const { table_id } of rows) {
       const table = await this.tableOf(Number(table_id));
@@ -47,6 +47,13 @@ export class TrashCopy {
           WHERE s.catalog_id = t.catalog_id AND s.table_id = t.table_id)`,
       [this.catalogId, POSTGRES_OWN_SCHEMAS.trash],
     );
+  }
+
+  /** Brings the copy of one table up to date now: the door does so before it answers a call on it. */
+  async refreshOne(tableId: number): Promise<void> {
+    const table = await this.tableOf(tableId);
+    if (table?.state === 'TRASHED') await this.write(table);
+    else await this.pool.query(`DELETE FROM ${OWN}.sql_trash WHERE catalog_id = $1 AND table_id = $2`, [this.catalogId, tableId]);
   }
 
   private async write(table: TableRecord): Promise<void> {

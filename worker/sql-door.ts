@@ -362,12 +362,13 @@ export class SqlDoor {
               .catch(() => undefined);
           },
         });
-        await this.answer(request.id, { result });
+        // The trash view first, so that the caller reads there what its call changed.
         await this.trash
-          .refresh([(result as { id: number }).id])
+          .refreshOne((result as { id: number }).id)
           .catch((err: unknown) =>
             this.opts.logger.warn({ err, node: this.opts.node }, "the SQL door's trash view is behind; a sweep catches up"),
           );
+        await this.answer(request.id, { result });
       } catch (err) {
         if (err instanceof TableFateError && isDomainErrorType(err.type)) await this.answer(request.id, refusal(err.type, err.message));
         // (Stopping, the door lets its runs go on without it: the next worker's door takes their requests up.)

@@ -44,6 +44,8 @@ export class DoorNode {
     public admin: Client,
     readonly h: Harness,
     readonly roles: Record<string, string>,
+    /** Each node's database, by the node's number. */
+    readonly urls: string[],
   ) {}
 
   static async start(opts: {
@@ -52,43 +54,52 @@ export class DoorNode {
     harness?: Omit<HarnessOptions, 'postgresNodes'>;
     /** A server of the test's own (the suite's shared one by default). */
     server?: TestPostgres;
+    /** How many storage nodes, each a database of the server (1 by default): node-0 is `url`. */
+    nodes?: number;
   }): Promise<DoorNode> {
     const server = opts.server ?? (await sharedPostgres());
-    const url = await server.freshDatabase('door');
+    const urls: string[] = [];
+    for (let i = 0; i < (opts.nodes ?? 1); i++) urls.push(await server.freshDatabase('door'));
+    const url = urls[0]!;
     const admin = new Client({ connectionString: url });
     admin.on('error', () => undefined);
     await admin.connect();
-    const db = new URL(url).pathname.slice(1);
     const suffix = randomBytes(3).toString('hex');
     const roles = Object.fromEntries(opts.roles.map((role) => [role, `door_${role}_${suffix}`]));
     await admin.query(`DO $$ BEGIN CREATE ROLE tablefate_caller NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
     for (const role of Object.values(roles)) await admin.query(`CREATE ROLE ${role} LOGIN`);
     for (const caller of opts.callers) {
-      await admin.query(`GRANT tablefate_caller TO ${roles[caller]}; GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${roles[caller]}`);
+      await admin.query(`GRANT tablefate_caller TO ${roles[caller]}`);
+      for (const db of urls.map((u) => new URL(u).pathname.slice(1))) {
+        await admin.query(`GRANT CONNECT, CREATE ON DATABASE "${db}" TO ${roles[caller]}`);
+      }
     }
-    const h = await Harness.start({ ...opts.harness, postgresNodes: [url] });
+    const h = await Harness.start({ ...opts.harness, postgresNodes: urls });
     await waitFor(
       async () =>
         (await firstOf(admin, `SELECT to_regprocedure('tablefate_sql._request(text, text, jsonb, uuid)') IS NOT NULL AS there`))?.there,
       (there) => there === true,
       { what: "the worker's door on the node" },
     );
-    return new DoorNode(server, url, admin, h, roles);
+    return new DoorNode(server, url, admin, h, roles, urls);
   }
 
   /** The node's url for `role` (one of the test's, by its short name), with `application_name` if given. */
-  urlOf(role: string, applicationName?: string): string {
-    const target = new URL(this.url);
+  urlOf(role: string, applicationName?: string, node = 0): string {
+    const target = new URL(this.urls[node]!);
     target.username = this.roles[role] ?? role;
     if (applicationName) target.searchParams.set('application_name', applicationName);
     return target.toString();
   }
 
-  /** A session of `role`, as its own client would open it (application `<role>-app`). */
-  async sessionOf(role: string): Promise<Session> {
-    const client = Object.assign(new Client({ connectionString: this.urlOf(role), application_name: `${this.roles[role]}-app` }), {
-      notices: [] as string[],
-    });
+  /** A session of `role` on node `node` (node-0 by default), as its own client would open it (application `<role>-app`). */
+  async sessionOf(role: string, node = 0): Promise<Session> {
+    const client = Object.assign(
+      new Client({ connectionString: this.urlOf(role, undefined, node), application_name: `${this.roles[role]}-app` }),
+      {
+        notices: [] as string[],
+      },
+    );
     client.on('notice', (notice) => void client.notices.push(notice.message ?? ''));
     // (A session the server ends, restarted or terminating it, fails its next query; the event itself is expected.)
     client.on('error', () => undefined);
@@ -107,13 +118,13 @@ export class DoorNode {
     return row?.nspname as string | undefined;
   }
 
-  /** A table `owner` makes in schema shop, with two rows, that tablefate keeps (adopted): its id and oid. */
-  async ownedTable(owner: string, name: string): Promise<{ id: number; oid: number }> {
-    const session = await this.sessionOf(owner);
+  /** A table `owner` makes in schema shop on node `node`, with two rows, that tablefate keeps (adopted): its id and oid. */
+  async ownedTable(owner: string, name: string, node = 0): Promise<{ id: number; oid: number }> {
+    const session = await this.sessionOf(owner, node);
     await session.query(`CREATE SCHEMA IF NOT EXISTS shop`);
     await session.query(`CREATE TABLE shop.${name} (id int PRIMARY KEY, note text); INSERT INTO shop.${name} VALUES (1, 'a'), (2, 'b')`);
-    const table = await this.h.client.adopt({ table: `shop.${name}`, node: 'node-0' });
-    const oid = Number((await firstOf(this.admin, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
+    const table = await this.h.client.adopt({ table: `shop.${name}`, node: `node-${node}` });
+    const oid = Number((await firstOf(session, `SELECT 'shop.${name}'::regclass::oid AS oid`))?.oid);
     return { id: table.id, oid };
   }
 
