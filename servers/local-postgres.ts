@@ -29,6 +29,13 @@ export function findPostgresBin(): string {
   return path.join(root, versions[0], 'bin');
 }
 
+/** A program of the PostgreSQL findPostgresBin finds (psql, pg_dump): beside its initdb, or beside what that links to. */
+export function postgresProgram(name: string): string {
+  const bin = findPostgresBin();
+  const beside = path.join(bin, name);
+  return fs.existsSync(beside) ? beside : path.join(path.dirname(fs.realpathSync(path.join(bin, 'initdb'))), name);
+}
+
 /** util-linux's runuser, which PATH may lack (/usr/sbin is not on every user's PATH). */
 function runuser(): string {
   const found = ['/usr/sbin/runuser', '/sbin/runuser', '/usr/bin/runuser'].find((file) => fs.existsSync(file));

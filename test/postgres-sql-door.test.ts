@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import type { Client } from 'pg';
+import { postgresProgram } from '../servers/local-postgres';
 import { DoorNode, failureOf, firstOf, rowsOf } from './support/door';
 import type { Harness } from './support/harness';
 import { waitFor } from './support/wait';
@@ -288,4 +290,38 @@ test("a worker lost between a purge's end and its answer: the next answers it, f
   expect(answered).toMatchObject({ sqlstate: null, answer: expect.objectContaining({ id, state: 'PURGED' }) as unknown });
   const purges = (await h.client.history({ table: id })).operations.filter((op) => op.operation === 'purge');
   expect(purges).toHaveLength(1);
+});
+
+/** psql itself, as a role runs it: its exit code, what it prints, and what it says on stderr (NOTICEs, ERRORs). */
+function psql(role: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      postgresProgram('psql'),
+      [door.urlOf(role), '-X', '-v', 'ON_ERROR_STOP=1', '-v', 'VERBOSITY=verbose', ...args],
+      (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+test('in psql, as the roles run it: the row; a refusal, exit 1 with its SQLSTATE; a call in a transaction, its NOTICE, then wait()', async () => {
+  const { id } = await alicesTable('via_psql');
+  const dropped = await psql('alice', '-c', `CALL tablefate_sql.drop('shop.via_psql', retention_seconds => 600)`);
+  expect(dropped).toMatchObject({ code: 0 });
+  expect(dropped.stdout).toMatch(new RegExp(`${id} \\| shop\\.via_psql \\| TRASHED`));
+
+  const refused = await psql('bob', '-c', `CALL tablefate_sql.recall('shop.via_psql')`);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain(`ERROR:  42501: tablefate: role ${BOB} may not recall table ${id}`);
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
+
+  // psql -1: the whole command one transaction, so the call asks, says so, and does not wait.
+  const queued = await psql('alice', '-1', '-c', `CALL tablefate_sql.recall('shop.via_psql')`);
+  expect(queued).toMatchObject({ code: 0 });
+  const request = /NOTICE: {2}00000: tablefate: request ([0-9]+) \(recall of shop\.via_psql\) runs once this transaction commits/.exec(
+    queued.stderr,
+  )?.[1];
+  expect(request).toBeDefined();
+  const waited = await psql('alice', '-c', `CALL tablefate_sql.wait(${request})`);
+  expect(waited).toMatchObject({ code: 0 });
+  expect(waited.stdout).toMatch(new RegExp(`${id} \\| shop\\.via_psql \\| READY`));
 });
