@@ -3,7 +3,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseTables, type Finding, type LockFact, type RecordedShardTables, type SetOnDisk } from '../domain/health';
 import { OPERATIONS, type TrashInput } from '../domain/operations';
-import { trashTimersQuery } from '../domain/operation-runs';
+import { dropsOfTableQuery, trashTimersQuery } from '../domain/operation-runs';
 import type { TableRecord } from '../domain/table';
 import type { SetListing } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
@@ -111,8 +111,10 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       const droppedByOf: Record<number, string> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
-        // (A drop a v19 client started ran as its table's trash run.)
+        // (The table's latest drop, whatever its run's id; a drop a v19 client started ran as its table's trash run.)
+        const latest = await latestDropOf(f.table.id, catalog.id);
         const asked =
+          (latest === undefined ? undefined : await askedDrop(latest)) ??
           (await askedDrop(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
           (await askedDrop(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
         if (asked?.retentionSeconds !== undefined) retentionOf[f.table.id] = asked.retentionSeconds;
@@ -145,6 +147,19 @@ async function runningTrashTimers(taskQueue: string, catalogId: string): Promise
     if (match && (match[2] === undefined || match[2] === catalogId)) running.add(Number(match[1]));
   }
   return running;
+}
+
+/**
+ * The workflow id of the latest drop run of table `tableId` in this catalog, by its search attributes: the SDK's at
+ * `drop:<id>`, a SQL door request's at an id of its own, an adopt and drop's. Undefined when the server keeps none.
+ */
+async function latestDropOf(tableId: number, catalogId: string): Promise<string | undefined> {
+  let latest: { workflowId: string; startTime: Date } | undefined;
+  for await (const run of Context.current().client.workflow.list({ query: dropsOfTableQuery(tableId) })) {
+    if (!run.workflowId.endsWith(`@${catalogId}`)) continue;
+    if (!latest || run.startTime > latest.startTime) latest = run;
+  }
+  return latest?.workflowId;
 }
 
 /**

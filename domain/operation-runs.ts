@@ -12,6 +12,11 @@ export function trashTimersQuery(taskQueue: string): string {
   return `(${types}) AND ExecutionStatus = 'Running' AND TaskQueue = '${taskQueue}'`;
 }
 
+/** The visibility query of the drops' runs of table `tableId`: the SDK's, a SQL door request's own, an adopt and drop's. */
+export function dropsOfTableQuery(tableId: number): string {
+  return `TableId = ${tableId} AND TableOp IN ('trash', 'adoptTrash')`;
+}
+
 /** The memo key of the drop time a trash's expiry run waits for: how a starter tells its own trash's run from another's. */
 export const DROPPED_AT_MEMO = 'droppedAt';
 

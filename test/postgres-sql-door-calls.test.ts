@@ -308,3 +308,41 @@ test("a table of another node: each node's door answers for its own tables only"
     nspname: 'tablefate_trash',
   });
 });
+
+test("a door's drop terminated half way is finished by the reconciler with the retention it asked and who asked it", async () => {
+  const { id, oid } = await door.ownedTable('alice', 'stuck');
+  // A lease keeps the drop draining, so that it is terminated half way.
+  const lease = await h.client.acquireLease(id, { ttlSeconds: 120, holder: 'the test' });
+  const alice = await door.sessionOf('alice');
+  await alice.query('BEGIN');
+  const asked = await firstOf(alice, `CALL tablefate_sql.drop('shop.stuck', retention_seconds => 900)`);
+  await alice.query('COMMIT');
+  const running = await waitFor(
+    () => firstOf(alice, 'SELECT workflow_id FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id]),
+    (row) => typeof row?.workflow_id === 'string',
+    { what: 'the drop started' },
+  );
+  await waitFor(
+    () => h.catalog.getTable(id),
+    (table) => table?.state === 'DRAINING',
+    { what: 'the drop to drain' },
+  );
+  await h.temporal.workflow.getHandle(running!.workflow_id as string).terminate('test: an operator terminated it');
+  // Its caller hears how it ended: WorkflowTerminated, 57000.
+  const answered = await waitFor(
+    () => firstOf(alice, 'SELECT state, sqlstate FROM tablefate_sql.requests WHERE id = $1', [asked?.request_id]),
+    (row) => row?.state === 'answered',
+    { what: 'the terminated drop answered' },
+  );
+  expect(answered).toEqual({ state: 'answered', sqlstate: '57000' });
+  await h.client.releaseLease(lease.id);
+  await h.reconcile();
+  const trashed = await waitFor(
+    () => h.catalog.getTable(id),
+    (table) => table?.state === 'TRASHED',
+    { what: 'the reconciler to finish the drop' },
+  );
+  expect(trashed!.expireAt! - trashed!.droppedAt!).toBe(900_000);
+  expect(trashed!.droppedBy).toEqual(expect.stringContaining(`sql:${door.roles.alice}`));
+  expect(await door.schemaOf(oid)).toBe('tablefate_trash');
+});

@@ -2,7 +2,7 @@ import os from 'node:os';
 import { Client as PgClient, Pool } from 'pg';
 import type { Logger } from './logger';
 import { ERROR_MEANINGS } from '../domain/error-meanings';
-import { isDomainErrorType, TableFateError } from '../domain/errors';
+import { isDomainErrorType, isOperationFailureType, TableFateError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { DOOR_CHANNEL, DOOR_SCHEMA } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
@@ -276,7 +276,7 @@ export class SqlDoor {
     try {
       return call === 'trash' ? await this.planDrop(request) : await this.planOfTable(request, call, session);
     } catch (err) {
-      if (err instanceof TableFateError && isDomainErrorType(err.type)) return { answer: refusal(err.type, err.message) };
+      if (isAnswer(err)) return { answer: refusal(err.type, err.message) };
       throw err;
     }
   }
@@ -370,7 +370,7 @@ export class SqlDoor {
           );
         await this.answer(request.id, { result });
       } catch (err) {
-        if (err instanceof TableFateError && isDomainErrorType(err.type)) await this.answer(request.id, refusal(err.type, err.message));
+        if (isAnswer(err)) await this.answer(request.id, refusal(err.type, err.message));
         // (Stopping, the door lets its runs go on without it: the next worker's door takes their requests up.)
         else if (!this.stopped)
           this.opts.logger.warn(
@@ -415,6 +415,15 @@ export class SqlDoor {
 }
 
 type Answer = { result: unknown } | { sqlstate: string; errorType: string; message: string };
+
+/**
+ * Whether a call's failure is the request's answer: a refusal, or how its run ended (terminated, cancelled, failed),
+ * which a take-up would only read again. The others (no worker, no server, the call's deadline) are of the moment: the
+ * request waits for a sweep, which joins its run or reads how it ended.
+ */
+function isAnswer(err: unknown): err is TableFateError {
+  return err instanceof TableFateError && (isDomainErrorType(err.type) || isOperationFailureType(err.type));
+}
 
 /** What PostgreSQL's roles do not allow: as `must be owner of table` is, 42501. */
 const notAllowed = (message: string): Answer => ({ sqlstate: '42501', errorType: 'NotAllowed', message });
