@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
-import type { TableRecord } from '../domain/table';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 
 const OWN = POSTGRES_OWN_SCHEMAS.own;
 /** How old the copy of a table may grow before it is read again: what a retention or hold changed elsewhere waits. */
@@ -13,7 +13,7 @@ const BATCH = 100;
  * view (`tablefate_sql.trash`) shows beside what the node itself knows of it (owner, size). A table is read again from
  * the catalog when its copy is missing, when its shards moved since (a drop again after a recall), while it is on its way
  * (not TRASHED yet), and at least every FRESH_SECONDS; a table gone from the trash loses its copy. A table the door has
- * just changed is read again before its caller hears the answer (refreshOne), so that the caller reads its own change.
+ * just changed is copied from its answer before its caller hears it (answered), so that the caller reads its own change.
  */
 export class TrashCopy {
   constructor(
@@ -37,7 +37,7 @@ export class TrashCopy {
     );
     for (const { table_id } of rows) {
       const table = await this.tableOf(Number(table_id));
-      if (table) await this.write(table);
+      if (table) await this.write(toTableInfo(table));
     }
     await this.pool.query(
       `DELETE FROM ${OWN}.sql_trash t WHERE t.catalog_id = $1 AND NOT EXISTS (
@@ -49,15 +49,13 @@ export class TrashCopy {
     );
   }
 
-  /** Brings the copy of one table up to date now: the door does so before it answers a call on it. */
-  async refreshOne(tableId: number): Promise<void> {
-    const table = await this.tableOf(tableId);
-    if (table?.state === 'TRASHED') await this.write(table);
-    else await this.pool.query(`DELETE FROM ${OWN}.sql_trash WHERE catalog_id = $1 AND table_id = $2`, [this.catalogId, tableId]);
+  /** Takes a table as an operation of the door's has just answered it: the door does so before its caller hears it. */
+  async answered(table: TableInfo): Promise<void> {
+    if (table.state === 'TRASHED') await this.write(table);
+    else await this.pool.query(`DELETE FROM ${OWN}.sql_trash WHERE catalog_id = $1 AND table_id = $2`, [this.catalogId, table.id]);
   }
 
-  private async write(table: TableRecord): Promise<void> {
-    const at = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms));
+  private async write(table: TableInfo): Promise<void> {
     await this.pool.query(
       `INSERT INTO ${OWN}.sql_trash AS t (catalog_id, table_id, namespace, name, state, dropped_at, expires_at, held_since,
                                           hold_reason, dropped_by, synced_at)
@@ -72,9 +70,9 @@ export class TrashCopy {
         table.namespace,
         table.name,
         table.state,
-        at(table.droppedAt),
-        at(table.expireAt),
-        at(table.hold?.since),
+        table.droppedAt,
+        table.expireAt,
+        table.hold?.since ?? null,
         table.hold?.reason ?? null,
         table.droppedBy,
       ],

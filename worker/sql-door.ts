@@ -6,7 +6,7 @@ import { isDomainErrorType, isOperationFailureType, TableFateError } from '../do
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { DOOR_CHANNEL, DOOR_SCHEMA } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
-import type { TableRecord } from '../domain/table';
+import type { TableInfo, TableRecord } from '../domain/table';
 import { TrashCopy } from './sql-door-trash';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
@@ -364,7 +364,7 @@ export class SqlDoor {
         });
         // The trash view first, so that the caller reads there what its call changed.
         await this.trash
-          .refreshOne((result as { id: number }).id)
+          .answered(result as TableInfo)
           .catch((err: unknown) =>
             this.opts.logger.warn({ err, node: this.opts.node }, "the SQL door's trash view is behind; a sweep catches up"),
           );
