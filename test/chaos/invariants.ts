@@ -2,13 +2,23 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import type { Catalog } from '../../catalog/catalog';
 import type { TableRecord } from '../../domain/table';
-import { checkAnswers } from './answers';
+import { checkAnswers, describeOp } from './answers';
 import type { Convergence } from './convergence';
 import type { WorkerExit } from './monkey';
-import { isTrashTimer, runningTrashWorkflows, takeSnapshot, TRANSITIONAL_STATES } from './observe';
+import {
+  isTrashTimer,
+  readDoorRequests,
+  runningTrashWorkflows,
+  runsOf,
+  takeSnapshot,
+  TRANSITIONAL_STATES,
+  type DoorRequest,
+} from './observe';
 import type { Problem } from './problems';
 import { idsMentioned, type OpRecord } from './scenario';
 import { checkPolicyAnswers, type FinalRelease } from './policies';
+import type { NodeDatabase } from './rows';
+import { DOOR_COUNT_SCHEMA } from './sql-caller';
 
 /**
  * Every invariant, checked after the run came to rest (or gave up waiting). All of them are checked, and
@@ -31,6 +41,8 @@ export interface World {
    * checks recall the trashed tables, which changes the catalog the other checks read.
    */
   checkStorage: (tables: readonly TableRecord[]) => Promise<StorageFindings>;
+  /** `--caller sql`: the storage nodes, reached as the worker's role, whose SQL door's requests are checked. */
+  doorNodes?: readonly NodeDatabase[];
 }
 
 export interface Evidence {
@@ -50,6 +62,22 @@ export interface Findings {
   notes: string[];
   tables: number;
   storageSummary: string;
+  door?: DoorSummary;
+}
+
+/** What the end of a `--caller sql` run found of the SQL door's requests on the nodes. */
+export interface DoorSummary {
+  requests: number;
+  answered: number;
+  /** Answered with a table: after a run of their own, or at their plan (the answer was there without a run). */
+  answeredOk: number;
+  answeredAtPlan: number;
+  /** Answered with tablefate's refusal or failure, by type. */
+  answeredWithError: Record<string, number>;
+  /** Requests whose workflow id was looked up in the server's visibility. */
+  runsChecked: number;
+  /** From each answered request's commit to its answer, in seconds: the median, the 90th percentile, the longest. */
+  answerSeconds: { median: number; p90: number; max: number } | null;
 }
 
 /** A trash whose expiry passed this long ago must be purged by now (the timer has had time to fire). */
@@ -183,8 +211,133 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
       notes.push(`a worker exited on its own (code ${String(exit.code)}, signal ${String(exit.signal)}) while the server was fine`);
     }
   }
+  let door: DoorSummary | undefined;
+  if (world.doorNodes) {
+    const found = await checkDoorRequests(world.temporal, world.doorNodes, evidence.ops);
+    problems.push(...found.problems);
+    door = found.summary;
+  }
   const storage = await world.checkStorage(snapshot.tables);
   problems.push(...storage.problems);
   notes.push(...storage.notes);
-  return { problems, notes, tables: snapshot.tables.length, storageSummary: storage.summary };
+  return { problems, notes, tables: snapshot.tables.length, storageSummary: storage.summary, ...(door ? { door } : {}) };
+}
+
+/** How long the end of the run waits for the door's requests to be answered once everything else is at rest. */
+const DOOR_ANSWERS_WAIT_MS = 30_000;
+
+/**
+ * The SQL door's requests at rest (`--caller sql`): every request on every node answered, each answer written once (the
+ * run's trigger counted each turn to 'answered'), each request that ran answered by a run of its own (but a retention
+ * change, an update of the table's expiry run): its workflow id is the operation's with `~sql.<node>.<request id>.<uuid8>`
+ * before the catalog, and the server lists exactly one run of it when it was answered with a table (never two, whatever
+ * the answer); and each call that named its request was answered what the request holds.
+ */
+export async function checkDoorRequests(
+  temporal: Client,
+  nodes: readonly NodeDatabase[],
+  ops: readonly OpRecord[],
+): Promise<{ problems: Problem[]; summary: DoorSummary }> {
+  const problems: Problem[] = [];
+  const problem = (detail: string) => problems.push({ invariant: 'door', detail });
+  const readAll = async () => (await Promise.all(nodes.map((n) => readDoorRequests(n.node, n.url, DOOR_COUNT_SCHEMA)))).flat();
+  const until = Date.now() + DOOR_ANSWERS_WAIT_MS;
+  let requests = await readAll();
+  while (requests.some((r) => r.state !== 'answered') && Date.now() < until) {
+    await sleep(1000);
+    requests = await readAll();
+  }
+  const summary: DoorSummary = {
+    requests: requests.length,
+    answered: 0,
+    answeredOk: 0,
+    answeredAtPlan: 0,
+    answeredWithError: {},
+    runsChecked: 0,
+    answerSeconds: null,
+  };
+  const waits = requests
+    .filter((r) => r.answeredAt !== null)
+    .map((r) => (r.answeredAt!.getTime() - r.requestedAt.getTime()) / 1000)
+    .sort((a, b) => a - b);
+  if (waits.length > 0) {
+    const at = (q: number) => waits[Math.min(waits.length - 1, Math.floor(q * waits.length))]!;
+    summary.answerSeconds = { median: at(0.5), p90: at(0.9), max: waits[waits.length - 1]! };
+  }
+  const labelOf = (r: DoorRequest) => `${r.node} request ${r.id} (${r.op} ${JSON.stringify(r.args)}, ${r.applicationName ?? '-'})`;
+  const doubtful: Array<{ request: DoorRequest; runs: number }> = [];
+  for (const r of requests) {
+    const label = labelOf(r);
+    if (r.state !== 'answered') {
+      problem(
+        `${label} is still ${r.state} ${DOOR_ANSWERS_WAIT_MS / 1000} s after the run came to rest: asked at ${iso(r.requestedAt.getTime())}, ` +
+          `planned by ${r.claimedBy ?? '-'} at ${iso(r.pickedAt?.getTime() ?? null)}, run ${r.workflowId ?? 'none recorded'}`,
+      );
+      if (r.answersWritten > 0) problem(`${label} is ${r.state}, but its answer was written ${r.answersWritten} time(s)`);
+      continue;
+    }
+    summary.answered++;
+    if (r.answersWritten !== 1) {
+      problem(`${label} was answered ${r.answersWritten} times (${DOOR_COUNT_SCHEMA}.answers), not once: now ${describeAnswer(r)}`);
+    }
+    if (r.sqlstate === null) {
+      summary.answeredOk++;
+      if (r.answer === null) problem(`${label} is answered with neither a table nor an error`);
+      if (r.plan === null) summary.answeredAtPlan++;
+    } else {
+      const type = r.errorType ?? '?';
+      summary.answeredWithError[type] = (summary.answeredWithError[type] ?? 0) + 1;
+    }
+    const ownKey = `~sql.${r.node}.${r.id}.${r.requestUuid.slice(0, 8)}@`;
+    if (r.workflowId === null) {
+      // (A retention change starts no run: it is an update of the table's expiry run, whose id is the table's own.)
+      if (r.sqlstate === null && r.plan !== null && r.op !== 'retention') {
+        problem(`${label} was planned and answered ${describeAnswer(r)}, but no run is recorded`);
+      }
+      continue;
+    }
+    if (!r.workflowId.includes(ownKey)) problem(`${label}'s run ${r.workflowId} is not a run of its own (${ownKey})`);
+    summary.runsChecked++;
+    const runs = (await runsOf(temporal, r.workflowId)).length;
+    if (runs > 1 || (r.sqlstate === null && r.plan !== null && runs !== 1)) doubtful.push({ request: r, runs });
+  }
+  // (Visibility can lag a moment behind the histories: asked again after a pause.)
+  if (doubtful.length > 0) await sleep(3000);
+  for (const { request: r } of doubtful) {
+    const runs = await runsOf(temporal, r.workflowId!);
+    if (runs.length > 1 || (r.sqlstate === null && r.plan !== null && runs.length !== 1)) {
+      problem(
+        `${labelOf(r)}, answered ${describeAnswer(r)}, has ${runs.length} runs of ${r.workflowId}, not ${r.sqlstate === null ? '1' : 'at most 1'}` +
+          (runs.length > 0 ? `: ${runs.map((run) => `${run.runId} ${run.status}`).join(', ')}` : ''),
+      );
+    }
+  }
+  // Each call that named its request was answered what the request holds.
+  const byKey = new Map(requests.map((r) => [`${r.node}/${r.id}`, r]));
+  for (const op of ops) {
+    const door = op.door;
+    if (door?.requestId === undefined) continue;
+    const r = byKey.get(`${door.node}/${door.requestId}`);
+    if (!r) {
+      problem(`${describeOp(op)} through ${door.node}'s door named request ${door.requestId}, which the node does not have`);
+      continue;
+    }
+    const { outcome } = op;
+    if (outcome.kind === 'ok' && (r.sqlstate !== null || r.answer?.id !== outcome.table.id || r.answer?.state !== outcome.table.state)) {
+      problem(
+        `${describeOp(op)} was answered table ${outcome.table.id} ${outcome.table.state}, but ${labelOf(r)} holds ${describeAnswer(r)}`,
+      );
+    }
+    if (outcome.kind === 'rejected' && door.errorType !== undefined && !door.refusedBeforeRequest && r.errorType !== door.errorType) {
+      problem(`${describeOp(op)} was answered ${door.errorType}, but ${labelOf(r)} holds ${describeAnswer(r)}`);
+    }
+  }
+  return { problems, summary };
+}
+
+function describeAnswer(r: DoorRequest): string {
+  if (r.state !== 'answered') return r.state;
+  return r.sqlstate === null
+    ? `table ${String(r.answer?.id)} ${String(r.answer?.state)}`
+    : `${r.errorType ?? '?'} (${r.sqlstate}): ${r.message ?? ''}`;
 }

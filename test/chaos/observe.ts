@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
+import { Client as PgClient } from 'pg';
 import type { Catalog, LockHolder } from '../../catalog/catalog';
 import { RESUMED_BY } from '../../domain/health';
 import type { TableState } from '../../domain/states';
@@ -164,5 +166,135 @@ export async function describeWorkflow(
     return parts.join('; ');
   } catch (err) {
     return `${workflowId}: cannot describe (${(err as Error).message.split('\n')[0]})`;
+  }
+}
+
+/** A request of the SQL door as a node's record holds it (tablefate.sql_requests), with how often its answer was written. */
+export interface DoorRequest {
+  node: string;
+  id: number;
+  op: string;
+  args: unknown;
+  state: string;
+  requestUuid: string;
+  requester: string;
+  applicationName: string | null;
+  requestedAt: Date;
+  plan: unknown;
+  catalogId: string | null;
+  claimedBy: string | null;
+  pickedAt: Date | null;
+  workflowId: string | null;
+  answer: { id?: number; state?: string } | null;
+  errorType: string | null;
+  sqlstate: string | null;
+  message: string | null;
+  answeredAt: Date | null;
+  /** How many times the run's trigger saw it turn 'answered' (chaos_door.answers). */
+  answersWritten: number;
+}
+
+/** Every request of the SQL door on a node, oldest first. */
+export async function readDoorRequests(node: string, url: string, countSchema: string): Promise<DoorRequest[]> {
+  const client = new PgClient({ connectionString: url, application_name: 'chaos checker' });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const { rows } = await client.query<Omit<DoorRequest, 'node'>>(
+      `SELECT r.id::int AS id, r.op, r.args, r.state, r.request_uuid::text AS "requestUuid", r.requester_name AS requester,
+              r.application_name AS "applicationName", r.requested_at AS "requestedAt", r.plan, r.catalog_id AS "catalogId",
+              r.claimed_by AS "claimedBy", r.picked_at AS "pickedAt", r.workflow_id AS "workflowId", r.answer,
+              r.error_type AS "errorType", r.sqlstate, r.message, r.answered_at AS "answeredAt",
+              (SELECT count(*)::int FROM ${countSchema}.answers a WHERE a.id = r.id) AS "answersWritten"
+         FROM tablefate.sql_requests r ORDER BY r.id`,
+    );
+    return rows.map((row) => ({ node, ...row }));
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** The runs of one workflow id the server's visibility lists (running or closed): a request's own run has one, never two. */
+export async function runsOf(temporal: Client, workflowId: string): Promise<Array<{ runId: string; status: string }>> {
+  const runs: Array<{ runId: string; status: string }> = [];
+  for await (const wf of temporal.workflow.list({ query: `WorkflowId = '${workflowId.replace(/'/g, "\\'")}'` })) {
+    runs.push({ runId: wf.runId, status: wf.status.name });
+  }
+  return runs;
+}
+
+/** A kind of lock wait seen on the nodes: who waited, doing what, for whom doing what. */
+export interface LockWait {
+  waiter: string;
+  blocker: string;
+  /** How many looks saw it (one look every `everyMs`), and the longest wait seen, in seconds. */
+  seen: number;
+  longestS: number;
+}
+
+/**
+ * Looks every `everyMs` at the sessions of the node databases that have waited more than `minS` for a lock, and writes
+ * down who they waited for (pg_blocking_pids): what a stall of the product, or of a caller, came from.
+ */
+export class LockWaitWatch {
+  private readonly waits = new Map<string, LockWait>();
+  private stopped = false;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly serverUrl: string,
+    private readonly databases: readonly string[],
+    private readonly everyMs = 2000,
+    private readonly minS = 5,
+  ) {}
+
+  start(): void {
+    this.running = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running;
+  }
+
+  /** The waits seen, the most often seen first. */
+  seen(): LockWait[] {
+    return [...this.waits.values()].sort((a, b) => b.seen - a.seen);
+  }
+
+  private async loop(): Promise<void> {
+    let client: PgClient | undefined;
+    while (!this.stopped) {
+      try {
+        if (!client) {
+          const opened = new PgClient({ connectionString: this.serverUrl, application_name: 'chaos lock watch' });
+          opened.on('error', () => (client = undefined));
+          await opened.connect();
+          client = opened;
+        }
+        const { rows } = await client.query<{ waiter: string; blocker: string; waited: number }>(
+          `SELECT w.datname || ' ' || w.application_name || ': ' || left(regexp_replace(w.query, '\\s+', ' ', 'g'), 90) AS waiter,
+                  b.application_name || ' (' || coalesce(b.state, '?') || '): ' || left(regexp_replace(b.query, '\\s+', ' ', 'g'), 90) AS blocker,
+                  extract(epoch FROM now() - w.query_start)::float8 AS waited
+             FROM pg_stat_activity w
+             CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocking(pid)
+             JOIN pg_stat_activity b ON b.pid = blocking.pid
+            WHERE w.datname = ANY($1) AND w.wait_event_type = 'Lock' AND now() - w.query_start > make_interval(secs => $2)`,
+          [this.databases, this.minS],
+        );
+        for (const { waiter, blocker, waited } of rows) {
+          const key = `${waiter}\n${blocker}`;
+          const wait = this.waits.get(key) ?? { waiter, blocker, seen: 0, longestS: 0 };
+          wait.seen++;
+          wait.longestS = Math.max(wait.longestS, waited);
+          this.waits.set(key, wait);
+        }
+      } catch {
+        await client?.end().catch(() => undefined);
+        client = undefined;
+      }
+      await sleep(this.everyMs);
+    }
+    await client?.end().catch(() => undefined);
   }
 }

@@ -39,6 +39,44 @@ function countBy<T>(items: readonly T[], key: (item: T) => string): Array<[strin
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
+const CALLERS: Readonly<Record<ChaosReport['options']['caller'], string>> = {
+  sdk: 'the SDK',
+  cli: 'the command line',
+  sql: "the SQL door (its calls on tables of one shard; the rest the SDK's)",
+};
+
+/** The calls through the SQL door, and what the end of the run found of their requests. */
+function doorLines(report: ChaosReport): string[] {
+  const calls = report.ops.filter((op) => op.door !== undefined);
+  if (report.options.caller !== 'sql') return [];
+  const count = (pick: (op: OpRecord) => boolean) => calls.filter(pick).length;
+  const lines = [
+    `  SQL door: ${calls.length} calls (${countBy(calls, (op) => op.request.kind)
+      .map(([kind, n]) => `${kind} ${n}`)
+      .join(', ')}), ${report.ops.length - calls.length} other calls through the SDK; ` +
+      `${count((op) => op.outcome.kind === 'ok')} answered a table, ` +
+      `${count((op) => op.outcome.kind === 'rejected' && !op.door?.refusedBeforeRequest)} tablefate's refusal, ` +
+      `${count((op) => op.door?.refusedBeforeRequest === true)} refused before any request, ` +
+      `${count((op) => op.outcome.kind === 'unknown')} no answer (${count((op) => op.door?.sqlstate === 'TF001')} TF001), ` +
+      `${count((op) => op.outcome.kind === 'failed')} failed`,
+  ];
+  const door = report.door;
+  if (door) {
+    const errors = Object.entries(door.answeredWithError)
+      .sort((a, b) => b[1] - a[1])
+      .map(([type, n]) => `${type} ${n}`);
+    lines.push(
+      `  SQL door's requests on the nodes: ${door.requests}, ${door.answered} answered (${door.answeredOk} with a table, ` +
+        `${door.answeredAtPlan} of them at their plan; ${errors.join(', ') || 'no error'}); ${door.runsChecked} runs looked up` +
+        (door.answerSeconds
+          ? `; answered ${door.answerSeconds.median.toFixed(1)} s after the request (median), ` +
+            `${door.answerSeconds.p90.toFixed(1)} s (90th percentile), ${door.answerSeconds.max.toFixed(1)} s at most`
+          : ''),
+    );
+  }
+  return lines;
+}
+
 /** The fields of a pino line (ours, or the Temporal SDK's routed through pino) that say what went wrong. */
 interface LogEntry {
   level?: number;
@@ -100,7 +138,7 @@ export function formatReport(report: ChaosReport): string {
     lines.push(
       `  catalog: ${options.catalog}; ${options.workers} worker${options.workers === 1 ? '' : 's'} at once (${options.killWorkers} killed); ` +
         `storage ${options.storage}${options.storage === 'remote' ? ` (${options.killNodes} node${options.killNodes === 1 ? '' : 's'} killed)` : ''}; ` +
-        `calls by ${options.caller === 'cli' ? 'the command line' : 'the SDK'}`,
+        `calls by ${CALLERS[options.caller]}`,
     );
   }
   for (const kind of KINDS) {
@@ -162,6 +200,7 @@ export function formatReport(report: ChaosReport): string {
         : `  NOT at rest after ${seconds(report.convergence.waitedMs)} (limit ${seconds(options.convergenceTimeoutMs)})`,
     );
   }
+  lines.push(...doorLines(report));
   if (report.postgres) {
     const { inserts, rowsCommitted, connectionCuts, userTables, shardsCheckedOnAnswer } = report.postgres;
     const others = [...inserts.otherErrors.values()].reduce((sum, n) => sum + n, 0);
@@ -175,6 +214,14 @@ export function formatReport(report: ChaosReport): string {
     }
     lines.push(`  rows compared for ${shardsCheckedOnAnswer} shards right after a trash or recall of their table answered`);
     lines.push(`  the user's own tables: ${userTables.join(', ')}`);
+    const { lockWaits } = report.postgres;
+    const looks = lockWaits.reduce((sum, w) => sum + w.seen, 0);
+    lines.push(
+      `  lock waits over 5 s on the nodes: ${lockWaits.length === 0 ? 'none seen' : `${looks} seen, ${lockWaits.length} kinds; the most seen:`}`,
+    );
+    for (const wait of lockWaits.slice(0, 4)) {
+      lines.push(`    x${wait.seen} (longest ${seconds(wait.longestS * 1000)}) ${wait.waiter}`, `      waited for ${wait.blocker}`);
+    }
   }
   lines.push(`  checked ${report.tables} tables; ${report.storageSummary}`);
   lines.push('');

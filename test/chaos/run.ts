@@ -5,7 +5,7 @@ import { runChaos } from './runner';
 
 /**
  * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres]
- *                   [--temporal dev|cluster] [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]`
+ *                   [--temporal dev|cluster] [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli|sql] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
@@ -15,7 +15,7 @@ const USAGE =
   'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
   '                        [--temporal dev|cluster] [--catalog sqlite|postgres] [--driver files|postgres] [--workers N]\n' +
   '                        [--storage local|remote]\n' +
-  '                        [--connection-cuts on|off] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli] [--keep]\n' +
+  '                        [--connection-cuts on|off] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli|sql] [--keep]\n' +
   '  --temporal: dev (default: a dev server of the run, crashed whole by --server-restarts) or cluster (a cluster of the\n' +
   '             run on its PostgreSQL, as `tablefate cluster up` makes it: --server-restarts SIGKILLs a history process)\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
@@ -34,7 +34,12 @@ const USAGE =
   '             per node, each with a directory of its own; the workers run with --storage remote)\n' +
   '  --kill-workers: how many of the workers the monkey kills (default all); --kill-nodes: how many storage nodes\n' +
   '             (remote storage; default 1); with --driver postgres a storage node serves its database\n' +
-  '  --caller: sdk (default: SDK clients) or cli (each operation a `tablefate` command run from an empty directory)\n' +
+  '  --caller: sdk (default: SDK clients), cli (each operation a `tablefate` command run from an empty directory) or\n' +
+  '             sql (--driver postgres only: each drop, recall, purge, hold, release and retention change of a table of\n' +
+  "             one shard a CALL of the SQL door, tablefate_sql.<call>(...), on its node's database; the rest through the\n" +
+  '             SDK. It connects as a login role of the run, chaos_sql_<hex>, granted tablefate_caller and membership in\n' +
+  "             postgres, the workers' role that owns the tables (no superuser itself); at the end every request on every\n" +
+  '             node must be answered, once, and each one answered with a table by exactly one run of its own)\n' +
   '  --keep: keep the state directory (catalog, storage, logs, ops.json) even when no problem is found';
 
 function count(value: string | undefined, fallback: number, name: string, min: number): number {
@@ -93,9 +98,12 @@ async function main(): Promise<number> {
       storage: oneOf(values.storage, ['local', 'remote'] as const, 'storage'),
       killWorkers: values['kill-workers'] === undefined ? undefined : count(values['kill-workers'], 0, 'kill-workers', 0),
       killNodes: values['kill-nodes'] === undefined ? undefined : count(values['kill-nodes'], 0, 'kill-nodes', 0),
-      caller: oneOf(values.caller, ['sdk', 'cli'] as const, 'caller'),
+      caller: oneOf(values.caller, ['sdk', 'cli', 'sql'] as const, 'caller'),
       keepState: values.keep ?? false,
     };
+    if (options.caller === 'sql' && options.driver !== 'postgres') {
+      throw new Error('--caller sql calls the SQL door of PostgreSQL storage nodes: it needs --driver postgres');
+    }
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);
     return 2;

@@ -20,7 +20,9 @@ import { ChaosCluster, ChaosServer, type ChaosTemporal } from './processes';
 import { Random } from './random';
 import { classify, idsMentioned, runScenario, type OpRecord, type Outcome } from './scenario';
 import { checkHolds, type FinalRelease } from './policies';
-import { allTables } from './observe';
+import { allTables, LockWaitWatch, type LockWait } from './observe';
+import { countDoorAnswers, DOOR_COUNT_SCHEMA, makeDoorCallerRole, urlAs } from './sql-caller';
+import type { DoorSummary } from './invariants';
 import type { Catalog } from '../../catalog/catalog';
 
 /**
@@ -61,8 +63,11 @@ export interface ChaosOptions {
   killWorkers?: number;
   /** With remote storage, how many of the storage nodes the monkey kills (node-0 first); default 1. */
   killNodes?: number;
-  /** Who issues the operations: SDK clients (default), or `tablefate` commands run from an empty directory. */
-  caller?: 'sdk' | 'cli';
+  /**
+   * Who issues the operations: SDK clients (default), `tablefate` commands run from an empty directory, or (postgres
+   * driver) the SQL door for its calls (drop, recall, purge, hold, release, retention) and the SDK for the others.
+   */
+  caller?: 'sdk' | 'cli' | 'sql';
   /** A call without an answer after this long is an unknown outcome. Default 60 s. */
   callTimeoutMs?: number;
   /** No operation starts after this long (the product may stall); default 10 min. */
@@ -116,6 +121,8 @@ export interface ChaosReport {
   tables: number;
   /** What the storage checks compared (checksums of files, or rows of tables). */
   storageSummary: string;
+  /** `--caller sql`: the calls through the SQL door, and what the end of the run found of their requests. */
+  door?: DoorSummary;
   /** postgres driver: the user's service's inserts, the storage connections cut, the user's tables. */
   postgres?: {
     inserts: InsertStats;
@@ -124,6 +131,8 @@ export interface ChaosReport {
     shardsCheckedOnAnswer: number;
     connectionCuts: number;
     userTables: string[];
+    /** Sessions of the node databases seen waiting more than 5 s for a lock, and for whom (observe.ts, LockWaitWatch). */
+    lockWaits: LockWait[];
   };
   opsPhaseMs: number;
   durationMs: number;
@@ -309,6 +318,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     opsTimeLimitMs: options.opsTimeLimitMs ?? 600_000,
     convergenceTimeoutMs: options.convergenceTimeoutMs ?? 180_000,
   };
+  if (settings.caller === 'sql' && settings.driver !== 'postgres') {
+    throw new Error('the SQL caller (caller sql) calls the SQL door of PostgreSQL storage nodes: it needs driver postgres');
+  }
   const rng = new Random(options.seed);
   const dir = await fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-chaos-'));
   const home = path.join(dir, 'home');
@@ -341,6 +353,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       log(`storage nodes in PostgreSQL: ${nodeDbs.map((n) => n.url).join(', ')}`);
       userTables = await makeUserTables(nodeDbs);
       log(`the user's own tables, made by hand: ${userTables.map((u) => `${u.node} ${u.schema}.${u.table}`).join(', ')}`);
+    }
+    // The SQL caller's role, made as a DBA would before the workers prepare the nodes (they grant the door to
+    // tablefate_caller as they install it): a member of the worker's role, which owns the tables.
+    let doorCallerRole: string | undefined;
+    if (settings.caller === 'sql') {
+      const owner = decodeURIComponent(new URL(nodeDbs[0]!.url).username);
+      doorCallerRole = await makeDoorCallerRole((await postgres()).url, owner);
+      log(`the SQL caller connects as ${doorCallerRole}: granted tablefate_caller and membership in ${owner}, the tables' owner`);
     }
     // Remote storage: each node's directory is of its own (as on a host of its own); `view` links them under one
     // root, for the checks alone.
@@ -392,6 +412,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(() => monkey.stop());
     // The worker creates the catalog (file, or schema); no SDK call before it has started once.
     await monkey.startFirstWorker();
+    if (doorCallerRole !== undefined) {
+      await countDoorAnswers(nodeDbs);
+      log(`the SQL door is on every node; its answers are counted into ${DOOR_COUNT_SCHEMA}.answers`);
+    }
     log('first worker polls; unleashing');
 
     const catalog = await openCatalog(catalogLocation(catalogUrl, home));
@@ -409,6 +433,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ? new ConnectionCutter((await postgres()).url, nodeDbs, rng.fork('cutter'), cutEvery)
         : undefined;
     const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
+    // Watched until the checks begin: a stall of the operations, or of the rest after them, shows whom it waited for.
+    const lockWatch =
+      settings.driver === 'postgres'
+        ? new LockWaitWatch(
+            (await postgres()).url,
+            nodeDbs.map((n) => new URL(n.url).pathname.slice(1)),
+          )
+        : undefined;
+    cleanups.push(async () => lockWatch?.stop());
     const stopLoad = async () => {
       await inserter?.stop();
       await cutter?.stop();
@@ -417,6 +450,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(stopLoad);
 
     monkey.unleash();
+    lockWatch?.start();
     inserter?.start();
     cutter?.start();
     const progress = new Progress();
@@ -430,7 +464,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         config: loadConfig(env),
         columns: settings.driver === 'postgres' ? CHAOS_COLUMNS : undefined,
         userNames: settings.driver === 'postgres' ? USER_TABLE_TABLEFATE_NAMES : undefined,
-        caller: settings.caller === 'cli' ? { cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) } : undefined,
+        caller:
+          settings.caller === 'cli'
+            ? { kind: 'cli', cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) }
+            : doorCallerRole !== undefined
+              ? {
+                  kind: 'sql',
+                  nodes: nodeDbs.map((n) => ({ node: n.node, url: urlAs(n.url, doorCallerRole) })),
+                  userTables: userTables.map((u) => `${u.node} ${u.schema}.${u.table}`),
+                }
+              : undefined,
         catalog,
         callTimeoutMs: settings.callTimeoutMs,
         deadline: Date.now() + settings.opsTimeLimitMs,
@@ -449,6 +492,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           progress.set(done);
           if (done % 10 === 0) log(`${done}/${settings.ops} operations answered`);
         },
+        deferClose: (close) => cleanups.push(close),
       });
     } finally {
       progress.finish();
@@ -463,6 +507,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         rowsCommitted: inserter.ledger.size,
         connectionCuts: cutter?.cuts ?? 0,
         userTables: userTables.map((u) => `${u.node} ${u.schema}.${u.table}`),
+        lockWaits: [],
       };
       log(`${inserter.ledger.size} rows seen committed; ${cutter?.cuts ?? 0} storage connections cut`);
     }
@@ -531,6 +576,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       workerFate,
     });
     log(report.convergence.converged ? `at rest after ${(report.convergence.waitedMs / 1000).toFixed(1)} s` : 'did not come to rest');
+    await lockWatch?.stop();
+    if (report.postgres && lockWatch) report.postgres.lockWaits = lockWatch.seen();
     // A process of ours that died of an uncaught exception is a defect whatever caused it; with PostgreSQL, the
     // usual cause is a client whose connection was lost while it was checked out of its pool, with no 'error'
     // listener: a lost connection must fail the activity (transient), not end the worker.
@@ -568,7 +615,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       };
     };
     const findings = await checkInvariants(
-      { catalog, temporal, checkStorage },
+      { catalog, temporal, checkStorage, ...(doorCallerRole === undefined ? {} : { doorNodes: nodeDbs }) },
       {
         ops: report.ops,
         convergence: report.convergence,
@@ -582,6 +629,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     report.notes.push(...findings.notes);
     report.tables = findings.tables;
     report.storageSummary = findings.storageSummary;
+    if (findings.door) report.door = findings.door;
     report.aborted = signal.aborted;
     completed = true;
     return report;

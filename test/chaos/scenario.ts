@@ -13,6 +13,8 @@ import type { Random } from './random';
 import { catalogPath, type StorageDriverName } from '../../domain/deployment';
 import { BIN } from '../support/cli';
 import { within } from './time';
+import type { NodeDatabase } from './rows';
+import { SqlCaller } from './sql-caller';
 
 /**
  * The load: several SDK clients, each in its own loop, issuing mixed operations on a small pool of names
@@ -69,6 +71,22 @@ export interface OpRecord {
   startedAt: number;
   endedAt: number;
   outcome: Outcome;
+  /** `--caller sql`: the call went through the SQL door (sql-caller.ts); absent when it went through the SDK. */
+  door?: DoorCallRecord;
+}
+
+/** A call through the SQL door: on which node, the statement, and what it learned of its request. */
+export interface DoorCallRecord {
+  node: string;
+  /** The CALL as a person would type it. */
+  call: string;
+  /** The request the call made, when it knows it (its row, tablefate's error's DETAIL, TF001's message). */
+  requestId?: number;
+  sqlstate?: string;
+  /** The type tablefate's error named (its DETAIL), or the SDK's type for a refusal of the procedure itself. */
+  errorType?: string;
+  /** Refused by the procedure itself, before any request: nothing was asked. */
+  refusedBeforeRequest?: boolean;
 }
 
 /** The table id a request names, when it names one by id. */
@@ -114,10 +132,12 @@ export interface ScenarioOptions {
   catalog: Catalog;
   callTimeoutMs: number;
   /**
-   * Absent: SDK clients. Present: each call is a `tablefate` command run from `cwd` (a directory with nothing in
-   * it) with an empty TABLEFATE_HOME and only the server's address and the catalog's URL, as on another host.
+   * Absent: SDK clients. `cli`: each call is a `tablefate` command run from `cwd` (a directory with nothing in it) with
+   * an empty TABLEFATE_HOME and only the server's address and the catalog's URL, as on another host. `sql` (postgres
+   * driver): the door's calls through the SQL door of the table's node, each node reached at `nodes`' url (as the
+   * caller's role), the others through the SDK (sql-caller.ts); never a drop of one of `userTables` (`<node> <schema>.<table>`).
    */
-  caller?: { cwd: string };
+  caller?: { kind: 'cli'; cwd: string } | { kind: 'sql'; nodes: readonly NodeDatabase[]; userTables: readonly string[] };
   /** No operation starts after this time (epoch ms): a stalled product must not stall the run. */
   deadline: number;
   signal: AbortSignal;
@@ -125,6 +145,12 @@ export interface ScenarioOptions {
   /** Called with every answered operation before the client goes on (to fingerprint a new table's files). */
   onAnswer: (record: OpRecord) => Promise<void>;
   onProgress: (done: number) => void;
+  /**
+   * Given, the clients are closed when the run calls what it is handed (at its end), not when the operations are over:
+   * a call given up may still have a gRPC retry waiting on a timer, which throws from that timer once its connection is
+   * closed (a slow run's calls, given up on a worker that does not come, do).
+   */
+  deferClose?: (close: () => Promise<void>) => void;
 }
 
 /** The pool of names, each with the shard count its creates usually ask for (files driver). */
@@ -389,10 +415,19 @@ export function classify(err: unknown): Outcome {
  * connection: a call the run gives up on is cancelled through it (as a caller's deadline would), so that no
  * abandoned call is left retrying when the connection closes (the gRPC retry then throws from a timer).
  */
-interface Caller {
-  /** The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then given up). */
-  answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome>;
+export interface Caller {
+  /**
+   * The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then given up); `before`
+   * is its target as the catalog held it just before (the SQL caller finds the table's node by it).
+   */
+  answer(request: OpRequest, before: TableRecord | undefined, timeoutMs: number, signal: AbortSignal): Promise<CallAnswer>;
   close(): Promise<void>;
+}
+
+/** What a call learned, and (through the SQL door) how it went there. */
+export interface CallAnswer {
+  outcome: Outcome;
+  door?: DoorCallRecord;
 }
 
 class CallerClient implements Caller {
@@ -415,7 +450,7 @@ class CallerClient implements Caller {
   }
 
   /** The call's answer, or `unknown` after `timeoutMs` or when the run is aborted (the call is then cancelled). */
-  async answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
+  async answer(request: OpRequest, _before: TableRecord | undefined, timeoutMs: number, signal: AbortSignal): Promise<CallAnswer> {
     const cancel = new AbortController();
     const onAbort = () => cancel.abort();
     signal.addEventListener('abort', onAbort, { once: true });
@@ -428,7 +463,7 @@ class CallerClient implements Caller {
     this.pending.add(answer);
     void answer.finally(() => this.pending.delete(answer));
     try {
-      return await Promise.race([answer, timeout]);
+      return { outcome: await Promise.race([answer, timeout]) };
     } finally {
       signal.removeEventListener('abort', onAbort);
       cancel.abort();
@@ -509,7 +544,11 @@ class CommandLineCaller implements Caller {
     };
   }
 
-  answer(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
+  async answer(request: OpRequest, _before: TableRecord | undefined, timeoutMs: number, signal: AbortSignal): Promise<CallAnswer> {
+    return { outcome: await this.run(request, timeoutMs, signal) };
+  }
+
+  private run(request: OpRequest, timeoutMs: number, signal: AbortSignal): Promise<Outcome> {
     // The command's own --timeout first; a command still there 15 s later is killed, its outcome unknown.
     const child = spawn(process.execPath, [BIN, ...commandOf(request, timeoutMs)], {
       cwd: this.cwd,
@@ -561,7 +600,12 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
   const clients: Caller[] = [];
   try {
     for (let i = 0; i < opts.clients; i++) {
-      clients.push(opts.caller ? new CommandLineCaller(opts.config, opts.caller.cwd) : await CallerClient.open(opts.config));
+      const caller = opts.caller;
+      if (caller?.kind === 'cli') clients.push(new CommandLineCaller(opts.config, caller.cwd));
+      else if (caller?.kind === 'sql') {
+        const sdk = await CallerClient.open(opts.config);
+        clients.push(new SqlCaller(sdk, caller.nodes, opts.rng.fork(`door-${i}`), `chaos sql caller ${i}`, caller.userTables));
+      } else clients.push(await CallerClient.open(opts.config));
     }
   } catch (err) {
     await Promise.all(clients.map((client) => client.close()));
@@ -582,8 +626,8 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();
-      const outcome = await client.answer(request, opts.callTimeoutMs, opts.signal);
-      const record: OpRecord = { seq, client: index, request, before, startedAt, endedAt: Date.now(), outcome };
+      const { outcome, door } = await client.answer(request, before, opts.callTimeoutMs, opts.signal);
+      const record: OpRecord = { seq, client: index, request, before, startedAt, endedAt: Date.now(), outcome, ...(door ? { door } : {}) };
       records.push(record);
       if (outcome.kind === 'leased' && request.kind === 'lease') {
         shared.leases.push(outcome.lease);
@@ -599,7 +643,11 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
   try {
     await Promise.all(clients.map(lane));
   } finally {
-    await Promise.all(clients.map((client) => client.close()));
+    const close = async () => {
+      await Promise.all(clients.map((client) => client.close()));
+    };
+    if (opts.deferClose) opts.deferClose(close);
+    else await close();
   }
   return records.sort((a, b) => a.seq - b.seq);
 }
