@@ -1,4 +1,5 @@
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
+import { inNodeTransaction, lockPrepare } from './postgres-node';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 
 /**
@@ -299,21 +300,48 @@ const VIEWS = ['requests', 'trash'];
 /** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
 export const DOOR_VERSION = 3;
 
+/** How long the door's install waits for a lock on its routines and views: a call waiting for its answer reads them. */
+const INSTALL_LOCK_TIMEOUT_MS = 500;
+
 /**
- * Makes (or brings to this code's version) the door's routines and views on the node, in the caller's transaction (the
- * node's prepare, under its lock), each closed to PUBLIC; and grants `tablefate_caller` what it calls, if that role is
- * there (a DBA makes it: making a role needs CREATEROLE, which tablefate's role must not have).
+ * Makes the door's routines and views on the node, or brings them to this code's version, in a transaction of its own
+ * under the node's prepare lock, each closed to PUBLIC; and grants `tablefate_caller` what it calls, if that role is
+ * there and has not been granted it yet (a DBA makes the role: making one needs CREATEROLE, which tablefate's role must
+ * not have). A door of this version, whole, is left as it is, and one of a later version too (a rolling deploy never
+ * takes it back). A replacement waits for no caller: past a brief lock wait it fails (55P03), changing nothing, and the
+ * door tries again at its next look.
  */
-export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean; version: number }> {
-  const { rows: made } = await c.query<{ note: string | null }>(
-    `SELECT pg_catalog.obj_description(pg_catalog.to_regnamespace($1)::oid, 'pg_namespace') AS note`,
-    [D],
+export function prepareDoor(pool: Pool): Promise<{ callerRole: boolean; version: number }> {
+  return inNodeTransaction(pool, async (c) => {
+    await lockPrepare(c);
+    await c.query(`SET LOCAL lock_timeout = ${INSTALL_LOCK_TIMEOUT_MS}`);
+    const { rows: made } = await c.query<{ note: string | null }>(
+      `SELECT pg_catalog.obj_description(pg_catalog.to_regnamespace($1)::oid, 'pg_namespace') AS note`,
+      [D],
+    );
+    const installed = Number(/^tablefate SQL door ([0-9]+)$/.exec(made[0]?.note ?? '')?.[1] ?? 0);
+    if (installed > DOOR_VERSION) return { callerRole: await grantCaller(c, 'none'), version: installed };
+    const replaced = installed < DOOR_VERSION || !(await whole(c));
+    if (replaced) await install(c);
+    return { callerRole: await grantCaller(c, replaced ? 'all' : 'unless granted'), version: DOOR_VERSION };
+  });
+}
+
+/** Whether every routine and view of this door is there. */
+async function whole(c: PoolClient): Promise<boolean> {
+  const { rows } = await c.query<{ whole: boolean }>(
+    `SELECT bool_and(pg_catalog.to_regprocedure(r) IS NOT NULL) AND bool_and(pg_catalog.to_regclass(v) IS NOT NULL) AS whole
+       FROM pg_catalog.unnest($1::text[]) r, pg_catalog.unnest($2::text[]) v`,
+    [[...FUNCTIONS, ...PROCEDURES].map((routine) => `${D}.${routine}`), VIEWS.map((view) => `${D}.${view}`)],
   );
-  const installed = Number(/^tablefate SQL door ([0-9]+)$/.exec(made[0]?.note ?? '')?.[1] ?? 0);
-  if (installed > DOOR_VERSION) return { callerRole: await grantCaller(c, false), version: installed };
+  return rows[0]?.whole === true;
+}
+
+/** The door's routines and views made or replaced, those of an earlier door it no longer has dropped. */
+async function install(c: PoolClient): Promise<void> {
   await c.query(`REVOKE ALL ON SCHEMA ${D} FROM PUBLIC`);
   for (const sql of [REQUEST, COMMIT_PROBE, REQUESTS_VIEW, TRASH_VIEW, AWAIT, WAIT, ...PROCEDURE_SQL]) await c.query(sql);
-  // A routine of an earlier door this one no longer has (a procedure whose arguments changed is another routine).
+  // (A procedure whose arguments changed is another routine.)
   const current = [...FUNCTIONS, ...PROCEDURES].map((routine) => `${D}.${routine}`);
   const { rows: stale } = await c.query<{ routine: string; kind: string }>(
     `SELECT p.oid::regprocedure::text AS routine, p.prokind AS kind FROM pg_catalog.pg_proc p
@@ -326,16 +354,21 @@ export async function installDoor(c: PoolClient): Promise<{ callerRole: boolean;
   for (const proc of PROCEDURES) await c.query(`REVOKE ALL ON PROCEDURE ${D}.${proc} FROM PUBLIC`);
   for (const view of VIEWS) await c.query(`REVOKE ALL ON ${D}.${view} FROM PUBLIC`);
   await c.query(`COMMENT ON SCHEMA ${D} IS 'tablefate SQL door ${DOOR_VERSION}'`);
-  return { callerRole: await grantCaller(c, true), version: DOOR_VERSION };
 }
 
-/** Grants `tablefate_caller` what it calls (`grant`), or says only whether that role is there. */
-async function grantCaller(c: PoolClient, grant: boolean): Promise<boolean> {
-  const { rows } = await c.query<{ there: boolean }>('SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1) AS there', [
-    DOOR_CALLER_ROLE,
-  ]);
-  const there = rows[0]?.there ?? false;
-  if (!there || !grant) return there;
+/**
+ * Whether `tablefate_caller` is there; and grants it what it calls (`all`, after a replacement: new routines), or only
+ * if it has not been granted the door yet (`unless granted`: the role made since the door was), or nothing (`none`).
+ */
+async function grantCaller(c: PoolClient, grant: 'all' | 'unless granted' | 'none'): Promise<boolean> {
+  const { rows } = await c.query<{ there: boolean; granted: boolean }>(
+    `SELECT r.oid IS NOT NULL AS there,
+            r.oid IS NOT NULL AND pg_catalog.has_function_privilege(r.oid, $2::regprocedure, 'EXECUTE') AS granted
+       FROM (SELECT 1) one LEFT JOIN pg_catalog.pg_roles r ON r.rolname = $1`,
+    [DOOR_CALLER_ROLE, `${D}.${FUNCTIONS[0]}`],
+  );
+  const { there, granted } = rows[0] ?? { there: false, granted: false };
+  if (!there || grant === 'none' || (grant === 'unless granted' && granted)) return there;
   const R = DOOR_CALLER_ROLE;
   await c.query(`GRANT USAGE ON SCHEMA ${D} TO ${R}`);
   await c.query(`GRANT INSERT (nonce) ON ${D}.caller_marks TO ${R}`);

@@ -9,6 +9,11 @@ export function inNodeTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<
   return inPgTransaction(pool, fn, ['SET LOCAL standard_conforming_strings = on']);
 }
 
+/** Of two workers preparing one node at once (its record, its SQL door), the second waits for the first's transaction. */
+export async function lockPrepare(c: PoolClient): Promise<void> {
+  await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.prepare']);
+}
+
 /** One change of a shard at a time on this node, across workers: a transaction-scoped advisory lock. */
 export async function lockShard(c: PoolClient, id: ShardTableId): Promise<void> {
   await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', [`tablefate:${describeShard(id)}`]);

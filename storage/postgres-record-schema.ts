@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from 'pg';
 import type { Migration } from '../catalog/migrations';
 import { migrate, type PgMigrations } from '../catalog/pg-migrations';
-import { DOOR_SCHEMA, installDoor } from './postgres-door-sql';
-import { ensureSchema, inNodeTransaction } from './postgres-node';
+import { DOOR_SCHEMA } from './postgres-door-sql';
+import { ensureSchema, inNodeTransaction, lockPrepare } from './postgres-node';
 import { GARBAGE_SCHEMA, OWN_SCHEMA, SHARDS, TRASH_SCHEMA } from './postgres-record';
 
 /**
@@ -123,9 +123,6 @@ export const UNVERSIONED_RECORD_COLUMNS: Readonly<Record<number, readonly string
 
 export const RECORD_VERSIONS = `"${OWN_SCHEMA}"."shards_migrations"`;
 
-/** Of two workers preparing one node at once, the second waits for the first's transaction. */
-const lockPrepare = (c: PoolClient) => c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.prepare']);
-
 const RECORD_SCHEMA: PgMigrations = {
   schema: OWN_SCHEMA,
   versions: RECORD_VERSIONS,
@@ -136,8 +133,8 @@ const RECORD_SCHEMA: PgMigrations = {
 };
 
 /**
- * Makes tablefate's own schemas on the node (idempotent), brings its record to this code's version, and makes the SQL
- * door's routines (postgres-door-sql.ts).
+ * Makes tablefate's own schemas on the node (idempotent) and brings its record to this code's version. (The SQL door's
+ * routines are the door's to make, as it starts: postgres-door-sql.ts, prepareDoor.)
  */
 export async function prepareRecord(pool: Pool): Promise<void> {
   await inNodeTransaction(pool, async (c) => {
@@ -145,10 +142,6 @@ export async function prepareRecord(pool: Pool): Promise<void> {
     for (const schema of [OWN_SCHEMA, TRASH_SCHEMA, GARBAGE_SCHEMA, DOOR_SCHEMA]) await ensureSchema(c, schema);
   });
   await migrate(pool, RECORD_SCHEMA);
-  await inNodeTransaction(pool, async (c) => {
-    await lockPrepare(c);
-    await installDoor(c);
-  });
 }
 
 /**

@@ -332,10 +332,10 @@ describe('with the guard on', () => {
     expect((await refusal(dba, 'DROP SCHEMA tablefate CASCADE')).message).toBe(
       "tablefate: schema tablefate is tablefate's own (its record of the tables it manages): the guard refuses this DROP SCHEMA, which would drop it",
     );
-    // (The SQL door's trash view reads the record: PostgreSQL refuses the plain DROP itself; with CASCADE, the guard does.)
     expect((await refusal(dba, 'DROP TABLE tablefate.shards')).message).toBe(
-      'cannot drop table tablefate.shards because other objects depend on it',
+      "tablefate: table tablefate.shards is tablefate's own (its record of the tables it manages): the guard refuses this DROP TABLE, which would drop it",
     );
+    // (With the SQL door on the node, its trash view reads the record: PostgreSQL itself refuses the plain DROP then.)
     expect((await refusal(dba, 'DROP TABLE tablefate.shards CASCADE')).message).toBe(
       "tablefate: table tablefate.shards is tablefate's own (its record of the tables it manages): the guard refuses this DROP TABLE, which would drop it",
     );

@@ -1,6 +1,5 @@
-import type { Client } from 'pg';
-import { PostgresStorage } from '../storage/postgres';
-import { DOOR_VERSION } from '../storage/postgres-door-sql';
+import { Pool, type Client } from 'pg';
+import { DOOR_VERSION, prepareDoor } from '../storage/postgres-door-sql';
 import { DoorNode, failureOf, firstOf, rowsOf, type Row } from './support/door';
 import type { Harness } from './support/harness';
 import { waitFor } from './support/wait';
@@ -258,13 +257,13 @@ test('wait() answers a request made earlier as its call would; a wait the sessio
 test('a worker brings an older door to its own version, dropping the routines it no longer has, and leaves a newer one as it is', async () => {
   const routine = (signature: string) => firstOf(admin, `SELECT to_regprocedure($1) IS NOT NULL AS there`, [signature]);
   const hold = 'tablefate_sql.hold(text, text, double precision, bigint, bigint, text, text, timestamptz, timestamptz, text, text[])';
-  /** A worker starting: its storage prepares the node, as at every worker's start. */
+  /** A worker's door starting: it prepares the door on its node, as at every worker's start. */
   const workerStarts = async () => {
-    const storage = new PostgresStorage([{ node: 'node-0', url: door.url }], h.catalog.id);
+    const pool = new Pool({ connectionString: door.url });
     try {
-      await storage.prepareNode('node-0');
+      await prepareDoor(pool);
     } finally {
-      await storage.close();
+      await pool.end();
     }
   };
   // A newer door (a later release's worker installed it): this worker changes nothing of it.
@@ -345,4 +344,36 @@ test("a door's drop terminated half way is finished by the reconciler with the r
   expect(trashed!.expireAt! - trashed!.droppedAt!).toBe(900_000);
   expect(trashed!.droppedBy).toEqual(expect.stringContaining(`sql:${door.roles.alice}`));
   expect(await door.schemaOf(oid)).toBe('tablefate_trash');
+});
+
+test("a door's start waits for no caller: with a call waiting, a door of its version is left as it is, an older one's replacement gives way", async () => {
+  const { id } = await door.ownedTable('alice', 'waited_on');
+  const lease = await h.client.acquireLease(id, { ttlSeconds: 120, holder: 'the test' });
+  const alice = await door.sessionOf('alice');
+  // A call waiting for its answer (its drop drains a lease) reads the door's requests view all along.
+  let ended = false;
+  const waiting = alice.query(`CALL tablefate_sql.drop('shop.waited_on', retention_seconds => 600)`).finally(() => (ended = true));
+  await waitFor(
+    () => h.catalog.getTable(id),
+    (table) => table?.state === 'DRAINING',
+    { what: 'the drop to drain' },
+  );
+  const pool = new Pool({ connectionString: door.url });
+  try {
+    await expect(prepareDoor(pool)).resolves.toMatchObject({ version: DOOR_VERSION });
+    expect(ended).toBe(false);
+    // An older door to replace: the replacement gives way to the waiting call (55P03), changing nothing.
+    await admin.query(`COMMENT ON SCHEMA tablefate_sql IS 'tablefate SQL door 1'`);
+    await expect(prepareDoor(pool)).rejects.toMatchObject({ code: '55P03' });
+    expect(ended).toBe(false);
+    expect(await firstOf(admin, `SELECT obj_description('tablefate_sql'::regnamespace, 'pg_namespace') AS note`)).toEqual({
+      note: 'tablefate SQL door 1',
+    });
+    await h.client.releaseLease(lease.id);
+    expect((await waiting).rows[0]).toMatchObject({ state: 'TRASHED' });
+    // Once nobody waits, it goes through.
+    await expect(prepareDoor(pool)).resolves.toMatchObject({ version: DOOR_VERSION });
+  } finally {
+    await pool.end();
+  }
 });

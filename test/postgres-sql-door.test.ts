@@ -125,7 +125,13 @@ test('a table tablefate does not keep yet is adopted and dropped in one operatio
   });
   // Not kept: no record of it on the node, and the catalog's record of the attempt is a failed adopt's.
   expect(await rowsOf(admin, 'SELECT table_id FROM tablefate.shards WHERE table_oid = $1', [viewed])).toEqual([]);
-  expect(await h.catalog.findByName({ namespace: 'shop', name: 'viewed' })).toMatchObject({ state: 'CREATE_FAILED' });
+  const failed = await h.catalog.findByName({ namespace: 'shop', name: 'viewed' });
+  expect(failed).toMatchObject({ state: 'CREATE_FAILED' });
+  // A call on that failed record finds no table of it on the node: refused as its state says, not as another node's.
+  expect(await failureOf(alice, `CALL tablefate_sql.purge('${failed!.id}')`)).toMatchObject({
+    code: '55000',
+    message: containing(`table ${failed!.id} is CREATE_FAILED`),
+  });
 });
 
 test('inside a transaction the drop is asked for only if the transaction commits, and the call says so', async () => {

@@ -4,7 +4,7 @@ import type { Logger } from './logger';
 import { ERROR_MEANINGS } from '../domain/error-meanings';
 import { isDomainErrorType, isOperationFailureType, TableFateError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
-import { DOOR_CHANNEL, DOOR_SCHEMA } from '../storage/postgres-door-sql';
+import { DOOR_CALLER_ROLE, DOOR_CHANNEL, DOOR_SCHEMA, prepareDoor } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
 import type { TableInfo, TableRecord } from '../domain/table';
 import { TrashCopy } from './sql-door-trash';
@@ -33,7 +33,7 @@ export interface SqlDoorOptions {
   sweepMs?: number;
   /** The catalog's table of that id (null: there is none). */
   tableOf: (tableId: number) => Promise<TableRecord | null>;
-  /** Makes the node's record and door (its procedures), before the door first listens. */
+  /** Makes the node's record (its schemas, its migrations), before the door makes its procedures and first listens. */
   prepare: () => Promise<void>;
 }
 
@@ -115,6 +115,7 @@ export class SqlDoor {
   private readonly me = `${os.hostname()}:${process.pid}`;
   private readonly trash: TrashCopy;
   private prunedAt = 0;
+  private toldOfCallerRole = false;
 
   constructor(private readonly opts: SqlDoorOptions) {
     this.pool = new Pool({ connectionString: opts.url, max: 2, application_name: `tablefate door ${opts.node}`, ...STORAGE_SESSION });
@@ -161,6 +162,15 @@ export class SqlDoor {
   private async connect(): Promise<PgClient> {
     if (this.session) return this.session;
     await this.opts.prepare();
+    const { callerRole } = await prepareDoor(this.pool);
+    if (!callerRole && !this.toldOfCallerRole) {
+      this.toldOfCallerRole = true;
+      this.opts.logger.warn(
+        { node: this.opts.node },
+        `the SQL door is shut on ${this.opts.node} but to superusers and tablefate's role: there is no role ${DOOR_CALLER_ROLE}. ` +
+          `A DBA opens it with CREATE ROLE ${DOOR_CALLER_ROLE} NOLOGIN; GRANT ${DOOR_CALLER_ROLE} TO <role>; then restart the worker`,
+      );
+    }
     const session = new PgClient({
       connectionString: this.opts.url,
       application_name: `tablefate door ${this.opts.node}`,
@@ -328,8 +338,7 @@ export class SqlDoor {
         WHERE s.catalog_id = $1 AND s.table_id = $3`,
       [this.opts.catalogId, request.requester, plan.tableId, into],
     );
-    if (rows.length === 0)
-      return { answer: refusal('TableNotFound', `table ${plan.tableId} has no shard on ${this.opts.node}: call its node's door`) };
+    if (rows.length === 0) return { answer: await this.noTableHere(plan.tableId, request.op) };
     if (rows.length > 1) {
       return {
         answer: refusal(
@@ -346,6 +355,23 @@ export class SqlDoor {
     if (!shard!.may_create) return { answer: notAllowed(`role ${request.requester_name} may not create tables in schema ${into}`) };
     await session.query(`UPDATE ${OWN}.sql_requests SET table_oid = $2 WHERE id = $1`, [request.id, shard!.oid]);
     return { plan };
+  }
+
+  /**
+   * Why a call on table `tableId` finds no table of it on this node to check who may: the table is another node's, or
+   * has none (a create that failed, a purged table), or its table went behind tablefate's back. Refused each way, before
+   * anything is done: with no table there, no role can be shown to own it.
+   */
+  private async noTableHere(tableId: number, op: string): Promise<Answer> {
+    const { node } = this.opts;
+    const table = await this.opts.tableOf(tableId);
+    if (!table || !table.placement.some((shard) => shard.node === node)) {
+      return refusal('TableNotFound', `table ${tableId} has no shard on ${node}: call its node's door`);
+    }
+    if (table.state === 'CREATING' || table.state === 'CREATE_FAILED' || table.state === 'PURGED') {
+      return refusal('WrongState', `table ${tableId} is ${table.state}: it has no table on ${node} to ${op}`);
+    }
+    return refusal('ShardMissing', `table ${tableId} has no table on ${node} where tablefate put it: see tablefate doctor`);
   }
 
   /** Runs a planned request's call and writes its answer; one that fails for a reason of the moment stays for a sweep. */
