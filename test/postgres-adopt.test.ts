@@ -42,6 +42,16 @@ afterAll(async () => {
 
 const rows = async (client: Client, sql: string) => (await client.query(sql)).rows as Array<Record<string, unknown>>;
 const oidOf = async (client: Client, name: string) => (await rows(client, `SELECT to_regclass('${name}')::oid::int8 AS oid`))[0]!.oid;
+/** A worker of the harness's, on the nodes' databases, that kills itself after `activity`'s first call (crash-worker.ts). */
+const crashingWorker = async (activity: string, env: NodeJS.ProcessEnv = {}) =>
+  startCrashingWorker({
+    home: h.home,
+    address: h.address,
+    taskQueue: h.taskQueue,
+    bundleFile: await workflowBundleFile(),
+    activity,
+    env: { CRASH_POSTGRES_URLS: urls.join(','), ...env },
+  });
 /** What tablefate records of a table on a node: none for a table it does not manage. */
 const recorded = (client: Client, name: string) =>
   rows(client, `SELECT table_id FROM tablefate.shards WHERE table_oid = to_regclass('${name}')`).catch(() => []);
@@ -181,14 +191,7 @@ test('an adopt whose worker died after its prepare, the run terminated, is finis
   const adoptId = workflowIdFor.adopt(name, h.catalog.id);
 
   await h.stopWorker();
-  const crashing = await startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
-    activity: 'catalog.prepareCreate',
-    env: { CRASH_POSTGRES_URLS: urls.join(',') },
-  });
+  const crashing = await crashingWorker('catalog.prepareCreate');
   const answer = h.client.adopt({ table: 'crm.contacts' }).catch((err: unknown) => err);
   expect(await crashing.exited).toBe('SIGKILL');
   await h.temporal.workflow.getHandle(adoptId).terminate('test: its worker is gone and an operator terminated it');
@@ -295,14 +298,7 @@ describe('adopt and drop in one operation (a drop with its node named)', () => {
     await db.query(`CREATE SCHEMA IF NOT EXISTS crash; CREATE TABLE crash.${name} (id int); INSERT INTO crash.${name} VALUES (1)`);
     const oid = await oidOf(db, `crash.${name}`);
     await h.stopWorker();
-    const crashing = await startCrashingWorker({
-      home: h.home,
-      address: h.address,
-      taskQueue: h.taskQueue,
-      bundleFile: await workflowBundleFile(),
-      activity: 'runStepsHere',
-      env: { CRASH_ON_CALL: call, CRASH_POSTGRES_URLS: urls.join(',') },
-    });
+    const crashing = await crashingWorker('runStepsHere', { CRASH_ON_CALL: call });
     const answer = h.client.trash({ table: `crash.${name}`, node: 'node-0' }, { timeoutMs: 120_000 });
     expect(await crashing.exited).toBe('SIGKILL');
     await h.startWorker();

@@ -321,11 +321,7 @@ test("a door's drop terminated half way is finished by the reconciler with the r
     (row) => typeof row?.workflow_id === 'string',
     { what: 'the drop started' },
   );
-  await waitFor(
-    () => h.catalog.getTable(id),
-    (table) => table?.state === 'DRAINING',
-    { what: 'the drop to drain' },
-  );
+  await door.untilDraining(id);
   await h.temporal.workflow.getHandle(running!.workflow_id as string).terminate('test: an operator terminated it');
   // Its caller hears how it ended: WorkflowTerminated, 57000.
   const answered = await waitFor(
@@ -353,11 +349,7 @@ test("a door's start waits for no caller: with a call waiting, a door of its ver
   // A call waiting for its answer (its drop drains a lease) reads the door's requests view all along.
   let ended = false;
   const waiting = alice.query(`CALL tablefate_sql.drop('shop.waited_on', retention_seconds => 600)`).finally(() => (ended = true));
-  await waitFor(
-    () => h.catalog.getTable(id),
-    (table) => table?.state === 'DRAINING',
-    { what: 'the drop to drain' },
-  );
+  await door.untilDraining(id);
   const pool = new Pool({ connectionString: door.url });
   try {
     await expect(prepareDoor(pool)).resolves.toMatchObject({ version: DOOR_VERSION });

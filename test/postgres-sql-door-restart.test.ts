@@ -41,11 +41,7 @@ test('requests queued, and one running, when the database restarts: each runs on
   await alice.query('BEGIN');
   const asked = await firstOf(alice, `CALL tablefate_sql.drop('shop.running', retention_seconds => 600)`);
   await alice.query('COMMIT');
-  await waitFor(
-    () => h.catalog.getTable(running.id),
-    (table) => table?.state === 'DRAINING',
-    { what: 'the drop to drain' },
-  );
+  await door.untilDraining(running.id);
   // The others are committed while no worker serves the node.
   await h.stopWorker();
   await alice.query('BEGIN');

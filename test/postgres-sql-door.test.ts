@@ -231,11 +231,7 @@ test('a worker that stops while it runs a request: the next one takes it up, joi
     (row) => row?.state === 'planned' && typeof row.workflow_id === 'string',
     { what: 'the request taken and its drop started' },
   );
-  await waitFor(
-    () => h.catalog.getTable(id),
-    (table) => table?.state === 'DRAINING',
-    { what: 'the drop to drain' },
-  );
+  await door.untilDraining(id);
   await h.stopWorker();
   await h.startWorker();
   await h.client.releaseLease(lease.id);

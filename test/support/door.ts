@@ -128,6 +128,15 @@ export class DoorNode {
     return { id: table.id, oid };
   }
 
+  /** Resolves once table `id`'s drop waits in DRAINING (for a lease the test holds). */
+  async untilDraining(id: number): Promise<void> {
+    await waitFor(
+      () => this.h.catalog.getTable(id),
+      (table) => table?.state === 'DRAINING',
+      { what: `the drop of table ${id} to drain` },
+    );
+  }
+
   /** The superuser's session made again (after the server restarted). */
   async reconnectAdmin(): Promise<Client> {
     await this.admin.end().catch(() => undefined);
