@@ -197,7 +197,9 @@ class RunHere {
       if (!this.progress.changed) {
         const change = step.change === undefined ? undefined : valueOf(step.change, this.context());
         if (change) {
-          const changed = await this.make(change, `${index}.change`, index === this.steps.length - 1);
+          // The operation's last change releases its locks, unless shards follow it: they change under the locks.
+          const last = index === this.steps.length - 1 && !step.shards;
+          const changed = await this.make(change, `${index}.change`, last);
           if ('busy' in changed) return this.answer({ kind: 'busy', holder: changed.busy });
           if ('finished' in changed) {
             this.progress.table = changed.finished;
@@ -222,6 +224,11 @@ class RunHere {
       }
       this.moveTo(index + 1);
     }
+    // (Held still when the last step changed shards after its change.)
+    if (this.progress.holdsLocks) {
+      await this.parts.releaseLocks(this.scope);
+      this.progress.holdsLocks = false;
+    }
     return this.answer({ kind: 'done' });
   }
 
@@ -232,7 +239,7 @@ class RunHere {
       const index = begun.at(-1)!;
       const undo = this.steps[index]!.undo!;
       if (undo.shards) {
-        const left = await this.changeShards(undo.shards, `${index}.undo-shards`, this.progress.undoneShards);
+        const left = await this.changeShards(valueOf(undo.shards, this.context()), `${index}.undo-shards`, this.progress.undoneShards);
         if (left) return left;
       }
       if (undo.change) await this.make(valueOf(undo.change, this.context()), `${index}.undo`, false);

@@ -225,7 +225,9 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
     await storage[change.method](shard, watch);
     return [];
   }
-  return (await storage.moveShard(shard, change.from, change.to, watch, { drainTimeoutMs: change.drainTimeoutMs })) ?? [];
+  const { from, to, drainTimeoutMs, liveAs } = change;
+  const moved = liveAs && shard.table ? { ...shard, table: { ...shard.table, namespace: liveAs.namespace, name: liveAs.name } } : shard;
+  return (await storage.moveShard(moved, from, to, watch, { drainTimeoutMs })) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

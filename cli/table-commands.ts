@@ -262,13 +262,19 @@ export const config: CommandRecord = {
 
 export const rename: CommandRecord = {
   name: 'rename',
-  usage: '  rename <id|ns.name> <new ns.name>           give a READY table a new name or namespace (its old name is free)',
+  usage: `  rename <id|ns.name> <new ns.name> [--drain-timeout S]
+                                              give a READY table a new name or namespace (its old name is free);
+                                              PostgreSQL: the table itself is renamed, once the sessions using it
+                                              let go (waiting up to S, default 60, then TableBusy)`,
   spec: {
-    options: TIMEOUT,
+    options: { 'drain-timeout': { type: 'string' }, ...TIMEOUT },
     args: { min: 2, max: 2 },
     run: ({ values: v, args: [table, newName], command, withClient, progress }) => {
       const opts = timeoutOption(v);
-      return withClient((c) => c.rename({ table: table!, newName: newName! }, { ...opts, onDetails: progress(command) }));
+      const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
+      return withClient((c) =>
+        c.rename({ table: table!, newName: newName!, drainTimeoutSeconds }, { ...opts, onDetails: progress(command) }),
+      );
     },
   },
 };

@@ -65,10 +65,11 @@ export function checkForDriver(
     throw new InvalidInputError('columns and like are for the postgres storage driver; this deployment keeps its tables as files');
   }
   if (driver === 'postgres') checkSchemaFor(create.table);
+  // PostgreSQL cuts a longer identifier short without a word: two shards' tables would then share a name.
   const longest = create.shards === 1 ? create.table.name : `${create.table.name}_${create.shards - 1}`;
-  if (driver === 'postgres' && longest.length > 63) {
+  if (driver === 'postgres' && new TextEncoder().encode(longest).length > 63) {
     throw new InvalidInputError(
-      `name "${create.table.name}" is too long for ${create.shards} PostgreSQL shard tables (${longest}: over 63 characters)`,
+      `name "${create.table.name}" is too long for ${create.shards} PostgreSQL shard tables (${longest}: over 63 bytes)`,
     );
   }
 }

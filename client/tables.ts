@@ -25,6 +25,7 @@ import {
 import type { createTable, renameTable } from '../workflows';
 import { callTimeout, describeCheck, type ClientContext } from './context';
 import { checkForDriver, expectedName, liveTable } from './names';
+import { drainingTimeout } from './trash';
 import type { WriteOptions } from './options';
 import { withSizes } from './sizes';
 import { onTable, startAndWait } from './start';
@@ -107,30 +108,29 @@ interface RenamePlan {
   from: string;
   newName: TableName;
   expectedName?: TableName;
+  drainTimeoutSeconds?: number;
 }
 
 export const renameCall: CallRecord<RenameRequest, RenamePlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.rename, request);
-    // A rename changes the catalog only; a PostgreSQL table would keep its old name where services query it.
-    if (ctx.storageDriver === 'postgres') {
-      throw new InvalidInputError('rename is not available with the postgres storage driver yet: drop and recall under the new name');
-    }
+    const { table: ref, newName, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.rename, request);
     const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
     if (!table) throw tableNotFound(ref.kind === 'id' ? ref.id : ref);
     // Checked again under the lock by the workflow; here, to refuse at once what cannot be renamed.
     if (table.state !== 'READY') throw notRenamable(table);
+    checkForDriver(ctx.storageDriver, { table: newName, shards: table.params.shards });
     if (table.namespace === newName.namespace && table.name === newName.name) return { done: toTableInfo(table) };
-    return { plan: { tableId: table.id, from: formatTableName(table), newName, expectedName: expectedName(ref) } };
+    return { plan: { tableId: table.id, from: formatTableName(table), newName, expectedName: expectedName(ref), drainTimeoutSeconds } };
   },
-  execute(ctx, { tableId, from, newName, expectedName: expected }, opts) {
+  execute(ctx, plan, opts) {
+    const { tableId, from, newName, expectedName: expected, drainTimeoutSeconds } = plan;
     const record = OPERATIONS.rename;
     const to = formatTableName(newName);
     return startAndWait<typeof renameTable>(ctx, {
-      ...onTable(ctx, record, tableId, `rename of table ${tableId} to ${to}`, callTimeout(ctx, opts), opts),
+      ...onTable(ctx, record, tableId, `rename of table ${tableId} to ${to}`, drainingTimeout(ctx, plan, opts), opts),
       run: {
         record,
-        input: { tableId, newName, expectedName: expected },
+        input: { tableId, newName, expectedName: expected, ...(drainTimeoutSeconds ? { drainTimeoutSeconds } : {}) },
         target: { tableId, ...newName },
         summary: `rename table ${tableId} (${from}) to ${to}`,
       },

@@ -19,7 +19,7 @@ import type { adoptTrashTable, purgeTable, trashExpiry, trashTable, undeleteTabl
 import { callTimeout, describeCheck, type ClientContext } from './context';
 import { watchChanges } from './details';
 import { applicationFailureOf, isRunNotFound } from './errors';
-import { checkForDriver, checkSchemaFor, expectedName, liveTable, trashedTable } from './names';
+import { checkForDriver, expectedName, liveTable, trashedTable } from './names';
 import type { UndeleteOptions, WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
 import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
@@ -63,8 +63,8 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   execute: (ctx, plan, opts) => ('adopt' in plan ? adoptAndTrash(ctx, plan, opts) : trash(ctx, plan, opts)),
 };
 
-/** The timeout of a drop's call: unless said otherwise, long enough for its drain (leases, PostgreSQL sessions) and a little more. */
-function dropTimeout(ctx: ClientContext, { drainTimeoutSeconds }: DropSettings, opts: WriteOptions): number {
+/** The timeout of a call that drains: unless said otherwise, long enough for its drain (leases, PostgreSQL sessions) and a little more. */
+export function drainingTimeout(ctx: ClientContext, { drainTimeoutSeconds }: { drainTimeoutSeconds?: number }, opts: WriteOptions): number {
   // (So that a drain is not mistaken for a server that does not answer.)
   const drainMs = (drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
   return opts.timeoutMs === undefined && !ctx.defaultTimeoutGiven
@@ -85,7 +85,7 @@ async function adoptAndTrash(
     workflowId: record.workflowId(name, ctx.catalog.id),
     what: `adopt and drop of ${label}`,
     check: describeCheck(label),
-    timeoutMs: dropTimeout(ctx, plan, opts),
+    timeoutMs: drainingTimeout(ctx, plan, opts),
     ...repeatable(opts),
     onDetails: opts.onDetails,
     run: {
@@ -106,7 +106,7 @@ async function trash(
   opts: WriteOptions & ExecuteOptions,
 ): Promise<TableInfo> {
   const { name, retentionSeconds, drainTimeoutSeconds } = plan;
-  const timeoutMs = dropTimeout(ctx, plan, opts);
+  const timeoutMs = drainingTimeout(ctx, plan, opts);
   const label = formatTableName(name);
   let table = plan.table;
   const record = OPERATIONS.trash;
@@ -164,8 +164,8 @@ interface UndeletePlan {
 export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
   async plan(ctx, request) {
     const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
-    if (newName && ctx.storageDriver === 'postgres') checkSchemaFor(newName);
     const trashed = await trashedTable(ctx.catalog, ref);
+    if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
     const target = newName ?? trashed;
     return {
       plan: { tableId: trashed.id, newName, expectedName: expectedName(ref), target: { namespace: target.namespace, name: target.name } },

@@ -176,11 +176,12 @@ export const CALL_TERMS = {
     starts: { op: 'rename', knows: WHOLE_TABLE },
     run: 'locked',
     failures: {
-      InvalidInput: 'also: the deployment uses the postgres driver (rename is not available there yet)',
+      InvalidInput: 'also: PostgreSQL driver, the new name is over 63 bytes with its shard suffix, or in a schema tablefate keeps',
       TableNotFound: 'no table of that id, or no live table of that name',
       TableInTrash: 'the table of that name is in the trash',
       WrongState: 'the table is not READY, no longer bears the name, or a rename of it runs',
-      NameTaken: 'the new name is held by another table',
+      NameTaken: 'the new name is held by another table (PostgreSQL: or, on a node, by a table tablefate did not place); taken back',
+      TableBusy: 'PostgreSQL driver: sessions still used the table at the drain deadline (named); taken back'
     },
     example: { input: { table: 'shop.orders', newName: 'shop.orders_2025' }, output: { ...orders, name: 'orders_2025' } },
   },

@@ -6,6 +6,7 @@
  */
 import type { QueryDefinition, SignalDefinition, UpdateDefinition } from '@temporalio/common';
 import type { CreateParams, ShardPlacement, TableInfo } from './table';
+import type { TableName } from './names';
 
 // A definition is only its kind and name, as @temporalio/workflow's defineUpdate/defineSignal/defineQuery make it: made
 // here, so that the SDK and the command line, which import these contracts, do not load the workflow library for them
@@ -50,7 +51,17 @@ export interface ShardOfTable {
 /** What one step of an operation does to each shard of its table: a driver method, and for a move its areas. */
 export type ShardChange =
   | { method: 'createShard' | 'dropShard' | 'markGarbage' | 'unmarkGarbage' | 'deleteGarbage' }
-  | { method: 'moveShard'; from: ShardArea; to: ShardArea; drainTimeoutMs?: number };
+  | {
+      method: 'moveShard';
+      from: ShardArea;
+      to: ShardArea;
+      drainTimeoutMs?: number;
+      /**
+       * Into the live area under this name rather than the one the catalog gives the table now: a rename taken back moves
+       * its tables to the name they had, after the catalog already calls them by the new one.
+       */
+      liveAs?: TableName;
+    };
 
 /**
  * The early return of a trash run as v19 made it (workflows/legacy/v19/): answers as soon as the table is TRASHED,

@@ -120,6 +120,8 @@ export interface RenameInput extends OperationScope {
   /** The name the client resolved to `tableId`, when it was given a name: a table renamed since is refused. */
   expectedName?: TableName;
   newName: TableName;
+  /** PostgreSQL driver: how long the rename waits for other sessions to let go of the table. */
+  drainTimeoutSeconds?: number;
 }
 
 /** A legal hold placed on a table (`hold`), or released (`hold` null). */

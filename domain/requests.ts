@@ -158,6 +158,19 @@ export const adoptRequestSchema = z.strictObject({
   node: nodeSchema.meta({ description: 'the storage node the existing table is on' }).default('node-0'),
 });
 
+/**
+ * PostgreSQL driver: how long a change waits for other sessions to let go of the table (1 s to an hour;
+ * DEFAULT_DRAIN_TIMEOUT_SECONDS when absent) before it is TableBusy and taken back.
+ */
+const drainTimeoutSchema = (who: string) =>
+  z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_DRAIN_TIMEOUT_SECONDS)
+    .meta({ description: `seconds ${who} to let go of the table before it is TableBusy` })
+    .optional();
+
 export const trashRequestSchema = z.strictObject({
   table: tableNameSchema,
   /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
@@ -168,17 +181,7 @@ export const trashRequestSchema = z.strictObject({
     .max(MAX_RETENTION_SECONDS)
     .meta({ description: "seconds the trash keeps the table before it is purged; the deployment's setting when absent" })
     .optional(),
-  /**
-   * PostgreSQL driver: how long the drop waits for other sessions to let go of the table (1 s to an hour;
-   * DEFAULT_DRAIN_TIMEOUT_SECONDS when absent) before it is TableBusy and taken back.
-   */
-  drainTimeoutSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(MAX_DRAIN_TIMEOUT_SECONDS)
-    .meta({ description: 'seconds the drop waits for leases (and PostgreSQL sessions) to let go of the table before it is TableBusy' })
-    .optional(),
+  drainTimeoutSeconds: drainTimeoutSchema('the drop waits for leases (and PostgreSQL sessions)'),
   /**
    * PostgreSQL driver: the storage node of a table tablefate does not keep yet, which the drop then adopts and trashes in
    * one operation (adopt's refusals apply). A table tablefate keeps is dropped as ever, wherever it is.
@@ -207,6 +210,7 @@ export const renameRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: a live table. */
   table: tableRefSchema,
   newName: tableNameSchema,
+  drainTimeoutSeconds: drainTimeoutSchema('the rename waits for PostgreSQL sessions'),
 });
 
 /** Free text a person gives (a hold's reason, a lease's holder): printable, on one line. */

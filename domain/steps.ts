@@ -87,7 +87,7 @@ export interface Step<I> {
   /** The change on every shard of the table, once `change` is made. */
   shards?: Of<I, ShardChange>;
   /** How the step is taken back: its shards' change on every shard, then the catalog's change back. */
-  undo?: { shards?: ShardChange; change?: Of<I, CatalogChange> };
+  undo?: { shards?: Of<I, ShardChange>; change?: Of<I, CatalogChange> };
   /** From this step on the operation only goes forward: nothing before it is undone, and it has no undo itself. */
   pointOfNoReturn?: true;
   /**
@@ -120,6 +120,8 @@ export const SHARDS = {
   drop: { method: 'dropShard' },
   toTrash: { method: 'moveShard', from: 'live', to: 'trash' },
   backFromTrash: { method: 'moveShard', from: 'trash', to: 'live' },
+  /** A live table given another name where its users query it (files: nothing to do, the catalog alone names a set). */
+  renamed: { method: 'moveShard', from: 'live', to: 'live' },
   markGarbage: { method: 'markGarbage' },
   unmarkGarbage: { method: 'unmarkGarbage' },
   deleteGarbage: { method: 'deleteGarbage' },

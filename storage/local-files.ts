@@ -124,7 +124,8 @@ export class LocalFileStorage implements StorageDriver {
 
   moveShard(ref: ShardRef, from: ShardArea, to: ShardArea, watch?: Watch): Promise<void> {
     return this.guarded('moveShard', ref, watch, async () => {
-      if (from === to) throw new PermanentStorageError(`cannot move ${shardLabel(ref)} from ${from} to itself`);
+      // A set is named by its table's id, not its name: a renamed table's set stays where it is.
+      if (from === to) return;
       await this.transfer(ref, from, to, watch);
     });
   }

@@ -103,7 +103,7 @@ BEGIN
     advice := coalesce(advice, pg_catalog.format('"tablefate purge %s" finishes it', table_id));
   ELSE
     what := pg_catalog.format('%s is a live table tablefate manages (table %s, shard %s)', shown, table_id, shard);
-    advice := coalesce(advice, CASE WHEN moving THEN pg_catalog.format('to rename or move it, %s, then "tablefate recall %s <schema.new_name>"', drop_it, table_id)
+    advice := coalesce(advice, CASE WHEN moving THEN pg_catalog.format('"tablefate rename %s <schema.new_name>" renames or moves it', table_id)
                                     ELSE pg_catalog.format('drop it with %s: the trash keeps it, and "tablefate recall" brings it back', drop_it) END);
   END IF;
   RETURN pg_catalog.format('tablefate: %s: the guard refuses this %s, which would %s; %s', what, tag, effect, advice);

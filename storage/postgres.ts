@@ -275,7 +275,12 @@ export class PostgresStorage implements StorageDriver {
 /** The shard's live table (domain/names.ts's rule), as the driver needs it: the table's name must come with the ref. */
 export function liveNameOf(ref: ShardRef): LiveName {
   if (!ref.table) throw new InvalidShardRefError(`${describe(ref)}: the PostgreSQL driver needs the table's name`);
-  return liveShardName(ref.table, ref.shard);
+  const live = liveShardName(ref.table, ref.shard);
+  // Checked by the client too; here as well, since PostgreSQL would cut a longer name short without a word.
+  for (const name of [live.schema, live.table]) {
+    if (Buffer.byteLength(name) > 63) throw new InvalidShardRefError(`${describe(ref)}: "${name}" is over PostgreSQL's 63 bytes`);
+  }
+  return live;
 }
 
 function definitionOf(ref: ShardRef): TableDefinition {

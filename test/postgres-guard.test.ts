@@ -207,10 +207,10 @@ describe('with the guard on', () => {
     ['ALTER TABLE shop.orders RENAME TO orders_old', 'ALTER TABLE', 'leave it at shop.orders_old'],
     ['ALTER TABLE shop.orders SET SCHEMA public', 'ALTER TABLE', 'leave it at public.orders'],
     ['ALTER SCHEMA shop RENAME TO shop_old', 'ALTER SCHEMA', 'leave it at shop_old.orders'],
-  ])("psql's %s is refused, naming the table and tablefate drop; the table stays whole", async (sql, tag, effect) => {
+  ])("psql's %s is refused, naming the table and the tablefate call to make instead; the table stays whole", async (sql, tag, effect) => {
     const refused = await refusal(dba, sql);
     const advice = tag.startsWith('ALTER')
-      ? 'to rename or move it, "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')), then "tablefate recall 12 <schema.new_name>"'
+      ? '"tablefate rename 12 <schema.new_name>" renames or moves it'
       : 'drop it with "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')): the trash keeps it, and "tablefate recall" brings it back';
     expect(refused).toEqual({
       code: '42501',
@@ -246,7 +246,7 @@ describe('with the guard on', () => {
     }
     expect((await refusal(dba, 'ALTER TABLE shop.drifted_by_hand ADD COLUMN x int')).message).toBe(
       'tablefate: shop.drifted is a live table tablefate manages (table 14, shard 0): the guard refuses this ALTER TABLE, which would leave it ' +
-        'at shop.drifted_by_hand; to rename or move it, "tablefate drop shop.drifted" (in SQL: CALL tablefate_sql.drop(\'shop.drifted\')), then "tablefate recall 14 <schema.new_name>"',
+        'at shop.drifted_by_hand; "tablefate rename 14 <schema.new_name>" renames or moves it',
     );
     // Everything else in the database, the drifted table's schema included, goes on.
     await dba.query(

@@ -313,19 +313,6 @@ test('the reconciler surveys PostgreSQL nodes: a shard table no catalog row acco
   }
 });
 
-test('rename, which changes only the catalog, is refused while the driver cannot rename the table with it', async () => {
-  const table = await h.client.create({ table: 'ren.orders', columns: 'id int' });
-  await expect(h.client.rename({ table: 'ren.orders', newName: 'ren.orders2' })).rejects.toMatchObject({
-    type: 'InvalidInput',
-    message: expect.stringContaining('drop and recall under the new name') as unknown,
-  });
-  expect(await h.catalog.getTable(table.id)).toMatchObject({ namespace: 'ren', name: 'orders', state: 'READY' });
-  // The way round it: a drop and a recall under the new name move the real table.
-  await h.client.trash({ table: 'ren.orders', retentionSeconds: 3600 });
-  await h.client.undelete({ table: table.id, newName: 'ren.orders2' });
-  expect((await nodeOf(table).query("SELECT to_regclass('ren.orders2') IS NOT NULL AS there")).rows).toEqual([{ there: true }]);
-});
-
 test("a table's size is what PostgreSQL measures of its shard tables (heap, indexes, TOAST), grows with its rows, and is 0 once purged", async () => {
   const table = await h.client.create({ table: 'sized.events', shards: 2, columns: 'id int primary key, body text' });
   const total = async () => {

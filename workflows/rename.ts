@@ -1,13 +1,15 @@
 import { lockFor, type RenameInput } from '../domain/operations';
 import { notRenamable, tableNotFound } from '../domain/refusals';
-import { transition, type Operation } from '../domain/steps';
+import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';
 import { operationWorkflow } from './execute';
+import { withinDrain } from './trash';
 
 /**
  * Gives a READY table a new name (or namespace): one compare-and-set from READY to READY under the new name, which the
- * catalog refuses if another table holds it (NameTaken). Nothing else changes: not the id, not a shard, and nothing is
- * left half way. The new name's lock is taken once the table is found READY, so that a create of that name waits
+ * catalog refuses if another table holds it (NameTaken), then the shards' tables renamed where a driver names them so
+ * (PostgreSQL: `ALTER TABLE ... RENAME`, `SET SCHEMA`; files: nothing, a set is named by its id). Nothing else changes:
+ * not the id, not the data. The new name's lock is taken once the table is found READY, so that a create of that name waits
  * instead of racing it; and only then, so that a rename waits for a name only while it holds a READY table's lock, and a
  * create only for the lock of a table it is creating: no ring of renames and creates can wait on each other for ever.
  */
@@ -24,8 +26,17 @@ export const rename: Operation<RenameInput> = {
       },
     },
     { name: 'lock the new name', change: ({ input }) => ({ kind: 'lock', lock: lockFor.name(input.newName) }) },
-    // (The same name again is a move already made.)
-    { name: 'rename', change: ({ input }) => transition('READY', 'READY', { rename: input.newName, expectName: input.expectedName }) },
+    {
+      // (The same name again is a move already made.) PostgreSQL: each shard's table is renamed where its users query it,
+      // drained as a drop is; taken back, the tables go back to the name the catalog gives them again.
+      name: 'rename',
+      change: ({ input }) => transition('READY', 'READY', { rename: input.newName, expectName: input.expectedName }),
+      shards: withinDrain(SHARDS.renamed),
+      undo: {
+        shards: ({ checked }) => ({ ...SHARDS.renamed, liveAs: nameOf(checked!) }),
+        change: ({ checked }) => transition('READY', 'READY', { rename: nameOf(checked!) }),
+      },
+    },
   ],
 };
 

@@ -43,12 +43,20 @@ export const trash: Operation<TrashInput> = {
 type DropSettings = Pick<TrashInput, 'retentionSeconds' | 'drainTimeoutSeconds' | 'expiryRetry' | 'droppedBy' | 'lockWait' | 'startedBy'>;
 
 /** One deadline for the whole drain, from when the table's lock was taken: the leases, then (PostgreSQL) the sessions. */
-export const drainDeadline = ({ input, lockedAt }: StepContext<DropSettings>) =>
+export const drainDeadline = ({ input, lockedAt }: StepContext<Pick<TrashInput, 'drainTimeoutSeconds'>>) =>
   lockedAt + (input.drainTimeoutSeconds ?? DEFAULT_DRAIN_TIMEOUT_SECONDS) * 1000;
 
-/** The move of a drop's shards to the trash (PostgreSQL: waiting for the sessions using the table as long as the drain's deadline leaves). */
-export function toTrashWithinDrain(context: StepContext<DropSettings>): ShardChange {
-  return { ...SHARDS.toTrash, drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000) };
+/** A move of the table's shards that waits (PostgreSQL) for the sessions using the table as long as the drain's deadline leaves. */
+export function withinDrain(move: Extract<ShardChange, { method: 'moveShard' }>) {
+  return (context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds'>>): ShardChange => ({
+    ...move,
+    drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000),
+  });
+}
+
+/** The move of a drop's shards to the trash, within the drain's deadline. */
+export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds'>>): ShardChange {
+  return withinDrain(SHARDS.toTrash)(context);
 }
 
 /**

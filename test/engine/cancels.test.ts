@@ -17,7 +17,9 @@ const engineOfFile = forEachOperation(
         show(run);
         expect(run.parts.filter((made) => made.injected === 'cancel')).toHaveLength(1);
         // The call under way ends as it would have.
-        const endOfCall = plain.parts.map((made) => made.call).lastIndexOf(call);
+        let endOfCall = plain.parts.map((made) => made.call).lastIndexOf(call);
+        // (A release of the run's locks has no call key: it is made by the call before it.)
+        if (plain.parts[endOfCall + 1]?.part === 'release') endOfCall += 1;
         const made = plain.parts.slice(0, endOfCall + 1);
         expect(namesOf(run.parts.slice(0, endOfCall + 1))).toEqual(namesOf(made));
         const last = made.at(-1)!.part;

@@ -8,7 +8,8 @@ import { Engine, keyOf, textOf, type PartMade } from './engine';
  * read it (docs/design.md, "one executor"): a step is begun once its catalog change is made (at once, if it has none),
  * so before its shards; a point of no return forgets every step begun before it; taking back undoes the steps begun,
  * the last first, each one's shards (in as many calls as its shards take) and then its catalog change, and then
- * releases the run's locks.
+ * releases the run's locks. The last step's change releases the locks with it, unless shards follow it: then they are
+ * released once those are changed.
  */
 
 /** The part names of parts, in order. */
@@ -28,9 +29,10 @@ export function stepOf(part: string): number | undefined {
  * failed before it made anything.
  */
 export function begunAt(operation: Operation<never>, part: string, made: boolean): number[] {
-  const at = stepOf(part);
+  // (The release after the last step's shards comes once every step is begun.)
+  const at = part === 'release' ? operation.steps.length - 1 : stepOf(part);
   if (at === undefined) return [];
-  const kind = part.slice(part.indexOf('.') + 1);
+  const kind = part === 'release' ? 'shards' : part.slice(part.indexOf('.') + 1);
   let begun: number[] = [];
   operation.steps.slice(0, at + 1).forEach((step, index) => {
     if (step.pointOfNoReturn) begun = [];
@@ -102,7 +104,8 @@ export async function expectUndisturbed(engine: Engine, op: OperationCase, run: 
   expect(outcomeOf(run)).toBe([op.after.state].flat()[0]);
   await expectLook(engine, run, op.after);
   expect(run.parts.filter((made) => made.repeat)).toEqual([]);
-  const steps = namesOf(run.parts).map((part) => stepOf(part) ?? -1);
+  // (The table's lock comes first; a release of the run's locks after the last step's shards, last.)
+  const steps = namesOf(run.parts).map((part) => stepOf(part) ?? (part === 'release' ? Infinity : -1));
   expect(steps).toEqual([...steps].sort((a, b) => a - b));
   expect(new Set(run.driver).size).toBe(run.driver.length);
 }

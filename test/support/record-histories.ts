@@ -500,6 +500,14 @@ async function main(): Promise<void> {
       await save('adopt-drop', workflowIdFor.adoptTrash({ namespace: 'legacy', name: 'loose' }, adopter.catalog.id));
       await adopter.client.trash({ table: 'legacy.viewed', node: 'node-0' }).catch(() => undefined);
       await save('adopt-drop-refused', workflowIdFor.adoptTrash({ namespace: 'legacy', name: 'viewed' }, adopter.catalog.id));
+      // (since v21) a rename that renames the table itself, and one taken back: the new name held on the node by a
+      // table tablefate did not place
+      const kept = await adopter.catalog.findByName({ namespace: 'legacy', name: 'kept' });
+      await adopter.client.rename({ table: 'legacy.kept', newName: 'legacy.kept_2025' });
+      await save('rename-postgres', workflowIdFor.rename(kept!.id, adopter.catalog.id));
+      await withClient(node, (c) => c.query('CREATE TABLE legacy.stranger (id int)'));
+      await adopter.client.rename({ table: 'legacy.kept_2025', newName: 'legacy.stranger' }).catch(() => undefined);
+      await save('rename-postgres-taken-back', workflowIdFor.rename(kept!.id, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();

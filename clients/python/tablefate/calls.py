@@ -96,8 +96,11 @@ class Calls:
         """Deletes a trashed table for good now; its tombstone stays (state PURGED)."""
         return await self.call("purge", request(table_id=table_id), request_id=request_id)
 
-    async def rename(self, table: TableRef, new_name: str, *, request_id: Optional[str] = None) -> TableInfo:
-        return await self.call("rename", request(table=table, new_name=new_name), request_id=request_id)
+    async def rename(self, table: TableRef, new_name: str, *, drain_timeout_seconds: Optional[int] = None,
+                     request_id: Optional[str] = None) -> TableInfo:
+        """A READY table under a new name (PostgreSQL: the table itself, once the sessions using it let go)."""
+        req = request(table=table, new_name=new_name, drain_timeout_seconds=drain_timeout_seconds)
+        return await self.call("rename", req, request_id=request_id)
 
     async def hold(self, table: TableRef, *, reason: Optional[str] = None, request_id: Optional[str] = None) -> TableInfo:
         """A legal hold: nothing purges the table (expiry, space cap, purge) until it is released."""
