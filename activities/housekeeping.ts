@@ -29,6 +29,8 @@ export interface Survey {
    * drop records them as the table's dropper. Absent in surveys made before it was kept.
    */
   droppedByOf?: Record<number, string>;
+  /** For a stuck trash whose stopped run asked for `cascade`: so that the resumed drop takes the same family. */
+  cascadeOf?: Record<number, true>;
   /** The storage nodes shards are placed on, whose sets each node's own survey lists (surveyNode). */
   nodes: string[];
 }
@@ -109,6 +111,7 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       const { findings, omitted } = bounded(diagnoseTables({ tables, locks, trashTimers, now: Date.now() }));
       const retentionOf: Record<number, number> = {};
       const droppedByOf: Record<number, string> = {};
+      const cascadeOf: Record<number, true> = {};
       for (const f of findings) {
         if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
         // (The table's latest drop, whatever its run's id; a drop a v19 client started ran as its table's trash run.)
@@ -120,8 +123,9 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
         if (asked?.retentionSeconds !== undefined) retentionOf[f.table.id] = asked.retentionSeconds;
         const droppedBy = asked?.droppedBy ?? asked?.startedBy;
         if (droppedBy !== undefined) droppedByOf[f.table.id] = droppedBy;
+        if (asked?.cascade) cascadeOf[f.table.id] = true;
       }
-      return { findings, omitted, skippedNodes: [], retentionOf, droppedByOf, nodes: [...deps.nodes] };
+      return { findings, omitted, skippedNodes: [], retentionOf, droppedByOf, cascadeOf, nodes: [...deps.nodes] };
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */
@@ -163,16 +167,18 @@ async function latestDropOf(tableId: number, catalogId: string): Promise<string 
 }
 
 /**
- * What the last trash run of a table was asked, read from its start event: its retention (none if it asked none) and
- * who asked (its startedBy, or the droppedBy a resumed drop carries). Undefined when there is no such run to read.
+ * What the last trash run of a table was asked, read from its start event: its retention (none if it asked none), its
+ * cascade, and who asked (its startedBy, or the droppedBy a resumed drop carries). Undefined when there is no such run to read.
  */
-async function askedDrop(workflowId: string): Promise<Pick<TrashInput, 'retentionSeconds' | 'startedBy' | 'droppedBy'> | undefined> {
+async function askedDrop(
+  workflowId: string,
+): Promise<Pick<TrashInput, 'retentionSeconds' | 'startedBy' | 'droppedBy' | 'cascade'> | undefined> {
   try {
     const history = await Context.current().client.workflow.getHandle(workflowId).fetchHistory();
     const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
     if (!payload) return undefined;
-    const { retentionSeconds, startedBy, droppedBy } = defaultPayloadConverter.fromPayload<TrashInput>(payload);
-    return { retentionSeconds, startedBy, droppedBy };
+    const { retentionSeconds, startedBy, droppedBy, cascade } = defaultPayloadConverter.fromPayload<TrashInput>(payload);
+    return { retentionSeconds, startedBy, droppedBy, cascade };
   } catch {
     return undefined;
   }

@@ -225,9 +225,9 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
     await storage[change.method](shard, watch);
     return [];
   }
-  const { from, to, drainTimeoutMs, liveAs } = change;
+  const { from, to, drainTimeoutMs, cascade, liveAs } = change;
   const moved = liveAs && shard.table ? { ...shard, table: { ...shard.table, namespace: liveAs.namespace, name: liveAs.name } } : shard;
-  return (await storage.moveShard(moved, from, to, watch, { drainTimeoutMs })) ?? [];
+  return (await storage.moveShard(moved, from, to, watch, { drainTimeoutMs, ...(cascade ? { cascade } : {}) })) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

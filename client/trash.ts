@@ -35,6 +35,7 @@ const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 interface DropSettings {
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
+  cascade?: boolean;
 }
 
 /**
@@ -45,8 +46,11 @@ type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord } | 
 
 export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: name, retentionSeconds, drainTimeoutSeconds, node } = parseRequest(OPERATION_REQUESTS.trash, request);
-    const settings = { retentionSeconds, drainTimeoutSeconds };
+    const { table: name, retentionSeconds, drainTimeoutSeconds, cascade, node } = parseRequest(OPERATION_REQUESTS.trash, request);
+    if (cascade && ctx.storageDriver !== 'postgres') {
+      throw new InvalidInputError('cascade is for the postgres storage driver: a table kept as files has nothing that depends on it');
+    }
+    const settings = { retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}) };
     if (node !== undefined) {
       if (ctx.storageDriver !== 'postgres') {
         throw new InvalidInputError('a drop names a node only with the postgres storage driver, to adopt the table it drops');
@@ -78,7 +82,7 @@ async function adoptAndTrash(
   plan: TrashPlan & { adopt: { node: string } },
   opts: WriteOptions & ExecuteOptions,
 ): Promise<TableInfo> {
-  const { name, adopt, retentionSeconds, drainTimeoutSeconds } = plan;
+  const { name, adopt, retentionSeconds, drainTimeoutSeconds, cascade } = plan;
   const label = formatTableName(name);
   const record = OPERATIONS.adoptTrash;
   const trashed = await startAndWait<typeof adoptTrashTable>(ctx, {
@@ -90,7 +94,7 @@ async function adoptAndTrash(
     onDetails: opts.onDetails,
     run: {
       record,
-      input: { ...name, adopt, retentionSeconds, drainTimeoutSeconds, expiryRetry: ctx.expiryRetry },
+      input: { ...name, adopt, retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}), expiryRetry: ctx.expiryRetry },
       target: name,
       summary: `adopt and drop ${label} (on ${adopt.node})`,
     },
@@ -105,7 +109,7 @@ async function trash(
   plan: TrashPlan & { table: TableRecord },
   opts: WriteOptions & ExecuteOptions,
 ): Promise<TableInfo> {
-  const { name, retentionSeconds, drainTimeoutSeconds } = plan;
+  const { name, retentionSeconds, drainTimeoutSeconds, cascade } = plan;
   const timeoutMs = drainingTimeout(ctx, plan, opts);
   const label = formatTableName(name);
   let table = plan.table;
@@ -121,7 +125,14 @@ async function trash(
       return {
         record,
         workflowId: record.workflowId(table.id, ctx.catalog.id),
-        input: { tableId: table.id, retentionSeconds, drainTimeoutSeconds, expectedName: name, expiryRetry: ctx.expiryRetry },
+        input: {
+          tableId: table.id,
+          retentionSeconds,
+          drainTimeoutSeconds,
+          ...(cascade ? { cascade } : {}),
+          expectedName: name,
+          expiryRetry: ctx.expiryRetry,
+        },
         target: { tableId: table.id, ...name },
         summary: `trash ${label} (id ${table.id})`,
       };

@@ -56,6 +56,8 @@ export type ShardChange =
       from: ShardArea;
       to: ShardArea;
       drainTimeoutMs?: number;
+      /** Out of the live area with what depends on the table (PostgreSQL: a drop's `cascade`), rather than refused. */
+      cascade?: boolean;
       /**
        * Into the live area under this name rather than the one the catalog gives the table now: a rename taken back moves
        * its tables to the name they had, after the catalog already calls them by the new one.

@@ -60,6 +60,11 @@ export interface TrashInput extends OperationScope {
   retentionSeconds?: number;
   /** PostgreSQL driver: how long the move to the trash waits for other sessions to let go of the table. */
   drainTimeoutSeconds?: number;
+  /**
+   * PostgreSQL driver: the table goes with what depends on it (its views, moved along; live tables' keys, policies and
+   * defaults on it, detached until its recall) rather than refused while anything does.
+   */
+  cascade?: boolean;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
   expiryRetry?: Backoff;
   /**
@@ -77,6 +82,7 @@ export interface AdoptTrashInput extends TableName, OperationScope {
   adopt: { node: string };
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
+  cascade?: boolean;
   expiryRetry?: Backoff;
 }
 
@@ -187,6 +193,8 @@ export interface ResumeContext {
   retentionSeconds?: number;
   /** Who started the lost run, if its input says (a trash's): the resumed drop records them as the table's dropper. */
   droppedBy?: string;
+  /** Whether the lost run asked for `cascade` (a trash's): the resumed drop takes the same family. */
+  cascade?: boolean;
 }
 
 /**
@@ -281,11 +289,12 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
     // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
     from: ['DRAINING', 'TRASHING'],
     subject: byTableId,
-    input: (table, { catalogId, retentionSeconds, droppedBy }) => ({
+    input: (table, { catalogId, retentionSeconds, droppedBy, cascade }) => ({
       tableId: table.id,
       catalogId,
       retentionSeconds,
       ...(droppedBy !== undefined ? { droppedBy } : {}),
+      ...(cascade ? { cascade } : {}),
     }),
   },
   start: { workflowIdConflictPolicy: 'USE_EXISTING' },

@@ -183,6 +183,18 @@ export const trashRequestSchema = z.strictObject({
     .optional(),
   drainTimeoutSeconds: drainTimeoutSchema('the drop waits for leases (and PostgreSQL sessions)'),
   /**
+   * PostgreSQL driver: with what depends on the table, as `DROP ... CASCADE` would drop it, but kept: its views and
+   * materialized views move into the trash with it, live tables' foreign keys, policies and defaults on it are
+   * detached, and a recall puts all of it back. Without it, a table anything depends on is HasDependents.
+   */
+  cascade: z
+    .boolean()
+    .meta({
+      description:
+        "PostgreSQL driver: with what depends on the table: its views move into the trash with it, live tables' foreign keys, policies and defaults on it are detached until its recall",
+    })
+    .optional(),
+  /**
    * PostgreSQL driver: the storage node of a table tablefate does not keep yet, which the drop then adopts and trashes in
    * one operation (adopt's refusals apply). A table tablefate keeps is dropped as ever, wherever it is.
    */

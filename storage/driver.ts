@@ -81,15 +81,17 @@ export interface StorageDriver {
   /**
    * Moves the shard's whole set of files between areas (try-and-roll-back); already there is success. `drainTimeoutMs`:
    * how long a driver whose tables others use (PostgreSQL) waits for them to let go before it gives up (TableBusy).
-   * Answers what the move could not do as the table had it, in words, if anything (PostgreSQL: a foreign key a recall put
-   * back NOT VALID, or could not put back).
+   * `cascade`: out of the live area, with what depends on the table (PostgreSQL: its views, moved along, and what live
+   * tables have on it, detached), rather than refused while anything does.
+   * Answers what the move did beyond the move, or could not do as the table had it, in words, if anything (PostgreSQL:
+   * the views it took along; a foreign key a recall put back NOT VALID, or could not put back).
    */
   moveShard(
     shard: ShardRef,
     from: ShardArea,
     to: ShardArea,
     watch?: Watch,
-    opts?: { drainTimeoutMs?: number },
+    opts?: { drainTimeoutMs?: number; cascade?: boolean },
   ): Promise<ChangeNotes | void>;
   /** Purge, first half: renames the trashed set to its garbage name. */
   markGarbage(shard: ShardRef, watch?: Watch): Promise<void>;

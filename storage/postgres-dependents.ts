@@ -1,64 +1,174 @@
 import type { PoolClient } from 'pg';
 import { HasDependentsError } from '../domain/errors';
-import type { ShardTableLocation } from './postgres-audit';
+import type { LiveName } from './postgres-record';
 
 /**
- * Refuses while anything outside the table depends on it, its row type (and that type's array) or its owned sequences,
- * as PostgreSQL itself records it (pg_depend): views and materialized views, other tables' foreign keys, defaults,
- * row-level security policies and columns of its row type, functions with SQL-standard bodies or of its row type, tables
- * that inherit from it. They point at it by oid, so they would follow it into the trash (a view would go on reading its
- * rows there, a default on calling its sequence), and its purge could not drop it without them. What belongs to the
- * table itself (its indexes, constraints, defaults, triggers, policies, rules, statistics, publication memberships)
- * moves with it. And a table that inherits from another, or is its partition, would leave its rows in the parent's.
+ * What depends on a table outside it, as PostgreSQL itself records it (pg_depend), sorted by what a drop with
+ * `cascade` does with each. Views and materialized views on it (and on those, to any depth) are its family: they point
+ * at it by oid, so they move into the trash with it, whole, and come back with it. Live tables' foreign keys to it, and
+ * their row-level security policies and column defaults that name it (or its sequences), are detached while it is out
+ * of the live area, their definitions recorded, and put back on its recall. Anything else (a function with an
+ * SQL-standard body or of its row type, another table's column of its row type, a rule on another table, a table that
+ * inherits from it or is its partition, a table it inherits from) would be destroyed by PostgreSQL's `DROP ... CASCADE`
+ * and cannot be kept: it refuses the drop, named. What belongs to the table itself (its indexes, constraints,
+ * defaults, triggers, policies, rules, statistics, publication memberships, owned sequences) moves with it.
  */
-export async function refuseDependents(c: PoolClient, at: ShardTableLocation, what: string): Promise<void> {
-  const { rows } = await c.query<{ dependent: string }>(
-    `WITH own AS (
-       SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, $1::oid AS objid
-       UNION ALL
-       SELECT 'pg_catalog.pg_type'::pg_catalog.regclass::oid, t.oid FROM pg_catalog.pg_class c
-         JOIN pg_catalog.pg_type t ON t.oid IN (c.reltype, (SELECT typarray FROM pg_catalog.pg_type WHERE oid = c.reltype))
-        WHERE c.oid = $1
-       UNION ALL
-       SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::oid, d.objid FROM pg_catalog.pg_depend d
-         JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'
-        WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass
-          AND d.refobjid = $1 AND d.deptype IN ('a', 'i')
-     ), parts AS (
-       SELECT 'pg_catalog.pg_class'::pg_catalog.regclass::oid AS classid, indexrelid AS objid FROM pg_catalog.pg_index WHERE indrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_attrdef'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_attrdef WHERE adrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_constraint'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_constraint WHERE conrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_trigger'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_trigger WHERE tgrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_policy'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_policy WHERE polrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_rewrite'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_rewrite WHERE ev_class = $1
-       UNION ALL SELECT 'pg_catalog.pg_statistic_ext'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_statistic_ext WHERE stxrelid = $1
-       UNION ALL SELECT 'pg_catalog.pg_publication_rel'::pg_catalog.regclass::oid, oid FROM pg_catalog.pg_publication_rel WHERE prrelid = $1
-       UNION ALL SELECT classid, objid FROM own
-     )
-     SELECT DISTINCT CASE WHEN r.ev_class IS NOT NULL
-                          THEN pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass, r.ev_class, 0)
-                          ELSE pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid) END AS dependent
-       FROM pg_catalog.pg_depend d JOIN own o ON o.classid = d.refclassid AND o.objid = d.refobjid
-       -- A view depends through its rewrite rule: named as the view.
-       LEFT JOIN pg_catalog.pg_rewrite r ON d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass AND r.oid = d.objid
-      WHERE d.deptype IN ('n', 'a')
-        AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.classid = d.classid AND p.objid = d.objid)
-     UNION
-     SELECT pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass, i.inhparent, 0),
-                              'it inherits from it or is its partition')
-       FROM pg_catalog.pg_inherits i WHERE i.inhrelid = $1
-     ORDER BY 1`,
-    [at.oid],
-  );
-  if (rows.length > 0)
-    throw hasDependents(
-      `${at.schema}.${at.table}`,
-      rows.map((r) => r.dependent),
-      what,
-    );
+
+/** A view or materialized view in the table's family: `depth` 1 reads the table, 2 reads such a view, and so on. */
+export interface FamilyMember {
+  oid: number;
+  kind: 'view' | 'materialized view';
+  schema: string;
+  name: string;
+  depth: number;
 }
 
-/** A trash (or purge) refused because objects outside the table depend on it: they would follow it into the trash, or strand its purge. */
-function hasDependents(table: string, dependents: readonly string[], what: string): HasDependentsError {
-  return new HasDependentsError(`${table} cannot be ${what} while others depend on it: ${dependents.join(', ')}; drop them first`);
+/** Something of a live table's that names the table, detached while the table is out of the live area. */
+export type Detached = {
+  /** The live table it belongs to, by oid and by the name it had. */
+  tableOid: number;
+  table: LiveName;
+  name: string;
+} & (
+  | { kind: 'foreign key'; definition: string }
+  | { kind: 'policy'; definition: string }
+  /** `name` is the column's. */
+  | { kind: 'default'; definition: string }
+);
+
+export interface Dependents {
+  members: FamilyMember[];
+  detached: Detached[];
+  /** What no drop can keep, described as PostgreSQL names it. */
+  others: string[];
+}
+
+const CLASS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
+
+/** One query: the family (recursively), then everything depending on any of it that is not its own, sorted. */
+const DEPENDENTS_SQL = `
+WITH RECURSIVE rel(oid, depth) AS (
+  SELECT $1::oid, 0
+  UNION
+  SELECT r.ev_class, rel.depth + 1
+    FROM rel
+    JOIN pg_catalog.pg_class t ON t.oid = rel.oid
+    JOIN pg_catalog.pg_depend d
+      ON ((d.refclassid = ${CLASS('pg_class')} AND d.refobjid = rel.oid) OR (d.refclassid = ${CLASS('pg_type')} AND d.refobjid = t.reltype))
+     AND d.classid = ${CLASS('pg_rewrite')} AND d.deptype = 'n'
+    JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid
+    JOIN pg_catalog.pg_class v ON v.oid = r.ev_class AND v.relkind IN ('v', 'm')
+   WHERE r.ev_class <> rel.oid AND rel.depth < 64
+), family AS (
+  SELECT oid, max(depth) AS depth FROM rel GROUP BY oid
+), own AS (
+  SELECT ${CLASS('pg_class')}::oid AS classid, f.oid AS objid FROM family f
+  UNION ALL
+  SELECT ${CLASS('pg_type')}::oid, t.oid FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.oid
+    JOIN pg_catalog.pg_type t ON t.oid IN (c.reltype, (SELECT typarray FROM pg_catalog.pg_type WHERE oid = c.reltype))
+  UNION ALL
+  SELECT ${CLASS('pg_class')}::oid, d.objid FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+   WHERE d.classid = ${CLASS('pg_class')} AND d.refclassid = ${CLASS('pg_class')}
+     AND d.refobjid IN (SELECT oid FROM family) AND d.deptype IN ('a', 'i')
+), parts AS (
+  SELECT ${CLASS('pg_class')}::oid AS classid, indexrelid AS objid FROM pg_catalog.pg_index WHERE indrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_attrdef')}::oid, oid FROM pg_catalog.pg_attrdef WHERE adrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_constraint')}::oid, oid FROM pg_catalog.pg_constraint WHERE conrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_trigger')}::oid, oid FROM pg_catalog.pg_trigger WHERE tgrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_policy')}::oid, oid FROM pg_catalog.pg_policy WHERE polrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_rewrite')}::oid, oid FROM pg_catalog.pg_rewrite WHERE ev_class IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_statistic_ext')}::oid, oid FROM pg_catalog.pg_statistic_ext WHERE stxrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT ${CLASS('pg_publication_rel')}::oid, oid FROM pg_catalog.pg_publication_rel WHERE prrelid IN (SELECT oid FROM family)
+  UNION ALL SELECT classid, objid FROM own
+), outside AS (
+  SELECT DISTINCT d.classid, d.objid, d.objsubid FROM pg_catalog.pg_depend d
+    JOIN own o ON o.classid = d.refclassid AND o.objid = d.refobjid
+   WHERE d.deptype IN ('n', 'a') AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.classid = d.classid AND p.objid = d.objid)
+)
+SELECT 'member' AS role, c.oid::int8 AS oid, c.relkind::text AS kind, n.nspname AS schema, c.relname AS name, f.depth,
+       NULL::int8 AS table_oid, NULL::text AS detail, NULL::text AS definition
+  FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.oid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ WHERE f.oid <> $1
+UNION ALL
+SELECT CASE WHEN con.contype = 'f' THEN 'foreign key' WHEN pol.oid IS NOT NULL THEN 'policy' WHEN ad.oid IS NOT NULL THEN 'default'
+            ELSE 'other' END,
+       o.objid::int8, NULL, n.nspname, t.relname, 0, t.oid::int8,
+       coalesce(con.conname, pol.polname, a.attname::text,
+                CASE WHEN rc.relkind IN ('v', 'm') THEN pg_catalog.pg_describe_object(${CLASS('pg_class')}, r.ev_class, 0)
+                     ELSE pg_catalog.pg_describe_object(o.classid, o.objid, o.objsubid) END),
+       CASE WHEN con.contype = 'f' THEN pg_catalog.pg_get_constraintdef(con.oid)
+            WHEN pol.oid IS NOT NULL THEN pg_catalog.format('AS %s FOR %s TO %s%s%s',
+              CASE WHEN pol.polpermissive THEN 'PERMISSIVE' ELSE 'RESTRICTIVE' END,
+              CASE pol.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,
+              (SELECT pg_catalog.string_agg(CASE WHEN role = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(role)) END, ', ')
+                 FROM pg_catalog.unnest(pol.polroles) AS role),
+              CASE WHEN pol.polqual IS NULL THEN '' ELSE ' USING (' || pg_catalog.pg_get_expr(pol.polqual, pol.polrelid) || ')' END,
+              CASE WHEN pol.polwithcheck IS NULL THEN '' ELSE ' WITH CHECK (' || pg_catalog.pg_get_expr(pol.polwithcheck, pol.polrelid) || ')' END)
+            WHEN ad.oid IS NOT NULL THEN pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) END
+  FROM outside o
+  LEFT JOIN pg_catalog.pg_constraint con ON o.classid = ${CLASS('pg_constraint')} AND con.oid = o.objid
+  LEFT JOIN pg_catalog.pg_policy pol ON o.classid = ${CLASS('pg_policy')} AND pol.oid = o.objid
+  LEFT JOIN pg_catalog.pg_attrdef ad ON o.classid = ${CLASS('pg_attrdef')} AND ad.oid = o.objid
+  LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+  -- A view or rule depends through its rewrite rule: named as its relation.
+  LEFT JOIN pg_catalog.pg_rewrite r ON o.classid = ${CLASS('pg_rewrite')} AND r.oid = o.objid
+  LEFT JOIN pg_catalog.pg_class rc ON rc.oid = r.ev_class
+  LEFT JOIN pg_catalog.pg_class t ON t.oid = coalesce(con.conrelid, pol.polrelid, ad.adrelid)
+  LEFT JOIN pg_catalog.pg_namespace n ON n.oid = t.relnamespace
+ -- A partition's copy of a foreign key goes with the key of its partitioned table.
+ WHERE con.oid IS NULL OR con.contype <> 'f' OR con.conparentid = 0
+UNION ALL
+SELECT 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
+       pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object(${CLASS('pg_class')}, i.inhparent, 0), 'it inherits from it or is its partition'),
+       NULL
+  FROM pg_catalog.pg_inherits i WHERE i.inhrelid = $1
+ORDER BY 1, 6, 4, 5, 8`;
+
+interface DependentRow {
+  role: 'member' | 'foreign key' | 'policy' | 'default' | 'other';
+  oid: string;
+  kind: string | null;
+  schema: string | null;
+  name: string | null;
+  depth: number;
+  table_oid: string | null;
+  detail: string | null;
+  definition: string | null;
+}
+
+/** Everything outside the table that depends on it, sorted (see above). */
+export async function dependentsOf(c: PoolClient, oid: number): Promise<Dependents> {
+  const { rows } = await c.query<DependentRow>(DEPENDENTS_SQL, [oid]);
+  const found: Dependents = { members: [], detached: [], others: [] };
+  for (const row of rows) {
+    if (row.role === 'member') {
+      const kind = row.kind === 'm' ? 'materialized view' : 'view';
+      found.members.push({ oid: Number(row.oid), kind, schema: row.schema!, name: row.name!, depth: row.depth });
+    } else if (row.role === 'other') {
+      found.others.push(row.detail!);
+    } else {
+      const table = { schema: row.schema!, table: row.name! };
+      found.detached.push({ kind: row.role, tableOid: Number(row.table_oid), table, name: row.detail!, definition: row.definition! });
+    }
+  }
+  return found;
+}
+
+/** How a dependent is named to a person: `view shop.items_v`, `foreign key orders_item_fk of shop.orders`. */
+export function describeDependent(dependent: FamilyMember | Detached): string {
+  if ('depth' in dependent) return `${dependent.kind} ${dependent.schema}.${dependent.name}`;
+  const of = `${dependent.table.schema}.${dependent.table.table}`;
+  return dependent.kind === 'default' ? `default of ${of}.${dependent.name}` : `${dependent.kind} ${dependent.name} of ${of}`;
+}
+
+/**
+ * A trash (or purge) refused because objects outside the table depend on it. Without `cascade`, every one is named,
+ * with the flag that takes them along; with it, only those no drop can keep.
+ */
+export function hasDependents(table: string, dependents: readonly string[], what: string, cascadable: boolean): HasDependentsError {
+  const how = cascadable
+    ? 'drop them first, or drop with --cascade, which takes the views with the table and detaches the rest until its recall'
+    : 'a drop cannot keep them (PostgreSQL would destroy them with the table); drop them first';
+  return new HasDependentsError(`${table} cannot be ${what} while others depend on it: ${dependents.join(', ')}; ${how}`);
 }

@@ -233,10 +233,11 @@ END $fn$;`;
 
 /** The door's calls: each procedure's own arguments, how they reach the request, and how long it waits by default. */
 const CALLS = {
+  /** `cascade`: with its views, and what live tables have on it detached, as the SDK's drop with `cascade`. */
   drop: {
-    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
-    types: 'integer, integer, ',
-    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
+    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, "cascade" boolean DEFAULT NULL, ',
+    types: 'integer, integer, boolean, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds, 'cascade', "cascade"))`,
     wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
   },
   /** By the table's id or the name it was dropped under, back under that name or `new_name`. */
@@ -298,7 +299,7 @@ const PROCEDURES = [
 const VIEWS = ['requests', 'trash'];
 
 /** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
-export const DOOR_VERSION = 3;
+export const DOOR_VERSION = 4;
 
 /** How long the door's install waits for a lock on its routines and views: a call waiting for its answer reads them. */
 const INSTALL_LOCK_TIMEOUT_MS = 500;

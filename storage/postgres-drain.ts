@@ -17,6 +17,8 @@ export interface MoveOptions {
   drainTimeoutMs?: number;
   /** Hears every try (an activity heartbeats); aborted, the wait stops with its reason. */
   watch?: Watch;
+  /** Out of the live area: with the table's family (postgres-family.ts), rather than refused while others depend on it. */
+  cascade?: boolean;
 }
 
 /** A session that held the table while a move drained it. */

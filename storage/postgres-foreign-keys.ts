@@ -15,6 +15,8 @@ import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-
 export interface DetachedKey {
   name: string;
   definition: string;
+  /** The table the key is on, when it is not the shard's own: a live table's key to it, detached with its family. */
+  on?: LiveName;
 }
 
 /**
@@ -22,15 +24,17 @@ export interface DetachedKey {
  * EXCLUSIVE). Writers take several parents in an order of their own (pgbench: accounts, tellers, branches), and while
  * this holds one and waits for the next, a writer holding that one may queue behind it: the try runs out. Once this
  * holds the table every such writer takes first, none is under way and the rest come free. So each try starts from
- * another parent (`attempt`, in turn), and one in a few finds the writers' first.
+ * another parent (`attempt`, in turn), and one in a few finds the writers' first. `others`: more tables the move changes
+ * (a family's: live tables whose keys, policies or defaults on it are detached), taken the same way.
  */
-export async function lockParents(c: PoolClient, oid: number, attempt: number): Promise<void> {
+export async function lockParents(c: PoolClient, oid: number, attempt: number, others: readonly number[] = []): Promise<void> {
   const { rows } = await c.query<{ name: string }>(
     `SELECT pg_catalog.format('%I.%I', n.nspname, p.relname) AS name
        FROM pg_catalog.pg_class p JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
       WHERE p.oid IN (SELECT confrelid FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1)
+         OR p.oid = ANY ($2::pg_catalog.oid[])
       ORDER BY p.oid`,
-    [oid],
+    [oid, others],
   );
   if (rows.length === 0) return;
   const first = attempt % rows.length;
@@ -89,15 +93,16 @@ export async function validateKeys(pool: Pool, id: ShardTableId, keys: DetachedK
       continue;
     }
     if (/\bNOT VALID$/.test(key.definition)) continue;
+    const of = key.on ? ` of ${key.on.schema}.${key.on.table}` : '';
     try {
       await withBriefLocks(pool, id, { drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS }, async (c) => {
-        const at = await locate(c, id);
-        if (!at || at.drift) return;
+        const at = key.on ?? (await locate(c, id));
+        if (!at || ('drift' in at && at.drift)) return;
         await tryLocksBriefly(c);
         await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} VALIDATE CONSTRAINT ${ident(key.name)}`);
       });
     } catch (err) {
-      notes.push(`foreign key ${key.name} is back NOT VALID, its old rows kept as they were: ${(err as Error).message}`);
+      notes.push(`foreign key ${key.name}${of} is back NOT VALID, its old rows kept as they were: ${(err as Error).message}`);
     }
   }
   return notes;

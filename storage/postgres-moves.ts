@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { locate, type ShardTableLocation } from './postgres-audit';
-import { refuseDependents } from './postgres-dependents';
+import { dependentsOf, describeDependent, hasDependents, type Dependents } from './postgres-dependents';
+import { dropMembers, familyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
@@ -33,8 +34,8 @@ export async function moveTable(
   live: LiveName | undefined,
   options: MoveOptions,
 ): Promise<MoveOutcome> {
-  const restored = await withBriefLocks(pool, id, options, (c, attempt) => moveOnce(c, id, to, live, attempt));
-  const notes = await validateKeys(pool, id, restored);
+  const moved = await withBriefLocks(pool, id, options, (c, attempt) => moveOnce(c, id, to, live, attempt, options.cascade === true));
+  const notes = [...moved.notes, ...(await validateKeys(pool, id, moved.restored))];
   // Kept where the doctor reads them, until the table's next move.
   if (notes.length > 0)
     await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
@@ -52,29 +53,41 @@ async function moveOnce(
   to: TableArea,
   live: LiveName | undefined,
   attempt: number,
-): Promise<DetachedKey[]> {
+  cascade: boolean,
+): Promise<{ restored: DetachedKey[]; notes: string[] }> {
+  const nothing = { restored: [], notes: [] };
   await lockShard(c, id);
   const placed = await locate(c, id);
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
-  if (isThere(placed, to, live)) return [];
+  if (isThere(placed, to, live)) return nothing;
   // A purge of a table dropped by hand has nothing left to move: its delete forgets the record.
-  if (placed.gone && to === 'garbage') return [];
+  if (placed.gone && to === 'garbage') return nothing;
   if (placed.drift) throw missing(id, placed.drift);
+  const leaving = placed.area === 'live' && to !== 'live';
   // Set after the shard lock: two moves of one shard wait for each other as before; only the table's lock is tried briefly.
   await tryLocksBriefly(c);
   // Out of the live area its keys are detached, which locks their parents: those first. A writer of both (an UPDATE of
   // the parent, then an INSERT here) would otherwise hold the parent while it waits for the table behind this move, and
-  // this move wait for the parent: each try would run out, however short the writers' transactions.
-  if (placed.area === 'live' && to !== 'live') await lockParents(c, placed.oid, attempt);
-  await c.query(`LOCK TABLE ${qualified(placed.schema, placed.table)} IN ACCESS EXCLUSIVE MODE`);
+  // this move wait for the parent: each try would run out, however short the writers' transactions. So too the live
+  // tables a cascade detaches keys, policies or defaults from; then the views it takes along, the deepest first, as a
+  // reader of a view locks them (a view's lock takes the relations it reads with it), and the table.
+  const before = leaving && cascade ? await dependentsOf(c, placed.oid) : undefined;
+  if (leaving) await lockParents(c, placed.oid, attempt, before?.detached.map((d) => d.tableOid) ?? []);
+  // (A materialized view cannot be locked so: its own ALTER takes its lock, tried briefly all the same.)
+  const views = (before?.members ?? [])
+    .filter((m) => m.kind === 'view')
+    .sort((a, b) => b.depth - a.depth)
+    .map((m) => qualified(m.schema, m.name));
+  await c.query(`LOCK TABLE ${[...views, qualified(placed.schema, placed.table)].join(', ')} IN ACCESS EXCLUSIVE MODE`);
   // Found again under the lock: a user may have renamed the table while we waited for it.
   const at = await locate(c, id);
   if (!at || at.drift || at.oid !== placed.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
   // Checked under the lock, which keeps new dependents off the table until the move commits.
-  if (to !== 'live') await refuseDependents(c, at, to === 'garbage' ? 'purged' : 'trashed');
-  if (at.area === 'live' && to !== 'live') await detachKeys(c, at);
+  const dependents = to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
+  if (leaving) await detachKeys(c, at);
   const parked = parkedName(id);
   let restored: DetachedKey[] = [];
+  let notes: string[] = [];
   if (to === 'live') {
     if (!live) throw new Error('a move to the live area needs the live name');
     await refuseStranger(c, live);
@@ -84,16 +97,51 @@ async function moveOnce(
     if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
     await relocate(c, at.oid, { schema: live.schema, table: from.table }, live);
     await unpark(c, id, live);
-    if (at.area !== 'live') restored = await restoreKeys(c, at.oid, live);
+    if (at.area !== 'live') {
+      const family = await restoreFamily(c, at.oid, live);
+      restored = [...(await restoreKeys(c, at.oid, live)), ...family.keys];
+      notes = family.notes;
+    }
   } else {
+    if (leaving) {
+      await takeFamily(c, at.oid, at, parked, dependents!, AREA_SCHEMAS[to]);
+      notes = familyNotes(dependents!);
+    } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
     if (at.area === 'live') await park(c, id, at);
     const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
     await relocate(c, at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table });
   }
   // When it last moved: the reconciler leaves a table no catalog accounts for alone for a grace period from then.
   await c.query(`UPDATE ${SHARDS} SET changed_at = pg_catalog.now(), notes = NULL WHERE table_oid = $1`, [at.oid]);
-  return restored;
+  return { restored, notes };
 }
+
+/**
+ * What depends on the table as it leaves the live area (or goes between tablefate's areas), refused unless the move may
+ * take it: out of the live area, nothing without `cascade`, and with it the family and what can be detached; between
+ * tablefate's areas, only the family recorded as the table's (with any of its shards) when it left.
+ */
+async function admittedDependents(
+  c: PoolClient,
+  id: ShardTableId,
+  at: ShardTableLocation,
+  cascade: boolean,
+  what: string,
+): Promise<Dependents> {
+  const found = await dependentsOf(c, at.oid);
+  const table = `${at.schema}.${at.table}`;
+  if (at.area !== 'live') {
+    const recorded = new Set((await recordedMembers(c, id)).map((m) => m.oid));
+    const strangers = [...found.members.filter((m) => !recorded.has(m.oid)).map(describeDependent), ...found.detached.map(describeDependent)];
+    if (strangers.length + found.others.length > 0) throw hasDependents(table, [...strangers, ...found.others], what, false);
+    return found;
+  }
+  if (found.others.length > 0) throw hasDependents(table, cascade ? found.others : everyDependent(found), what, false);
+  if (!cascade && found.members.length + found.detached.length > 0) throw hasDependents(table, everyDependent(found), what, true);
+  return found;
+}
+
+const everyDependent = (found: Dependents) => [...found.members.map(describeDependent), ...found.detached.map(describeDependent), ...found.others];
 
 /** Whether tablefate's record puts the table in `to` already (under `live`, for the live area). */
 function isThere(at: ShardTableLocation, to: TableArea, live: LiveName | undefined): boolean {
@@ -111,9 +159,12 @@ export async function dropTable(pool: Pool, id: ShardTableId, options: MoveOptio
   await withBriefLocks(pool, id, options, async (c) => {
     await lockShard(c, id);
     const at = await locate(c, id);
+    // The views of its family (any of its shards' on this node: they may read several) go first, where they wait.
+    const members = at?.area === 'live' ? [] : await recordedMembers(c, id);
     await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
     if (!at || at.drift) return;
     await tryLocksBriefly(c);
+    await dropMembers(c, members, Object.values(AREA_SCHEMAS));
     await c.query(`DROP TABLE ${qualified(at.schema, at.table)}`);
   });
 }

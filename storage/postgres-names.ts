@@ -83,7 +83,7 @@ async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ schema:
   return rows;
 }
 
-async function isTaken(c: PoolClient, schema: string, name: string): Promise<boolean> {
+export async function isTaken(c: PoolClient, schema: string, name: string): Promise<boolean> {
   const { rows } = await c.query('SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = $1::pg_catalog.regnamespace AND relname = $2', [
     ident(schema),
     name,
@@ -92,7 +92,7 @@ async function isTaken(c: PoolClient, schema: string, name: string): Promise<boo
 }
 
 /** `name`, or `name_2`, `name_3`... whichever is free in `schema`. */
-async function freeName(c: PoolClient, schema: string, name: string): Promise<string> {
+export async function freeName(c: PoolClient, schema: string, name: string): Promise<string> {
   for (let n = 1; ; n++) {
     const candidate = n === 1 ? name : `${name.slice(0, 60)}_${n}`;
     if (!(await isTaken(c, schema, candidate))) return candidate;

@@ -16,6 +16,7 @@ import {
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import type { TableDefinition } from './postgres-create';
+import type { MoveOptions } from './postgres-drain';
 import { SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 import { PostgresTables } from './postgres-tables';
 
@@ -124,12 +125,12 @@ export class PostgresStorage implements StorageDriver {
     _from: ShardArea,
     to: ShardArea,
     watch?: Watch,
-    opts: { drainTimeoutMs?: number } = {},
+    opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
   ): Promise<ChangeNotes> {
     let notes: ChangeNotes = [];
     await this.guard('moveShard', ref, async () => {
       checkWatch(watch);
-      notes = await this.moveTo(ref, to, watch, opts.drainTimeoutMs);
+      notes = await this.moveTo(ref, to, watch, opts);
     });
     return notes;
   }
@@ -240,10 +241,12 @@ export class PostgresStorage implements StorageDriver {
    * A move: it drains the table first (postgres-drain.ts), heartbeating through `watch` while it waits. Answers what it
    * said of the table's foreign keys, each note naming the table.
    */
-  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, drainTimeoutMs?: number): Promise<ChangeNotes> {
+  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, opts: Omit<MoveOptions, 'watch'> = {}): Promise<ChangeNotes> {
     const live = to === 'live' ? liveNameOf(ref) : undefined;
-    const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, drainTimeoutMs });
-    return notes.map((note) => `${live ? `${live.schema}.${live.table}` : describe(ref)}: ${note}`);
+    const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, ...opts });
+    // Each note names the table as its users know it: where it is live, or was.
+    const named = live ?? (ref.table ? liveNameOf(ref) : undefined);
+    return notes.map((note) => `${named ? `${named.schema}.${named.table}` : describe(ref)}: ${note}`);
   }
 
   /** Makes tablefate's schemas, record and SQL door on `node` (idempotent), as its first use would. */

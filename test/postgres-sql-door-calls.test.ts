@@ -96,6 +96,23 @@ test('a retention change, a hold and its release in SQL: by the owner, each answ
   expect(await firstOf(alice, `CALL tablefate_sql.release('shop.live')`)).toMatchObject({ state: 'READY', held_since: null });
 });
 
+test('a drop with cascade => true takes the views along, as the SDK does; without it, HasDependents names the flag', async () => {
+  const { id, oid } = await door.ownedTable('alice', 'viewed');
+  const alice = await door.sessionOf('alice');
+  await alice.query('CREATE VIEW shop.viewed_v AS SELECT id FROM shop.viewed');
+  const view = Number((await firstOf(alice, `SELECT 'shop.viewed_v'::regclass::oid AS oid`))?.oid);
+  expect(await failureOf(alice, `CALL tablefate_sql.drop('shop.viewed')`)).toMatchObject({
+    message: expect.stringContaining('view shop.viewed_v; drop them first, or drop with --cascade') as unknown,
+  });
+  const dropped = await firstOf(alice, `CALL tablefate_sql.drop('shop.viewed', cascade => true)`);
+  expect(dropped).toMatchObject({ table_id: String(id), state: 'TRASHED', notes: ['shop.viewed: moved into the trash with it: view shop.viewed_v'] });
+  const schemaOf = async (relation: number) =>
+    (await firstOf(admin, 'SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = $1', [relation]))?.schema;
+  expect([await schemaOf(oid), await schemaOf(view)]).toEqual(['tablefate_trash', 'tablefate_trash']);
+  await alice.query(`CALL tablefate_sql.recall('${id}')`);
+  expect(await rowsOf(alice, 'SELECT id FROM shop.viewed_v ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+});
+
 test('bad input to the calls is refused with its SQLSTATE, and changes nothing', async () => {
   const { id } = await door.ownedTable('alice', 'intact');
   const alice = await door.sessionOf('alice');

@@ -247,7 +247,7 @@ test('a purge that meets a dependent made while the table was in the trash ends 
   await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({
     type: 'HasDependents',
     message: expect.stringContaining(
-      'cannot be purged while others depend on it: default value for column id of table keep.counter',
+      'cannot be purged while others depend on it: default of keep.counter.id',
     ) as unknown,
   });
   expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });

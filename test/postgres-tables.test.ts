@@ -159,8 +159,8 @@ test("a table that a view or another table's foreign key depends on is not trash
   const refused = tables.move(id, 'trash');
   await expect(refused).rejects.toBeInstanceOf(HasDependentsError);
   await expect(refused).rejects.toThrow(
-    'dep.orders cannot be trashed while others depend on it: constraint lines_order_fk on table dep.lines, ' +
-      'materialized view report.order_count, view report.big_orders; drop them first',
+    'dep.orders cannot be trashed while others depend on it: view report.big_orders, materialized view report.order_count, ' +
+      'foreign key lines_order_fk of dep.lines; drop them first, or drop with --cascade',
   );
   expect(await tables.locate(id)).toMatchObject({ area: 'live', schema: 'dep', table: 'orders' });
   expect(await rowsOf('SELECT id FROM report.big_orders')).toEqual([{ id: 2 }]);

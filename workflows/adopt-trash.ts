@@ -3,7 +3,7 @@ import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';
 import { operationRun } from './execute';
-import { commitTrashed, keptOrPurged, toTrashWithinDrain } from './trash';
+import { commitTrashed, keptOrPurged, toTrashWithinDrain, withNotes } from './trash';
 
 /**
  * PostgreSQL driver: a table tablefate does not keep yet, adopted and dropped into the trash in one operation (the SQL
@@ -40,6 +40,7 @@ export const adoptTrash: Operation<AdoptTrashInput> = {
 
 /** The run: its caller hears the table TRASHED (or, the trash off where it was dropped, PURGED), as a drop's does. */
 export async function adoptTrashTable(input: AdoptTrashInput): Promise<TableInfo> {
-  const trashed: TrashCommitted = await operationRun(adoptTrash, input).table();
-  return keptOrPurged(trashed, input);
+  const run = operationRun(adoptTrash, input);
+  const trashed: TrashCommitted = await run.table();
+  return withNotes(await keptOrPurged(trashed, input), run.said());
 }

@@ -211,6 +211,8 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   return {
     /** The table as the operation left it. */
     table,
+    /** What its shard changes said beyond doing them, so far. */
+    said: (): string[] => [...notes],
     /** The operation's answer: the table, with what its shard changes said. */
     result: async (): Promise<TableInfo> => {
       const info = toTableInfo(await table());
@@ -272,7 +274,7 @@ export function describeShardChange(change: ShardChange, shards: readonly ShardR
     markGarbage: `mark ${which} as garbage`,
     unmarkGarbage: `take back the garbage mark of ${which}`,
     deleteGarbage: `delete ${which} (purge)`,
-    moveShard: change.method === 'moveShard' ? (change.to === 'trash' ? `move ${which} to trash` : `move ${which} back from trash`) : '',
+    moveShard: change.method !== 'moveShard' ? '' : change.from === change.to ? `rename ${which}` : `move ${which} to ${change.to}`,
   }[change.method];
   return `${doing} on ${node}`;
 }

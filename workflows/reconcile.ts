@@ -114,7 +114,7 @@ async function repair(
   finding: Finding,
   calls: CatalogCalls,
   input: ReconcileInput,
-  { retentionOf, droppedByOf }: Pick<Survey, 'retentionOf' | 'droppedByOf'>,
+  { retentionOf, droppedByOf, cascadeOf }: Pick<Survey, 'retentionOf' | 'droppedByOf' | 'cascadeOf'>,
 ): Promise<string | undefined> {
   const { catalogId } = input;
   switch (finding.kind) {
@@ -142,7 +142,12 @@ async function repair(
       const { table } = finding;
       const op = TABLE_OPERATIONS[finding.resume];
       // (A survey recorded before droppedByOf was kept has none: the drop's dropper then stays unknown.)
-      const again = resumption(op, table, { catalogId, retentionSeconds: retentionOf[table.id], droppedBy: droppedByOf?.[table.id] });
+      const again = resumption(op, table, {
+        catalogId,
+        retentionSeconds: retentionOf[table.id],
+        droppedBy: droppedByOf?.[table.id],
+        cascade: cascadeOf?.[table.id],
+      });
       if (!again) return undefined;
       // (A pass started on v19 resumes a drop as v19 did: in the table's trash run, which its request id routes to v19's code.)
       const v19 = op.name === OPERATIONS.trash.name && !takes('dropEndsAtTrashed');

@@ -54,9 +54,9 @@ export function withinDrain(move: Extract<ShardChange, { method: 'moveShard' }>)
   });
 }
 
-/** The move of a drop's shards to the trash, within the drain's deadline. */
-export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds'>>): ShardChange {
-  return withinDrain(SHARDS.toTrash)(context);
+/** The move of a drop's shards to the trash, within the drain's deadline (with `cascade`, with what depends on the table). */
+export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds' | 'cascade'>>): ShardChange {
+  return { ...withinDrain(SHARDS.toTrash)(context), ...(context.input.cascade ? { cascade: true } : {}) };
 }
 
 /**
@@ -109,9 +109,13 @@ export function drained(context: StepContext<TrashInput>): Readiness {
  * purge fails or outwaits its run's share of a lock wait (then it waits in the trash for its expiry).
  */
 export async function trashTable(input: TrashInput): Promise<TableInfo> {
-  const trashed: TrashCommitted = await operationRun(trash, input, { wake: wokenBy(trashChangedSignal) }).table();
-  return keptOrPurged(trashed, input);
+  const run = operationRun(trash, input, { wake: wokenBy(trashChangedSignal) });
+  const trashed: TrashCommitted = await run.table();
+  return withNotes(await keptOrPurged(trashed, input), run.said());
 }
+
+/** A table as its caller hears it, with what the run's shard changes said (a cascade's family). */
+export const withNotes = (info: TableInfo, notes: readonly string[]): TableInfo => (notes.length > 0 ? { ...info, notes: [...notes] } : info);
 
 /**
  * A table a drop has just committed to the trash, as its caller hears it: TRASHED; or, with the trash off where it was

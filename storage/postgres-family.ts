@@ -1,0 +1,197 @@
+import type { PoolClient } from 'pg';
+import { ident } from '../catalog/pg-session';
+import { describeDependent, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
+import { LOCK_NOT_AVAILABLE } from './postgres-drain';
+import type { DetachedKey } from './postgres-foreign-keys';
+import { freeName, isTaken } from './postgres-names';
+import { ensureSchema } from './postgres-node';
+import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
+
+/**
+ * A table's family on its way through the areas (a drop with `cascade`; see postgres-dependents.ts for who is in it).
+ * Its views and materialized views move into the trash with it in the same transaction, under names derived from the
+ * table's parked name and their own oid (`<parked>_m<oid>`, their indexes `_i<k>`), so that two trashed families never
+ * collide; they follow it to the garbage, and back to their schemas and names on its recall. The live tables' keys,
+ * policies and defaults that name it are detached in the same transaction. All of it is recorded in the table's row
+ * of `tablefate.shards` (`family`) before any of it changes: a crash rolls the whole move back, and a recall reads what
+ * to put back from there.
+ */
+
+/** A member as recorded: where it lives while the table is live, its name in tablefate's areas, its indexes' names. */
+interface RecordedMember extends FamilyMember {
+  parked: string;
+  /** Parked index name to the name it had. */
+  indexes: Record<string, string>;
+}
+
+interface RecordedFamily {
+  /** The table's name when its family was taken: what the detached definitions name it by. */
+  table: LiveName;
+  members: RecordedMember[];
+  detached: Detached[];
+}
+
+const KIND_SQL = { view: 'VIEW', 'materialized view': 'MATERIALIZED VIEW' } as const;
+
+/** What the move said of the family, a sentence each (the drop's answer carries them). */
+export function familyNotes(found: Pick<Dependents, 'members' | 'detached'>): string[] {
+  const notes: string[] = [];
+  if (found.members.length > 0) notes.push(`moved into the trash with it: ${found.members.map(describeDependent).join(', ')}`);
+  if (found.detached.length > 0) notes.push(`detached until its recall: ${found.detached.map(describeDependent).join(', ')}`);
+  return notes;
+}
+
+/**
+ * Takes the family out of the live area with its table (which is at `table`, about to be parked as `parked`): records
+ * it, detaches what live tables have on it, and moves the views into `toSchema`.
+ */
+export async function takeFamily(c: PoolClient, oid: number, table: LiveName, parked: string, found: Dependents, toSchema: string): Promise<void> {
+  if (found.members.length === 0 && found.detached.length === 0) return;
+  const members: RecordedMember[] = [];
+  for (const member of found.members) {
+    const memberParked = `${parked}_m${member.oid}`;
+    const indexes = Object.fromEntries((await indexesOf(c, member.oid)).map((name, k) => [`${memberParked}_i${k}`, name]));
+    members.push({ ...member, parked: memberParked, indexes });
+  }
+  const family: RecordedFamily = { table, members, detached: found.detached };
+  await c.query(`UPDATE ${SHARDS} SET family = $2 WHERE table_oid = $1`, [oid, JSON.stringify(family)]);
+  for (const detached of found.detached) await c.query(detachStatement(detached));
+  for (const member of members) {
+    for (const [derived, name] of Object.entries(member.indexes))
+      await c.query(`ALTER INDEX ${qualified(member.schema, name)} RENAME TO ${ident(derived)}`);
+    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.name)} RENAME TO ${ident(member.parked)}`);
+    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.parked)} SET SCHEMA ${ident(toSchema)}`);
+  }
+}
+
+/** The family's members, recorded with any shard of the table on this node (views may read several of its shards). */
+export async function recordedMembers(c: PoolClient, id: Pick<ShardTableId, 'catalogId' | 'tableId'>): Promise<RecordedMember[]> {
+  const { rows } = await c.query<{ family: RecordedFamily | null }>(
+    `SELECT family FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND family IS NOT NULL`,
+    [id.catalogId, id.tableId],
+  );
+  return rows.flatMap((row) => row.family?.members ?? []);
+}
+
+/** Moves the family's views along with their table between tablefate's areas (trash and garbage). */
+export async function relocateMembers(c: PoolClient, oid: number, toSchema: string): Promise<void> {
+  for (const member of (await familyOf(c, oid))?.members ?? []) {
+    const now = await whereIs(c, member.oid);
+    if (now && now.schema !== toSchema) await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(toSchema)}`);
+  }
+}
+
+/**
+ * Puts the family back with its table, now live at `live`: each view into its schema under its name (beside it, with a
+ * note, if another relation took the name meanwhile), then what was detached, in savepoints: one that cannot be put
+ * back is said, with its definition. Detached definitions name the table as it was, so they are put back only when it
+ * comes back under that name; otherwise each is said. Answers the foreign keys to validate once the move commits.
+ */
+export async function restoreFamily(c: PoolClient, oid: number, live: LiveName): Promise<{ notes: string[]; keys: DetachedKey[] }> {
+  const family = await familyOf(c, oid);
+  const notes: string[] = [];
+  const keys: DetachedKey[] = [];
+  if (!family) return { notes, keys };
+  for (const member of [...family.members].sort((a, b) => a.depth - b.depth)) {
+    const now = await whereIs(c, member.oid);
+    if (!now) {
+      notes.push(`${describeDependent(member)} was not put back: it was dropped while in the trash`);
+      continue;
+    }
+    await ensureSchema(c, member.schema);
+    if (now.schema !== member.schema) await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(member.schema)}`);
+    const name = (await isTaken(c, member.schema, member.name)) ? await freeName(c, member.schema, member.name) : member.name;
+    if (name !== member.name) notes.push(`${describeDependent(member)} came back as ${member.schema}.${name}: its name was taken meanwhile`);
+    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, now.table)} RENAME TO ${ident(name)}`);
+    for (const [derived, original] of Object.entries(member.indexes)) {
+      if (!(await isTaken(c, member.schema, derived))) continue;
+      const wanted = (await isTaken(c, member.schema, original)) ? await freeName(c, member.schema, original) : original;
+      await c.query(`ALTER INDEX ${qualified(member.schema, derived)} RENAME TO ${ident(wanted)}`);
+    }
+  }
+  const sameName = live.schema === family.table.schema && live.table === family.table.table;
+  for (const detached of family.detached) {
+    const said = describeDependent(detached);
+    if (!sameName) {
+      notes.push(`${said} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`);
+      continue;
+    }
+    const on = await whereIs(c, detached.tableOid);
+    if (!on) {
+      notes.push(`${said} was not put back: its table was dropped meanwhile`);
+      continue;
+    }
+    await c.query('SAVEPOINT tablefate_detached');
+    try {
+      await c.query(attachStatement(detached, on));
+      await c.query('RELEASE SAVEPOINT tablefate_detached');
+      if (detached.kind === 'foreign key') keys.push({ name: detached.name, definition: detached.definition, on });
+    } catch (err) {
+      // A lock not had at once is the move's to wait for (it tries again); anything else is this one's.
+      if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
+      await c.query('ROLLBACK TO SAVEPOINT tablefate_detached');
+      notes.push(`${said} was not put back: ${(err as Error).message} (${detached.definition})`);
+    }
+  }
+  await c.query(`UPDATE ${SHARDS} SET family = NULL WHERE table_oid = $1`, [oid]);
+  return { notes, keys };
+}
+
+/** Drops the family's views that are in tablefate's areas (a purge's last step), the deepest first. */
+export async function dropMembers(c: PoolClient, members: readonly RecordedMember[], areaSchemas: readonly string[]): Promise<void> {
+  for (const member of [...members].sort((a, b) => b.depth - a.depth)) {
+    const now = await whereIs(c, member.oid);
+    if (now && areaSchemas.includes(now.schema)) await c.query(`DROP ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)}`);
+  }
+}
+
+async function familyOf(c: PoolClient, oid: number): Promise<RecordedFamily | null> {
+  const { rows } = await c.query<{ family: RecordedFamily | null }>(`SELECT family FROM ${SHARDS} WHERE table_oid = $1`, [oid]);
+  return rows[0]?.family ?? null;
+}
+
+/** Where the relation of `oid` is now, or null when there is none. */
+async function whereIs(c: PoolClient, oid: number): Promise<LiveName | null> {
+  const { rows } = await c.query<LiveName>(
+    `SELECT n.nspname AS schema, c.relname AS table FROM pg_catalog.pg_class c
+       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
+    [oid],
+  );
+  return rows[0] ?? null;
+}
+
+async function indexesOf(c: PoolClient, oid: number): Promise<string[]> {
+  const { rows } = await c.query<{ name: string }>(
+    `SELECT i.relname AS name FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+      WHERE x.indrelid = $1 ORDER BY i.relname`,
+    [oid],
+  );
+  return rows.map((r) => r.name);
+}
+
+function detachStatement(detached: Detached): string {
+  const on = qualified(detached.table.schema, detached.table.table);
+  switch (detached.kind) {
+    case 'foreign key':
+      return `ALTER TABLE ${on} DROP CONSTRAINT ${ident(detached.name)}`;
+    case 'policy':
+      return `DROP POLICY ${ident(detached.name)} ON ${on}`;
+    case 'default':
+      return `ALTER TABLE ${on} ALTER COLUMN ${ident(detached.name)} DROP DEFAULT`;
+  }
+}
+
+function attachStatement(detached: Detached, at: LiveName): string {
+  const on = qualified(at.schema, at.table);
+  switch (detached.kind) {
+    case 'foreign key': {
+      // NOT VALID: new rows are checked at once, the old ones by the validation after the move (as for the table's own).
+      const notValid = /\bNOT VALID$/.test(detached.definition) ? '' : ' NOT VALID';
+      return `ALTER TABLE ${on} ADD CONSTRAINT ${ident(detached.name)} ${detached.definition}${notValid}`;
+    }
+    case 'policy':
+      return `CREATE POLICY ${ident(detached.name)} ON ${on} ${detached.definition}`;
+    case 'default':
+      return `ALTER TABLE ${on} ALTER COLUMN ${ident(detached.name)} SET DEFAULT ${detached.definition}`;
+  }
+}

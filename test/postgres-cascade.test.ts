@@ -1,0 +1,167 @@
+import { Client } from 'pg';
+import { Harness } from './support/harness';
+import { sharedPostgres, type TestPostgres } from './support/postgres';
+import type { TableInfo } from '../domain/table';
+
+/*
+ * `drop --cascade` with the PostgreSQL driver: a table goes into the trash with what depends on it, as PostgreSQL's own
+ * `DROP ... CASCADE` would drop it, but kept: its views and materialized views (to any depth) move with it, whole, and
+ * live tables' foreign keys, policies and defaults on it are detached; a recall puts every one back. Judged by what a
+ * user's own client sees on the node: pg_class by oid, pg_constraint, pg_policies, column defaults, rows.
+ */
+
+let server: TestPostgres;
+let h: Harness;
+let db: Client;
+
+beforeAll(async () => {
+  server = await sharedPostgres();
+  const url = await server.freshDatabase('cascade');
+  db = new Client({ connectionString: url });
+  await db.connect();
+  h = await Harness.start({ postgresNodes: [url] });
+});
+
+afterAll(async () => {
+  await h?.close();
+  await db?.end();
+  await server?.stop();
+});
+
+const rows = async (sql: string) => (await db.query(sql)).rows as Array<Record<string, unknown>>;
+const oidOf = async (name: string) => (await rows(`SELECT to_regclass('${name}')::oid::int8 AS oid`))[0]!.oid as string | null;
+/** Where the relation of `oid` is: schema.name, or null when there is none. */
+const whereIs = async (oid: unknown) =>
+  (await rows(`SELECT format('%I.%I', n.nspname, c.relname) AS at FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ${String(oid)}`))[0]
+    ?.at ?? null;
+/** What live tables have on <schema>.items, as psql's \d would list it. */
+const onItems = async (schema: string) => ({
+  keys: await rows(`SELECT conname, convalidated FROM pg_constraint WHERE conrelid = '${schema}.orders'::regclass AND contype = 'f' ORDER BY conname`),
+  policies: await rows(`SELECT policyname, qual FROM pg_policies WHERE schemaname = '${schema}' AND tablename = 'orders'`),
+  defaults: await rows(
+    `SELECT column_name, column_default FROM information_schema.columns WHERE table_schema = '${schema}' AND table_name = 'orders' AND column_name = 'ticket'`,
+  ),
+});
+
+/** <schema>.items with a view, a view on the view, a materialized view with an index, and <schema>.orders keyed to it. */
+async function family(schema: string): Promise<{ table: TableInfo; oids: Record<string, unknown> }> {
+  const table = await h.client.create({ table: `${schema}.items`, columns: 'id serial PRIMARY KEY, title text NOT NULL' });
+  await db.query(`INSERT INTO ${schema}.items (title) VALUES ('pen'), ('ink'), ('nib');
+    CREATE VIEW ${schema}.items_v AS SELECT id, upper(title) AS title FROM ${schema}.items;
+    CREATE VIEW ${schema}.items_vv AS SELECT count(*) AS n FROM ${schema}.items_v;
+    CREATE MATERIALIZED VIEW ${schema}.items_mv AS SELECT id, title FROM ${schema}.items;
+    CREATE UNIQUE INDEX items_mv_id ON ${schema}.items_mv (id);
+    CREATE TABLE ${schema}.orders (id int PRIMARY KEY, item_id int REFERENCES ${schema}.items (id) ON DELETE CASCADE,
+                                   ticket bigint DEFAULT nextval('${schema}.items_id_seq'));
+    ALTER TABLE ${schema}.orders ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY orders_known ON ${schema}.orders USING (item_id IN (SELECT id FROM ${schema}.items));
+    INSERT INTO ${schema}.orders (id, item_id) VALUES (1, 1), (2, 2)`);
+  const oids: Record<string, unknown> = {};
+  for (const name of ['items', 'items_v', 'items_vv', 'items_mv', 'items_mv_id']) oids[`${schema}.${name}`] = await oidOf(`${schema}.${name}`);
+  return { table, oids };
+}
+
+test('without --cascade a table anything depends on is refused, naming each and the flag; with it, all of it goes and comes back', async () => {
+  const { table, oids } = await family('shop');
+  const before = await onItems('shop');
+  await expect(h.client.trash({ table: 'shop.items', retentionSeconds: 3600 })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringMatching(
+      /view shop\.items_v, .*view shop\.items_vv.*foreign key orders_item_id_fkey of shop\.orders.*policy orders_known of shop\.orders.*--cascade/,
+    ) as unknown,
+  });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+  for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(name);
+  expect(await onItems('shop')).toEqual(before);
+
+  // With it: the views in the trash with the table, the rest detached; then a recall puts every one back.
+  const trashed = await h.client.trash({ table: 'shop.items', retentionSeconds: 3600, cascade: true });
+  expect(trashed).toMatchObject({ state: 'TRASHED' });
+  expect(trashed.notes).toEqual([
+    'shop.items: moved into the trash with it: materialized view shop.items_mv, view shop.items_v, view shop.items_vv',
+    'shop.items: detached until its recall: default of shop.orders.ticket, foreign key orders_item_id_fkey of shop.orders, policy orders_known of shop.orders',
+  ]);
+  for (const oid of Object.values(oids)) expect(await whereIs(oid)).toMatch(/^tablefate_trash\./);
+  expect(await oidOf('shop.items_v')).toBeNull();
+  expect(await onItems('shop')).toEqual({ keys: [], policies: [], defaults: [{ column_name: 'ticket', column_default: null }] });
+  // As after a real DROP ... CASCADE: orders keeps its rows, and takes one that names no item.
+  await db.query('INSERT INTO shop.orders (id, item_id, ticket) VALUES (3, 3, 0)');
+  expect(await rows('SELECT count(*)::int AS n FROM shop.orders')).toEqual([{ n: 3 }]);
+
+  const back = await h.client.undelete({ table: table.id });
+  expect(back).toMatchObject({ state: 'READY', namespace: 'shop', name: 'items' });
+  for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(name);
+  expect(await rows('SELECT n::int FROM shop.items_vv')).toEqual([{ n: 3 }]);
+  expect(await rows('SELECT title FROM shop.items_v ORDER BY id')).toEqual([{ title: 'PEN' }, { title: 'INK' }, { title: 'NIB' }]);
+  expect(await onItems('shop')).toEqual(before);
+  // Its sequence goes on where it was (three items; the orders' two tickets took 4 and 5).
+  expect(await rows(`SELECT nextval('shop.items_id_seq')::int AS next`)).toEqual([{ next: 6 }]);
+  expect(await rows('SELECT count(*)::int AS n FROM tablefate.shards WHERE family IS NOT NULL')).toEqual([{ n: 0 }]);
+});
+
+test('a key whose rows no longer match comes back NOT VALID, said; a purge drops the family with the table', async () => {
+  const { table, oids } = await family('dept');
+  await h.client.trash({ table: 'dept.items', retentionSeconds: 3600, cascade: true });
+  await db.query('INSERT INTO dept.orders (id, item_id) VALUES (9, 999)');
+  const back = await h.client.undelete({ table: table.id });
+  expect(back.notes).toEqual([expect.stringMatching(/^dept\.items: foreign key orders_item_id_fkey of dept\.orders is back NOT VALID/)]);
+  expect((await onItems('dept')).keys).toEqual([{ conname: 'orders_item_id_fkey', convalidated: false }]);
+  // Enforced for new rows all the same.
+  await expect(db.query('INSERT INTO dept.orders (id, item_id) VALUES (10, 1000)')).rejects.toMatchObject({ code: '23503' });
+
+  await db.query('DELETE FROM dept.orders WHERE id = 9');
+  await h.client.trash({ table: 'dept.items', retentionSeconds: 3600, cascade: true });
+  expect(await h.client.purge({ tableId: table.id })).toMatchObject({ state: 'PURGED' });
+  for (const oid of Object.values(oids)) expect(await whereIs(oid)).toBeNull();
+  expect(await rows("SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('tablefate_trash', 'tablefate_garbage')")).toEqual([{ n: 0 }]);
+  expect(await onItems('dept')).toMatchObject({ keys: [], policies: [] });
+});
+
+test('recalled under another name: the views come with it; what names it by its old name is said, not put back', async () => {
+  const { table, oids } = await family('ren');
+  await h.client.trash({ table: 'ren.items', retentionSeconds: 3600, cascade: true });
+  const back = await h.client.undelete({ table: table.id, newName: 'ren.items_old' });
+  expect(await whereIs(oids['ren.items'])).toBe('ren.items_old');
+  expect(await whereIs(oids['ren.items_v'])).toBe('ren.items_v');
+  expect(await rows('SELECT n::int FROM ren.items_vv')).toEqual([{ n: 3 }]);
+  expect(back.notes).toEqual(
+    ['default of ren.orders.ticket', 'foreign key orders_item_id_fkey of ren.orders', 'policy orders_known of ren.orders'].map(
+      (what): unknown => expect.stringContaining(`${what} was not put back: it names the table as ren.items, not ren.items_old`),
+    ),
+  );
+});
+
+test('a view taken while the table was in the trash: the member comes back beside it, said', async () => {
+  const table = await h.client.create({ table: 'side.items', columns: 'id int' });
+  const view = await (async () => {
+    await db.query('CREATE VIEW side.items_v AS SELECT id FROM side.items');
+    return oidOf('side.items_v');
+  })();
+  await h.client.trash({ table: 'side.items', retentionSeconds: 3600, cascade: true });
+  await db.query('CREATE VIEW side.items_v AS SELECT 1 AS one');
+  const back = await h.client.undelete({ table: table.id });
+  expect(await whereIs(view)).toBe('side.items_v_2');
+  expect(back.notes).toEqual([expect.stringContaining('view side.items_v came back as side.items_v_2: its name was taken meanwhile')]);
+});
+
+test('what no drop can keep is refused even with --cascade, named; nothing changes', async () => {
+  const table = await h.client.create({ table: 'fn.items', columns: 'id int' });
+  await db.query(`CREATE VIEW fn.items_v AS SELECT id FROM fn.items;
+    CREATE FUNCTION fn.item_count() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT count(*) FROM fn.items; END`);
+  await expect(h.client.trash({ table: 'fn.items', retentionSeconds: 3600, cascade: true })).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringMatching(/function fn\.item_count\(\).*a drop cannot keep them/) as unknown,
+  });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'READY' });
+  expect(await oidOf('fn.items_v')).not.toBeNull();
+});
+
+test('--cascade with the files driver is refused before anything starts', async () => {
+  const files = await Harness.start({ address: h.address });
+  try {
+    await files.client.create({ table: 'plain.items' });
+    await expect(files.client.trash({ table: 'plain.items', cascade: true })).rejects.toMatchObject({ type: 'InvalidInput' });
+  } finally {
+    await files.close();
+  }
+});
