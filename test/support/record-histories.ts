@@ -508,6 +508,16 @@ async function main(): Promise<void> {
       await withClient(node, (c) => c.query('CREATE TABLE legacy.stranger (id int)'));
       await adopter.client.rename({ table: 'legacy.kept_2025', newName: 'legacy.stranger' }).catch(() => undefined);
       await save('rename-postgres-taken-back', workflowIdFor.rename(kept!.id, adopter.catalog.id));
+      // (since v21) a drop with cascade: the table's view moved along, a live table's key to it detached; and its recall
+      await withClient(node, (c) =>
+        c.query(`CREATE TABLE legacy.parent (id int PRIMARY KEY); CREATE VIEW legacy.parent_v AS SELECT id FROM legacy.parent;
+                 CREATE TABLE legacy.child (parent_id int REFERENCES legacy.parent (id))`),
+      );
+      const parent = await adopter.client.adopt({ table: 'legacy.parent' });
+      await adopter.client.trash({ table: 'legacy.parent', cascade: true, retentionSeconds: 3600 });
+      await save('drop-cascade', workflowIdFor.trash(parent.id, adopter.catalog.id));
+      await adopter.client.undelete({ table: parent.id });
+      await save('undelete-family', workflowIdFor.undelete(parent.id, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();
