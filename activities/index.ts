@@ -172,6 +172,7 @@ export function createActivities(deps: ActivityDeps) {
         now: number;
         retentionSeconds?: number;
         droppedBy?: string;
+        family?: string[];
         releaseLocks?: boolean;
         startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
       },
@@ -186,6 +187,7 @@ export function createActivities(deps: ActivityDeps) {
         now: input.now,
         retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
         droppedBy: input.droppedBy,
+        family: input.family,
       });
       const trashed = { ...table, policy };
       if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });

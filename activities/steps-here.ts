@@ -132,7 +132,8 @@ class RunHere {
 
   private context(): StepContext<unknown> {
     const { checked, table, lockedAt, leases } = this.progress;
-    return { input: this.call.input, checked, ...(table ? { table } : {}), lockedAt, now: this.call.now, leases };
+    const said = [...(this.call.said ?? []), ...this.notes];
+    return { input: this.call.input, checked, ...(table ? { table } : {}), lockedAt, now: this.call.now, leases, said };
   }
 
   /**

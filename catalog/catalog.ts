@@ -94,6 +94,8 @@ export interface TransitionRequest {
   retentionSeconds?: number;
   /** Entering TRASHED from TRASHING: who dropped it (the drop's startedBy), recorded with the drop time; null when absent. */
   droppedBy?: string;
+  /** Entering TRASHED from TRASHING: what the drop took along (TableRecord.family); none when absent or empty. */
+  family?: string[];
   /** Give the table this name with the move (undelete under a new name, or back to its old one). */
   rename?: TableName;
   /** The name the caller believes the table has: a table bearing another name is refused. */

@@ -104,6 +104,13 @@ CREATE INDEX leases_table ON leases (table_id, expires_at);
 ALTER TABLE tables ADD COLUMN dropped_by TEXT;
 `,
   },
+  {
+    version: 4,
+    description: "a table's family in the trash: family, what its drop took along (PostgreSQL, with cascade), as the drop said it",
+    sql: `
+ALTER TABLE tables ADD COLUMN family TEXT;
+`,
+  },
 ];
 
 /** The states migration 2 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */

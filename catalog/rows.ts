@@ -29,6 +29,8 @@ export interface TableRow {
   held_at: number | null;
   /** Since schema version 3 (SQLite and PostgreSQL alike). */
   dropped_by: string | null;
+  /** Since schema version 4: a JSON list of sentences, as text (SQLite) or already parsed (PostgreSQL's json). */
+  family: string | string[] | null;
 }
 
 export interface LockRow {
@@ -51,6 +53,7 @@ export function toRecord(row: TableRow): TableRecord {
     createdAt: row.created_at,
     droppedAt: row.dropped_at,
     droppedBy: row.dropped_by ?? null,
+    ...(row.family === null || row.family === undefined ? {} : { family: json(row.family) }),
     expireAt: row.expire_at,
     purgedAt: row.purged_at,
     updatedAt: row.updated_at,
@@ -78,6 +81,7 @@ const TABLE_ROW: Array<[column: string, value: (t: TableRecord) => unknown]> = [
   ['hold_reason', (t) => t.hold?.reason ?? null],
   ['held_at', (t) => t.hold?.since ?? null],
   ['dropped_by', (t) => t.droppedBy ?? null],
+  ['family', (t) => (t.family ? JSON.stringify(t.family) : null)],
 ];
 
 /** The columns of an INSERT into `tables`, in the order of tableRowValues. */

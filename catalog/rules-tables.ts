@@ -178,7 +178,7 @@ async function mustGet(tx: CatalogTx, tableId: number): Promise<TableRecord> {
 /** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
 type TransitionPlan =
   | { made: true; table: TableRecord }
-  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'expireAt' | 'purgedAt'> };
+  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'expireAt' | 'purgedAt'> };
 
 /**
  * The checks made before a state change, on the row as it is under the lock (the caller has checked the lock):
@@ -200,10 +200,16 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     }
     throw new WrongStateError(`table ${req.tableId} is ${current.state}; expected ${req.from.join(' or ')} to move it to ${req.to}`);
   }
-  const set = columnsOnEntering(current.state, req.to, req.now, { retentionSeconds: req.retentionSeconds, droppedBy: req.droppedBy });
+  const set = columnsOnEntering(current.state, req.to, req.now, {
+    retentionSeconds: req.retentionSeconds,
+    droppedBy: req.droppedBy,
+    family: req.family,
+  });
   const columns = {
     droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
     droppedBy: set.droppedBy !== undefined ? set.droppedBy : current.droppedBy,
+    // (null: cleared; undefined: kept as it is.)
+    family: set.family === null ? undefined : (set.family ?? current.family),
     expireAt: set.expireAt !== undefined ? set.expireAt : current.expireAt,
     purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
   };

@@ -90,6 +90,13 @@ CREATE INDEX leases_table ON leases (table_id, expires_at);
 ALTER TABLE tables ADD COLUMN dropped_by TEXT;
 `,
   },
+  {
+    version: 4,
+    description: "a table's family in the trash: family, what its drop took along (PostgreSQL, with cascade), as the drop said it",
+    sql: `
+ALTER TABLE tables ADD COLUMN family TEXT;
+`,
+  },
 ];
 
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

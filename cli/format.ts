@@ -49,7 +49,14 @@ const COLUMNS: Columns<TableInfo> = [
   ['BY', (t) => droppedBy(t)],
   ['EXPIRES', (t) => t.expireAt ?? '-'],
   ['HOLD', (t) => (t.hold ? (t.hold.reason ?? 'held') : '-')],
+  ['WITH', (t) => withCell(t)],
 ];
+
+/** What a table's drop took along (its family), as the drop said it, without the table's name before each sentence. */
+function withCell(t: TableInfo): string {
+  if (!t.family || t.family.length === 0) return '-';
+  return t.family.map((said) => said.replace(/^[^:]*: /, '')).join('; ');
+}
 
 /** Who dropped a table: `-` when it was not dropped, `?` when its drop did not say (one made before it was recorded). */
 function droppedBy(t: TableInfo): string {
@@ -164,6 +171,7 @@ export function formatTable(table: TableInfo): string {
     ['purged', table.purgedAt ?? '-'],
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
+  for (const member of table.family ?? []) fields.push(['with', member]);
   for (const note of table.notes ?? []) fields.push(['note', note]);
   return renderRows(fields);
 }

@@ -67,6 +67,12 @@ export const tableInfoSchema = z
       .describe(
         'only when the call asked withSizes: the bytes its shards take (0 once purged); null when a node holding one did not answer',
       ),
+    family: z
+      .array(z.string())
+      .optional()
+      .describe(
+        'what its drop took along (postgres driver, with cascade), a sentence each: the views moved into the trash with it, and what live tables had on it, detached until its recall; absent when nothing, and once it is back',
+      ),
     notes: z
       .array(z.string())
       .optional()

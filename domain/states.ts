@@ -48,6 +48,8 @@ export interface StateColumns {
   purgedAt?: number | null;
   /** Who dropped it (the drop's `startedBy`), when the drop knew. */
   droppedBy?: string | null;
+  /** What the drop took along with it (TableRecord.family). */
+  family?: string[] | null;
 }
 
 /**
@@ -60,16 +62,17 @@ export function columnsOnEntering(
   from: TableState,
   to: TableState,
   at: number,
-  opts: { retentionSeconds?: number; droppedBy?: string } = {},
+  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[] } = {},
 ): StateColumns {
   switch (to) {
     case 'TRASHED': {
       if (from !== 'TRASHING') return {};
       if (opts.retentionSeconds === undefined) throw new Error('entering TRASHED needs a retention');
-      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null };
+      const family = opts.family && opts.family.length > 0 ? opts.family : null;
+      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family };
     }
     case 'READY':
-      return { droppedAt: null, expireAt: null, droppedBy: null };
+      return { droppedAt: null, expireAt: null, droppedBy: null, family: null };
     case 'PURGED':
       return { purgedAt: at };
     default:

@@ -26,6 +26,8 @@ export interface StepContext<I> {
   now: number;
   /** The leases live on the table, read for a step that waits for them (`waitsForLeases`). */
   leases: Lease[];
+  /** What the run's shard changes have said so far, a sentence each (a cascade's family, as its move said it). */
+  said: string[];
 }
 
 /** What a check decides on the table read under the lock. */
@@ -60,6 +62,8 @@ export type CatalogChange =
       tableId: number;
       retentionSeconds?: number;
       droppedBy?: string;
+      /** What the drop took along, as its move said it (TableRecord.family). */
+      family?: string[];
       startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
     }
   /** A legal hold placed (`hold`) or released (null). */
@@ -218,6 +222,8 @@ export interface StepsCall {
   direction: 'forward' | 'back';
   /** How many shards of a step one call changes at most: a long change is seen to progress between calls. */
   shardsPerCall: number;
+  /** What the run's shard changes said in its earlier calls (absent: nothing, or a call of an older run). */
+  said?: string[];
 }
 
 /** How a call ended, and where the run stands after it. */

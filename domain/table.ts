@@ -39,6 +39,12 @@ export interface TableRecord {
    * that could not read the first run's input).
    */
   droppedBy: string | null;
+  /**
+   * What its drop took along (PostgreSQL, with cascade), as the drop said it, a sentence each (`shop.items: moved into
+   * the trash with it: view shop.items_v`; `...: detached until its recall: foreign key ... of shop.orders`): set by the
+   * drop's commit, kept on the PURGED tombstone, absent once back from the trash and when it took nothing.
+   */
+  family?: string[];
   expireAt: number | null;
   purgedAt: number | null;
   updatedAt: number;
@@ -71,6 +77,8 @@ export interface TableInfo {
   purgedAt: string | null;
   /** The legal hold on it, if any: while held it is never purged. */
   hold: { reason: string | null; since: string } | null;
+  /** What its drop took along (TableRecord.family): present while it is in the trash (or purged) with a family. */
+  family?: string[];
   /**
    * With `withSizes`: the bytes its shards take on their nodes (for PostgreSQL the total relation size: heap, indexes
    * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
@@ -103,6 +111,7 @@ export function toTableInfo(table: TableRecord): TableInfo {
     expireAt: iso(table.expireAt),
     purgedAt: iso(table.purgedAt),
     hold: table.hold ? { reason: table.hold.reason, since: iso(table.hold.since)! } : null,
+    ...(table.family && table.family.length > 0 ? { family: table.family } : {}),
   };
 }
 

@@ -144,7 +144,7 @@ function expectTableShape(table: TableInfo) {
  */
 function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
   const [header, ...rows] = text.replace(/\n$/, '').split('\n');
-  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}BY {2,}EXPIRES {2,}HOLD$/);
+  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}BY {2,}EXPIRES {2,}HOLD {2,}WITH$/);
   const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
   return {
     header: header!,
@@ -177,6 +177,7 @@ function rowFor(t: TableInfo): Record<string, string> {
     BY: t.droppedBy ?? (t.droppedAt === null ? '-' : '?'),
     EXPIRES: t.expireAt ?? '-',
     HOLD: t.hold ? (t.hold.reason ?? 'held') : '-',
+    WITH: '-',
   };
 }
 

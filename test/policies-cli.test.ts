@@ -268,7 +268,7 @@ test('hold with a reason: describe and ls -a show it, a purge is OnHold naming i
   const listed = await inProcess('ls', '-a');
   expectOk(listed);
   const { columns, rows } = parseColumns(listed.stdout);
-  expect(columns).toEqual(['ID', 'STATE', 'NAMESPACE', 'NAME', 'SHARDS', 'SIZE', 'CREATED', 'DROPPED', 'BY', 'EXPIRES', 'HOLD']);
+  expect(columns).toEqual(['ID', 'STATE', 'NAMESPACE', 'NAME', 'SHARDS', 'SIZE', 'CREATED', 'DROPPED', 'BY', 'EXPIRES', 'HOLD', 'WITH']);
   expect(rows.find((r) => r.ID === String(table.id))).toMatchObject({ STATE: 'TRASHED', NAME: 'held', HOLD: 'case 42' });
   expect(rows.find((r) => r.ID === String(plain.id))).toMatchObject({ STATE: 'READY', NAME: 'plain', HOLD: 'held' });
   expect(rows.filter((r) => r.ID !== String(table.id) && r.ID !== String(plain.id)).map((r) => r.HOLD)).toEqual(

@@ -83,6 +83,9 @@ test('without --cascade a table anything depends on is refused, naming each and 
   ]);
   for (const oid of Object.values(oids)) expect(await whereIs(oid)).toMatch(/^tablefate_trash\./);
   expect(await oidOf('shop.items_v')).toBeNull();
+  // One entry in the trash, with what it took along, for as long as it is there.
+  expect((await h.client.list({ includeTrashed: true })).find((t) => t.id === table.id)?.family).toEqual(trashed.notes);
+  expect((await h.client.describe({ table: table.id })).family).toEqual(trashed.notes);
   expect(await onItems('shop')).toEqual({ keys: [], policies: [], defaults: [{ column_name: 'ticket', column_default: null }] });
   // As after a real DROP ... CASCADE: orders keeps its rows, and takes one that names no item.
   await db.query('INSERT INTO shop.orders (id, item_id, ticket) VALUES (3, 3, 0)');
@@ -90,6 +93,7 @@ test('without --cascade a table anything depends on is refused, naming each and 
 
   const back = await h.client.undelete({ table: table.id });
   expect(back).toMatchObject({ state: 'READY', namespace: 'shop', name: 'items' });
+  expect(back.family).toBeUndefined();
   for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(name);
   expect(await rows('SELECT n::int FROM shop.items_vv')).toEqual([{ n: 3 }]);
   expect(await rows('SELECT title FROM shop.items_v ORDER BY id')).toEqual([{ title: 'PEN' }, { title: 'INK' }, { title: 'NIB' }]);

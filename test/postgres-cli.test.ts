@@ -218,4 +218,16 @@ test('adopt through the command line: a table made with psql becomes a tablefate
   expect({ code: view.code, stderr: view.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('it is a view') as unknown });
   const own = await cli('adopt', 'tablefate.shards');
   expect({ code: own.code, stderr: own.stderr }).toEqual({ code: 2, stderr: expect.stringContaining("tablefate's own") as unknown });
+
+  // With --cascade the view goes along: the answer says so, and ls -a and describe show it while the table is in the trash.
+  const cascaded = await cli('drop', 'billing.invoices', '--cascade');
+  expect({ code: cascaded.code, stdout: cascaded.stdout }).toEqual({
+    code: 0,
+    stdout: expect.stringMatching(/^note +billing\.invoices: moved into the trash with it: view billing\.totals$/m) as unknown,
+  });
+  expect((await cli('describe', String(adopted.id))).stdout).toMatch(/^with +billing\.invoices: moved into the trash with it: view billing\.totals$/m);
+  const listed = (await cli('ls', '-a')).stdout.split('\n').find((line) => line.startsWith(`${adopted.id} `));
+  expect(listed).toMatch(/TRASHED .* moved into the trash with it: view billing\.totals$/);
+  expect(jsonOf<TableInfo>(await cli('recall', String(adopted.id), '--json')).family).toBeUndefined();
+  expect((await db.query('SELECT count(*)::int AS n FROM billing.totals')).rows).toEqual([{ n: 1 }]);
 });

@@ -92,6 +92,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
       now: Date.now(),
       direction,
       shardsPerCall: SHARDS_PER_CALL,
+      ...(notes.length > 0 ? { said: [...notes] } : {}),
     };
     const answer = await CancellationScope.nonCancellable(() =>
       here.runStepsHere.executeWithOptions(said(describeCall(operation, progress, direction)), [request]),

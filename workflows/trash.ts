@@ -60,9 +60,9 @@ export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainT
 }
 
 /**
- * A drop's last step: TRASHED, with its retention and who dropped it (the drop's starter; a drop resumed by the
- * reconciler carries its lost run's), then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges
- * and retention changes address.
+ * A drop's last step: TRASHED, with its retention, who dropped it (the drop's starter; a drop resumed by the
+ * reconciler carries its lost run's) and what its move took along (its family, as the move said it), then the trash's
+ * expiry, a run of its own (trash-expiry.ts): what recalls, purges and retention changes address.
  */
 export function commitTrashed<I extends DropSettings>(tableIdOf: (context: StepContext<I>) => number): Step<I> {
   return {
@@ -74,6 +74,7 @@ export function commitTrashed<I extends DropSettings>(tableIdOf: (context: StepC
         tableId: tableIdOf(context),
         retentionSeconds,
         droppedBy: droppedBy ?? startedBy,
+        ...(context.said.length > 0 ? { family: context.said } : {}),
         startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
       };
     },

@@ -38,6 +38,7 @@ const context = <I>(input: I, checked: TableRecord | null, at = NOW): StepContex
   checked,
   ...(checked ? { table: checked } : {}),
   lockedAt: at,
+  said: [],
   now: at,
   leases: [],
 });

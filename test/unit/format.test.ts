@@ -61,10 +61,10 @@ describe('formatTable', () => {
     expect(droppedLines(trashed)).toEqual(['dropped     2026-12-05T00:00:00.000Z', 'dropped by  ?']);
     // `ls`: the BY column beside DROPPED, the same way.
     expect(formatTableList([table, { ...trashed, id: 8, droppedBy: 'alice@test' }, { ...trashed, id: 9 }]).split('\n')).toEqual([
-      'ID  STATE    NAMESPACE  NAME   SHARDS  SIZE  CREATED                   DROPPED                   BY          EXPIRES                   HOLD',
-      '7   READY    crm        notes  1       -     2026-12-04T00:00:00.000Z  -                         -           -                         -',
-      '8   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  alice@test  2026-12-12T00:00:00.000Z  -',
-      '9   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  ?           2026-12-12T00:00:00.000Z  -',
+      'ID  STATE    NAMESPACE  NAME   SHARDS  SIZE  CREATED                   DROPPED                   BY          EXPIRES                   HOLD  WITH',
+      '7   READY    crm        notes  1       -     2026-12-04T00:00:00.000Z  -                         -           -                         -     -',
+      '8   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  alice@test  2026-12-12T00:00:00.000Z  -     -',
+      '9   TRASHED  crm        notes  1       -     2026-12-04T00:00:00.000Z  2026-12-05T00:00:00.000Z  ?           2026-12-12T00:00:00.000Z  -     -',
     ]);
   });
 });
