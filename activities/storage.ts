@@ -62,6 +62,24 @@ export function createStorageActivities(deps: StorageActivityDeps) {
       return storage.sizesOf(input.shards);
     },
 
+    /**
+     * A drop's dry run on this node (`drop --dry-run`, workflows/plan-drop.ts): what a move of each of these live shards
+     * into the trash, with `cascade` or without, would take along or detach, in words, a list per shard in order (none
+     * from a driver whose tables nothing depends on: files); or the refusal the first shard to meet one would meet
+     * (HasDependents, ShardMissing). A read: no lock, no journal, nothing changed.
+     */
+    async dependentsOfShards(input: CallScope & { shards: ShardRef[]; cascade?: boolean }): Promise<ChangeNotes[]> {
+      inScope(input);
+      const dependentsOf = storage.dependentsOf?.bind(storage);
+      if (!dependentsOf || input.shards.length === 0) return input.shards.map(() => []);
+      // The table as the catalog has it now: the driver names its notes after it, as a move's (see `fenced`).
+      const table = await catalog.getTable(input.shards[0]!.tableId);
+      const described = input.shards.map((s) =>
+        table ? { ...s, table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params } } : s,
+      );
+      return settleAll(described, (shard) => dependentsOf(shard, input.cascade ? { cascade: true } : {}));
+    },
+
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
     async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
       inScope(input);
@@ -236,4 +254,5 @@ export const STORAGE_ACTIVITY_NAMES = [
   'surveyNode',
   'collectOrphan',
   'measureShards',
+  'dependentsOfShards',
 ] as const satisfies ReadonlyArray<keyof StorageActivities>;

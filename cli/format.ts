@@ -1,3 +1,4 @@
+import { formatTableName } from '../domain/names';
 import type { TableInfo } from '../domain/table';
 import type { OperationInfo } from '../domain/operation-runs';
 import type { LeaseInfo } from '../domain/leases';
@@ -139,7 +140,7 @@ export function formatHistory(history: { table: TableInfo; operations: readonly 
         ? `TRASHED since ${t.droppedAt ?? '?'}${t.droppedBy ? ` by ${t.droppedBy}` : ''}, expires ${t.expireAt ?? '?'}`
         : t.state;
   const hold = t.hold ? `, on hold${t.hold.reason ? `: ${t.hold.reason}` : ''}` : '';
-  const head = `table ${t.id} ${t.namespace}.${t.name}: ${now}${hold}`;
+  const head = `table ${t.id} ${formatTableName(t)}: ${now}${hold}`;
   if (history.operations.length === 0) {
     return `${head}\nno operation on it is left in the server's visibility (runs are kept for the namespace's retention)`;
   }
@@ -159,7 +160,7 @@ function describeBytes(bytes: number | null | undefined): string {
 export function formatTable(table: TableInfo): string {
   const fields: Array<[string, string]> = [
     ['id', String(table.id)],
-    ['name', `${table.namespace}.${table.name}`],
+    ['name', formatTableName(table)],
     ['state', table.state],
     ['shards', table.placement.map((p) => `${p.shard}@${p.node}`).join(' ')],
     // Only where it was asked of the nodes (describe); a write's answer has none.

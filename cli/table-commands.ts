@@ -56,19 +56,23 @@ export const drop: CommandRecord = {
   name: 'drop',
   aliases: ['trash'],
   usage: `  drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S] [--node node-N] [--cascade]
+         [--dry-run]
                                               move a table to the trash (default retention 7 days, or the
                                               trash.retentionSeconds in force); first wait up to S (default 60)
                                               for its leases (DRAINING) and, PostgreSQL, sessions using it, then
                                               TableBusy; PostgreSQL, with --node: a table tablefate does not keep
                                               yet, on node-N, is adopted and dropped in one operation; with
                                               --cascade: its views go into the trash with it, and live tables'
-                                              keys, policies and defaults on it are detached until its recall`,
+                                              keys, policies and defaults on it are detached until its recall;
+                                              --dry-run: drops nothing, prints the table and notes of what the
+                                              drop would move into the trash with it and detach, or its refusal`,
   spec: {
     options: {
       'reserve-seconds': { type: 'string', short: 'r' },
       'drain-timeout': { type: 'string' },
       node: { type: 'string' },
       cascade: { type: 'boolean' },
+      'dry-run': { type: 'boolean' },
       ...TIMEOUT,
     },
     args: { min: 1, max: 1 },
@@ -78,9 +82,13 @@ export const drop: CommandRecord = {
       const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
       const node = v.node === undefined ? {} : { node: str(v.node) };
       const cascade = v.cascade === true ? { cascade: true } : {};
+      const dryRun = v['dry-run'] === true ? { dryRun: true } : {};
       // A drop that drains waits for its table's leases: a person sees which, and until when.
       return withClient((c) =>
-        c.trash({ table: table!, retentionSeconds, drainTimeoutSeconds, ...node, ...cascade }, { ...opts, onDetails: progress(command) }),
+        c.trash(
+          { table: table!, retentionSeconds, drainTimeoutSeconds, ...node, ...cascade, ...dryRun },
+          { ...opts, onDetails: progress(command) },
+        ),
       );
     },
   },

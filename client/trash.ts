@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { InvalidInputError, WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { formatTableName, type TableName } from '../domain/names';
-import { OPERATIONS } from '../domain/operations';
+import { OPERATIONS, PLAN_DROP, PLAN_DROP_TIMEOUT_MS } from '../domain/operations';
 import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
   OPERATION_REQUESTS,
@@ -14,8 +15,8 @@ import {
   type TrashRequest,
   type UndeleteRequest,
 } from '../domain/requests';
-import type { TableInfo, TableRecord } from '../domain/table';
-import type { adoptTrashTable, purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
+import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
+import type { adoptTrashTable, planDrop, purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
 import { callTimeout, describeCheck, type ClientContext } from './context';
 import { watchChanges } from './details';
 import { applicationFailureOf, isRunNotFound } from './errors';
@@ -46,7 +47,7 @@ type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord } | 
 
 export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: name, retentionSeconds, drainTimeoutSeconds, cascade, node } = parseRequest(OPERATION_REQUESTS.trash, request);
+    const { table: name, retentionSeconds, drainTimeoutSeconds, cascade, node, dryRun } = parseRequest(OPERATION_REQUESTS.trash, request);
     if (cascade && ctx.storageDriver !== 'postgres') {
       throw new InvalidInputError('cascade is for the postgres storage driver: a table kept as files has nothing that depends on it');
     }
@@ -59,10 +60,20 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
       // Not kept yet, or an adopt of it that failed or stopped half way (the run resumes that record).
       if (!found || ((found.state === 'CREATE_FAILED' || found.state === 'CREATING') && found.params.adopt !== undefined)) {
         checkForDriver(ctx.storageDriver, { table: name, shards: 1 });
+        if (dryRun) {
+          throw new InvalidInputError(
+            `${formatTableName(name)} is not a table tablefate keeps: a dry run is of a kept table's drop, not of an adopt and drop (adopt it first)`,
+          );
+        }
         return { plan: { name, adopt: { node }, ...settings } };
       }
     }
-    return { plan: { name, table: await liveTable(ctx.catalog, name), ...settings } };
+    const table = await liveTable(ctx.catalog, name);
+    if (dryRun) {
+      checkDroppable(table, name);
+      return { done: await dryRunOf(ctx, table, cascade === true) };
+    }
+    return { plan: { name, table, ...settings } };
   },
   execute: (ctx, plan, opts) => ('adopt' in plan ? adoptAndTrash(ctx, plan, opts) : trash(ctx, plan, opts)),
 };
@@ -118,10 +129,7 @@ async function trash(
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
       if (attempt > 0) table = await liveTable(ctx.catalog, name);
-      // DRAINING, TRASHING: an earlier trash stopped half way (its compensation could not finish); this one resumes it.
-      if (table.state !== 'READY' && table.state !== 'DRAINING' && table.state !== 'TRASHING') {
-        throw new WrongStateError(`table ${label} (id ${table.id}) is ${table.state}`);
-      }
+      checkDroppable(table, name);
       return {
         record,
         workflowId: record.workflowId(table.id, ctx.catalog.id),
@@ -152,6 +160,37 @@ async function trash(
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
   }
   return trashed;
+}
+
+/** Refuses a table a drop cannot start on. DRAINING, TRASHING: an earlier drop stopped half way, which a drop resumes. */
+function checkDroppable(table: TableRecord, name: TableName): void {
+  if (table.state !== 'READY' && table.state !== 'DRAINING' && table.state !== 'TRASHING') {
+    throw new WrongStateError(`table ${formatTableName(name)} (id ${table.id}) is ${table.state}`);
+  }
+}
+
+/**
+ * A drop's dry run (`dryRun`): the table as it is now, with `notes` saying what a drop with the same `cascade` would take
+ * into the trash with it and detach, or that it would move its shards alone, each node asked through a worker
+ * (workflows/plan-drop.ts: the nodes' drivers sort what depends on the table by the drop's own rules). A drop that would
+ * be refused (HasDependents, ShardMissing) is refused the same. It starts no drop and takes no lock: a read.
+ */
+async function dryRunOf(ctx: ClientContext, table: TableRecord, cascade: boolean): Promise<TableInfo> {
+  const label = `${formatTableName(table)} (id ${table.id})`;
+  const workflowId = PLAN_DROP.workflowId(randomUUID(), ctx.catalog.id);
+  const notes = await startAndWait<typeof planDrop>(ctx, {
+    workflowId,
+    what: `dry run of the drop of ${label}`,
+    check: `the workflow ${workflowId} in the web UI`,
+    timeoutMs: PLAN_DROP_TIMEOUT_MS,
+    run: {
+      record: PLAN_DROP,
+      input: { tableId: table.id, placement: table.placement, ...(cascade ? { cascade } : {}) },
+      target: {},
+      summary: `dry run of the drop of ${label} (reads only)`,
+    },
+  });
+  return { ...toTableInfo(table), notes };
 }
 
 /**

@@ -122,7 +122,7 @@ export const CALL_TERMS = {
     },
   },
   trash: {
-    does: 'drops a table into the trash: it leaves its name at once, its data is kept until the retention runs out',
+    does: 'drops a table into the trash: it leaves its name at once, its data is kept until the retention runs out (with dryRun: says what the drop would do, and does nothing)',
     request: trashRequestSchema,
     answer: tableInfoSchema,
     starts: { op: 'trash', knows: WHOLE_TABLE },
@@ -181,7 +181,7 @@ export const CALL_TERMS = {
       TableInTrash: 'the table of that name is in the trash',
       WrongState: 'the table is not READY, no longer bears the name, or a rename of it runs',
       NameTaken: 'the new name is held by another table (PostgreSQL: or, on a node, by a table tablefate did not place); taken back',
-      TableBusy: 'PostgreSQL driver: sessions still used the table at the drain deadline (named); taken back'
+      TableBusy: 'PostgreSQL driver: sessions still used the table at the drain deadline (named); taken back',
     },
     example: { input: { table: 'shop.orders', newName: 'shop.orders_2025' }, output: { ...orders, name: 'orders_2025' } },
   },

@@ -1,6 +1,6 @@
 import { TABLE_OPERATIONS, type ReconcileInput, type TableKey, type TableOp } from './operations';
 import type { TableState } from './states';
-import { liveShardName } from './names';
+import { formatTableName, liveShardName } from './names';
 import type { TableRecord } from './table';
 
 // (Declared with the operations, which start from them: said here too for whoever reads the findings.)
@@ -307,7 +307,7 @@ export function describeFindingLines(f: Finding): string[] {
 }
 
 function shardTableLabel(f: Extract<Finding, { kind: 'outside-change' }>): string {
-  const name = 'namespace' in f.table ? `${f.table.namespace}.${f.table.name}` : 'not in the catalog';
+  const name = 'namespace' in f.table ? formatTableName(f.table) : 'not in the catalog';
   return `table ${f.table.id} (${name}) shard ${f.shard} on ${f.node}`;
 }
 

@@ -456,6 +456,33 @@ const measure: OperationRecord<'measure', string, MeasureInput> = {
   searchAttributes: () => [],
 };
 
+/**
+ * A drop's dry run (`drop --dry-run`, SDK `trash({ dryRun: true })`): the live table's shards, each asked of its node
+ * what a drop with the same `cascade` would take along, detach, or be refused for.
+ */
+export interface PlanDropInput extends CatalogScoped {
+  tableId: number;
+  placement: ShardPlacement[];
+  cascade?: boolean;
+}
+
+/** How long a dry run waits for the nodes' answers (within a contract call's plan, which has 30 s). */
+export const PLAN_DROP_TIMEOUT_MS = 20_000;
+
+/**
+ * A drop's dry run: one run per request (its id a fresh uuid), a read like `measure`: no lock, no step, nothing changed.
+ * Not among OPERATIONS (whose every workflow type has a recorded history the replay test replays).
+ */
+export const PLAN_DROP: OperationRecord<'planDrop', string, PlanDropInput> = {
+  name: 'planDrop',
+  workflowType: 'planDrop',
+  workflowId: (requestId, catalogId) => `plan-drop@${catalogId}-${requestId}`,
+  locks: () => [],
+  // As long as its caller waits for it: a run no worker took by then ends, as nobody reads its answer.
+  start: { workflowIdConflictPolicy: 'FAIL', workflowExecutionTimeout: PLAN_DROP_TIMEOUT_MS },
+  searchAttributes: () => [],
+};
+
 /** Which reconcile run: the schedule's pass (repairs), or a doctor's (reports only, one per request). */
 export type ReconcileRun = { mode: 'repair' } | { mode: 'report'; requestId: string };
 

@@ -1,14 +1,14 @@
 import { z } from 'zod';
 import { checkColumnDefinitions } from './columns';
-import { DEFAULT_NAMESPACE, type TableName, type TableRef } from './names';
+import { DEFAULT_NAMESPACE, parseNameParts, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import type { TableOp } from './operations';
 import { MAX_DRAIN_TIMEOUT_SECONDS, MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
 import { DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS } from './leases';
 import { isSettingKey, parseSettingValue, SETTING_KEYS, type SettingKey, type SettingValue } from './settings';
 
-const IDENTIFIER_PART = '[a-z][a-z0-9_]{0,62}';
-const IDENTIFIER = new RegExp(`^${IDENTIFIER_PART}$`);
+/** A name part, bare or quoted, as JSON Schema can say it (the transforms, with parseNameParts, judge the 63 bytes). */
+const IDENTIFIER_PART = '(?:[a-z_\\u0080-\\uffff][a-z0-9_$\\u0080-\\uffff]{0,62}|"(?:[^"\\u0000-\\u001f\\u007f]|""){1,63}")';
 
 /*
  * The .meta() below describe, for a caller in another language (the contract's JSON Schema, contract/document.ts), what
@@ -26,30 +26,20 @@ export const tableNameSchema = z
   .string()
   .meta({
     description:
-      'a table name: `<namespace>.<name>`, or `<name>` in namespace `default`; each part 1 to 63 characters of a-z, 0-9 and _, starting with a letter',
+      'a table name: `<namespace>.<name>`, or `<name>` in namespace `default`, each part as psql writes it: bare (a-z, 0-9 and _, ' +
+      'starting with a letter) or in double quotes (any printable characters, a quote doubled: `shop."Orders"`), 1 to 63 bytes',
     pattern: `^${TABLE_NAME_PATTERN}$`,
-    examples: ['shop.orders'],
+    examples: ['shop.orders', 'shop."Orders"'],
   })
   .transform((text, ctx): TableName => {
-    const parts = text.split('.');
-    if (parts.length > 2) {
-      ctx.addIssue({ code: 'custom', message: `"${text}" has more than one "."; expected <namespace>.<name>` });
+    const parsed = parseNameParts(text);
+    if ('error' in parsed || parsed.parts.length > 2) {
+      const message = 'error' in parsed ? parsed.error : `"${text}" has more than one "." outside quotes; expected <namespace>.<name>`;
+      ctx.addIssue({ code: 'custom', message });
       return z.NEVER;
     }
-    const [namespace, name] = parts.length === 2 ? [parts[0]!, parts[1]!] : [DEFAULT_NAMESPACE, parts[0]!];
-    for (const [label, value] of [
-      ['namespace', namespace],
-      ['name', name],
-    ] as const) {
-      if (!IDENTIFIER.test(value)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `${label} "${value}" must be 1 to 63 characters of a-z, 0-9 and _, starting with a letter`,
-        });
-        return z.NEVER;
-      }
-    }
-    return { namespace, name };
+    const { parts } = parsed;
+    return parts.length === 2 ? { namespace: parts[0]!, name: parts[1]! } : { namespace: DEFAULT_NAMESPACE, name: parts[0]! };
   });
 
 const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
@@ -122,11 +112,17 @@ const columnsSchema = z
     examples: ['id bigint primary key, placed_at timestamptz not null'],
   });
 
-/** The table a PostgreSQL create copies the structure of: `schema.table`, each part a plain name. */
+/** The table a PostgreSQL create copies the structure of: `schema.table`, each part as psql writes it. */
 const likeSchema = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_$]{0,62}\.[A-Za-z_][A-Za-z0-9_$]{0,62}$/, 'must be schema.table, each a plain PostgreSQL name')
-  .meta({ description: 'PostgreSQL driver: `schema.table`, an existing table whose structure the new one copies; not with columns' });
+  .refine((text) => {
+    const parsed = parseNameParts(text);
+    return 'parts' in parsed && parsed.parts.length === 2;
+  }, 'must be schema.table, each part bare or in double quotes')
+  .meta({
+    description:
+      'PostgreSQL driver: `schema.table` (parts as psql writes them), an existing table whose structure the new one copies; not with columns',
+  });
 
 export const createRequestSchema = z
   .strictObject({
@@ -147,8 +143,7 @@ export const createRequestSchema = z
 
 /**
  * PostgreSQL driver: register a table that exists already (`<schema>.<table>` on `node`, node-0 by default) as a READY
- * tablefate table of one shard. Its name is a tablefate name: a table whose name PostgreSQL would need quotes for
- * (capitals, spaces) must be renamed first.
+ * tablefate table of one shard, under its exact name (written as psql writes it: `shop."Orders"`).
  */
 /** A storage node, by its name. */
 const nodeSchema = z.string().regex(/^node-(0|[1-9][0-9]{0,1})$/, 'a storage node is node-<k>, k from 0');
@@ -192,6 +187,19 @@ export const trashRequestSchema = z.strictObject({
     .meta({
       description:
         "PostgreSQL driver: with what depends on the table: its views move into the trash with it, live tables' foreign keys, policies and defaults on it are detached until its recall",
+    })
+    .optional(),
+  /**
+   * Says what a drop with the same request would do, and does nothing: no drop starts, no lock is taken. The answer is
+   * the table as it is now, with `notes` saying what would move into the trash with it and what would be detached (with
+   * `cascade`), or that nothing but its shards would move; a drop that would be refused is refused the same way
+   * (TableNotFound, TableInTrash, HasDependents, ShardMissing).
+   */
+  dryRun: z
+    .boolean()
+    .meta({
+      description:
+        'say what a drop with the same request would do and do nothing: the table as it is now, its notes saying what would move into the trash with it and what would be detached; a drop that would be refused is refused the same way',
     })
     .optional(),
   /**
@@ -287,9 +295,15 @@ export const renewLeaseRequestSchema = z.strictObject({
 export const releaseLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema });
 export const listLeasesRequestSchema = z.strictObject({ table: tableRefSchema.optional() });
 
-const namespaceSchema = z.string().regex(IDENTIFIER, 'a namespace is 1 to 63 characters of a-z, 0-9 and _, starting with a letter');
+const namespaceSchema = z.string().transform((text, ctx) => {
+  const parsed = parseNameParts(text);
+  if ('parts' in parsed && parsed.parts.length === 1) return parsed.parts[0]!;
+  ctx.addIssue({ code: 'custom', message: 'error' in parsed ? parsed.error : `a namespace is one name, not "${text}"` });
+  return z.NEVER;
+});
 const settingNamespaceSchema = namespaceSchema.meta({
-  description: 'the namespace whose own value is meant; the global value when absent',
+  description: 'the namespace whose own value is meant (bare, or in double quotes as psql writes it); the global value when absent',
+  pattern: `^${IDENTIFIER_PART}$`,
 });
 const settingKeySchema = z
   .string()

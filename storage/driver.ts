@@ -93,6 +93,13 @@ export interface StorageDriver {
     watch?: Watch,
     opts?: { drainTimeoutMs?: number; cascade?: boolean },
   ): Promise<ChangeNotes | void>;
+  /**
+   * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take
+   * along or detach beyond the shard itself, in words ("would move into the trash with it: ..."), as its move would say
+   * it; or the refusal that move would meet, thrown as it would throw it (HasDependents, ShardMissing). A read: no lock,
+   * nothing changed. Absent from a driver whose tables nothing else depends on (files): a drop moves the shards alone.
+   */
+  dependentsOf?(shard: ShardRef, opts?: { cascade?: boolean }): Promise<ChangeNotes>;
   /** Purge, first half: renames the trashed set to its garbage name. */
   markGarbage(shard: ShardRef, watch?: Watch): Promise<void>;
   /** Undo of markGarbage: renames the garbage set back into the trash area. */

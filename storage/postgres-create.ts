@@ -1,6 +1,7 @@
 import type { Pool, PoolClient, QueryConfig } from 'pg';
 import { InvalidInputError, TableExistsError, TableNotFoundError } from '../domain/errors';
 import { checkColumnDefinitions } from '../domain/columns';
+import { parseNameParts } from '../domain/names';
 import { ident } from '../catalog/pg-session';
 import { locate, RELATION_KINDS } from './postgres-audit';
 import { refuseStranger } from './postgres-names';
@@ -127,9 +128,9 @@ function adoptRefusal(r: { kind: string; persistence: string; partition: boolean
   return undefined;
 }
 
-/** `schema.table` as a LIKE source: each part quoted. */
+/** `schema.table` as a LIKE source (parts as psql writes them, read again here): each part quoted. */
 function likeSource(source: string): string {
-  const parts = source.split('.');
-  if (parts.length !== 2 || parts.some((p) => p === '')) throw new InvalidInputError(`--like takes schema.table, not "${source}"`);
-  return qualified(parts[0]!, parts[1]!);
+  const parsed = parseNameParts(source);
+  if (!('parts' in parsed) || parsed.parts.length !== 2) throw new InvalidInputError(`--like takes schema.table, not "${source}"`);
+  return qualified(parsed.parts[0]!, parsed.parts[1]!);
 }

@@ -163,6 +163,25 @@ export function describeDependent(dependent: FamilyMember | Detached): string {
 }
 
 /**
+ * The rule of a table leaving the live area (`table`, as named in the refusal): refused while anything depends on it,
+ * naming each and the flag; with `cascade`, only while something no drop can keep does.
+ */
+export function admitLeaving(found: Dependents, table: string, cascade: boolean, what: string): void {
+  const every = [...found.members.map(describeDependent), ...found.detached.map(describeDependent), ...found.others];
+  if (found.others.length > 0) throw hasDependents(table, cascade ? found.others : every, what, false);
+  if (!cascade && every.length > 0) throw hasDependents(table, every, what, true);
+}
+
+/** What a move out of the live area takes along (`done`) or would (`would`: a dry run), a sentence each. */
+export function familyNotes(found: Pick<Dependents, 'members' | 'detached'>, tense: 'done' | 'would' = 'done'): string[] {
+  const [moved, detached] = tense === 'done' ? ['moved', 'detached'] : ['would move', 'would detach'];
+  const notes: string[] = [];
+  if (found.members.length > 0) notes.push(`${moved} into the trash with it: ${found.members.map(describeDependent).join(', ')}`);
+  if (found.detached.length > 0) notes.push(`${detached} until its recall: ${found.detached.map(describeDependent).join(', ')}`);
+  return notes;
+}
+
+/**
  * A trash (or purge) refused because objects outside the table depend on it. Without `cascade`, every one is named,
  * with the flag that takes them along; with it, only those no drop can keep.
  */

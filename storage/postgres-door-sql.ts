@@ -172,9 +172,16 @@ BEGIN
   answer := got.answer;
 END $fn$;`;
 
+/** A name part as psql writes it, in SQL (domain/names.ts's quotePart): bare when plain, else quoted, a quote doubled. */
+const quotedPart = (part: string) =>
+  `CASE WHEN ${part} OPERATOR(pg_catalog.~) '^[a-z][a-z0-9_]*$' THEN ${part} ` +
+  `ELSE ('"' OPERATOR(pg_catalog.||) pg_catalog.replace(${part}, '"', '""')) OPERATOR(pg_catalog.||) '"' END`;
+/** `<ns>.<name>` as formatTableName writes it, in SQL. */
+const tableNameSql = (namespace: string, name: string) => `pg_catalog.format('%s.%s', ${quotedPart(namespace)}, ${quotedPart(name)})`;
+
 /** The table as the operation left it, as the SDK answers it (TableInfo), into the procedure's row; its notes, NOTICEs. */
 const ANSWER_ROW = `table_id := (answer OPERATOR(pg_catalog.->>) 'id')::bigint;
-  "table" := pg_catalog.format('%s.%s', answer OPERATOR(pg_catalog.->>) 'namespace', answer OPERATOR(pg_catalog.->>) 'name');
+  "table" := ${tableNameSql(`(answer OPERATOR(pg_catalog.->>) 'namespace')`, `(answer OPERATOR(pg_catalog.->>) 'name')`)};
   state := answer OPERATOR(pg_catalog.->>) 'state';
   expires_at := (answer OPERATOR(pg_catalog.->>) 'expireAt')::timestamptz;
   held_since := (answer OPERATOR(pg_catalog.#>>) '{hold,since}')::timestamptz;
@@ -276,7 +283,7 @@ const PROCEDURE_SQL = Object.entries(CALLS).map(([name, call]) => callProcedure(
  */
 const TRASH_VIEW = `
 CREATE OR REPLACE VIEW ${D}.trash WITH (security_barrier) AS
-SELECT s.table_id, CASE WHEN t.name IS NOT NULL THEN pg_catalog.format('%s.%s', t.namespace, t.name) END AS "table", COALESCE(t.state, 'TRASHED') AS state,
+SELECT s.table_id, CASE WHEN t.name IS NOT NULL THEN ${tableNameSql('t.namespace', 't.name')} END AS "table", COALESCE(t.state, 'TRASHED') AS state,
        pg_catalog.count(*)::integer AS shards_here, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
        pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint AS bytes,
        t.dropped_at, t.expires_at, t.held_since, t.hold_reason, t.dropped_by, t.synced_at

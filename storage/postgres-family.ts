@@ -33,19 +33,18 @@ interface RecordedFamily {
 
 const KIND_SQL = { view: 'VIEW', 'materialized view': 'MATERIALIZED VIEW' } as const;
 
-/** What the move said of the family, a sentence each (the drop's answer carries them). */
-export function familyNotes(found: Pick<Dependents, 'members' | 'detached'>): string[] {
-  const notes: string[] = [];
-  if (found.members.length > 0) notes.push(`moved into the trash with it: ${found.members.map(describeDependent).join(', ')}`);
-  if (found.detached.length > 0) notes.push(`detached until its recall: ${found.detached.map(describeDependent).join(', ')}`);
-  return notes;
-}
-
 /**
  * Takes the family out of the live area with its table (which is at `table`, about to be parked as `parked`): records
  * it, detaches what live tables have on it, and moves the views into `toSchema`.
  */
-export async function takeFamily(c: PoolClient, oid: number, table: LiveName, parked: string, found: Dependents, toSchema: string): Promise<void> {
+export async function takeFamily(
+  c: PoolClient,
+  oid: number,
+  table: LiveName,
+  parked: string,
+  found: Dependents,
+  toSchema: string,
+): Promise<void> {
   if (found.members.length === 0 && found.detached.length === 0) return;
   const members: RecordedMember[] = [];
   for (const member of found.members) {
@@ -77,7 +76,8 @@ export async function recordedMembers(c: PoolClient, id: Pick<ShardTableId, 'cat
 export async function relocateMembers(c: PoolClient, oid: number, toSchema: string): Promise<void> {
   for (const member of (await familyOf(c, oid))?.members ?? []) {
     const now = await whereIs(c, member.oid);
-    if (now && now.schema !== toSchema) await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(toSchema)}`);
+    if (now && now.schema !== toSchema)
+      await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(toSchema)}`);
   }
 }
 
@@ -99,9 +99,11 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
       continue;
     }
     await ensureSchema(c, member.schema);
-    if (now.schema !== member.schema) await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(member.schema)}`);
+    if (now.schema !== member.schema)
+      await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(member.schema)}`);
     const name = (await isTaken(c, member.schema, member.name)) ? await freeName(c, member.schema, member.name) : member.name;
-    if (name !== member.name) notes.push(`${describeDependent(member)} came back as ${member.schema}.${name}: its name was taken meanwhile`);
+    if (name !== member.name)
+      notes.push(`${describeDependent(member)} came back as ${member.schema}.${name}: its name was taken meanwhile`);
     await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, now.table)} RENAME TO ${ident(name)}`);
     for (const [derived, original] of Object.entries(member.indexes)) {
       if (!(await isTaken(c, member.schema, derived))) continue;
@@ -113,7 +115,9 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
   for (const detached of family.detached) {
     const said = describeDependent(detached);
     if (!sameName) {
-      notes.push(`${said} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`);
+      notes.push(
+        `${said} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`,
+      );
       continue;
     }
     const on = await whereIs(c, detached.tableOid);

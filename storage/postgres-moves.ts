@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { locate, type ShardTableLocation } from './postgres-audit';
-import { dependentsOf, describeDependent, hasDependents, type Dependents } from './postgres-dependents';
-import { dropMembers, familyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
+import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
+import { dropMembers, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
@@ -22,7 +22,7 @@ export interface MoveOutcome {
  * Moves the shard table to `to` (to the live area: under `live`), in one transaction. Already there, by tablefate's
  * record, is success: a move taken back after the table was found missing has nothing to take back. Out of the live
  * area its indexes and sequences take names derived from the shard, and the names they had are recorded; back in,
- * they take those again. A table out of the live area is refused while others depend on it (see refuseDependents),
+ * they take those again. A table out of the live area is refused while others depend on it (see admittedDependents),
  * and its foreign keys to other tables are detached; back in, they are put back.
  *
  * The move waits until no other transaction holds the table (see withBriefLocks), up to `drainTimeoutMs`.
@@ -83,7 +83,8 @@ async function moveOnce(
   const at = await locate(c, id);
   if (!at || at.drift || at.oid !== placed.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
   // Checked under the lock, which keeps new dependents off the table until the move commits.
-  const dependents = to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
+  const dependents =
+    to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
   if (leaving) await detachKeys(c, at);
   const parked = parkedName(id);
   let restored: DetachedKey[] = [];
@@ -132,16 +133,16 @@ async function admittedDependents(
   const table = `${at.schema}.${at.table}`;
   if (at.area !== 'live') {
     const recorded = new Set((await recordedMembers(c, id)).map((m) => m.oid));
-    const strangers = [...found.members.filter((m) => !recorded.has(m.oid)).map(describeDependent), ...found.detached.map(describeDependent)];
+    const strangers = [
+      ...found.members.filter((m) => !recorded.has(m.oid)).map(describeDependent),
+      ...found.detached.map(describeDependent),
+    ];
     if (strangers.length + found.others.length > 0) throw hasDependents(table, [...strangers, ...found.others], what, false);
     return found;
   }
-  if (found.others.length > 0) throw hasDependents(table, cascade ? found.others : everyDependent(found), what, false);
-  if (!cascade && found.members.length + found.detached.length > 0) throw hasDependents(table, everyDependent(found), what, true);
+  admitLeaving(found, table, cascade, what);
   return found;
 }
-
-const everyDependent = (found: Dependents) => [...found.members.map(describeDependent), ...found.detached.map(describeDependent), ...found.others];
 
 /** Whether tablefate's record puts the table in `to` already (under `live`, for the live area). */
 function isThere(at: ShardTableLocation, to: TableArea, live: LiveName | undefined): boolean {

@@ -100,7 +100,8 @@ CREATE TABLE sql_trash (
   },
   {
     version: 5,
-    description: "a table's family out of the live area: the views moved with it, what live tables had on it, detached (postgres-family.ts)",
+    description:
+      "a table's family out of the live area: the views moved with it, what live tables had on it, detached (postgres-family.ts)",
     sql: `ALTER TABLE shards ADD COLUMN family jsonb;`,
   },
 ];

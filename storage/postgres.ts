@@ -16,8 +16,9 @@ import {
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import type { TableDefinition } from './postgres-create';
+import { admitLeaving, dependentsOf, familyNotes } from './postgres-dependents';
 import type { MoveOptions } from './postgres-drain';
-import { SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+import { missing, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 import { PostgresTables } from './postgres-tables';
 
 /**
@@ -135,6 +136,33 @@ export class PostgresStorage implements StorageDriver {
     return notes;
   }
 
+  /**
+   * A drop's dry run on one shard (StorageDriver.dependentsOf): what depends on its table now, sorted by the rules its
+   * move out of the live area applies under its lock (`wouldTake`), read here without one; each note naming the table
+   * as the move's notes do. A shard out of the live area already (a drop stopped half way) has nothing left to take.
+   */
+  async dependentsOf(ref: ShardRef, opts: { cascade?: boolean } = {}): Promise<ChangeNotes> {
+    let notes: ChangeNotes = [];
+    await this.guard('dependentsOf', ref, async () => {
+      const tables = await this.tablesOf(ref);
+      const id = this.idOf(ref);
+      const at = await tables.locate(id);
+      // (As the move finds it: ShardMissing for a table tablefate did not place here, or that is not where it put it.)
+      if (!at) throw missing(id, 'tablefate placed no table for it on this node');
+      if (at.drift) throw missing(id, at.drift);
+      if (at.area !== 'live') return;
+      const client = await this.byNode.get(ref.node)!.pool.connect();
+      try {
+        const found = await dependentsOf(client, at.oid);
+        admitLeaving(found, `${at.schema}.${at.table}`, opts.cascade === true, 'trashed');
+        notes = this.named(ref, familyNotes(found, 'would'));
+      } finally {
+        client.release();
+      }
+    });
+    return notes;
+  }
+
   markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('markGarbage', ref, async () => {
       checkWatch(watch);
@@ -244,7 +272,11 @@ export class PostgresStorage implements StorageDriver {
   private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, opts: Omit<MoveOptions, 'watch'> = {}): Promise<ChangeNotes> {
     const live = to === 'live' ? liveNameOf(ref) : undefined;
     const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, ...opts });
-    // Each note names the table as its users know it: where it is live, or was.
+    return this.named(ref, notes, live);
+  }
+
+  /** Each note naming the table as its users know it: where it is live (`live`, a move's way back in), or was. */
+  private named(ref: ShardRef, notes: readonly string[], live?: LiveName): ChangeNotes {
     const named = live ?? (ref.table ? liveNameOf(ref) : undefined);
     return notes.map((note) => `${named ? `${named.schema}.${named.table}` : describe(ref)}: ${note}`);
   }

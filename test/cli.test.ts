@@ -266,11 +266,14 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
   expect(workflowsBefore).toBeGreaterThanOrEqual(3);
 
   const cases: Array<[args: string[], kind: 'InvalidInput' | 'Usage', message?: RegExp]> = [
-    [['create', ''], 'InvalidInput', /name "" must be 1 to 63 characters/],
-    [['create', `cli.${'a'.repeat(64)}`], 'InvalidInput', /must be 1 to 63 characters/],
-    [['create', '../x'], 'InvalidInput', /more than one "\."/],
+    [['create', ''], 'InvalidInput', /"" has an empty name part/],
+    [['create', `cli.${'a'.repeat(64)}`], 'InvalidInput', /is over PostgreSQL's 63 bytes/],
+    [['create', '../x'], 'InvalidInput', /"\.\.\/x" has an empty name part/],
+    [['create', 'cli.Orders'], 'InvalidInput', /"Orders" has capitals: write "Orders" in double quotes for that very name, or orders/],
+    [['create', 'cli."un closed'], 'InvalidInput', /a quote that is not closed/],
+    [['create', 'a.b.c'], 'InvalidInput', /more than one "\." outside quotes/],
     [['create', 'cli.a;drop'], 'InvalidInput', /"a;drop"/],
-    [['create', 'cli.tàble'], 'InvalidInput', /"tàble"/],
+    [['create', 'cli.ta-ble'], 'InvalidInput', /"ta-ble"/],
     [['create', 'cli.zero', '--shards', '0'], 'InvalidInput', /shards/],
     [['create', 'cli.many', '--shards', '257'], 'InvalidInput', /shards/],
     [['create', 'cli.half', '--shards', '2.5'], 'InvalidInput', /shards/],
@@ -285,7 +288,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['adopt'], 'Usage', /adopt: expected 1 argument/],
     [['trash', '../x'], 'InvalidInput'],
     [['recall', 'cli.a;drop'], 'InvalidInput', /"a;drop"/],
-    [['recall', String(binned!.id), 'cli.tàble'], 'InvalidInput', /newName/],
+    [['recall', String(binned!.id), 'cli.ta-ble'], 'InvalidInput', /newName/],
     [['undelete', '0'], 'InvalidInput', /not a valid table id/],
     [['purge', '0'], 'InvalidInput', /tableId/],
     [['purge', 'cli.binned'], 'InvalidInput', /tableId: "cli.binned" is not a table id: a table id is a positive whole number/],
@@ -307,7 +310,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['describe', 'cli.keep', '--timeout'], 'Usage', /--timeout/],
     [['rename', 'cli.keep'], 'Usage', /rename: expected 2 argument\(s\), got 1/],
     [['rename', 'cli.keep', 'cli.a;drop'], 'InvalidInput', /newName: .*"a;drop"/],
-    [['rename', 'cli.tàble', 'cli.x'], 'InvalidInput', /table: .*"tàble"/],
+    [['rename', 'cli.ta-ble', 'cli.x'], 'InvalidInput', /table: .*"ta-ble"/],
     [['rename', 'cli.keep', 'cli.x', '--timeout', '0'], 'InvalidInput', /--timeout/],
   ];
   const results = await inProcessAll(...cases.map(([args]) => args));

@@ -32,11 +32,16 @@ const rows = async (sql: string) => (await db.query(sql)).rows as Array<Record<s
 const oidOf = async (name: string) => (await rows(`SELECT to_regclass('${name}')::oid::int8 AS oid`))[0]!.oid as string | null;
 /** Where the relation of `oid` is: schema.name, or null when there is none. */
 const whereIs = async (oid: unknown) =>
-  (await rows(`SELECT format('%I.%I', n.nspname, c.relname) AS at FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ${String(oid)}`))[0]
-    ?.at ?? null;
+  (
+    await rows(
+      `SELECT format('%I.%I', n.nspname, c.relname) AS at FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ${String(oid)}`,
+    )
+  )[0]?.at ?? null;
 /** What live tables have on <schema>.items, as psql's \d would list it. */
 const onItems = async (schema: string) => ({
-  keys: await rows(`SELECT conname, convalidated FROM pg_constraint WHERE conrelid = '${schema}.orders'::regclass AND contype = 'f' ORDER BY conname`),
+  keys: await rows(
+    `SELECT conname, convalidated FROM pg_constraint WHERE conrelid = '${schema}.orders'::regclass AND contype = 'f' ORDER BY conname`,
+  ),
   policies: await rows(`SELECT policyname, qual FROM pg_policies WHERE schemaname = '${schema}' AND tablename = 'orders'`),
   defaults: await rows(
     `SELECT column_name, column_default FROM information_schema.columns WHERE table_schema = '${schema}' AND table_name = 'orders' AND column_name = 'ticket'`,
@@ -57,7 +62,8 @@ async function family(schema: string): Promise<{ table: TableInfo; oids: Record<
     CREATE POLICY orders_known ON ${schema}.orders USING (item_id IN (SELECT id FROM ${schema}.items));
     INSERT INTO ${schema}.orders (id, item_id) VALUES (1, 1), (2, 2)`);
   const oids: Record<string, unknown> = {};
-  for (const name of ['items', 'items_v', 'items_vv', 'items_mv', 'items_mv_id']) oids[`${schema}.${name}`] = await oidOf(`${schema}.${name}`);
+  for (const name of ['items', 'items_v', 'items_vv', 'items_mv', 'items_mv_id'])
+    oids[`${schema}.${name}`] = await oidOf(`${schema}.${name}`);
   return { table, oids };
 }
 
@@ -117,7 +123,11 @@ test('a key whose rows no longer match comes back NOT VALID, said; a purge drops
   await h.client.trash({ table: 'dept.items', retentionSeconds: 3600, cascade: true });
   expect(await h.client.purge({ tableId: table.id })).toMatchObject({ state: 'PURGED' });
   for (const oid of Object.values(oids)) expect(await whereIs(oid)).toBeNull();
-  expect(await rows("SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('tablefate_trash', 'tablefate_garbage')")).toEqual([{ n: 0 }]);
+  expect(
+    await rows(
+      "SELECT count(*)::int AS n FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname IN ('tablefate_trash', 'tablefate_garbage')",
+    ),
+  ).toEqual([{ n: 0 }]);
   expect(await onItems('dept')).toMatchObject({ keys: [], policies: [] });
 });
 

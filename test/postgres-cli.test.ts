@@ -225,9 +225,40 @@ test('adopt through the command line: a table made with psql becomes a tablefate
     code: 0,
     stdout: expect.stringMatching(/^note +billing\.invoices: moved into the trash with it: view billing\.totals$/m) as unknown,
   });
-  expect((await cli('describe', String(adopted.id))).stdout).toMatch(/^with +billing\.invoices: moved into the trash with it: view billing\.totals$/m);
+  expect((await cli('describe', String(adopted.id))).stdout).toMatch(
+    /^with +billing\.invoices: moved into the trash with it: view billing\.totals$/m,
+  );
   const listed = (await cli('ls', '-a')).stdout.split('\n').find((line) => line.startsWith(`${adopted.id} `));
   expect(listed).toMatch(/TRASHED .* moved into the trash with it: view billing\.totals$/);
   expect(jsonOf<TableInfo>(await cli('recall', String(adopted.id), '--json')).family).toBeUndefined();
   expect((await db.query('SELECT count(*)::int AS n FROM billing.totals')).rows).toEqual([{ n: 1 }]);
+});
+
+test('a table made in psql under a name with capitals, a space and a dot: adopted, dropped and recalled as psql writes it', async () => {
+  const db = psql[0]!;
+  await db.query(
+    `CREATE SCHEMA "Legacy"; CREATE TABLE "Legacy"."Old Orders.2024" (id int); INSERT INTO "Legacy"."Old Orders.2024" VALUES (7)`,
+  );
+  const place = async () =>
+    (
+      await db.query<{ at: string }>(
+        `SELECT format('%I.%I', n.nspname, c.relname) AS at FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.oid = $1`,
+        [oid],
+      )
+    ).rows[0]?.at;
+  const oid = (await db.query<{ oid: string }>(`SELECT '"Legacy"."Old Orders.2024"'::regclass::oid::int8 AS oid`)).rows[0]!.oid;
+  const adopted = jsonOf<TableInfo>(await cli('adopt', '"Legacy"."Old Orders.2024"', '--json'));
+  expect(adopted).toMatchObject({ namespace: 'Legacy', name: 'Old Orders.2024', state: 'READY' });
+  expect((await cli('describe', '"Legacy"."Old Orders.2024"')).stdout).toMatch(/^name +"Legacy"\."Old Orders\.2024"$/m);
+  const bare = await cli('drop', 'Legacy.Old');
+  expect({ code: bare.code, stderr: bare.stderr }).toEqual({
+    code: 2,
+    stderr: expect.stringContaining('"Legacy" has capitals') as unknown,
+  });
+  expect((await cli('drop', '"Legacy"."Old Orders.2024"')).code).toBe(0);
+  expect(await place()).toMatch(/^tablefate_trash\./);
+  expect((await cli('recall', String(adopted.id))).code).toBe(0);
+  expect(await place()).toBe('"Legacy"."Old Orders.2024"');
+  expect((await db.query('SELECT id FROM "Legacy"."Old Orders.2024"')).rows).toEqual([{ id: 7 }]);
 });

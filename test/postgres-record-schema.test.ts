@@ -92,8 +92,13 @@ test('a new node: four workers preparing it at once apply each migration once, a
     // What the migrations make is what a node prepared before versions has, column for column, constraint for constraint,
     // and then the columns added since.
     const added = (col: { attname: string }) => ADDED_SINCE.includes(col.attname);
-    expect({ ...shape, columns: shape.columns.filter((col: { attname: string }) => !added(col)) }).toEqual(await withClient(unversioned, recordShape));
-    expect(shape.columns.map((col: { attname: string }) => col.attname)).toEqual([...UNVERSIONED_RECORD_COLUMNS[LAST_UNVERSIONED]!, ...ADDED_SINCE]);
+    expect({ ...shape, columns: shape.columns.filter((col: { attname: string }) => !added(col)) }).toEqual(
+      await withClient(unversioned, recordShape),
+    );
+    expect(shape.columns.map((col: { attname: string }) => col.attname)).toEqual([
+      ...UNVERSIONED_RECORD_COLUMNS[LAST_UNVERSIONED]!,
+      ...ADDED_SINCE,
+    ]);
   });
 });
 

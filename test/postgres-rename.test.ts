@@ -72,9 +72,9 @@ test('the table itself takes the new name, then another schema: the same oid, it
   const archived = await h.client.rename({ table: table.id, newName: 'archive.orders' });
   expect(archived).toMatchObject({ id: table.id, namespace: 'archive', name: 'orders' });
   expect(await whereIs(db, oid)).toBe('archive.orders');
-  expect(await rows(db, `SELECT schema_name AS schema, table_name AS name FROM tablefate.shards WHERE table_oid = ${String(oid)}`)).toEqual([
-    { schema: 'archive', name: 'orders' },
-  ]);
+  expect(await rows(db, `SELECT schema_name AS schema, table_name AS name FROM tablefate.shards WHERE table_oid = ${String(oid)}`)).toEqual(
+    [{ schema: 'archive', name: 'orders' }],
+  );
 
   // The old name is free for a new table; the renamed one drops and comes back under its new name.
   expect((await h.client.create({ table: 'shop.orders', columns: 'id int' })).id).toBeGreaterThan(table.id);

@@ -246,9 +246,7 @@ test('a purge that meets a dependent made while the table was in the trash ends 
   await db.query(`CREATE TABLE keep.counter (id int DEFAULT nextval('tablefate_trash.${String(sequence!.relname)}'))`);
   await expect(h.client.purge({ tableId: table.id })).rejects.toMatchObject({
     type: 'HasDependents',
-    message: expect.stringContaining(
-      'cannot be purged while others depend on it: default of keep.counter.id',
-    ) as unknown,
+    message: expect.stringContaining('cannot be purged while others depend on it: default of keep.counter.id') as unknown,
   });
   expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
   expect(await h.shardAreas(table)).toEqual(['trash']);

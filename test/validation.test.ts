@@ -16,7 +16,7 @@ afterAll(async () => {
   await h.close();
 });
 
-const BAD_NAMES = ['', 'a'.repeat(64), 'ns.' + 'b'.repeat(64), '../x', 'a;drop', 'tàble', 'Upper', '1abc', 'a.b.c', 'a.', '.a', 'a b'];
+const BAD_NAMES = ['', 'a'.repeat(64), 'ns.' + 'b'.repeat(64), '../x', 'a;drop', 'ta-ble', 'Upper', '1abc', 'a.b.c', 'a.', '.a', 'a b'];
 
 describe('table names', () => {
   test.each(BAD_NAMES)('%j is refused', (name) => {
@@ -53,7 +53,7 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
     ['trash naming a node with the files driver', () => h.client.trash({ table: 'bad.unkept', node: 'node-0' })],
     ['trash naming a node that is no node', () => h.client.trash({ table: 'bad.unkept', node: 'node7' })],
     ['undelete of a bad name', () => h.client.undelete({ table: 'a;drop' })],
-    ['undelete to a bad new name', () => h.client.undelete({ table: 1, newName: 'tàble' })],
+    ['undelete to a bad new name', () => h.client.undelete({ table: 1, newName: 'ta-ble' })],
     ['purge of id 0', () => h.client.purge({ tableId: 0 })],
     ['purge of a name', () => h.client.purge({ tableId: 'x' })],
     ['describe of a bad name', () => h.client.describe({ table: '' })],
@@ -112,7 +112,7 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
       /tableId: "ns.t" is not a table id: a table id is a positive whole number/,
     );
     await expect(h.client.list({ after: 1.5 })).rejects.toThrow(/after: 1.5 is not a table id/);
-    await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/1 to 63 characters/);
+    await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/"a;drop" must be a-z, 0-9 and _, starting with a letter, or be written in double quotes/);
     await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(
       /timeoutMs must be a number of milliseconds above 0/,
     );

@@ -1,3 +1,4 @@
+import { formatTableName } from '../domain/names';
 import os from 'node:os';
 import { Client as PgClient, Pool } from 'pg';
 import type { Logger } from './logger';
@@ -299,17 +300,17 @@ export class SqlDoor {
     if (!request.table_there) return { answer: refusal('TableNotFound', `the table of request ${request.id} is no longer there`) };
     if (!request.may) return { answer: notAllowed(`role ${request.requester_name} may no longer drop that table`) };
     if (request.table_id === null) {
-      const table = `${request.schema_name}.${request.rel_name}`;
+      const table = formatTableName({ namespace: request.schema_name ?? '', name: request.rel_name ?? '' });
       const planned = await this.callerOf(request).planCall('trash', { ...request.args, table, node: this.opts.node });
       return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
     }
     const table = await this.opts.tableOf(Number(request.table_id));
     if (!table) return { answer: refusal('TableNotFound', `table ${request.table_id} is not in this worker's catalog`) };
     if (table.params.shards > 1) {
-      const message = `that table is shard ${request.shard} of ${table.namespace}.${table.name}, a table of ${table.params.shards} shards: drop it whole with tablefate drop`;
+      const message = `that table is shard ${request.shard} of ${formatTableName(table)}, a table of ${table.params.shards} shards: drop it whole with tablefate drop`;
       return { answer: refusal('InvalidInput', message) };
     }
-    const planned = await this.callerOf(request).planCall('trash', { ...request.args, table: `${table.namespace}.${table.name}` });
+    const planned = await this.callerOf(request).planCall('trash', { ...request.args, table: formatTableName(table) });
     return 'done' in planned ? { answer: { result: planned.done } } : { plan: planned.plan };
   }
 

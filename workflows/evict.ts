@@ -1,3 +1,4 @@
+import { formatTableName } from '../domain/names';
 import { continueAsNew, executeChild, log, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { OPERATIONS, type EvictInput, type PurgeInput } from '../domain/operations';
@@ -120,7 +121,7 @@ async function purgeForSpace(table: Trashed, input: EvictInput): Promise<boolean
       workflowId: record.workflowId(table.id, input.catalogId),
       args: [purge],
       typedSearchAttributes: record.searchAttributes({ tableId: table.id, namespace: table.namespace, name: table.name }),
-      staticSummary: `purge table ${table.id} (${table.namespace}.${table.name}): the trash is over its space cap`,
+      staticSummary: `purge table ${table.id} (${formatTableName(table)}): the trash is over its space cap`,
     });
     return purged.state === 'PURGED';
   } catch (err) {

@@ -32,6 +32,7 @@ export { adoptTrashTable } from './adopt-trash';
 export { trashExpiry } from './trash-expiry';
 export { reconcileTables } from './reconcile';
 export { measureTables } from './measure';
+export { planDrop } from './plan-drop';
 export { leaseTable } from './lease';
 export { configureTrash } from './configure';
 export { evictTrash } from './evict';

@@ -116,7 +116,8 @@ export async function trashTable(input: TrashInput): Promise<TableInfo> {
 }
 
 /** A table as its caller hears it, with what the run's shard changes said (a cascade's family). */
-export const withNotes = (info: TableInfo, notes: readonly string[]): TableInfo => (notes.length > 0 ? { ...info, notes: [...notes] } : info);
+export const withNotes = (info: TableInfo, notes: readonly string[]): TableInfo =>
+  notes.length > 0 ? { ...info, notes: [...notes] } : info;
 
 /**
  * A table a drop has just committed to the trash, as its caller hears it: TRASHED; or, with the trash off where it was

@@ -170,6 +170,16 @@ describe("the request schemas' JSON Schema patterns", () => {
     'a.',
     '.a',
     '',
+    'shop."Orders"',
+    '"my.app"."a.b"',
+    'shop."say ""hi"""',
+    `shop."${'x'.repeat(63)}"`,
+    `shop."${'x'.repeat(64)}"`,
+    'shop.""',
+    'shop."open',
+    'shop."a"b',
+    'shop.ördérs',
+    '_staging.t$1',
   ];
   const ids = [1, 42, 0, -1, 2.5, Number.MAX_SAFE_INTEGER, '42', '007', '0', '00', ' 5', '0x10', '1e3', '-3', '4.0'];
 

@@ -82,12 +82,15 @@ class Calls:
         return await self.call("adopt", request(table=table, node=node), request_id=request_id)
 
     async def trash(self, table: str, *, retention_seconds: Optional[int] = None, drain_timeout_seconds: Optional[int] = None,
-                    node: Optional[str] = None, cascade: Optional[bool] = None, request_id: Optional[str] = None) -> TableInfo:
+                    node: Optional[str] = None, cascade: Optional[bool] = None, dry_run: bool = False,
+                    request_id: Optional[str] = None) -> TableInfo:
         """Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on.
         PostgreSQL, with `node`: a table tablefate does not keep yet is adopted and dropped in one operation; with
-        `cascade`: its views go into the trash with it, and live tables' keys, policies and defaults on it are detached."""
+        `cascade`: its views go into the trash with it, and live tables' keys, policies and defaults on it are detached.
+        With `dry_run`: drops nothing and takes no lock; answers the table as it is (READY), its `notes` saying what the
+        drop would move into the trash with it and detach, or raises the drop's own refusal (HasDependents...)."""
         req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds, node=node,
-                      cascade=cascade)
+                      cascade=cascade, dry_run=dry_run or None)
         return await self.call("trash", req, request_id=request_id)
 
     async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, request_id: Optional[str] = None) -> TableInfo:
