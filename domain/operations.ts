@@ -469,10 +469,7 @@ export interface PlanDropInput extends CatalogScoped {
 /** How long a dry run waits for the nodes' answers (within a contract call's plan, which has 30 s). */
 export const PLAN_DROP_TIMEOUT_MS = 20_000;
 
-/**
- * A drop's dry run: one run per request (its id a fresh uuid), a read like `measure`: no lock, no step, nothing changed.
- * Not among OPERATIONS (whose every workflow type has a recorded history the replay test replays).
- */
+/** A drop's dry run: one run per request (its id a fresh uuid), a read like `measure`: no lock, no step, nothing changed. */
 export const PLAN_DROP: OperationRecord<'planDrop', string, PlanDropInput> = {
   name: 'planDrop',
   workflowType: 'planDrop',
@@ -510,7 +507,7 @@ const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Record
 export const TABLE_OPERATIONS = byName(TABLE_OPERATION_RECORDS);
 
 /** Every operation, the reconciler's pass and the measure of sizes included. */
-export const OPERATIONS = { ...TABLE_OPERATIONS, expiry, reconcile, measure, configure, evict } as const;
+export const OPERATIONS = { ...TABLE_OPERATIONS, expiry, reconcile, measure, planDrop: PLAN_DROP, configure, evict } as const;
 
 /** The workflow ids of the table operations, read from their records (the form tests and tools address runs by). */
 export const workflowIdFor = {

@@ -106,7 +106,8 @@ const AUDIT_SELECT = `
 function differencesOf(r: AuditRow): Array<{ text: string; fatal: boolean }> {
   const was = `${r.schema_name}.${r.table_name}`;
   if (r.found_schema === null) return [{ text: `${was} was dropped outside tablefate`, fatal: true }];
-  if (r.kind !== 'r')
+  // (A partitioned table is a table too: its partitions move with it.)
+  if (r.kind !== 'r' && r.kind !== 'p')
     return [{ text: `${was}'s oid ${r.oid} now names a ${RELATION_KINDS[r.kind!] ?? 'relation'}, not its table`, fatal: true }];
   const out: Array<{ text: string; fatal: boolean }> = [];
   if (r.found_schema !== r.schema_name)

@@ -65,8 +65,8 @@ export async function createTable(pool: Pool, id: ShardTableId, live: LiveName, 
  * Records the table that already exists at `live` as this shard's (an adopt), in one transaction: from then on it is
  * found by its oid, as a table tablefate made. Recorded already (a retry) is success. Refused, with nothing changed:
  * no such table; one tablefate records already; and what a move could not carry whole or at all: a view or anything
- * else that is not a plain table, a partitioned table or a partition, a table in an inheritance tree, a temporary
- * table, a table the worker's role may not alter.
+ * else that is not a table (a partitioned table is one: its partitions move with it), a partition, a table in an
+ * inheritance tree, a temporary table, a table the worker's role may not alter.
  */
 export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): Promise<void> {
   await inNodeTransaction(pool, async (c) => {
@@ -85,7 +85,8 @@ export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): 
       table_id: string | null;
     }>(
       `SELECT c.oid::int8 AS oid, c.relkind AS kind, c.relpersistence AS persistence, c.relispartition AS partition,
-              EXISTS (SELECT 1 FROM pg_catalog.pg_inherits WHERE inhrelid = c.oid OR inhparent = c.oid) AS inherits,
+              EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class child ON child.oid = i.inhrelid
+                       WHERE i.inhrelid = c.oid OR (i.inhparent = c.oid AND NOT child.relispartition)) AS inherits,
               pg_catalog.pg_get_userbyid(c.relowner) AS owner, pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE') AS may_alter,
               s.catalog_id, s.table_id
          FROM pg_catalog.pg_class c LEFT JOIN ${SHARDS} s ON s.table_oid = c.oid
@@ -119,8 +120,7 @@ async function madeAlready(c: PoolClient, id: ShardTableId): Promise<boolean> {
 
 /** Why a relation found at an adopted name cannot be tablefate's table, or undefined if it can. */
 function adoptRefusal(r: { kind: string; persistence: string; partition: boolean; inherits: boolean; owner: string; may_alter: boolean }) {
-  if (r.kind === 'p') return 'it is a partitioned table (its partitions would not move with it)';
-  if (r.kind !== 'r') return `it is a ${RELATION_KINDS[r.kind] ?? 'relation that is not a table'}`;
+  if (r.kind !== 'r' && r.kind !== 'p') return `it is a ${RELATION_KINDS[r.kind] ?? 'relation that is not a table'}`;
   if (r.partition) return 'it is a partition of another table';
   if (r.inherits) return 'it inherits from another table or has tables inheriting from it';
   if (r.persistence === 't') return 'it is a temporary table';

@@ -14,10 +14,13 @@ import type { LiveName } from './postgres-record';
  * defaults, triggers, policies, rules, statistics, publication memberships, owned sequences) moves with it.
  */
 
-/** A view or materialized view in the table's family: `depth` 1 reads the table, 2 reads such a view, and so on. */
+/**
+ * A view, materialized view or partition in the table's family: `depth` 1 reads the table (or is its partition), 2
+ * reads such a view (or is such a partition's), and so on.
+ */
 export interface FamilyMember {
   oid: number;
-  kind: 'view' | 'materialized view';
+  kind: 'view' | 'materialized view' | 'partition';
   schema: string;
   name: string;
   depth: number;
@@ -50,15 +53,22 @@ const DEPENDENTS_SQL = `
 WITH RECURSIVE rel(oid, depth) AS (
   SELECT $1::oid, 0
   UNION
-  SELECT r.ev_class, rel.depth + 1
+  SELECT x.oid, rel.depth + 1
     FROM rel
     JOIN pg_catalog.pg_class t ON t.oid = rel.oid
-    JOIN pg_catalog.pg_depend d
-      ON ((d.refclassid = ${CLASS('pg_class')} AND d.refobjid = rel.oid) OR (d.refclassid = ${CLASS('pg_type')} AND d.refobjid = t.reltype))
-     AND d.classid = ${CLASS('pg_rewrite')} AND d.deptype = 'n'
-    JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid
-    JOIN pg_catalog.pg_class v ON v.oid = r.ev_class AND v.relkind IN ('v', 'm')
-   WHERE r.ev_class <> rel.oid AND rel.depth < 64
+    CROSS JOIN LATERAL (
+      -- The views that read it (through their rewrite rule)...
+      SELECT r.ev_class AS oid FROM pg_catalog.pg_depend d
+        JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid
+        JOIN pg_catalog.pg_class v ON v.oid = r.ev_class AND v.relkind IN ('v', 'm')
+       WHERE ((d.refclassid = ${CLASS('pg_class')} AND d.refobjid = rel.oid) OR (d.refclassid = ${CLASS('pg_type')} AND d.refobjid = t.reltype))
+         AND d.classid = ${CLASS('pg_rewrite')} AND d.deptype = 'n' AND r.ev_class <> rel.oid
+      UNION ALL
+      -- ...and its partitions, and theirs.
+      SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class p ON p.oid = i.inhrelid AND p.relispartition
+       WHERE i.inhparent = rel.oid
+    ) x
+   WHERE rel.depth < 64
 ), family AS (
   SELECT oid, max(depth) AS depth FROM rel GROUP BY oid
 ), own AS (
@@ -123,6 +133,14 @@ SELECT 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
        pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object(${CLASS('pg_class')}, i.inhparent, 0), 'it inherits from it or is its partition'),
        NULL
   FROM pg_catalog.pg_inherits i WHERE i.inhrelid = $1
+UNION ALL
+-- A partition's foreign key of its own (not its partitioned table's) would reach into the trash from a live table.
+SELECT 'other', con.oid::int8, NULL, NULL, NULL, 0, NULL,
+       pg_catalog.format('%s (declared on the partition, not on its partitioned table)', pg_catalog.pg_describe_object(${CLASS('pg_constraint')}, con.oid, 0)),
+       NULL
+  FROM pg_catalog.pg_constraint con
+ WHERE con.conrelid IN (SELECT oid FROM family WHERE oid <> $1) AND con.contype = 'f' AND con.conparentid = 0
+   AND con.confrelid NOT IN (SELECT oid FROM family)
 ORDER BY 1, 6, 4, 5, 8`;
 
 interface DependentRow {
@@ -143,7 +161,7 @@ export async function dependentsOf(c: PoolClient, oid: number): Promise<Dependen
   const found: Dependents = { members: [], detached: [], others: [] };
   for (const row of rows) {
     if (row.role === 'member') {
-      const kind = row.kind === 'm' ? 'materialized view' : 'view';
+      const kind = row.kind === 'm' ? 'materialized view' : row.kind === 'v' ? 'view' : 'partition';
       found.members.push({ oid: Number(row.oid), kind, schema: row.schema!, name: row.name!, depth: row.depth });
     } else if (row.role === 'other') {
       found.others.push(row.detail!);
@@ -167,7 +185,9 @@ export function describeDependent(dependent: FamilyMember | Detached): string {
  * naming each and the flag; with `cascade`, only while something no drop can keep does.
  */
 export function admitLeaving(found: Dependents, table: string, cascade: boolean, what: string): void {
-  const every = [...found.members.map(describeDependent), ...found.detached.map(describeDependent), ...found.others];
+  // (Its partitions are the table's own rows: they go with it, cascade or not, as with DROP TABLE.)
+  const members = found.members.filter((m) => m.kind !== 'partition');
+  const every = [...members.map(describeDependent), ...found.detached.map(describeDependent), ...found.others];
   if (found.others.length > 0) throw hasDependents(table, cascade ? found.others : every, what, false);
   if (!cascade && every.length > 0) throw hasDependents(table, every, what, true);
 }

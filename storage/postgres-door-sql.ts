@@ -78,8 +78,8 @@ BEGIN
     IF NOT FOUND THEN
       RAISE EXCEPTION 'tablefate: table %.% does not exist', quote_ident(parts[1]), quote_ident(parts[2]) USING ERRCODE = '42P01';
     END IF;
-    IF rel.relkind <> 'r' OR rel.relpersistence = 't' THEN
-      RAISE EXCEPTION 'tablefate: %.% is not a table tablefate can keep (a plain table is)', quote_ident(parts[1]), quote_ident(parts[2])
+    IF rel.relkind NOT IN ('r', 'p') OR rel.relpersistence = 't' THEN
+      RAISE EXCEPTION 'tablefate: %.% is not a table tablefate can keep (a plain or partitioned table is)', quote_ident(parts[1]), quote_ident(parts[2])
         USING ERRCODE = '42809';
     END IF;
     IF NOT pg_has_role(who, rel.relowner, 'MEMBER') THEN

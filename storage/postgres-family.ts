@@ -3,25 +3,26 @@ import { ident } from '../catalog/pg-session';
 import { describeDependent, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import type { DetachedKey } from './postgres-foreign-keys';
-import { freeName, isTaken } from './postgres-names';
+import { companionsOf, freeName, isTaken } from './postgres-names';
 import { ensureSchema } from './postgres-node';
 import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
- * A table's family on its way through the areas (a drop with `cascade`; see postgres-dependents.ts for who is in it).
- * Its views and materialized views move into the trash with it in the same transaction, under names derived from the
- * table's parked name and their own oid (`<parked>_m<oid>`, their indexes `_i<k>`), so that two trashed families never
- * collide; they follow it to the garbage, and back to their schemas and names on its recall. The live tables' keys,
+ * A table's family on its way through the areas (its partitions always; with `cascade`, its views: see
+ * postgres-dependents.ts for who is in it). They move into the trash with it in the same transaction, under names
+ * derived from the table's parked name and their own oid (`<parked>_m<oid>`, their indexes and owned sequences `_i<k>`,
+ * `_q<k>`), so that two trashed families never collide; they follow it to the garbage, and back to their schemas and
+ * names on its recall. The live tables' keys,
  * policies and defaults that name it are detached in the same transaction. All of it is recorded in the table's row
  * of `tablefate.shards` (`family`) before any of it changes: a crash rolls the whole move back, and a recall reads what
  * to put back from there.
  */
 
-/** A member as recorded: where it lives while the table is live, its name in tablefate's areas, its indexes' names. */
+/** A member as recorded: where it lives while the table is live, its name in tablefate's areas, its companions' names. */
 interface RecordedMember extends FamilyMember {
   parked: string;
-  /** Parked index name to the name it had. */
-  indexes: Record<string, string>;
+  /** Each of its indexes and owned sequences: its parked name, to the name it had and what it is. */
+  companions: Record<string, { name: string; kind: 'INDEX' | 'SEQUENCE' }>;
 }
 
 interface RecordedFamily {
@@ -31,7 +32,7 @@ interface RecordedFamily {
   detached: Detached[];
 }
 
-const KIND_SQL = { view: 'VIEW', 'materialized view': 'MATERIALIZED VIEW' } as const;
+const KIND_SQL = { view: 'VIEW', 'materialized view': 'MATERIALIZED VIEW', partition: 'TABLE' } as const;
 
 /**
  * Takes the family out of the live area with its table (which is at `table`, about to be parked as `parked`): records
@@ -49,15 +50,20 @@ export async function takeFamily(
   const members: RecordedMember[] = [];
   for (const member of found.members) {
     const memberParked = `${parked}_m${member.oid}`;
-    const indexes = Object.fromEntries((await indexesOf(c, member.oid)).map((name, k) => [`${memberParked}_i${k}`, name]));
-    members.push({ ...member, parked: memberParked, indexes });
+    const companions = Object.fromEntries(
+      (await companionsOf(c, member.oid)).map(({ name, kind }, k) => [
+        `${memberParked}_${kind === 'S' ? 'q' : 'i'}${k}`,
+        { name, kind: kind === 'S' ? ('SEQUENCE' as const) : ('INDEX' as const) },
+      ]),
+    );
+    members.push({ ...member, parked: memberParked, companions });
   }
   const family: RecordedFamily = { table, members, detached: found.detached };
   await c.query(`UPDATE ${SHARDS} SET family = $2 WHERE table_oid = $1`, [oid, JSON.stringify(family)]);
   for (const detached of found.detached) await c.query(detachStatement(detached));
   for (const member of members) {
-    for (const [derived, name] of Object.entries(member.indexes))
-      await c.query(`ALTER INDEX ${qualified(member.schema, name)} RENAME TO ${ident(derived)}`);
+    for (const [derived, { name, kind }] of Object.entries(member.companions))
+      await c.query(`ALTER ${kind} ${qualified(member.schema, name)} RENAME TO ${ident(derived)}`);
     await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.name)} RENAME TO ${ident(member.parked)}`);
     await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.parked)} SET SCHEMA ${ident(toSchema)}`);
   }
@@ -105,10 +111,10 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
     if (name !== member.name)
       notes.push(`${describeDependent(member)} came back as ${member.schema}.${name}: its name was taken meanwhile`);
     await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, now.table)} RENAME TO ${ident(name)}`);
-    for (const [derived, original] of Object.entries(member.indexes)) {
+    for (const [derived, { name: original, kind }] of Object.entries(member.companions)) {
       if (!(await isTaken(c, member.schema, derived))) continue;
       const wanted = (await isTaken(c, member.schema, original)) ? await freeName(c, member.schema, original) : original;
-      await c.query(`ALTER INDEX ${qualified(member.schema, derived)} RENAME TO ${ident(wanted)}`);
+      await c.query(`ALTER ${kind} ${qualified(member.schema, derived)} RENAME TO ${ident(wanted)}`);
     }
   }
   const sameName = live.schema === family.table.schema && live.table === family.table.table;
@@ -162,15 +168,6 @@ async function whereIs(c: PoolClient, oid: number): Promise<LiveName | null> {
     [oid],
   );
   return rows[0] ?? null;
-}
-
-async function indexesOf(c: PoolClient, oid: number): Promise<string[]> {
-  const { rows } = await c.query<{ name: string }>(
-    `SELECT i.relname AS name FROM pg_catalog.pg_index x JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
-      WHERE x.indrelid = $1 ORDER BY i.relname`,
-    [oid],
-  );
-  return rows.map((r) => r.name);
 }
 
 function detachStatement(detached: Detached): string {

@@ -164,7 +164,7 @@ BEGIN
   SELECT s.schema_name, s.table_name, s.table_id, s.shard, n.nspname, c.relname, pg_catalog.count(*) OVER () AS n INTO hit
     FROM touched t
     JOIN ${ident(OWN)}."shards" s ON s.table_oid = t.oid
-    JOIN pg_catalog.pg_class c ON c.oid = s.table_oid AND c.relkind = 'r'
+    JOIN pg_catalog.pg_class c ON c.oid = s.table_oid AND c.relkind IN ('r', 'p')
     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
    WHERE n.nspname <> s.schema_name OR c.relname <> s.table_name
    ORDER BY s.schema_name, s.table_name

@@ -69,7 +69,7 @@ export async function refuseStranger(c: PoolClient, live: LiveName): Promise<voi
 }
 
 /** The indexes and owned sequences (serial and identity) of a table, in a stable order (PostgreSQL keeps both in the table's schema). */
-async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ schema: string; name: string; kind: 'i' | 'S' }>> {
+export async function companionsOf(c: PoolClient, oid: number): Promise<Array<{ schema: string; name: string; kind: 'i' | 'S' }>> {
   const { rows } = await c.query<{ schema: string; name: string; kind: 'i' | 'S' }>(
     `SELECT n.nspname AS schema, rel.relname AS name, rel.relkind AS kind
        FROM pg_catalog.pg_class rel JOIN pg_catalog.pg_namespace n ON n.oid = rel.relnamespace

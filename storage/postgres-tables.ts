@@ -76,8 +76,11 @@ export class PostgresTables {
   async bytes(id: ShardTableId): Promise<number> {
     const at = await this.locate(id);
     if (!at || at.drift) return 0;
+    // (A partitioned table holds nothing itself: its bytes are its partitions'.)
     const { rows } = await this.pool.query<{ bytes: string }>(
-      'SELECT pg_catalog.pg_total_relation_size($1::pg_catalog.regclass) AS bytes',
+      `SELECT pg_catalog.pg_total_relation_size($1::pg_catalog.regclass) + coalesce((
+                SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(relid)) FROM pg_catalog.pg_partition_tree($1::pg_catalog.regclass)
+                 WHERE relid OPERATOR(pg_catalog.<>) $1::pg_catalog.regclass), 0) AS bytes`,
       [at.oid],
     );
     return Number(rows[0]!.bytes);

@@ -188,7 +188,11 @@ describe('config', () => {
       [['config', 'set', 'trash.maxBytes', '--', '-5'], 'InvalidInput', /trash\.maxBytes is a whole number of bytes .*not "-5"/],
       // As typed without `--`, -5 is an option to the parser: still exit 2, naming it.
       [['config', 'set', 'trash.maxBytes', '-5'], 'Usage', /'-5'/],
-      [['config', 'set', 'trash.retentionSeconds', '60', '--namespace', 'Bad!'], 'InvalidInput', /namespace: a namespace is 1 to 63/],
+      [
+        ['config', 'set', 'trash.retentionSeconds', '60', '--namespace', 'Bad!'],
+        'InvalidInput',
+        /namespace: "Bad!" must be a-z, 0-9 and _, starting with a letter, or be written in double quotes/,
+      ],
       [['config', 'set', 'trash.enabled'], 'Usage', /config: expected 2 argument\(s\), got 1/],
       [['config'], 'Usage', /config: expected get, set or unset, got nothing/],
       [['config', 'show'], 'Usage', /config: expected get, set or unset, got "show"/],

@@ -137,13 +137,13 @@ describe('dependents, as pg_depend records them, keep a table out of the trash; 
       "another table's default calls its sequence (create --like)",
       21,
       'CREATE TABLE dep.t21_copy (LIKE dep.t21 INCLUDING ALL)',
-      'default value for column id of table dep.t21_copy',
+      'default of dep.t21_copy.id',
     ],
     [
       'a row-level security policy of another table reads it',
       22,
       'CREATE TABLE dep.t22_p (x int); CREATE POLICY p22 ON dep.t22_p USING (x IN (SELECT id FROM dep.t22))',
-      'policy p22 on table dep.t22_p',
+      'policy p22 of dep.t22_p',
     ],
     [
       'a BEGIN ATOMIC function reads it',
@@ -181,9 +181,7 @@ describe('dependents, as pg_depend records them, keep a table out of the trash; 
       `SELECT relname FROM pg_class WHERE relnamespace = '${TRASH_SCHEMA}'::regnamespace AND relkind = 'S' AND relname LIKE '${(await tables.locate(id))!.table}%'`,
     );
     await user.query(`CREATE TABLE dep.t27_user (id int DEFAULT nextval('${TRASH_SCHEMA}.${String(sequence!.relname)}'))`);
-    await expect(tables.move(id, 'garbage')).rejects.toThrow(
-      /cannot be purged while others depend on it: default value for column id of table dep\.t27_user/,
-    );
+    await expect(tables.move(id, 'garbage')).rejects.toThrow(/cannot be purged while others depend on it: default of dep\.t27_user\.id/);
     expect((await tables.locate(id))?.area).toBe('trash');
     await user.query('DROP TABLE dep.t27_user');
     await tables.move(id, 'garbage');

@@ -518,6 +518,22 @@ async function main(): Promise<void> {
       await save('drop-cascade', workflowIdFor.trash(parent.id, adopter.catalog.id));
       await adopter.client.undelete({ table: parent.id });
       await save('undelete-family', workflowIdFor.undelete(parent.id, adopter.catalog.id));
+      // (since v21) a drop's dry run: one read-only activity per node, on the node's queue
+      const planId = OPERATIONS.planDrop.workflowId('rec', adopter.catalog.id);
+      await adopter.temporal.workflow.execute(OPERATIONS.planDrop.workflowType, {
+        workflowId: planId,
+        taskQueue: adopter.taskQueue,
+        args: [{ catalogId: adopter.catalog.id, tableId: parent.id, placement: parent.placement, cascade: true }],
+      });
+      await save('plan-drop', planId);
+      // (since v21) a partitioned table's drop: its partitions moved along, cascade or not
+      await withClient(node, (c) =>
+        c.query(`CREATE TABLE legacy.events (at date NOT NULL) PARTITION BY RANGE (at);
+                 CREATE TABLE legacy.events_2026 PARTITION OF legacy.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')`),
+      );
+      const partitioned = await adopter.client.adopt({ table: 'legacy.events' });
+      await adopter.client.trash({ table: 'legacy.events', retentionSeconds: 3600 });
+      await save('drop-partitioned', workflowIdFor.trash(partitioned.id, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();
