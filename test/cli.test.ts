@@ -144,7 +144,9 @@ function expectTableShape(table: TableInfo) {
  */
 function parseColumns(text: string): { header: string; rows: Array<Record<string, string>> } {
   const [header, ...rows] = text.replace(/\n$/, '').split('\n');
-  expect(header).toMatch(/^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}BY {2,}EXPIRES {2,}HOLD {2,}WITH$/);
+  expect(header).toMatch(
+    /^ID {2,}STATE {2,}NAMESPACE {2,}NAME {2,}SHARDS {2,}SIZE {2,}CREATED {2,}DROPPED {2,}BY {2,}EXPIRES {2,}HOLD {2,}WITH$/,
+  );
   const columns = [...header!.matchAll(/\S+/g)].map((m) => ({ name: m[0], at: m.index }));
   return {
     header: header!,

@@ -112,7 +112,9 @@ describe('bad input through the SDK gives InvalidInput, starts no workflow and c
       /tableId: "ns.t" is not a table id: a table id is a positive whole number/,
     );
     await expect(h.client.list({ after: 1.5 })).rejects.toThrow(/after: 1.5 is not a table id/);
-    await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(/"a;drop" must be a-z, 0-9 and _, starting with a letter, or be written in double quotes/);
+    await expect(h.client.create({ table: 'a;drop' })).rejects.toThrow(
+      /"a;drop" must be a-z, 0-9 and _, starting with a letter, or be written in double quotes/,
+    );
     await expect(h.client.create({ table: 'ok.name' }, { timeoutMs: 0 })).rejects.toThrow(
       /timeoutMs must be a number of milliseconds above 0/,
     );
