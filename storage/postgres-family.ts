@@ -1,6 +1,6 @@
 import type { PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
-import { describeDependent, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
+import { describeDependent, familyNotes, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import type { DetachedKey } from './postgres-foreign-keys';
 import { companionsOf, freeName, isTaken } from './postgres-names';
@@ -76,6 +76,12 @@ export async function recordedMembers(c: PoolClient, id: Pick<ShardTableId, 'cat
     [id.catalogId, id.tableId],
   );
   return rows.flatMap((row) => row.family?.members ?? []);
+}
+
+/** What the move that took the family out of the live area said of it, said again from its record. */
+export async function recordedFamilyNotes(c: PoolClient, oid: number): Promise<string[]> {
+  const family = await familyOf(c, oid);
+  return family ? familyNotes(family) : [];
 }
 
 /** Moves the family's views along with their table between tablefate's areas (trash and garbage). */

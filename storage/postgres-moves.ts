@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { locate, type ShardTableLocation } from './postgres-audit';
 import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
-import { dropMembers, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
+import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
@@ -59,7 +59,8 @@ async function moveOnce(
   await lockShard(c, id);
   const placed = await locate(c, id);
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
-  if (isThere(placed, to, live)) return nothing;
+  // Made already (the same move again, after a crash before its caller heard it): it says again what it took along.
+  if (isThere(placed, to, live)) return { restored: [], notes: to === 'trash' ? await recordedFamilyNotes(c, placed.oid) : [] };
   // A purge of a table dropped by hand has nothing left to move: its delete forgets the record.
   if (placed.gone && to === 'garbage') return nothing;
   if (placed.drift) throw missing(id, placed.drift);

@@ -1,5 +1,6 @@
 import { Client } from 'pg';
-import { Harness } from './support/harness';
+import { Harness, workflowBundleFile } from './support/harness';
+import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import type { TableInfo } from '../domain/table';
 
@@ -13,13 +14,15 @@ import type { TableInfo } from '../domain/table';
 let server: TestPostgres;
 let h: Harness;
 let db: Client;
+let url: string;
 
 beforeAll(async () => {
   server = await sharedPostgres();
-  const url = await server.freshDatabase('cascade');
+  url = await server.freshDatabase('cascade');
   db = new Client({ connectionString: url });
   await db.connect();
-  h = await Harness.start({ postgresNodes: [url] });
+  // (A lost workflow task is taken again after 3 s instead of the server's 10: the crash tests wait that long.)
+  h = await Harness.start({ postgresNodes: [url], workflowTaskTimeoutMs: 3_000 });
 });
 
 afterAll(async () => {
@@ -178,4 +181,37 @@ test('--cascade with the files driver is refused before anything starts', async 
   } finally {
     await files.close();
   }
+});
+
+test.each([
+  ['after its move (the drain and the move, in one lost task)', '1'],
+  ['after its commit (in one lost task)', '2'],
+])('a worker killed %s: the next one ends it TRASHED, the family whole in the trash and recorded, moved once', async (_when, call) => {
+  const schema = `crash${call}`;
+  const { table, oids } = await family(schema);
+  await h.stopWorker();
+  const crashing = await startCrashingWorker({
+    home: h.home,
+    address: h.address,
+    taskQueue: h.taskQueue,
+    bundleFile: await workflowBundleFile(),
+    activity: 'runStepsHere',
+    env: { CRASH_POSTGRES_URLS: url, CRASH_ON_CALL: call },
+  });
+  const answer = h.client.trash({ table: `${schema}.items`, cascade: true, retentionSeconds: 3600 }, { timeoutMs: 120_000 });
+  expect(await crashing.exited).toBe('SIGKILL');
+  await h.startWorker();
+  const trashed = await answer;
+  expect(trashed).toMatchObject({ state: 'TRASHED' });
+  for (const oid of Object.values(oids)) expect(await whereIs(oid)).toMatch(/^tablefate_trash\./);
+  expect(await onItems(schema)).toEqual({ keys: [], policies: [], defaults: [{ column_name: 'ticket', column_default: null }] });
+  expect((await h.catalog.getTable(table.id))?.family).toEqual([
+    `${schema}.items: moved into the trash with it: materialized view ${schema}.items_mv, view ${schema}.items_v, view ${schema}.items_vv`,
+    `${schema}.items: detached until its recall: default of ${schema}.orders.ticket, foreign key orders_item_id_fkey of ${schema}.orders, policy orders_known of ${schema}.orders`,
+  ]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  // And it comes back whole.
+  await h.client.undelete({ table: table.id });
+  for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(name);
+  expect((await onItems(schema)).keys).toEqual([{ conname: 'orders_item_id_fkey', convalidated: true }]);
 });

@@ -342,3 +342,22 @@ describe('sessions the server ends, and schemas made at once', () => {
     }
   }, 60_000);
 });
+
+test('a family move made again (its first answer lost) finds it made and says again what it took along, from its record', async () => {
+  const id = shard(91);
+  await tables.create(id, { schema: 'fam', table: 'items' }, { columns: 'id int primary key' });
+  await user.query(`CREATE VIEW fam.items_v AS SELECT id FROM fam.items;
+    CREATE TABLE fam.orders (item_id int REFERENCES fam.items (id))`);
+  const first = await tables.move(id, 'trash', undefined, { cascade: true });
+  expect(first.notes).toEqual([
+    'moved into the trash with it: view fam.items_v',
+    'detached until its recall: foreign key orders_item_id_fkey of fam.orders',
+  ]);
+  expect(await tables.move(id, 'trash', undefined, { cascade: true })).toEqual(first);
+  // Recalled, the family is back and its record cleared: the same move again says nothing more.
+  await tables.move(id, 'live', { schema: 'fam', table: 'items' });
+  expect(await tables.move(id, 'live', { schema: 'fam', table: 'items' })).toEqual({ notes: [] });
+  expect(await rowsOf(`SELECT conname FROM pg_constraint WHERE conrelid = 'fam.orders'::regclass AND contype = 'f'`)).toEqual([
+    { conname: 'orders_item_id_fkey' },
+  ]);
+});
