@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
-import { InvalidInputError, WrongStateError } from '../domain/errors';
+import { InvalidInputError, TableFateError, WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { formatTableName, type TableName } from '../domain/names';
@@ -23,6 +23,7 @@ import { applicationFailureOf, isRunNotFound } from './errors';
 import { checkForDriver, expectedName, liveTable, trashedTable } from './names';
 import type { UndeleteOptions, WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
+import { temporalCommon } from './temporal';
 import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 
 /** The trash: a table moved to it (trash), brought back (undelete), deleted for good (purge), kept longer or shorter (retention). */
@@ -125,6 +126,7 @@ async function trash(
   const label = formatTableName(name);
   let table = plan.table;
   const record = OPERATIONS.trash;
+  let startedOwn = false;
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
@@ -146,6 +148,11 @@ async function trash(
       };
     },
     again: async (outcome) => {
+      // Joined a drop of the table without cascade, refused for what cascade takes: once it has closed, this one runs.
+      if ('error' in outcome && cascade && !startedOwn && isHasDependents(outcome.error)) {
+        startedOwn = !(await askedCascade(ctx, record.workflowId(table.id, ctx.catalog.id)));
+        return startedOwn;
+      }
       if (!('answer' in outcome) || isTrashSince(outcome.answer, table)) return false;
       // The drop this call joined had trashed the table before the state this call read (it is READY again: a recall
       // came between), and answered only now: its workflow task that committed was lost, and its repeat answered every
@@ -159,8 +166,25 @@ async function trash(
   if (trashed.state === 'TRASHED' && retentionSeconds !== undefined && kept !== retentionSeconds) {
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
   }
+  // And its cascade: a drop asked without it must not pass for one that took the table's family along.
+  if (!cascade && trashed.family && (await askedCascade(ctx, record.workflowId(trashed.id, ctx.catalog.id)))) {
+    throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with cascade: ${trashed.family.join('; ')}`);
+  }
   return trashed;
 }
+
+/** Whether the drop run at `workflowId` (its latest) was asked for cascade, as its start says; false when unreadable. */
+async function askedCascade(ctx: ClientContext, workflowId: string): Promise<boolean> {
+  try {
+    const history = await ctx.client.workflow.getHandle(workflowId).fetchHistory();
+    const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+    return payload ? temporalCommon().defaultPayloadConverter.fromPayload<{ cascade?: boolean }>(payload).cascade === true : false;
+  } catch {
+    return false;
+  }
+}
+
+const isHasDependents = (err: unknown) => (err instanceof TableFateError ? err.type : applicationFailureOf(err)?.type) === 'HasDependents';
 
 /** Refuses a table a drop cannot start on. DRAINING, TRASHING: an earlier drop stopped half way, which a drop resumes. */
 function checkDroppable(table: TableRecord, name: TableName): void {

@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { locate, type ShardTableLocation } from './postgres-audit';
 import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
-import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
+import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
 import { ensureSchema, lockShard } from './postgres-node';
@@ -107,6 +107,7 @@ async function moveOnce(
   } else {
     if (leaving) {
       await takeFamily(c, at.oid, at, parked, dependents!, AREA_SCHEMAS[to]);
+      await refuseLateDependents(c, at.oid, dependents!);
       notes = familyNotes(dependents!);
     } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
     if (at.area === 'live') await park(c, id, at);
@@ -143,6 +144,22 @@ async function admittedDependents(
   }
   admitLeaving(found, table, cascade, what);
   return found;
+}
+
+/**
+ * A materialized view cannot be locked before its own ALTER: a view made on one of the family's between the family's
+ * read and that ALTER would be left behind, reading it in the trash. Read again once every member is moved (and so
+ * locked): if the family grew, the move is tried again from the start, as a lock not had is.
+ */
+async function refuseLateDependents(c: PoolClient, oid: number, taken: Dependents): Promise<void> {
+  if (!taken.members.some((m) => m.kind === 'materialized view')) return;
+  const known = new Set(taken.members.map((m) => m.oid));
+  const now = await dependentsOf(c, oid);
+  if (now.members.some((m) => !known.has(m.oid)) || now.others.length > 0) {
+    throw Object.assign(new Error("a dependent was made on the table's family while it moved: the move is tried again"), {
+      code: LOCK_NOT_AVAILABLE,
+    });
+  }
 }
 
 /** Whether tablefate's record puts the table in `to` already (under `live`, for the live area). */

@@ -215,3 +215,81 @@ test.each([
   for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(name);
   expect((await onItems(schema)).keys).toEqual([{ conname: 'orders_item_id_fkey', convalidated: true }]);
 });
+
+test("two drops of one table at once, one with cascade: each is answered as it asked, never with the other's cascade", async () => {
+  const table = await h.client.create({ table: 'twice.items', columns: 'id int' });
+  await db.query('CREATE VIEW twice.items_v AS SELECT id FROM twice.items');
+  const untilDraining = () =>
+    (async () => {
+      for (;;) {
+        if ((await h.catalog.getTable(table.id))?.state === 'DRAINING') return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+
+  // A drop without cascade waits for a lease; one with cascade joins it, hears its refusal, and then runs its own.
+  let lease = await h.client.acquireLease(table.id, { ttlSeconds: 60, holder: 'test' });
+  const plain = h.client.trash({ table: 'twice.items', retentionSeconds: 3600 });
+  await untilDraining();
+  const cascaded = h.client.trash({ table: 'twice.items', retentionSeconds: 3600, cascade: true });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await h.client.releaseLease(lease.id);
+  await expect(plain).rejects.toMatchObject({ type: 'HasDependents' });
+  expect(await cascaded).toMatchObject({ state: 'TRASHED', notes: ['twice.items: moved into the trash with it: view twice.items_v'] });
+  await h.client.undelete({ table: table.id });
+
+  // The other way round: the drop without cascade joins one with it, and is told so rather than answered TRASHED.
+  lease = await h.client.acquireLease(table.id, { ttlSeconds: 60, holder: 'test' });
+  const first = h.client.trash({ table: 'twice.items', retentionSeconds: 3600, cascade: true });
+  await untilDraining();
+  const second = h.client.trash({ table: 'twice.items', retentionSeconds: 3600 });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await h.client.releaseLease(lease.id);
+  expect(await first).toMatchObject({ state: 'TRASHED' });
+  await expect(second).rejects.toMatchObject({
+    type: 'WrongState',
+    message: expect.stringContaining('was trashed meanwhile by another request, with cascade') as unknown,
+  });
+});
+
+test('a recall refused on one shard takes back the others with their family: the table is whole in the trash, and recalled later', async () => {
+  const table = await h.client.create({ table: 'halves.items', shards: 2, columns: 'id int' });
+  await db.query('CREATE VIEW halves.items_v AS SELECT id FROM halves.items_0');
+  const view = await oidOf('halves.items_v');
+  await h.client.trash({ table: 'halves.items', retentionSeconds: 3600, cascade: true });
+  await db.query('CREATE TABLE halves.items_1 (x int)');
+  await expect(h.client.undelete({ table: table.id })).rejects.toMatchObject({ type: 'NameTaken' });
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
+  expect(await whereIs(view)).toMatch(/^tablefate_trash\./);
+  await db.query('DROP TABLE halves.items_1');
+  expect(await h.client.undelete({ table: table.id })).toMatchObject({ state: 'READY' });
+  expect(await whereIs(view)).toBe('halves.items_v');
+});
+
+test("a view made on the family's materialized view while the move waits for it is taken along too, never left behind", async () => {
+  const table = await h.client.create({ table: 'race.items', columns: 'id int primary key' });
+  await db.query('CREATE MATERIALIZED VIEW race.items_mv AS SELECT count(*) AS n FROM race.items');
+  const mv = await oidOf('race.items_mv');
+  const user = new Client({ connectionString: url, application_name: 'the user' });
+  await user.connect();
+  try {
+    // The user's view on the materialized view, not committed yet: the drop reads the family without it, then waits.
+    await user.query('BEGIN');
+    await user.query('CREATE VIEW race.items_mv_n AS SELECT n FROM race.items_mv');
+    const late = (await user.query<{ oid: string }>(`SELECT 'race.items_mv_n'::regclass::oid::int8 AS oid`)).rows[0]!.oid;
+    const drop = h.client.trash({ table: 'race.items', retentionSeconds: 3600, cascade: true });
+    for (;;) {
+      const { rows } = await db.query('SELECT 1 FROM pg_locks WHERE relation = $1 AND NOT granted', [mv]);
+      if (rows.length > 0) break;
+    }
+    await user.query('COMMIT');
+    expect(await drop).toMatchObject({
+      state: 'TRASHED',
+      notes: ['race.items: moved into the trash with it: materialized view race.items_mv, view race.items_mv_n'],
+    });
+    expect(await whereIs(late)).toMatch(/^tablefate_trash\./);
+    expect(await h.client.purge({ tableId: table.id })).toMatchObject({ state: 'PURGED' });
+  } finally {
+    await user.end();
+  }
+});

@@ -21,7 +21,11 @@ export const undelete: Operation<UndeleteInput> = {
       name: 'claim name, move shards back',
       change: ({ input, checked }) => transition('TRASHED', 'RESTORING', { rename: input.newName ?? nameOf(checked!) }),
       shards: SHARDS.backFromTrash,
-      undo: { shards: SHARDS.toTrash, change: ({ checked }) => transition('RESTORING', 'TRASHED', { rename: nameOf(checked!) }) },
+      // (With cascade: a shard that came back with its family takes it back along, as its drop took it.)
+      undo: {
+        shards: { ...SHARDS.toTrash, cascade: true },
+        change: ({ checked }) => transition('RESTORING', 'TRASHED', { rename: nameOf(checked!) }),
+      },
     },
     {
       name: 'commit ready',
