@@ -5,7 +5,8 @@ import { POLICY_KINDS } from './chaos/scenario';
  * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer
  * operations and one server restart. The seed is fixed so a failure can be repeated (timing aside);
  * TABLEFATE_CHAOS_SEED picks another. Then a shorter one with the PostgreSQL driver (`--driver postgres`): real
- * tables in databases of the run's PostgreSQL server, rows inserted meanwhile, storage connections cut.
+ * tables in databases of the run's PostgreSQL server, rows inserted meanwhile, views and keys made on them (families,
+ * which drops take along with cascade), storage connections cut.
  */
 
 const SEED = Number(process.env.TABLEFATE_CHAOS_SEED ?? 20261129);
@@ -46,10 +47,13 @@ test('with the postgres driver, under worker kills and cut connections, every ro
     convergenceTimeoutMs: 40_000,
   });
 
-  // Not vacuous: operations answered, workers killed, rows written and seen committed, the user's tables in place.
+  // Not vacuous: operations answered, workers killed, rows written and seen committed, families made, the user's tables
+  // in place.
   expect(report.ops.filter((op) => op.outcome.kind === 'ok').length).toBeGreaterThan(0);
   expect(report.stats.workerKills).toBeGreaterThan(0);
   expect(report.postgres?.rowsCommitted).toBeGreaterThan(0);
+  const made = report.postgres?.families.made;
+  expect((made?.view ?? 0) + (made?.['materialized view'] ?? 0) + (made?.['foreign key'] ?? 0)).toBeGreaterThan(0);
   expect(report.postgres?.userTables.length).toBeGreaterThan(0);
   expect(report.convergence).toBeDefined();
   expect(report.problems).toEqual([]);

@@ -194,7 +194,7 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
     });
   }
 
-  const answers = checkAnswers(evidence.ops, byId, { userTables: evidence.userTables });
+  const answers = checkAnswers(evidence.ops, byId, { userTables: evidence.userTables, families: evidence.driver === 'postgres' });
   problems.push(...answers.problems);
   notes.push(...answers.notes);
   const policies = checkPolicyAnswers(evidence.ops, byId, { driver: evidence.driver ?? 'files' });

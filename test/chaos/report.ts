@@ -77,6 +77,31 @@ function doorLines(report: ChaosReport): string[] {
   return lines;
 }
 
+/** The user's views and keys on the tables (postgres driver), and the drops that met them. */
+function familyLines(report: ChaosReport): string[] {
+  const families = report.postgres?.families;
+  if (!families) return [];
+  const { made, viewsOnViews, missed, orphans } = families;
+  const drops = report.ops.filter((op) => op.request.kind === 'trash');
+  const asked = (cascade: boolean) =>
+    countBy(
+      drops.filter((op) => op.request.kind === 'trash' && (op.request.cascade === true) === cascade),
+      outcomeLabel,
+    )
+      .map(([label, n]) => `${label} ${n}`)
+      .join(', ') || 'none';
+  const lines = [
+    `  families: ${made.view} views (${viewsOnViews} on a view), ${made['materialized view']} materialized views, ` +
+      `${made['foreign key']} foreign keys and ${made.policy} policies of the user's tables made; ` +
+      `${orphans.committed} rows matching no parent went in, ${orphans.refused} refused by their key`,
+    `  drops with cascade: ${asked(true)}; without: ${asked(false)}`,
+  ];
+  for (const [reason, n] of [...missed.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3)) {
+    lines.push(`    made nothing x${n}: ${reason.slice(0, 160)}`);
+  }
+  return lines;
+}
+
 /** The fields of a pino line (ours, or the Temporal SDK's routed through pino) that say what went wrong. */
 interface LogEntry {
   level?: number;
@@ -213,6 +238,7 @@ export function formatReport(report: ChaosReport): string {
       lines.push(`    insert failed x${n}: ${message.slice(0, 160)}`);
     }
     lines.push(`  rows compared for ${shardsCheckedOnAnswer} shards right after a trash or recall of their table answered`);
+    lines.push(...familyLines(report));
     lines.push(`  the user's own tables: ${userTables.join(', ')}`);
     const { lockWaits } = report.postgres;
     const looks = lockWaits.reduce((sum, w) => sum + w.seen, 0);

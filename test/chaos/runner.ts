@@ -11,7 +11,10 @@ import { TableFateClient } from '../../client/client';
 import { checkFiles, ShardFingerprints } from './files';
 import { checkInvariants, type StorageFindings } from './invariants';
 import { CHAOS_COLUMNS, RowInserter, type InsertStats, type NodeDatabase } from './rows';
-import { checkTables, ConnectionCutter, makeUserTables, RowsOnAnswer, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
+import { FamilyMaker, type FamilyStats } from './families';
+import { FamilyChecks } from './family-checks';
+import { RowsOnAnswer } from './rows-on-answer';
+import { checkTables, ConnectionCutter, makeUserTables, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
 import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
 import { storageQueue } from '../../domain/operations';
 import type { Problem } from './problems';
@@ -133,6 +136,8 @@ export interface ChaosReport {
     userTables: string[];
     /** Sessions of the node databases seen waiting more than 5 s for a lock, and for whom (observe.ts, LockWaitWatch). */
     lockWaits: LockWait[];
+    /** The views, keys and policies the user made on the tables (families.ts). */
+    families: FamilyStats;
   };
   opsPhaseMs: number;
   durationMs: number;
@@ -433,6 +438,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ? new ConnectionCutter((await postgres()).url, nodeDbs, rng.fork('cutter'), cutEvery)
         : undefined;
     const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
+    // And the user's views and keys on those tables: families, which drops with cascade take along.
+    const families = inserter ? new FamilyMaker({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('families') }) : undefined;
     // Watched until the checks begin: a stall of the operations, or of the rest after them, shows whom it waited for.
     const lockWatch =
       settings.driver === 'postgres'
@@ -443,6 +450,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         : undefined;
     cleanups.push(async () => lockWatch?.stop());
     const stopLoad = async () => {
+      await families?.stop();
       await inserter?.stop();
       await cutter?.stop();
       await rowsOnAnswer?.close();
@@ -452,6 +460,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     monkey.unleash();
     lockWatch?.start();
     inserter?.start();
+    families?.start();
     cutter?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
@@ -483,6 +492,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           if (fingerprints && record.outcome.kind === 'ok' && record.request.kind === 'create') {
             await fingerprints.record(record.outcome.table);
           }
+          if (families && record.outcome.kind === 'ok' && record.request.kind === 'create') families.afterCreate(record.outcome.table);
           const { kind } = record.request;
           if (rowsOnAnswer && record.outcome.kind === 'ok' && (kind === 'trash' || kind === 'undelete' || kind === 'purge')) {
             await rowsOnAnswer.afterAnswer(`op #${record.seq} ${record.request.kind}`, record.outcome.table);
@@ -508,6 +518,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         connectionCuts: cutter?.cuts ?? 0,
         userTables: userTables.map((u) => `${u.node} ${u.schema}.${u.table}`),
         lockWaits: [],
+        families: families!.stats,
       };
       log(`${inserter.ledger.size} rows seen committed; ${cutter?.cuts ?? 0} storage connections cut`);
     }
@@ -596,6 +607,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         return { ...found, summary: `shard checksums compared for ${found.fingerprintsChecked}` };
       }
       // The checker recalls the trashed tables as a user would: through the SDK, with the deployment's driver.
+      const familyChecks = new FamilyChecks(
+        { dependents: families!.dependents, orphaned: families!.orphaned, ops: report.ops },
+        nodeDbs,
+        catalog.id,
+      );
       const found = await checkTables(
         {
           nodes: nodeDbs,
@@ -604,6 +620,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           userTables,
           recall: (tableId, newName) => sdk.undelete(newName ? { table: tableId, newName } : { table: tableId }, { timeoutMs: 60_000 }),
           getTable: (tableId) => catalog.getTable(tableId),
+          families: familyChecks,
         },
         tables,
       );
@@ -611,7 +628,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ...found,
         summary:
           `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
-          `${found.recalled} trashed tables recalled`,
+          `${found.recalled} trashed tables recalled; ${familyChecks.summary()}`,
       };
     };
     const findings = await checkInvariants(

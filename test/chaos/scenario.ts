@@ -27,8 +27,11 @@ import { SqlCaller } from './sql-caller';
 
 export type OpRequest =
   | { kind: 'create'; table: string; shards: number; columns?: string }
-  /** `drainTimeoutSeconds`: how long the drop waits for the table's leases (and, postgres, its sessions); 60 s when absent. */
-  | { kind: 'trash'; table: string; retentionSeconds: number; drainTimeoutSeconds?: number }
+  /**
+   * `drainTimeoutSeconds`: how long the drop waits for the table's leases (and, postgres, its sessions); 60 s when absent.
+   * `cascade` (postgres): with the table's family (the views the run made on it go along, its keys on it are detached).
+   */
+  | { kind: 'trash'; table: string; retentionSeconds: number; drainTimeoutSeconds?: number; cascade?: boolean }
   | { kind: 'undelete'; tableId: number; newName?: string }
   | { kind: 'purge'; tableId: number }
   | { kind: 'hold'; tableId: number; reason: string }
@@ -210,6 +213,11 @@ const DRAIN_TIMEOUT_S: readonly [number, number] = [1, 4];
 /** How often a drop names a short drain timeout of its own. */
 const SHORT_DRAIN_CHANCE = 0.3;
 /**
+ * With the postgres driver, how often a drop asks for `cascade`: the run gives tables views and keys (families.ts), and
+ * a drop without it of a table that has some is refused HasDependents, nothing changed.
+ */
+const CASCADE_CHANCE = 0.8;
+/**
  * Right after a lease is taken, how often its client drops the table at once (it waits in DRAINING), releases the
  * lease, or renews it; otherwise the lease is left to expire (or to another client's renewal or release).
  */
@@ -247,6 +255,8 @@ async function pickOperation(
   shared: Shared,
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
+  // Only tables of real PostgreSQL tables have families (the files driver refuses a cascade).
+  const cascades = columns !== undefined;
   const aimsAtUser = () => userNames.length > 0 && rng.chance(USER_NAME_CHANCE);
   const tables = await catalog.listTables({ includeTrashed: true });
   const ready = tables.filter((t) => t.state === 'READY');
@@ -280,7 +290,7 @@ async function pickOperation(
     }
     case 'trash': {
       const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(names)[0];
-      return { request: trashOf(rng, table), before: await byName(table) };
+      return { request: trashOf(rng, table, undefined, cascades), before: await byName(table) };
     }
     case 'undelete': {
       const target = aimAt(trashed, 0.1);
@@ -315,23 +325,28 @@ async function pickOperation(
   }
 }
 
-/** A drop of `table`, with a short retention mostly, and now and then a short drain timeout of its own. */
-function trashOf(rng: Random, table: string, drainTimeoutSeconds?: number): OpRequest {
+/**
+ * A drop of `table`, with a short retention mostly, now and then a short drain timeout of its own, and (`cascades`) with
+ * its family mostly.
+ */
+function trashOf(rng: Random, table: string, drainTimeoutSeconds: number | undefined, cascades: boolean): OpRequest {
   const retentionSeconds = rng.chance(0.8) ? rng.int(...SHORT_RETENTION_S) : LONG_RETENTION_S;
   const drain = drainTimeoutSeconds ?? (rng.chance(SHORT_DRAIN_CHANCE) ? rng.int(...DRAIN_TIMEOUT_S) : undefined);
+  // (Drawn only when it may be asked: a files run draws what it always drew.)
+  const cascade = cascades && rng.chance(CASCADE_CHANCE) ? { cascade: true } : {};
   return drain === undefined
-    ? { kind: 'trash', table, retentionSeconds }
-    : { kind: 'trash', table, retentionSeconds, drainTimeoutSeconds: drain };
+    ? { kind: 'trash', table, retentionSeconds, ...cascade }
+    : { kind: 'trash', table, retentionSeconds, drainTimeoutSeconds: drain, ...cascade };
 }
 
 /**
  * What a client does right after a lease was taken: often drop its table at once, with a short drain timeout (the
  * drop waits in DRAINING for the lease: it ends released, expired, or the drop is TableBusy), or release or renew it.
  */
-function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | undefined): OpRequest | undefined {
+function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | undefined, cascades: boolean): OpRequest | undefined {
   switch (rng.weighted(AFTER_LEASE)) {
     case 'drop':
-      return table ? trashOf(rng, nameOf(table), rng.int(...DRAIN_TIMEOUT_S)) : undefined;
+      return table ? trashOf(rng, nameOf(table), rng.int(...DRAIN_TIMEOUT_S), cascades) : undefined;
     case 'release':
       return { kind: 'releaseLease', leaseId: lease.id, tableId: lease.tableId };
     case 'renew':
@@ -368,6 +383,7 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
           table: request.table,
           retentionSeconds: request.retentionSeconds,
           ...(request.drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds: request.drainTimeoutSeconds }),
+          ...(request.cascade ? { cascade: true } : {}),
         })
         .then(tableAnswer);
     case 'undelete':
@@ -498,6 +514,7 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
         '--reserve-seconds',
         String(request.retentionSeconds),
         ...(request.drainTimeoutSeconds === undefined ? [] : ['--drain-timeout', String(request.drainTimeoutSeconds)]),
+        ...(request.cascade ? ['--cascade'] : []),
         ...common,
       ];
     case 'undelete':
@@ -631,7 +648,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       records.push(record);
       if (outcome.kind === 'leased' && request.kind === 'lease') {
         shared.leases.push(outcome.lease);
-        planned = followUpOfLease(rng, outcome.lease, before);
+        planned = followUpOfLease(rng, outcome.lease, before, opts.columns !== undefined);
       }
       await opts.onAnswer(record);
       opts.onProgress(records.length);

@@ -106,10 +106,10 @@ function statementOf(
   userTables: ReadonlySet<string>,
 ): DoorStatement | undefined {
   const wait = `wait_seconds => ${waitSeconds}`;
-  const call = (name: string, args: Array<[string | null, string | number]>) => {
+  const call = (name: string, args: Array<[string | null, string | number | boolean]>) => {
     const params = args.map(([param], i) => (param === null ? `$${i + 1}` : `${param} => $${i + 1}`));
     const shown = args.map(([param, value]) => {
-      const literal = typeof value === 'number' ? String(value) : quote(value);
+      const literal = typeof value === 'string' ? quote(value) : String(value);
       return param === null ? literal : `${param} => ${literal}`;
     });
     return {
@@ -131,6 +131,7 @@ function statementOf(
           ...(request.drainTimeoutSeconds === undefined
             ? []
             : [['drain_timeout_seconds', request.drainTimeoutSeconds] as [string, number]]),
+          ...(request.cascade ? [['cascade', true] as [string, boolean]] : []),
         ]),
       );
     case 'undelete':

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import type { TableInfo, TableRecord } from '../../domain/table';
+import type { FamilyChecks } from './family-checks';
 import type { Problem } from './problems';
 import type { Random } from './random';
 import { TRANSITIONAL_STATES } from './observe';
@@ -14,7 +15,8 @@ import { CHAOS_COLUMNS, liveTableOf, quoteIdent, type NodeDatabase, type RowLedg
  * - a TRASHED table's are in tablefate_trash; recalled by the checker (under a fresh name when its own is taken),
  *   it comes back live with every row seen committed before its drop;
  * - a PURGED or CREATE_FAILED table has none, anywhere;
- * - nothing in tablefate_trash or tablefate_garbage, nor in tablefate.shards, that the catalog does not account for;
+ * - nothing in tablefate_trash or tablefate_garbage, nor in tablefate.shards, that the catalog does not account for
+ *   (a view there is accounted for by the family a record keeps, family-checks.ts judges whose);
  * - the user's own tables, made by hand under names tablefate is asked for, are as they were (oid, rows, indexes).
  */
 
@@ -162,13 +164,17 @@ interface ShardRecord {
   shard: number;
   schema: string | null;
   table: string | null;
+  /** The oids of the views its family (a drop with cascade) keeps with it. */
+  members: number[];
 }
 
 interface NodeSurvey {
   records: ShardRecord[];
-  /** Every table in tablefate's trash and garbage schemas. */
-  parked: Array<{ node: string; oid: number; schema: string; table: string }>;
+  /** Every table, view and materialized view in tablefate's trash and garbage schemas. */
+  parked: Array<{ node: string; oid: number; schema: string; table: string; kind: string }>;
 }
+
+const KINDS: Readonly<Record<string, string>> = { r: 'table', p: 'table', v: 'view', m: 'materialized view' };
 
 async function survey(nodes: readonly NodeDatabase[]): Promise<NodeSurvey> {
   const result: NodeSurvey = { records: [], parked: [] };
@@ -182,8 +188,10 @@ async function survey(nodes: readonly NodeDatabase[]): Promise<NodeSurvey> {
           shard: number;
           schema: string | null;
           table: string | null;
+          members: string[] | null;
         }>(
-          `SELECT s.table_oid::int8 AS oid, s.catalog_id, s.table_id, s.shard, n.nspname AS schema, c.relname AS table
+          `SELECT s.table_oid::int8 AS oid, s.catalog_id, s.table_id, s.shard, n.nspname AS schema, c.relname AS table,
+                  ARRAY(SELECT (m->>'oid')::int8 FROM jsonb_array_elements(s.family->'members') m) AS members
              FROM tablefate.shards s
              LEFT JOIN pg_class c ON c.oid = s.table_oid
              LEFT JOIN pg_namespace n ON n.oid = c.relnamespace`,
@@ -197,19 +205,20 @@ async function survey(nodes: readonly NodeDatabase[]): Promise<NodeSurvey> {
             shard: r.shard,
             schema: r.schema,
             table: r.table,
+            members: (r.members ?? []).map(Number),
           });
         }
       } catch (err) {
         // No shard was ever placed on this node: tablefate has not made its own schemas there.
         if ((err as { code?: string }).code !== UNDEFINED_TABLE) throw err;
       }
-      const { rows } = await client.query<{ oid: string; schema: string; table: string }>(
-        `SELECT c.oid::int8 AS oid, n.nspname AS schema, c.relname AS table
+      const { rows } = await client.query<{ oid: string; schema: string; table: string; kind: string }>(
+        `SELECT c.oid::int8 AS oid, n.nspname AS schema, c.relname AS table, c.relkind::text AS kind
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE n.nspname IN ($1, $2) AND c.relkind IN ('r', 'p')`,
+          WHERE n.nspname IN ($1, $2) AND c.relkind IN ('r', 'p', 'v', 'm')`,
         [TRASH_SCHEMA, GARBAGE_SCHEMA],
       );
-      for (const r of rows) result.parked.push({ node, oid: Number(r.oid), schema: r.schema, table: r.table });
+      for (const r of rows) result.parked.push({ node, oid: Number(r.oid), schema: r.schema, table: r.table, kind: KINDS[r.kind]! });
     });
   }
   return result;
@@ -241,6 +250,8 @@ export interface TableChecks {
   recall: (tableId: number, newName?: string) => Promise<TableInfo>;
   /** The table as the catalog holds it now (after a recall). */
   getTable: (tableId: number) => Promise<TableRecord | undefined>;
+  /** The families the run made (families.ts): judged before the recalls, and each recalled table's after its recall. */
+  families?: FamilyChecks;
 }
 
 /** Whether `err` is a NameTaken refusal (the recall's name is another table's, or a user's). */
@@ -288,11 +299,19 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
     problem('tables', `${r.node}: tablefate.shards records shard ${r.shard} ${whose}, at ${where(r)}`);
   }
   const recorded = new Set(records.map((r) => `${r.node}/${r.oid}`));
+  const members = new Set(records.flatMap((r) => r.members.map((oid) => `${r.node}/${oid}`)));
   for (const p of parked) {
-    if (!recorded.has(`${p.node}/${p.oid}`)) {
-      problem('tables', `${p.node}: ${p.schema}.${p.table} is in tablefate's schemas, and tablefate.shards does not record it`);
+    const at = `${p.node}/${p.oid}`;
+    if (!recorded.has(at) && !members.has(at)) {
+      problem(
+        'tables',
+        `${p.node}: ${p.kind} ${p.schema}.${p.table} is in tablefate's schemas, and tablefate.shards records it neither as a ` +
+          "shard's table nor as a member of a table's family",
+      );
     }
   }
+  // Before the recalls below change where the families are.
+  if (checks.families) findings.problems.push(...(await checks.families.atRest(tables)));
 
   // The user's tables, untouched: same relation under the same name, same rows, same indexes, never recorded as a shard.
   for (const u of checks.userTables) {
@@ -319,6 +338,7 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
   for (const t of tables.filter((x) => x.state === 'TRASHED')) {
     const label = `table ${t.id} (${t.namespace}.${t.name}, TRASHED)`;
     let recalled: TableInfo | undefined;
+    let renamed = false;
     try {
       recalled = await checks.recall(t.id);
     } catch (err) {
@@ -328,6 +348,7 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
         const fresh = `recalled.t${t.id}`;
         try {
           recalled = await checks.recall(t.id, fresh);
+          renamed = true;
           findings.notes.push(`${label}: its name is taken (${(err as Error).message}); recalled as ${fresh}`);
         } catch (again) {
           problem('recall', `${label}: the recall as ${fresh} failed: ${(again as Error).name}: ${(again as Error).message}`);
@@ -342,6 +363,7 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
       continue;
     }
     await checkRows(checks, now, findings, ' after its recall');
+    if (checks.families) findings.problems.push(...(await checks.families.afterRecall(now, renamed, recalled.notes ?? [])));
   }
   return findings;
 }
@@ -391,103 +413,6 @@ async function checkRows(checks: TableChecks, t: TableRecord, findings: TableFin
         invariant: 'rows',
         detail: `${label}: shard ${shard} on ${node}${when} holds ${strangers.length} rows that were not written into it: ${sample.join(', ')}`,
       });
-    }
-  }
-}
-
-/**
- * The rows of a table checked while the run goes on, right after an operation on it answered: a trash or a recall
- * that answered must have moved every row seen committed into the table with it, and a purge that answered must
- * have left no shard table anywhere. The shard is found by its identity (tablefate.shards), wherever it is by now,
- * and read under a share lock after finding it again: a later move that got there first is no finding.
- */
-export class RowsOnAnswer {
-  readonly problems: Problem[] = [];
-  checked = 0;
-  private readonly clients = new Map<string, Client>();
-
-  constructor(
-    private readonly nodes: readonly NodeDatabase[],
-    private readonly catalogId: string,
-    private readonly ledger: RowLedger,
-  ) {}
-
-  async afterAnswer(what: string, table: TableInfo): Promise<void> {
-    for (const { shard, node } of table.placement) {
-      // The rows seen committed before this look: each is in the table wherever it is, unless the table is gone.
-      const expected = (this.ledger.ofTable(table.id).get(shard) ?? []).map((r) => r.id);
-      try {
-        const found = await this.readShard(node, table.id, shard);
-        const label = `${what}: table ${table.id} (${table.namespace}.${table.name}) shard ${shard} on ${node}`;
-        if (found === 'moved') continue;
-        if (table.state === 'PURGED') {
-          if (found !== 'gone')
-            this.problems.push({ invariant: 'rows', detail: `${label} is still at ${found.at} after the purge answered` });
-          continue;
-        }
-        if (found === 'gone') continue; // purged since (a later purge, or the expiry): nothing left to compare
-        this.checked++;
-        const missing = expected.filter((id) => !found.ids.has(id));
-        if (missing.length > 0) {
-          this.problems.push({
-            invariant: 'rows',
-            detail:
-              `${label}, right after the answer, at ${found.at}: ${missing.length} of the ${expected.length} rows seen committed ` +
-              `into it are missing (ids ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', ...' : ''})`,
-          });
-        }
-      } catch {
-        // A connection lost or a lock not had at once: this look is skipped, the end of the run checks again.
-        await this.forget(node);
-      }
-    }
-  }
-
-  async close(): Promise<void> {
-    for (const node of [...this.clients.keys()]) await this.forget(node);
-  }
-
-  private async forget(node: string): Promise<void> {
-    const client = this.clients.get(node);
-    this.clients.delete(node);
-    await client?.end().catch(() => undefined);
-  }
-
-  private async clientOf(node: string): Promise<Client> {
-    const known = this.clients.get(node);
-    if (known) return known;
-    const client = new Client({ connectionString: this.nodes.find((n) => n.node === node)!.url, application_name: 'chaos checker' });
-    client.on('error', () => this.clients.delete(node));
-    await client.connect();
-    this.clients.set(node, client);
-    return client;
-  }
-
-  /** The ids in the shard's table, where it is; 'gone' when tablefate placed none (or dropped it); 'moved' when it moved as we looked. */
-  private async readShard(node: string, tableId: number, shard: number): Promise<{ at: string; ids: Set<number> } | 'gone' | 'moved'> {
-    const client = await this.clientOf(node);
-    const locate = async () => {
-      const { rows } = await client.query<{ oid: string; schema: string; table: string }>(
-        `SELECT s.table_oid::int8 AS oid, n.nspname AS schema, c.relname AS table
-           FROM tablefate.shards s JOIN pg_class c ON c.oid = s.table_oid JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3`,
-        [this.catalogId, tableId, shard],
-      );
-      return rows[0];
-    };
-    await client.query('BEGIN');
-    try {
-      // Short: a drop draining the table must not wait on the checker.
-      await client.query("SET LOCAL lock_timeout = '200ms'");
-      const before = await locate();
-      if (!before) return 'gone';
-      await client.query(`LOCK TABLE ${qualified(before.schema, before.table)} IN ACCESS SHARE MODE`);
-      const after = await locate();
-      if (after?.oid !== before.oid || after.schema !== before.schema || after.table !== before.table) return 'moved';
-      const { rows } = await client.query<{ id: string }>(`SELECT id FROM ${qualified(before.schema, before.table)}`);
-      return { at: `${before.schema}.${before.table}`, ids: new Set(rows.map((r) => Number(r.id))) };
-    } finally {
-      await client.query('ROLLBACK');
     }
   }
 }
