@@ -4,18 +4,21 @@
  * - the lifecycle against the floor (bench/lifecycle.ts) on the embedded default (files, dev server), with the
  *   command line's times (bench/cli.ts) and the worker's start (bench/worker-start.ts);
  * - the same with the PostgreSQL driver, and the trash of a table of 1 MB against one of 1 GB;
+ * - a family's cost with the PostgreSQL driver (bench/family.ts): `drop --cascade` of a table with 3 views and 2 keys on
+ *   it against a single table's drop, its recall, both by size, and the SQL statements each sends to the node;
  * - the same on a Temporal cluster as `tablefate cluster up` starts it;
  * - a crowd of tables expiring in the same second, beside as many bare workflows started together, and the
  *   worker's memory meanwhile (bench/timers.ts).
  *
  *   npm run bench
- *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, cluster, timers)
+ *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, family, cluster, timers)
  */
 import { parseArgs } from 'node:util';
 import { benchLifecycle, OPERATION_NAMES, percentile, printLifecycle, type LifecycleReport } from './lifecycle';
 import { benchTimers, type TimersReport } from './timers';
+import { benchFamily, printFamily, summarizeFamily, type FamilyReport } from './family';
 
-const PARTS = ['postgres', 'cluster', 'timers'] as const;
+const PARTS = ['postgres', 'family', 'cluster', 'timers'] as const;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -40,6 +43,13 @@ async function main(): Promise<void> {
   };
   await run('files, dev server', { driver: 'files', temporal: 'dev' }, true);
   if (!skip.has('postgres')) await run('postgres, dev server', { driver: 'postgres', temporal: 'dev' });
+  let family: FamilyReport | undefined;
+  if (!skip.has('family')) {
+    console.log('\n== a family (postgres, dev server): drop --cascade against a single drop');
+    // 30 rounds unless told: the per-member difference is a few ms, under the rounds' spread with fewer.
+    family = await benchFamily({ rounds: values.rounds === undefined ? 30 : rounds });
+    printFamily(family);
+  }
   if (!skip.has('cluster')) await run('files, cluster', { driver: 'files', temporal: 'cluster' });
   let timers: TimersReport | undefined;
   if (!skip.has('timers')) {
@@ -48,6 +58,7 @@ async function main(): Promise<void> {
     timers = await benchTimers({ waiting: Number(values.waiting ?? expiring), expiring, idleSeconds: 10 });
   }
   printSummary(reports, timers);
+  if (family) for (const line of summarizeFamily(family)) console.log(line);
 }
 
 /** The ratios of every setting side by side, each beside its goal (issue 31). */
