@@ -35,7 +35,9 @@ export async function moveTable(
   options: MoveOptions,
 ): Promise<MoveOutcome> {
   const moved = await withBriefLocks(pool, id, options, (c, attempt) => moveOnce(c, id, to, live, attempt, options.cascade === true));
-  const notes = [...moved.notes, ...(await validateKeys(pool, id, moved.restored))];
+  // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
+  // that came between its commit and their validation finds the move made, and validates them all the same.
+  const notes = [...moved.notes, ...(await validateKeys(pool, id, await keysToValidate(pool, id)))];
   // Kept where the doctor reads them, until the table's next move.
   if (notes.length > 0)
     await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
@@ -103,6 +105,8 @@ async function moveOnce(
       const family = await restoreFamily(c, at.oid, live);
       restored = [...(await restoreKeys(c, at.oid, live)), ...family.keys];
       notes = family.notes;
+      if (restored.length > 0)
+        await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(restored)]);
     }
   } else {
     if (leaving) {
@@ -144,6 +148,17 @@ async function admittedDependents(
   }
   admitLeaving(found, table, cascade, what);
   return found;
+}
+
+/** The keys the shard's last recall put back NOT VALID and left to validate, forgotten as they are read. */
+async function keysToValidate(pool: Pool, id: ShardTableId): Promise<DetachedKey[]> {
+  const { rows } = await pool.query<{ keys: DetachedKey[] | null }>(
+    `UPDATE ${SHARDS} s SET keys_to_validate = NULL FROM (SELECT keys_to_validate FROM ${SHARDS}
+        WHERE catalog_id = $1 AND table_id = $2 AND shard = $3 FOR UPDATE) old
+      WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3 RETURNING old.keys_to_validate AS keys`,
+    [id.catalogId, id.tableId, id.shard],
+  );
+  return rows[0]?.keys ?? [];
 }
 
 /**

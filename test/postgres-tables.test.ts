@@ -361,3 +361,25 @@ test('a family move made again (its first answer lost) finds it made and says ag
     { conname: 'orders_item_id_fkey' },
   ]);
 });
+
+test('keys a recall put back NOT VALID are validated from its record: a recall made again after a crash before that validates them', async () => {
+  const id = shard(92);
+  await user.query('CREATE TABLE fam.vendors (id int primary key); INSERT INTO fam.vendors VALUES (1)');
+  await tables.create(id, { schema: 'fam', table: 'supplies' }, { columns: 'id int, vid int references fam.vendors' });
+  await user.query('INSERT INTO fam.supplies VALUES (1, 1)');
+  await tables.move(id, 'trash');
+  await tables.move(id, 'live', { schema: 'fam', table: 'supplies' });
+  const validated = () =>
+    rowsOf(`SELECT convalidated FROM pg_constraint WHERE conrelid = 'fam.supplies'::regclass AND conname = 'supplies_vid_fkey'`);
+  expect(await validated()).toEqual([{ convalidated: true }]);
+  // As a crash between the recall's commit and the validation leaves it: back NOT VALID, left to validate.
+  await user.query(`ALTER TABLE fam.supplies DROP CONSTRAINT supplies_vid_fkey;
+    ALTER TABLE fam.supplies ADD CONSTRAINT supplies_vid_fkey FOREIGN KEY (vid) REFERENCES fam.vendors (id) NOT VALID`);
+  await user.query(
+    `UPDATE tablefate.shards SET keys_to_validate = '[{"name": "supplies_vid_fkey", "definition": "FOREIGN KEY (vid) REFERENCES fam.vendors(id)"}]'
+      WHERE table_id = 92`,
+  );
+  expect(await tables.move(id, 'live', { schema: 'fam', table: 'supplies' })).toEqual({ notes: [] });
+  expect(await validated()).toEqual([{ convalidated: true }]);
+  expect(await rowsOf('SELECT keys_to_validate FROM tablefate.shards WHERE table_id = 92')).toEqual([{ keys_to_validate: null }]);
+});
