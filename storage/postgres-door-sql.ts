@@ -286,14 +286,15 @@ CREATE OR REPLACE VIEW ${D}.trash WITH (security_barrier) AS
 SELECT s.table_id, CASE WHEN t.name IS NOT NULL THEN ${tableNameSql('t.namespace', 't.name')} END AS "table", COALESCE(t.state, 'TRASHED') AS state,
        pg_catalog.count(*)::integer AS shards_here, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
        pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint AS bytes,
-       t.dropped_at, t.expires_at, t.held_since, t.hold_reason, t.dropped_by, t.synced_at
+       -- (New columns go last: CREATE OR REPLACE VIEW only appends to an older door's.)
+       t.dropped_at, t.expires_at, t.held_since, t.hold_reason, t.dropped_by, t.synced_at, t.family
   FROM ${OWN}.shards s
   JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = '${POSTGRES_OWN_SCHEMAS.trash}'
   LEFT JOIN ${OWN}.sql_trash t ON t.catalog_id = s.catalog_id AND t.table_id = s.table_id
  WHERE pg_catalog.pg_has_role(CURRENT_USER, c.relowner, 'MEMBER')
  GROUP BY s.catalog_id, s.table_id, c.relowner, t.namespace, t.name, t.state, t.dropped_at, t.expires_at, t.held_since,
-          t.hold_reason, t.dropped_by, t.synced_at;`;
+          t.hold_reason, t.dropped_by, t.family, t.synced_at;`;
 
 /** The door's routines, and what a caller is granted of them. */
 const FUNCTIONS = ['_request(text, text, jsonb, uuid)', '_commit_probe()'];

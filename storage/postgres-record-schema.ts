@@ -101,8 +101,9 @@ CREATE TABLE sql_trash (
   {
     version: 5,
     description:
-      "a table's family out of the live area: the views moved with it, what live tables had on it, detached (postgres-family.ts); the keys a recall put back NOT VALID, until validated",
-    sql: `ALTER TABLE shards ADD COLUMN family jsonb, ADD COLUMN keys_to_validate jsonb;`,
+      "a table's family out of the live area: the views moved with it, what live tables had on it, detached (postgres-family.ts), also in the SQL door's trash view; the keys a recall put back NOT VALID, until validated",
+    sql: `ALTER TABLE shards ADD COLUMN family jsonb, ADD COLUMN keys_to_validate jsonb;
+ALTER TABLE sql_trash ADD COLUMN family jsonb;`,
   },
 ];
 

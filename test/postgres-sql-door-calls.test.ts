@@ -113,6 +113,8 @@ test('a drop with cascade => true takes the views along, as the SDK does; withou
   const schemaOf = async (relation: number) =>
     (await firstOf(admin, 'SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = $1', [relation]))?.schema;
   expect([await schemaOf(oid), await schemaOf(view)]).toEqual(['tablefate_trash', 'tablefate_trash']);
+  // One entry in the trash view, with what it took along.
+  expect(await trashRowOf(alice, id)).toMatchObject({ family: ['shop.viewed: moved into the trash with it: view shop.viewed_v'] });
   await alice.query(`CALL tablefate_sql.recall('${id}')`);
   expect(await rowsOf(alice, 'SELECT id FROM shop.viewed_v ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
 });

@@ -58,12 +58,12 @@ export class TrashCopy {
   private async write(table: TableInfo): Promise<void> {
     await this.pool.query(
       `INSERT INTO ${OWN}.sql_trash AS t (catalog_id, table_id, namespace, name, state, dropped_at, expires_at, held_since,
-                                          hold_reason, dropped_by, synced_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, pg_catalog.clock_timestamp())
+                                          hold_reason, dropped_by, family, synced_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, pg_catalog.clock_timestamp())
        ON CONFLICT (catalog_id, table_id) DO UPDATE SET namespace = EXCLUDED.namespace, name = EXCLUDED.name,
          state = EXCLUDED.state, dropped_at = EXCLUDED.dropped_at, expires_at = EXCLUDED.expires_at,
          held_since = EXCLUDED.held_since, hold_reason = EXCLUDED.hold_reason, dropped_by = EXCLUDED.dropped_by,
-         synced_at = EXCLUDED.synced_at`,
+         family = EXCLUDED.family, synced_at = EXCLUDED.synced_at`,
       [
         this.catalogId,
         table.id,
@@ -75,6 +75,7 @@ export class TrashCopy {
         table.hold?.since ?? null,
         table.hold?.reason ?? null,
         table.droppedBy,
+        table.family ? JSON.stringify(table.family) : null,
       ],
     );
   }
