@@ -6,8 +6,17 @@ know: a field a later contract adds is no break. ``tests/test_contract.py`` chec
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+#: A name part that needs no quotes, as psql writes it bare.
+_PLAIN_PART = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def quote_part(part: str) -> str:
+    """A name part as psql (and tablefate) writes it: bare when plain, else in double quotes, a quote inside doubled."""
+    return part if _PLAIN_PART.match(part) else '"' + part.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)
@@ -52,12 +61,15 @@ class TableInfo:
     dropped_by: Optional[str] = None
     #: With sizes asked for: the bytes its shards take on their nodes (None: a node did not answer).
     bytes: Optional[int] = None
+    #: What its drop took along while it is in the trash (PostgreSQL, cascade), a sentence each.
+    family: list[str] = field(default_factory=list)
     #: What an operation could not do as the table had it, a sentence each (PostgreSQL).
     notes: list[str] = field(default_factory=list)
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.namespace}.{self.name}"
+        """`<ns>.<name>` as tablefate reads it back: `shop.orders`, `shop."Orders"`."""
+        return f"{quote_part(self.namespace)}.{quote_part(self.name)}"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TableInfo":
@@ -75,6 +87,7 @@ class TableInfo:
             hold=Hold.from_json(data["hold"]) if data.get("hold") else None,
             dropped_by=data.get("droppedBy"),
             bytes=data.get("bytes"),
+            family=list(data.get("family") or []),
             notes=list(data.get("notes") or []),
         )
 
