@@ -285,7 +285,10 @@ const TRASH_VIEW = `
 CREATE OR REPLACE VIEW ${D}.trash WITH (security_barrier) AS
 SELECT s.table_id, CASE WHEN t.name IS NOT NULL THEN ${tableNameSql('t.namespace', 't.name')} END AS "table", COALESCE(t.state, 'TRASHED') AS state,
        pg_catalog.count(*)::integer AS shards_here, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
-       pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid))::bigint AS bytes,
+       -- (A partitioned table's bytes are its partitions'.)
+       pg_catalog.sum(pg_catalog.pg_total_relation_size(c.oid) OPERATOR(pg_catalog.+) coalesce((
+         SELECT pg_catalog.sum(pg_catalog.pg_total_relation_size(p.relid)) FROM pg_catalog.pg_partition_tree(c.oid) p
+          WHERE p.relid OPERATOR(pg_catalog.<>) c.oid), 0))::bigint AS bytes,
        -- (New columns go last: CREATE OR REPLACE VIEW only appends to an older door's.)
        t.dropped_at, t.expires_at, t.held_since, t.hold_reason, t.dropped_by, t.synced_at, t.family
   FROM ${OWN}.shards s

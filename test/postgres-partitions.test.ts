@@ -80,6 +80,8 @@ test('a partitioned table goes to the trash with all its partitions and comes ba
   ]);
   const trashed = await h.client.trash({ table: 'metrics.events', retentionSeconds: 3600 });
   expect(trashed.notes).toEqual([dry.notes![0]!.replace('would move', 'moved')]);
+  // The SQL door's trash view counts its partitions' bytes too.
+  expect(Number((await rows('SELECT bytes FROM tablefate_sql.trash WHERE table_id = $1', [adopted.id]))[0]?.bytes)).toBe(described.bytes);
   for (const oid of Object.values(oids)) expect(await whereIs(oid)).toMatch(/^tablefate_trash\./);
   expect(await oidOf('metrics.events_2026_01')).toBeNull();
 
