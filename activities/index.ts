@@ -173,6 +173,7 @@ export function createActivities(deps: ActivityDeps) {
         retentionSeconds?: number;
         droppedBy?: string;
         family?: string[];
+        droppedWith?: number[];
         releaseLocks?: boolean;
         startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
       },
@@ -188,6 +189,7 @@ export function createActivities(deps: ActivityDeps) {
         retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
         droppedBy: input.droppedBy,
         family: input.family,
+        droppedWith: input.droppedWith,
       });
       const trashed = { ...table, policy };
       if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });

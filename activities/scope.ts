@@ -68,22 +68,24 @@ export function callChecks(catalog: Catalog) {
     const context = Context.current();
     const beat = context.info.isLocal ? undefined : () => context.heartbeat();
     beat?.();
-    const tableId = shards[0]!.tableId;
-    if (!(await catalog.holdsLock(lockFor.table(tableId), owner))) {
-      const which = shards.map((s) => `${s.shard} on ${s.node}`).join(', ');
-      throw new LockLostError(
-        `${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`,
-      );
+    // (Several tables' shards, when tables move together: the run holds each one's lock.)
+    const tables = new Map<number, TableRecord | undefined>();
+    for (const tableId of new Set(shards.map((s) => s.tableId))) {
+      if (!(await catalog.holdsLock(lockFor.table(tableId), owner))) {
+        const which = shards.map((s) => `${s.shard} on ${s.node}`).join(', ');
+        throw new LockLostError(
+          `${owner.workflowId} no longer holds table ${tableId}; shard${shards.length === 1 ? '' : 's'} ${which} left untouched`,
+        );
+      }
+      // The table as the catalog has it now, under the lock: a driver that names its shards after the table (PostgreSQL)
+      // reads the name from here (an undelete's move back is under the name it has just claimed).
+      tables.set(tableId, await catalog.getTable(tableId));
     }
-    // The table as the catalog has it now, under the lock: a driver that names its shards after the table (PostgreSQL)
-    // reads the name from here (an undelete's move back is under the name it has just claimed).
-    const table = await catalog.getTable(tableId);
-    const described = table
-      ? shards.map((s) => ({
-          ...s,
-          table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params },
-        }))
-      : [...shards];
+    const described = shards.map((s) => {
+      const table = tables.get(s.tableId);
+      if (!table) return s;
+      return { ...s, table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params } };
+    });
     return change({ signal: context.cancellationSignal, beat }, described);
   };
 

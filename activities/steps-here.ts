@@ -4,17 +4,22 @@ import type { CallScope, ShardChange, ShardRef } from '../domain/contracts';
 import type { Lease } from '../domain/leases';
 import { lockFor, STORAGE_STOPPED_HERE } from '../domain/operations';
 import {
+  groupOf,
   mayJoinCall,
+  shardsOfRun,
   undoable,
   valueOf,
   type CatalogChange,
   type EndOfTrash,
+  type GroupMember,
   type Operation,
   type Progress,
+  type Readiness,
   type Step,
   type StepContext,
   type StepsAnswer,
   type StepsCall,
+  type Verdict,
 } from '../domain/steps';
 import type { TableRecord } from '../domain/table';
 import type { LockAttempt } from './scope';
@@ -119,6 +124,10 @@ class RunHere {
   ) {
     this.progress = structuredClone(call.progress);
     this.scope = { catalogId: call.catalogId };
+    if (!this.progress.group && operation.tables) {
+      const group = groupOf(operation.tables(call.input));
+      if (group) this.progress.group = group;
+    }
   }
 
   private get steps(): ReadonlyArray<Step<unknown>> {
@@ -130,10 +139,28 @@ class RunHere {
     return { ...this.scope, step: `${this.call.call}/${part}` };
   }
 
-  private context(): StepContext<unknown> {
-    const { checked, table, lockedAt, leases } = this.progress;
+  /** What a step knows, of the run's table, or of `member` (a run over several tables makes each change on each). */
+  private context(member?: GroupMember): StepContext<unknown> {
+    const { lockedAt } = this.progress;
+    const { checked, table } = member ?? this.progress;
     const said = [...(this.call.said ?? []), ...this.notes];
-    return { input: this.call.input, checked, ...(table ? { table } : {}), lockedAt, now: this.call.now, leases, said };
+    const tableId = member?.id ?? this.operation.tables?.(this.call.input)[0];
+    const leases = member ? this.progress.leases.filter((lease) => lease.tableId === member.id) : this.progress.leases;
+    return {
+      input: this.call.input,
+      checked,
+      ...(table ? { table } : {}),
+      lockedAt,
+      now: this.call.now,
+      leases,
+      said,
+      ...(tableId !== undefined ? { tableId } : {}),
+    };
+  }
+
+  /** The tables a step is made on, each once: a run over several, each of them; a run over one, its table (undefined). */
+  private members(): Array<GroupMember | undefined> {
+    return this.progress.group ?? [undefined];
   }
 
   /**
@@ -164,7 +191,22 @@ class RunHere {
   async forward(): Promise<StepsAnswer> {
     const { operation, call } = this;
     let ranSomething = false;
-    if (operation.lockTable && !this.progress.locked) {
+    const { group } = this.progress;
+    if (group && !this.progress.locked) {
+      // A run over several tables takes their locks before anything, one by one in id order, reading each under its own.
+      this.progress.holdsLocks = true;
+      for (const member of group) {
+        const lock = { ...this.key(`lock.${member.id}`), lock: lockFor.table(member.id), readTable: member.id, now: call.now };
+        const attempt = await this.parts.tryLock(lock);
+        if (!attempt.acquired) return this.answer({ kind: 'busy', holder: attempt.holder });
+        member.checked = attempt.table ?? null;
+        if (member.checked) member.table = member.checked;
+        else delete member.table;
+        if (member === group[0]) this.progress.lockedAt = attempt.readAt ?? call.now;
+      }
+      Object.assign(this.progress, { locked: true, checked: group[0]!.checked });
+      if (group[0]!.table) this.progress.table = group[0]!.table;
+    } else if (operation.lockTable && !this.progress.locked) {
       this.progress.holdsLocks = true;
       const tableId = operation.lockTable(call.input);
       const attempt = await this.parts.tryLock({ ...this.key('lock'), lock: lockFor.table(tableId), readTable: tableId, now: call.now });
@@ -179,7 +221,7 @@ class RunHere {
       const fresh = !this.progress.changed && this.progress.shardsDone.length === 0;
       if (fresh && ranSomething && !mayJoinCall(step, this.progress)) return this.answer({ kind: 'goOn' });
       if (fresh && step.check) {
-        const verdict = step.check(this.context());
+        const verdict = this.verdictOf(step.check);
         if ('refuse' in verdict) return this.end({ kind: 'failed', type: verdict.refuse.type, message: verdict.refuse.message });
         if ('finish' in verdict) return this.end({ kind: 'finished', why: verdict.finish });
         if ('forward' in verdict) this.progress.forwardOnly = true;
@@ -188,19 +230,20 @@ class RunHere {
         continue;
       }
       if (fresh && step.waitsForLeases) {
-        this.progress.leases = await this.parts.liveLeases({ ...this.key(`${index}.leases`), tableId: this.tableId(), now: call.now });
-        const readiness = step.waitsForLeases(this.context());
+        const readiness = await this.readiness(step.waitsForLeases, index);
         if ('refuse' in readiness) return this.answer({ kind: 'failed', type: readiness.refuse.type, message: readiness.refuse.message });
         if ('waitMs' in readiness) return this.answer({ kind: 'wait', ms: readiness.waitMs, why: readiness.why });
       }
       // From a point of no return on, nothing before it is taken back, and the run only goes forward.
       if (fresh && step.pointOfNoReturn) Object.assign(this.progress, { begun: [], forwardOnly: true });
       if (!this.progress.changed) {
-        const change = step.change === undefined ? undefined : valueOf(step.change, this.context());
-        if (change) {
+        const members = this.members();
+        for (const member of members) {
+          const change = step.change === undefined ? undefined : valueOf(step.change, this.context(member));
+          if (!change) continue;
           // The operation's last change releases its locks, unless shards follow it: they change under the locks.
-          const last = index === this.steps.length - 1 && !step.shards;
-          const changed = await this.make(change, `${index}.change`, last);
+          const last = index === this.steps.length - 1 && !step.shards && member === members.at(-1);
+          const changed = await this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
           if ('busy' in changed) return this.answer({ kind: 'busy', holder: changed.busy });
           if ('finished' in changed) {
             this.progress.table = changed.finished;
@@ -210,9 +253,10 @@ class RunHere {
         this.progress.changed = true;
         ranSomething = true;
         if (undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
-        const ends = step.endsTrash?.(this.context());
-        if (ends) {
-          const sending = this.endTrash(this.tableId(), ends, this.call.catalogId);
+        for (const member of members) {
+          const ends = step.endsTrash?.(this.context(member));
+          if (!ends) continue;
+          const sending = this.endTrash(this.tableId(member), ends, this.call.catalogId);
           // (Awaited by `delivered`; a call that fails before then is made again, and sends it again.)
           sending.catch(() => undefined);
           this.sent.push(sending);
@@ -243,7 +287,15 @@ class RunHere {
         const left = await this.changeShards(valueOf(undo.shards, this.context()), `${index}.undo-shards`, this.progress.undoneShards);
         if (left) return left;
       }
-      if (undo.change) await this.make(valueOf(undo.change, this.context()), `${index}.undo`, false);
+      if (undo.change) {
+        for (const member of this.members())
+          await this.make(
+            valueOf(undo.change, this.context(member)),
+            member ? `${index}.undo.${member.id}` : `${index}.undo`,
+            false,
+            member,
+          );
+      }
       begun.pop();
       this.progress.undoneShards = [];
     }
@@ -254,7 +306,42 @@ class RunHere {
     Object.assign(this.progress, { step, changed: false, shardsDone: [] });
   }
 
-  private tableId(): number {
+  /**
+   * A check on each table of the run: the first refusal refuses the operation; it finishes only if it would on every
+   * table, and goes forward only if it would on one (past a point of no return, on a table, there is no going back).
+   */
+  private verdictOf(check: NonNullable<Step<unknown>['check']>): Verdict {
+    const verdicts = this.members().map((member) => check(this.context(member)));
+    const refused = verdicts.find((v) => 'refuse' in v);
+    if (refused) return refused;
+    if (verdicts.every((v) => 'finish' in v)) return verdicts[0]!;
+    return verdicts.some((v) => 'forward' in v) ? { forward: true } : { proceed: true };
+  }
+
+  /** Whether a step that waits for leases may run, on every table of the run (their leases read fresh). */
+  private async readiness(waits: NonNullable<Step<unknown>['waitsForLeases']>, index: number): Promise<Readiness> {
+    const { now } = this.call;
+    const members = this.members();
+    const leases = await Promise.all(
+      members.map((member) =>
+        this.parts.liveLeases({
+          ...this.key(member ? `${index}.leases.${member.id}` : `${index}.leases`),
+          tableId: this.tableId(member),
+          now,
+        }),
+      ),
+    );
+    this.progress.leases = leases.flat();
+    const each = members.map((member) => waits(this.context(member)));
+    const refused = each.find((r) => 'refuse' in r);
+    if (refused) return refused;
+    const waiting = each.filter((r): r is Extract<Readiness, { waitMs: number }> => 'waitMs' in r);
+    if (waiting.length === 0) return { ready: true };
+    return { waitMs: Math.min(...waiting.map((r) => r.waitMs)), why: waiting.map((r) => r.why).join('; ') };
+  }
+
+  private tableId(member?: GroupMember): number {
+    if (member) return member.id;
     const table = this.progress.table ?? this.progress.checked;
     if (!table) throw new Error(`operation ${this.operation.name} has no table yet at step ${this.progress.step}`);
     return table.id;
@@ -265,32 +352,35 @@ class RunHere {
    * `done`. Answers what the workflow must do next if shards are left (a next call, or the nodes' own workers), or
    * undefined once every shard is changed.
    */
-  private async changeShards(change: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
-    const table = this.progress.table ?? this.progress.checked!;
-    const left: ShardRef[] = table.placement
-      .filter((p) => !done.includes(p.shard))
-      .map((p) => ({ tableId: table.id, shard: p.shard, node: p.node }));
+  private async changeShards(asked: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
+    // Several tables' shards move together: each node's in one call (and one transaction, where its driver can).
+    const together = this.progress.group !== undefined && asked.method === 'moveShard';
+    const change: ShardChange = together ? { ...asked, together: true } : asked;
+    const all = shardsOfRun(this.progress);
+    const placeOf = (shard: ShardRef) => all.indexOf(shard);
+    const left = all.filter((shard) => !done.includes(placeOf(shard)));
     if (left.length === 0) return undefined;
-    const here = left.filter((shard) => this.served.has(shard.node)).slice(0, this.call.shardsPerCall);
+    const served = left.filter((shard) => this.served.has(shard.node));
+    const here = together ? served : served.slice(0, this.call.shardsPerCall);
     if (here.length > 0) {
       try {
         const answer = await this.parts.changeShardsHere({ ...this.key(part), change, shards: here });
         this.notes.push(...answer.notes);
-        done.push(...here.map((shard) => shard.shard));
+        done.push(...here.map(placeOf));
       } catch (err) {
         // This worker's storage stopped (fatal): every shard left goes to its node's queue, for a worker that serves it.
         if (!(err instanceof ApplicationFailure && err.type === STORAGE_STOPPED_HERE)) throw err;
         return this.answer({ kind: 'elsewhere', change, shards: left });
       }
     }
-    const still = left.filter((shard) => !done.includes(shard.shard));
+    const still = left.filter((shard) => !done.includes(placeOf(shard)));
     if (still.length === 0) return undefined;
     if (still.some((shard) => this.served.has(shard.node))) return this.answer({ kind: 'goOn' });
     return this.answer({ kind: 'elsewhere', change, shards: still });
   }
 
   /** Makes a catalog change, journaled under `part`; the operation's last releases the run's locks with it. */
-  private async make(change: CatalogChange, part: string, last: boolean): Promise<Changed> {
+  private async make(change: CatalogChange, part: string, last: boolean, member?: GroupMember): Promise<Changed> {
     const { now } = this.call;
     const key = this.key(part);
     const releaseLocks = last ? { releaseLocks: true } : {};
@@ -300,7 +390,7 @@ class RunHere {
     switch (change.kind) {
       case 'transition': {
         const { kind: _kind, ...move } = change;
-        changed = { table: await this.parts.transition({ ...key, ...move, tableId: this.tableId(), now, ...releaseLocks }) };
+        changed = { table: await this.parts.transition({ ...key, ...move, tableId: this.tableId(member), now, ...releaseLocks }) };
         break;
       }
       case 'prepareCreate': {
@@ -339,9 +429,14 @@ class RunHere {
       }
     }
     if ('table' in changed) {
-      this.progress.table = changed.table;
-      if (changed.leases) this.progress.leases = changed.leases;
-      if (changed.locked) this.progress.lockedAt = now;
+      if (member) member.table = changed.table;
+      const first = !member || member === this.progress.group![0];
+      if (first) this.progress.table = changed.table;
+      if (changed.leases)
+        this.progress.leases = member
+          ? [...this.progress.leases.filter((l) => l.tableId !== member.id), ...changed.leases]
+          : changed.leases;
+      if (changed.locked && first) this.progress.lockedAt = now;
       if (last) this.progress.holdsLocks = false;
     }
     return changed;

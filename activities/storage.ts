@@ -232,10 +232,24 @@ async function changeEvery(
   change: ShardChange,
 ): Promise<ChangeNotes> {
   const said = await fenced(scope, shards, (watch, described) =>
-    settleAll(described, (shard) => applyChange(storage, change, shard, watch)),
+    change.method === 'moveShard' && change.together && storage.moveShards
+      ? settleAll(byNode(described), (held) => storage.moveShards!(held, change.from, change.to, watch, moveOptions(change)))
+      : settleAll(described, (shard) => applyChange(storage, change, shard, watch)),
   );
   return said.flat();
 }
+
+/** The shards of each node, together. */
+function byNode(shards: readonly ShardRef[]): ShardRef[][] {
+  const nodes = new Map<string, ShardRef[]>();
+  for (const shard of shards) nodes.set(shard.node, [...(nodes.get(shard.node) ?? []), shard]);
+  return [...nodes.values()];
+}
+
+const moveOptions = ({ drainTimeoutMs, cascade }: Extract<ShardChange, { method: 'moveShard' }>) => ({
+  drainTimeoutMs,
+  ...(cascade ? { cascade } : {}),
+});
 
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
 async function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<ChangeNotes> {
@@ -243,9 +257,9 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
     await storage[change.method](shard, watch);
     return [];
   }
-  const { from, to, drainTimeoutMs, cascade, liveAs } = change;
+  const { from, to, liveAs } = change;
   const moved = liveAs && shard.table ? { ...shard, table: { ...shard.table, namespace: liveAs.namespace, name: liveAs.name } } : shard;
-  return (await storage.moveShard(moved, from, to, watch, { drainTimeoutMs, ...(cascade ? { cascade } : {}) })) ?? [];
+  return (await storage.moveShard(moved, from, to, watch, moveOptions(change))) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

@@ -96,6 +96,8 @@ export interface TransitionRequest {
   droppedBy?: string;
   /** Entering TRASHED from TRASHING: what the drop took along (TableRecord.family); none when absent or empty. */
   family?: string[];
+  /** Entering TRASHED from TRASHING: the tables dropped with it as one (TableRecord.droppedWith). */
+  droppedWith?: number[];
   /** Give the table this name with the move (undelete under a new name, or back to its old one). */
   rename?: TableName;
   /** The name the caller believes the table has: a table bearing another name is refused. */

@@ -111,6 +111,13 @@ ALTER TABLE tables ADD COLUMN dropped_by TEXT;
 ALTER TABLE tables ADD COLUMN family TEXT;
 `,
   },
+  {
+    version: 5,
+    description: 'the tables dropped together as one: dropped_with, the other tables of the drop, by id, written by its commit',
+    sql: `
+ALTER TABLE tables ADD COLUMN dropped_with TEXT;
+`,
+  },
 ];
 
 /** The states migration 2 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */

@@ -31,6 +31,8 @@ export interface TableRow {
   dropped_by: string | null;
   /** Since schema version 4: a JSON list of sentences, as text (SQLite) or already parsed (PostgreSQL's json). */
   family: string | string[] | null;
+  /** Since schema version 5: a JSON list of table ids, as text (SQLite) or already parsed (PostgreSQL's json). */
+  dropped_with: string | number[] | null;
 }
 
 export interface LockRow {
@@ -54,6 +56,7 @@ export function toRecord(row: TableRow): TableRecord {
     droppedAt: row.dropped_at,
     droppedBy: row.dropped_by ?? null,
     ...(row.family === null || row.family === undefined ? {} : { family: json(row.family) }),
+    ...(row.dropped_with === null || row.dropped_with === undefined ? {} : { droppedWith: json(row.dropped_with) }),
     expireAt: row.expire_at,
     purgedAt: row.purged_at,
     updatedAt: row.updated_at,
@@ -82,6 +85,7 @@ const TABLE_ROW: Array<[column: string, value: (t: TableRecord) => unknown]> = [
   ['held_at', (t) => t.hold?.since ?? null],
   ['dropped_by', (t) => t.droppedBy ?? null],
   ['family', (t) => (t.family ? JSON.stringify(t.family) : null)],
+  ['dropped_with', (t) => (t.droppedWith ? JSON.stringify(t.droppedWith) : null)],
 ];
 
 /** The columns of an INSERT into `tables`, in the order of tableRowValues. */

@@ -178,7 +178,7 @@ async function mustGet(tx: CatalogTx, tableId: number): Promise<TableRecord> {
 /** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
 type TransitionPlan =
   | { made: true; table: TableRecord }
-  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'expireAt' | 'purgedAt'> };
+  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'droppedWith' | 'expireAt' | 'purgedAt'> };
 
 /**
  * The checks made before a state change, on the row as it is under the lock (the caller has checked the lock):
@@ -204,12 +204,14 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     retentionSeconds: req.retentionSeconds,
     droppedBy: req.droppedBy,
     family: req.family,
+    droppedWith: req.droppedWith,
   });
   const columns = {
     droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
     droppedBy: set.droppedBy !== undefined ? set.droppedBy : current.droppedBy,
     // (null: cleared; undefined: kept as it is.)
     family: set.family === null ? undefined : (set.family ?? current.family),
+    droppedWith: set.droppedWith === null ? undefined : (set.droppedWith ?? current.droppedWith),
     expireAt: set.expireAt !== undefined ? set.expireAt : current.expireAt,
     purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
   };

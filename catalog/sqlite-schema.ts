@@ -97,6 +97,13 @@ ALTER TABLE tables ADD COLUMN dropped_by TEXT;
 ALTER TABLE tables ADD COLUMN family TEXT;
 `,
   },
+  {
+    version: 5,
+    description: 'the tables dropped together as one: dropped_with, the other tables of the drop, by id, written by its commit',
+    sql: `
+ALTER TABLE tables ADD COLUMN dropped_with TEXT;
+`,
+  },
 ];
 
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

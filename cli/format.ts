@@ -53,10 +53,16 @@ const COLUMNS: Columns<TableInfo> = [
   ['WITH', (t) => withCell(t)],
 ];
 
-/** What a table's drop took along (its family), as the drop said it, without the table's name before each sentence. */
+/**
+ * What a table's drop took along: the tables dropped with it as one, then its family as the drop said it, without the
+ * table's name before each sentence.
+ */
 function withCell(t: TableInfo): string {
-  if (!t.family || t.family.length === 0) return '-';
-  return t.family.map((said) => said.replace(/^[^:]*: /, '')).join('; ');
+  const parts = [
+    ...(t.droppedWith && t.droppedWith.length > 0 ? [`tables ${t.droppedWith.join(', ')}`] : []),
+    ...(t.family ?? []).map((said) => said.replace(/^[^:]*: /, '')),
+  ];
+  return parts.length > 0 ? parts.join('; ') : '-';
 }
 
 /** Who dropped a table: `-` when it was not dropped, `?` when its drop did not say (one made before it was recorded). */
@@ -172,6 +178,7 @@ export function formatTable(table: TableInfo): string {
     ['purged', table.purgedAt ?? '-'],
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
+  if (table.droppedWith && table.droppedWith.length > 0) fields.push(['dropped with', `tables ${table.droppedWith.join(', ')}`]);
   for (const member of table.family ?? []) fields.push(['with', member]);
   for (const note of table.notes ?? []) fields.push(['note', note]);
   return renderRows(fields);

@@ -1,3 +1,4 @@
+import { MAX_TABLES_DROPPED_TOGETHER } from '../domain/limits';
 import type { LeaseInfo } from '../domain/leases';
 import type { EffectiveSetting } from '../domain/settings';
 import {
@@ -55,8 +56,8 @@ export const adopt: CommandRecord = {
 export const drop: CommandRecord = {
   name: 'drop',
   aliases: ['trash'],
-  usage: `  drop|trash <ns.name> [-r|--reserve-seconds N] [--drain-timeout S] [--node node-N] [--cascade]
-         [--dry-run]
+  usage: `  drop|trash <ns.name> [<ns.name> ...] [-r|--reserve-seconds N] [--drain-timeout S] [--node node-N]
+         [--cascade] [--dry-run]
                                               move a table to the trash (default retention 7 days, or the
                                               trash.retentionSeconds in force); first wait up to S (default 60)
                                               for its leases (DRAINING) and, PostgreSQL, sessions using it, then
@@ -65,7 +66,8 @@ export const drop: CommandRecord = {
                                               --cascade: its views go into the trash with it, and live tables'
                                               keys, policies and defaults on it are detached until its recall;
                                               --dry-run: drops nothing, prints the table and notes of what the
-                                              drop would move into the trash with it and detach, or its refusal`,
+                                              drop would move into the trash with it and detach, or its refusal;
+                                              several tables: dropped as one, all or none, recalled together`,
   spec: {
     options: {
       'reserve-seconds': { type: 'string', short: 'r' },
@@ -75,9 +77,10 @@ export const drop: CommandRecord = {
       'dry-run': { type: 'boolean' },
       ...TIMEOUT,
     },
-    args: { min: 1, max: 1 },
-    run: ({ values: v, args: [table], command, withClient, progress }) => {
+    args: { min: 1, max: MAX_TABLES_DROPPED_TOGETHER },
+    run: ({ values: v, args: [table, ...more], command, withClient, progress }) => {
       const opts = timeoutOption(v);
+      const together = more.length > 0 ? { together: more } : {};
       const retentionSeconds = numberArg(v['reserve-seconds']) as number;
       const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
       const node = v.node === undefined ? {} : { node: str(v.node) };
@@ -86,7 +89,7 @@ export const drop: CommandRecord = {
       // A drop that drains waits for its table's leases: a person sees which, and until when.
       return withClient((c) =>
         c.trash(
-          { table: table!, retentionSeconds, drainTimeoutSeconds, ...node, ...cascade, ...dryRun },
+          { table: table!, ...together, retentionSeconds, drainTimeoutSeconds, ...node, ...cascade, ...dryRun },
           { ...opts, onDetails: progress(command) },
         ),
       );
@@ -97,9 +100,12 @@ export const drop: CommandRecord = {
 export const recall: CommandRecord = {
   name: 'recall',
   aliases: ['undelete'],
-  usage: '  recall|undelete <id|ns.name> [new_name]     restore a trashed table, maybe under a new name',
+  usage: `  recall|undelete <id|ns.name> [new_name] [--alone]
+                                              restore a trashed table, maybe under a new name; one dropped with
+                                              others as one comes back with those still in the trash, unless
+                                              --alone (what ties it to them waits for their recall, as said)`,
   spec: {
-    options: TIMEOUT,
+    options: { alone: { type: 'boolean' }, ...TIMEOUT },
     args: { min: 1, max: 2 },
     run: ({ values: v, args: [table, newName], command, withClient, progress }) => {
       const opts = timeoutOption(v);
@@ -108,7 +114,7 @@ export const recall: CommandRecord = {
       const show = progress(command);
       return withClient((c) =>
         c.undelete(
-          { table: table!, newName },
+          { table: table!, newName, ...(v.alone === true ? { alone: true } : {}) },
           show ? { ...opts, onDetails: show, onProgress: (p) => show(`move shards back: ${p.shardsBack}/${p.shards}`) } : opts,
         ),
       );

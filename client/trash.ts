@@ -44,15 +44,29 @@ interface DropSettings {
  * A trash's plan: the name asked for, the table that bore it when asked, and the drop's own settings; or, for a table
  * tablefate does not keep yet on the node named (PostgreSQL), the node whose table is adopted and dropped in one run.
  */
-type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord } | { adopt: { node: string } });
+type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord; together?: TableName[] } | { adopt: { node: string } });
 
 export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: name, retentionSeconds, drainTimeoutSeconds, cascade, node, dryRun } = parseRequest(OPERATION_REQUESTS.trash, request);
+    const {
+      table: name,
+      together,
+      retentionSeconds,
+      drainTimeoutSeconds,
+      cascade,
+      node,
+      dryRun,
+    } = parseRequest(OPERATION_REQUESTS.trash, request);
     if (cascade && ctx.storageDriver !== 'postgres') {
       throw new InvalidInputError('cascade is for the postgres storage driver: a table kept as files has nothing that depends on it');
     }
     const settings = { retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}) };
+    if (together) {
+      if (node !== undefined) throw new InvalidInputError('a drop of several tables drops tables tablefate keeps: adopt each first');
+      if (dryRun) throw new InvalidInputError("a dry run is of one table's drop: ask it of each table");
+      const tables = await droppedAsOne(ctx, [name, ...together]);
+      return { plan: { name, table: tables[0]!, together, ...settings } };
+    }
     if (node !== undefined) {
       if (ctx.storageDriver !== 'postgres') {
         throw new InvalidInputError('a drop names a node only with the postgres storage driver, to adopt the table it drops');
@@ -118,33 +132,45 @@ async function adoptAndTrash(
 
 async function trash(
   ctx: ClientContext,
-  plan: TrashPlan & { table: TableRecord },
+  plan: TrashPlan & { table: TableRecord; together?: TableName[] },
   opts: WriteOptions & ExecuteOptions,
 ): Promise<TableInfo> {
-  const { name, retentionSeconds, drainTimeoutSeconds, cascade } = plan;
+  const { name, retentionSeconds, drainTimeoutSeconds, cascade, together } = plan;
   const timeoutMs = drainingTimeout(ctx, plan, opts);
   const label = formatTableName(name);
   let table = plan.table;
+  // A drop of several tables runs under its lowest id (its first lock): asked in any order, it is the same run.
+  let group: Array<{ table: TableRecord; name: TableName }> = [];
   const record = OPERATIONS.trash;
   let startedOwn = false;
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
-      if (attempt > 0) table = await liveTable(ctx.catalog, name);
+      if (together) {
+        const tables = await droppedAsOne(ctx, [name, ...together]);
+        group = tables.map((t, i) => ({ table: t, name: i === 0 ? name : together[i - 1]! })).sort((a, b) => a.table.id - b.table.id);
+        table = tables[0]!;
+      } else if (attempt > 0) table = await liveTable(ctx.catalog, name);
       checkDroppable(table, name);
+      const lead = group[0] ?? { table, name };
+      const others = group.slice(1).map((member) => ({ tableId: member.table.id, expectedName: member.name }));
       return {
         record,
-        workflowId: record.workflowId(table.id, ctx.catalog.id),
+        workflowId: record.workflowId(lead.table.id, ctx.catalog.id),
         input: {
-          tableId: table.id,
+          tableId: lead.table.id,
           retentionSeconds,
           drainTimeoutSeconds,
           ...(cascade ? { cascade } : {}),
-          expectedName: name,
+          ...(others.length > 0 ? { together: others } : {}),
+          expectedName: lead.name,
           expiryRetry: ctx.expiryRetry,
         },
-        target: { tableId: table.id, ...name },
-        summary: `trash ${label} (id ${table.id})`,
+        target: { tableId: lead.table.id, ...lead.name },
+        summary:
+          others.length > 0
+            ? `trash ${group.map((member) => `${formatTableName(member.name)} (id ${member.table.id})`).join(', ')} as one`
+            : `trash ${label} (id ${table.id})`,
       };
     },
     again: async (outcome) => {
@@ -170,7 +196,32 @@ async function trash(
   if (!cascade && trashed.family && (await askedCascade(ctx, record.workflowId(trashed.id, ctx.catalog.id)))) {
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with cascade: ${trashed.family.join('; ')}`);
   }
-  return trashed;
+  // And its tables: a drop of one must not pass for a drop of several, nor the other way round.
+  const others = group.slice(1).map((member) => member.table.id);
+  const withThose = trashed.droppedWith ?? [];
+  if (withThose.length !== others.length || others.some((id) => !withThose.includes(id))) {
+    throw new WrongStateError(
+      `table ${formatTableName(trashed)} (id ${trashed.id}) was trashed meanwhile by another request, ` +
+        (withThose.length > 0 ? `with tables ${withThose.join(', ')}` : 'alone'),
+    );
+  }
+  // (The answer is of the table asked first, with what the run's moves said of them all.)
+  if (trashed.id === plan.table.id) return trashed;
+  const asked = await ctx.catalog.getTable(plan.table.id);
+  return asked ? { ...toTableInfo(asked), ...(trashed.notes ? { notes: trashed.notes } : {}) } : trashed;
+}
+
+/** The live tables named, for a drop of them as one: each once, each droppable. */
+async function droppedAsOne(ctx: ClientContext, names: readonly TableName[]): Promise<TableRecord[]> {
+  const tables: TableRecord[] = [];
+  for (const name of names) {
+    const table = await liveTable(ctx.catalog, name);
+    checkDroppable(table, name);
+    const twice = tables.find((t) => t.id === table.id);
+    if (twice) throw new InvalidInputError(`table ${formatTableName(name)} (id ${table.id}) is named twice in one drop`);
+    tables.push(table);
+  }
+  return tables;
 }
 
 /** Whether the drop run at `workflowId` (its latest) was asked for cascade, as its start says; false when unreadable. */
@@ -227,43 +278,76 @@ function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
   return answer.droppedAt === null || Date.parse(answer.droppedAt) >= read.updatedAt;
 }
 
-/** An undelete's plan: the trashed table found, and the name it comes back under. */
+/**
+ * An undelete's plan: the trashed table found, the name it comes back under, and the tables dropped with it as one that
+ * come back with it.
+ */
 interface UndeletePlan {
   tableId: number;
   newName?: TableName;
   expectedName?: TableName;
   target: TableName;
+  together?: Array<{ tableId: number; expectedName: TableName }>;
 }
 
 export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
   async plan(ctx, request) {
-    const { table: ref, newName } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    const { table: ref, newName, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
     const trashed = await trashedTable(ctx.catalog, ref);
     if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
+    const together = alone ? [] : await droppedWithIt(ctx, trashed);
+    if (newName && together.length > 0) {
+      throw new InvalidInputError(
+        `table ${trashed.id} was dropped with tables ${together.map((t) => t.tableId).join(', ')} as one, and comes back with them ` +
+          `under the names they had: recall it alone to give it another name`,
+      );
+    }
     const target = newName ?? trashed;
     return {
-      plan: { tableId: trashed.id, newName, expectedName: expectedName(ref), target: { namespace: target.namespace, name: target.name } },
+      plan: {
+        tableId: trashed.id,
+        newName,
+        expectedName: expectedName(ref),
+        target: { namespace: target.namespace, name: target.name },
+        ...(together.length > 0 ? { together } : {}),
+      },
     };
   },
-  execute(ctx, { tableId, newName, expectedName: expected, target }, opts) {
+  execute(ctx, { tableId, newName, expectedName: expected, target, together }, opts) {
     const record = OPERATIONS.undelete;
     const { onProgress } = opts;
+    const those = together && together.length > 0 ? ` with tables ${together.map((t) => t.tableId).join(', ')}` : '';
     return startAndWait<typeof undeleteTable>(ctx, {
-      ...onTable(ctx, record, tableId, `undelete of table ${tableId}`, callTimeout(ctx, opts), opts),
+      ...onTable(ctx, record, tableId, `undelete of table ${tableId}${those}`, callTimeout(ctx, opts), opts),
       run: {
         record,
-        input: { tableId, newName, expectedName: expected },
+        input: { tableId, newName, expectedName: expected, ...(together ? { together } : {}) },
         target: { tableId, ...target },
-        summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}`,
+        summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}${those}`,
         answer: async (handle, signal) => {
           const result = handle.result();
           if (onProgress) await reportProgress(handle, result, onProgress, signal);
-          return await result;
+          const recalled = await result;
+          // (A run over several tables answers its lowest id's: the answer is of the table asked for.)
+          if (recalled.id === tableId) return recalled;
+          const asked = await ctx.catalog.getTable(tableId);
+          return asked ? { ...toTableInfo(asked), ...(recalled.notes ? { notes: recalled.notes } : {}) } : recalled;
         },
       },
     });
   },
 };
+
+/** The tables dropped with `table` as one that are still in the trash from that drop: they come back with it. */
+async function droppedWithIt(ctx: ClientContext, table: TableRecord): Promise<Array<{ tableId: number; expectedName: TableName }>> {
+  const found: Array<{ tableId: number; expectedName: TableName }> = [];
+  for (const id of table.droppedWith ?? []) {
+    const other = await ctx.catalog.getTable(id);
+    if (other?.state === 'TRASHED' && other.droppedAt === table.droppedAt)
+      found.push({ tableId: id, expectedName: { namespace: other.namespace, name: other.name } });
+  }
+  return found;
+}
 
 /** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
 function reportProgress(

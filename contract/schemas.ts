@@ -73,6 +73,12 @@ export const tableInfoSchema = z
       .describe(
         'what its drop took along (postgres driver, with cascade), a sentence each: the views moved into the trash with it, and what live tables had on it, detached until its recall; absent when nothing, and once it is back',
       ),
+    droppedWith: z
+      .array(z.number().int().positive())
+      .optional()
+      .describe(
+        'the ids of the other tables dropped with it as one (a drop of several tables): a recall of it recalls those still in the trash from that drop with it, unless asked for it alone; absent when it was dropped alone, and once it is back',
+      ),
     notes: z
       .array(z.string())
       .optional()

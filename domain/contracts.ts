@@ -63,6 +63,11 @@ export type ShardChange =
        * its tables to the name they had, after the catalog already calls them by the new one.
        */
       liveAs?: TableName;
+      /**
+       * The shards of several tables moved as one (a drop of several tables): each node moves its shards of them in one
+       * transaction where its driver can (`StorageDriver.moveShards`), so that none of them is seen moved without the others.
+       */
+      together?: true;
     };
 
 /**

@@ -48,3 +48,9 @@ export const MAX_WORKFLOW_CACHE = 100_000;
 /** How long a drop waits for other sessions to let go of a PostgreSQL table before it is TableBusy (the drain). */
 export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 60;
 export const MAX_DRAIN_TIMEOUT_SECONDS = 3600;
+
+/**
+ * How many tables one drop may take as one: every one's record rides in each call of its run (and so in its history),
+ * and each node moves its share in one transaction.
+ */
+export const MAX_TABLES_DROPPED_TOGETHER = 100;

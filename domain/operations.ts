@@ -65,6 +65,11 @@ export interface TrashInput extends OperationScope {
    * defaults on it, detached until its recall) rather than refused while anything does.
    */
   cascade?: boolean;
+  /**
+   * More tables dropped with this one as one operation (`drop a b c`), each with the name the client resolved to it: all
+   * of them go to the trash, or none; each node moves its shards of them in one transaction.
+   */
+  together?: Array<{ tableId: number; expectedName?: TableName }>;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
   expiryRetry?: Backoff;
   /**
@@ -105,6 +110,11 @@ export interface UndeleteInput extends OperationScope {
   expectedName?: TableName;
   /** Restore under this name instead of the one the table had. */
   newName?: TableName;
+  /**
+   * The tables dropped with it as one that come back with it (those of its `droppedWith` still in the trash from that
+   * drop), each with the trashed name the client resolved to it.
+   */
+  together?: Array<{ tableId: number; expectedName?: TableName }>;
 }
 
 export interface PurgeInput extends OperationScope {

@@ -3,7 +3,13 @@ import { checkColumnDefinitions } from './columns';
 import { DEFAULT_NAMESPACE, parseNameParts, type TableName, type TableRef } from './names';
 import { InvalidInputError } from './errors';
 import type { TableOp } from './operations';
-import { MAX_DRAIN_TIMEOUT_SECONDS, MAX_LIST_LIMIT, MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from './limits';
+import {
+  MAX_DRAIN_TIMEOUT_SECONDS,
+  MAX_LIST_LIMIT,
+  MAX_TABLES_DROPPED_TOGETHER,
+  MAX_RETENTION_SECONDS,
+  MIN_RETENTION_SECONDS,
+} from './limits';
 import { DEFAULT_LEASE_TTL_SECONDS, MAX_LEASE_TTL_SECONDS } from './leases';
 import { isSettingKey, parseSettingValue, SETTING_KEYS, type SettingKey, type SettingValue } from './settings';
 
@@ -178,6 +184,19 @@ export const trashRequestSchema = z.strictObject({
     .optional(),
   drainTimeoutSeconds: drainTimeoutSchema('the drop waits for leases (and PostgreSQL sessions)'),
   /**
+   * More live tables dropped with `table` as one operation (`drop a b c`): all of them go to the trash, or none; each
+   * node moves its shards of them in one transaction (PostgreSQL: a foreign key between two of them does not refuse the
+   * drop); a recall of any of them brings back those still in the trash from that drop.
+   */
+  together: z
+    .array(tableNameSchema)
+    .min(1)
+    .max(MAX_TABLES_DROPPED_TOGETHER - 1)
+    .meta({
+      description: `more live tables dropped with table as one operation, all or none (at most ${MAX_TABLES_DROPPED_TOGETHER} in all); a recall of any of them brings back those still in the trash from that drop`,
+    })
+    .optional(),
+  /**
    * PostgreSQL driver: with what depends on the table, as `DROP ... CASCADE` would drop it, but kept: its views and
    * materialized views move into the trash with it, live tables' foreign keys, policies and defaults on it are
    * detached, and a recall puts all of it back. Without it, a table anything depends on is HasDependents.
@@ -222,6 +241,17 @@ export const undeleteRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
   table: trashedTableRefSchema,
   newName: tableNameSchema.meta({ description: 'the name it comes back under; the name it had when absent' }).optional(),
+  /**
+   * A table dropped with others as one (`droppedWith`) comes back with those of them still in the trash from that drop,
+   * unless `alone`: then it comes back by itself, and what ties it to them (PostgreSQL: foreign keys) waits for their recall.
+   */
+  alone: z
+    .boolean()
+    .meta({
+      description:
+        'of a table dropped with others as one: recall it by itself (the others stay in the trash; foreign keys between them wait for their recall); without it, those still in the trash from that drop come back with it',
+    })
+    .optional(),
 });
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });

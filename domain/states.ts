@@ -50,6 +50,8 @@ export interface StateColumns {
   droppedBy?: string | null;
   /** What the drop took along with it (TableRecord.family). */
   family?: string[] | null;
+  /** The tables dropped with it as one (TableRecord.droppedWith). */
+  droppedWith?: number[] | null;
 }
 
 /**
@@ -62,17 +64,18 @@ export function columnsOnEntering(
   from: TableState,
   to: TableState,
   at: number,
-  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[] } = {},
+  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[]; droppedWith?: number[] } = {},
 ): StateColumns {
   switch (to) {
     case 'TRASHED': {
       if (from !== 'TRASHING') return {};
       if (opts.retentionSeconds === undefined) throw new Error('entering TRASHED needs a retention');
       const family = opts.family && opts.family.length > 0 ? opts.family : null;
-      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family };
+      const droppedWith = opts.droppedWith && opts.droppedWith.length > 0 ? opts.droppedWith : null;
+      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family, droppedWith };
     }
     case 'READY':
-      return { droppedAt: null, expireAt: null, droppedBy: null, family: null };
+      return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null };
     case 'PURGED':
       return { purgedAt: at };
     default:

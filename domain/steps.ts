@@ -28,6 +28,11 @@ export interface StepContext<I> {
   leases: Lease[];
   /** What the run's shard changes have said so far, a sentence each (a cascade's family, as its move said it). */
   said: string[];
+  /**
+   * The table the change is made on, when the operation names its tables (`Operation.tables`): a step's change is made
+   * on each of them in turn, and `checked` and `table` are that table's.
+   */
+  tableId?: number;
 }
 
 /** What a check decides on the table read under the lock. */
@@ -64,6 +69,8 @@ export type CatalogChange =
       droppedBy?: string;
       /** What the drop took along, as its move said it (TableRecord.family). */
       family?: string[];
+      /** The other tables of a drop of several as one (TableRecord.droppedWith). */
+      droppedWith?: number[];
       startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
     }
   /** A legal hold placed (`hold`) or released (null). */
@@ -110,6 +117,13 @@ export interface Operation<I> {
    * step's change takes its locks itself (a create's prepare, a drop's first change).
    */
   lockTable?: (input: I) => number;
+  /**
+   * The tables the operation addresses, from its input, when it may address several as one (a drop of several tables):
+   * each step's check, wait and change are made on each of them in ascending id order (so two such runs never wait for
+   * each other's locks in a circle), and its shards are all of theirs, changed together on each node where the driver
+   * can (`ShardChange.together`). With `lockTable`, the first call locks every one of them, in that order.
+   */
+  tables?: (input: I) => readonly number[];
   steps: ReadonlyArray<Step<I>>;
 }
 
@@ -157,7 +171,7 @@ export interface Progress {
   step: number;
   /** The step's catalog change is made (or it has none). */
   changed: boolean;
-  /** The step's shards changed so far, by shard number. */
+  /** The step's shards changed so far, by their place in the run's shards (`shardsOfRun`): a one-table run's shard numbers. */
   shardsDone: number[];
   /** The steps begun that have an undo, first to last; a point of no return empties it. */
   begun: number[];
@@ -172,6 +186,30 @@ export interface Progress {
   table?: TableRecord;
   lockedAt: number;
   leases: Lease[];
+  /**
+   * An operation over several tables (`Operation.tables`, more than one): each of them, in ascending id order, as read
+   * under its lock and as the last change left it. `checked` and `table` are the first's.
+   */
+  group?: GroupMember[];
+}
+
+/** One table of a run over several, as the run knows it. */
+export interface GroupMember {
+  id: number;
+  checked: TableRecord | null;
+  table?: TableRecord;
+}
+
+/** The tables of a run over several, in the order their locks are taken; undefined for a run over one. */
+export function groupOf(ids: readonly number[]): GroupMember[] | undefined {
+  const sorted = [...new Set(ids)].sort((a, b) => a - b);
+  return sorted.length > 1 ? sorted.map((id) => ({ id, checked: null })) : undefined;
+}
+
+/** Every shard of the run's tables, table by table (a one-table run's: its placement, in shard order). */
+export function shardsOfRun(progress: Pick<Progress, 'group' | 'table' | 'checked'>): ShardRef[] {
+  const tables = progress.group ? progress.group.map((m) => m.table ?? m.checked) : [progress.table ?? progress.checked];
+  return tables.flatMap((t) => (t ? t.placement.map((p) => ({ tableId: t.id, shard: p.shard, node: p.node })) : []));
 }
 
 /** A run's progress before its first call. */
@@ -249,7 +287,8 @@ export interface StepsAnswer {
 
 /** The progress once the shards a node's worker changed are made: as a step's change, or as its undo. */
 export function madeElsewhere(progress: Progress, direction: StepsCall['direction'], shards: readonly ShardRef[]): Progress {
-  const numbers = shards.map((shard) => shard.shard);
+  const all = shardsOfRun(progress);
+  const numbers = shards.map((shard) => all.findIndex((s) => s.tableId === shard.tableId && s.shard === shard.shard));
   return direction === 'forward'
     ? { ...progress, shardsDone: [...progress.shardsDone, ...numbers] }
     : { ...progress, undoneShards: [...progress.undoneShards, ...numbers] };

@@ -45,6 +45,12 @@ export interface TableRecord {
    * drop's commit, kept on the PURGED tombstone, absent once back from the trash and when it took nothing.
    */
   family?: string[];
+  /**
+   * The other tables dropped with it as one (`drop a b c`), by id: set by the drop's commit, kept on the PURGED tombstone,
+   * absent once back from the trash and when it was dropped alone. A recall of it recalls those still in the trash from
+   * that drop with it, unless asked to recall it alone.
+   */
+  droppedWith?: number[];
   expireAt: number | null;
   purgedAt: number | null;
   updatedAt: number;
@@ -79,6 +85,8 @@ export interface TableInfo {
   hold: { reason: string | null; since: string } | null;
   /** What its drop took along (TableRecord.family): present while it is in the trash (or purged) with a family. */
   family?: string[];
+  /** The ids of the tables dropped with it as one (TableRecord.droppedWith): present while it is in the trash (or purged). */
+  droppedWith?: number[];
   /**
    * With `withSizes`: the bytes its shards take on their nodes (for PostgreSQL the total relation size: heap, indexes
    * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
@@ -112,6 +120,7 @@ export function toTableInfo(table: TableRecord): TableInfo {
     purgedAt: iso(table.purgedAt),
     hold: table.hold ? { reason: table.hold.reason, since: iso(table.hold.since)! } : null,
     ...(table.family && table.family.length > 0 ? { family: table.family } : {}),
+    ...(table.droppedWith && table.droppedWith.length > 0 ? { droppedWith: table.droppedWith } : {}),
   };
 }
 

@@ -94,6 +94,19 @@ export interface StorageDriver {
     opts?: { drainTimeoutMs?: number; cascade?: boolean },
   ): Promise<ChangeNotes | void>;
   /**
+   * Moves several shards of one node as moveShard moves one, in one transaction (tables dropped or recalled as one): none
+   * of them is ever seen moved without the others, and what ties them is kept (PostgreSQL: a foreign key between two of
+   * them is detached and put back in an order that never refuses the move). Absent from a driver with nothing to tie
+   * (files: the catalog alone makes a set reachable): the shards are moved one by one.
+   */
+  moveShards?(
+    shards: readonly ShardRef[],
+    from: ShardArea,
+    to: ShardArea,
+    watch?: Watch,
+    opts?: { drainTimeoutMs?: number; cascade?: boolean },
+  ): Promise<ChangeNotes>;
+  /**
    * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take
    * along or detach beyond the shard itself, in words ("would move into the trash with it: ..."), as its move would say
    * it; or the refusal that move would meet, thrown as it would throw it (HasDependents, ShardMissing). A read: no lock,

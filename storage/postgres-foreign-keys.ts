@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
 import { locate, type ShardTableLocation } from './postgres-audit';
 import { DEFAULT_DRAIN_TIMEOUT_MS, LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks } from './postgres-drain';
-import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
+import { AREA_SCHEMAS, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
  * A table frozen in the trash: its own foreign keys to other tables would let those tables' cascades (and SET NULL)
@@ -17,6 +17,8 @@ export interface DetachedKey {
   definition: string;
   /** The table the key is on, when it is not the shard's own: a live table's key to it, detached with its family. */
   on?: LiveName;
+  /** The table it references, by oid (a table's own key): it decides the order of tables moved together. */
+  references?: number;
 }
 
 /**
@@ -42,16 +44,37 @@ export async function lockParents(c: PoolClient, oid: number, attempt: number, o
   await c.query(`LOCK TABLE ${inTurn.join(', ')} IN ACCESS EXCLUSIVE MODE`);
 }
 
-/** Detaches the table's foreign keys to other tables, recording their definitions (kept from an earlier detach). */
+/**
+ * Detaches the table's foreign keys to other tables, recording their definitions beside those recorded already (keys
+ * that wait for a table still in the trash: see restoreKeys).
+ */
 export async function detachKeys(c: PoolClient, at: ShardTableLocation): Promise<void> {
-  const { rows } = await c.query<DetachedKey>(
-    `SELECT conname AS name, pg_catalog.pg_get_constraintdef(oid) AS definition FROM pg_catalog.pg_constraint
-      WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1 AND conparentid = 0 ORDER BY conname`,
+  const { rows } = await c.query<{ name: string; definition: string; references: string }>(
+    `SELECT conname AS name, pg_catalog.pg_get_constraintdef(oid) AS definition, confrelid::int8 AS references
+       FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'f' AND confrelid <> $1 AND conparentid = 0 ORDER BY conname`,
     [at.oid],
   );
   if (rows.length === 0) return;
-  await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(rows)]);
-  for (const key of rows) await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} DROP CONSTRAINT ${ident(key.name)}`);
+  const keys: DetachedKey[] = rows.map((r) => ({ name: r.name, definition: r.definition, references: Number(r.references) }));
+  const names = new Set(keys.map((key) => key.name));
+  const waiting = (await recordedKeys(c, at.oid)).filter((key) => !names.has(key.name));
+  await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify([...waiting, ...keys])]);
+  for (const key of keys) await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} DROP CONSTRAINT ${ident(key.name)}`);
+}
+
+async function recordedKeys(c: PoolClient, oid: number): Promise<DetachedKey[]> {
+  const { rows } = await c.query<{ foreign_keys: DetachedKey[] | null }>(`SELECT foreign_keys FROM ${SHARDS} WHERE table_oid = $1`, [oid]);
+  return rows[0]?.foreign_keys ?? [];
+}
+
+/** Whether the relation of `oid` is in tablefate's trash (a table dropped, maybe with others, not recalled yet). */
+async function inTrash(c: PoolClient, oid: number | undefined): Promise<boolean> {
+  if (oid === undefined) return false;
+  const { rows } = await c.query(
+    `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1 AND n.nspname = $2`,
+    [oid, AREA_SCHEMAS.trash],
+  );
+  return rows.length > 0;
 }
 
 /**
@@ -59,11 +82,16 @@ export async function detachKeys(c: PoolClient, at: ShardTableLocation): Promise
  * not read here, so that a recall stays a rename however big the table). One that cannot be put back at all (its
  * parent is gone) is left out and said. Answers those to validate once the move has committed.
  */
-export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): Promise<DetachedKey[]> {
-  const { rows } = await c.query<{ foreign_keys: DetachedKey[] | null }>(`SELECT foreign_keys FROM ${SHARDS} WHERE table_oid = $1`, [oid]);
-  const keys = rows[0]?.foreign_keys ?? [];
+export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): Promise<{ keys: DetachedKey[]; notes: string[] }> {
+  const keys = await recordedKeys(c, oid);
   const restored: DetachedKey[] = [];
+  const waiting: DetachedKey[] = [];
   for (const key of keys) {
+    // A key to a table still in the trash (dropped with this one, which is recalled alone) waits for that table's recall.
+    if (await inTrash(c, key.references)) {
+      waiting.push(key);
+      continue;
+    }
     const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
     await c.query('SAVEPOINT tablefate_key');
     try {
@@ -77,8 +105,55 @@ export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): P
       restored.push({ name: key.name, definition: `!${(err as Error).message}` });
     }
   }
-  if (keys.length > 0) await c.query(`UPDATE ${SHARDS} SET foreign_keys = NULL WHERE table_oid = $1`, [oid]);
-  return restored;
+  if (keys.length > 0)
+    await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [
+      oid,
+      waiting.length > 0 ? JSON.stringify(waiting) : null,
+    ]);
+  const notes = waiting.map(
+    (key) =>
+      `foreign key ${key.name} stays detached while the table it references is in the trash; it comes back with that table (${key.definition})`,
+  );
+  return { keys: restored, notes };
+}
+
+/**
+ * The keys of live tables that wait for this table, just back in the live area (they reference it, and their tables were
+ * recalled while it was in the trash): put back NOT VALID on their tables, as the table's own are, and answered to
+ * validate once the move commits. One that cannot be put back is said, and forgotten.
+ */
+export async function restoreWaitingKeys(c: PoolClient, oid: number): Promise<{ keys: DetachedKey[]; notes: string[] }> {
+  const { rows } = await c.query<{ table_oid: string; schema_name: string; table_name: string; foreign_keys: DetachedKey[] }>(
+    `SELECT table_oid::int8, schema_name, table_name, foreign_keys FROM ${SHARDS}
+      WHERE foreign_keys @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('references', $1::int8))
+        AND schema_name <> ALL ($2::text[])`,
+    [oid, Object.values(AREA_SCHEMAS)],
+  );
+  const keys: DetachedKey[] = [];
+  const notes: string[] = [];
+  for (const row of rows) {
+    const on: LiveName = { schema: row.schema_name, table: row.table_name };
+    const mine = row.foreign_keys.filter((key) => key.references === oid);
+    for (const key of mine) {
+      const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
+      await c.query('SAVEPOINT tablefate_key');
+      try {
+        await c.query(`ALTER TABLE ${qualified(on.schema, on.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`);
+        await c.query('RELEASE SAVEPOINT tablefate_key');
+        keys.push({ name: key.name, definition: key.definition, on });
+      } catch (err) {
+        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
+        await c.query('ROLLBACK TO SAVEPOINT tablefate_key');
+        notes.push(`foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${(err as Error).message} (${key.definition})`);
+      }
+    }
+    const left = row.foreign_keys.filter((key) => key.references !== oid);
+    await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [
+      Number(row.table_oid),
+      left.length > 0 ? JSON.stringify(left) : null,
+    ]);
+  }
+  return { keys, notes };
 }
 
 /**

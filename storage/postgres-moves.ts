@@ -3,7 +3,7 @@ import { locate, type ShardTableLocation } from './postgres-audit';
 import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
-import { detachKeys, lockParents, restoreKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
+import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
 import { ensureSchema, lockShard } from './postgres-node';
 import { AREA_SCHEMAS, missing, parkedName, qualified, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
@@ -16,6 +16,12 @@ import { AREA_SCHEMAS, missing, parkedName, qualified, SHARDS, type LiveName, ty
 /** What a move did beyond the move: foreign keys it could not put back as they were (recall only). */
 export interface MoveOutcome {
   notes: string[];
+}
+
+/** One table of a move: its shard, and under what name it comes back into the live area. */
+export interface TableMove {
+  id: ShardTableId;
+  live?: LiveName;
 }
 
 /**
@@ -34,19 +40,83 @@ export async function moveTable(
   live: LiveName | undefined,
   options: MoveOptions,
 ): Promise<MoveOutcome> {
-  const moved = await withBriefLocks(pool, id, options, (c, attempt) => moveOnce(c, id, to, live, attempt, options.cascade === true));
-  // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
-  // that came between its commit and their validation finds the move made, and validates them all the same.
-  const notes = [...moved.notes, ...(await validateKeys(pool, id, await keysToValidate(pool, id)))];
-  // Kept where the doctor reads them, until the table's next move.
-  if (notes.length > 0)
-    await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
-      id.catalogId,
-      id.tableId,
-      id.shard,
-      JSON.stringify(notes),
-    ]);
-  return { notes };
+  return (await moveTables(pool, [{ id, live }], to, options))[0]!;
+}
+
+/**
+ * Moves several shard tables of the node to `to` in one transaction (tables dropped or recalled as one), each as
+ * moveTable moves one: none is ever seen moved without the others. Out of the live area a table goes before the tables it
+ * references, its keys to them detached first, so that a key between two of them does not refuse the move; back in, a
+ * table comes after the tables its detached keys reference, so that they are there to be put back on.
+ */
+export async function moveTables(pool: Pool, moves: readonly TableMove[], to: TableArea, options: MoveOptions): Promise<MoveOutcome[]> {
+  const cascade = options.cascade === true;
+  const moved = await withBriefLocks(pool, moves[0]!.id, options, async (c, attempt) => {
+    // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle.
+    for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
+    const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
+    for (const move of await inMoveOrder(c, moves, to)) outcomes.set(move, await moveOnce(c, move.id, to, move.live, attempt, cascade));
+    return moves.map((move) => outcomes.get(move)!);
+  });
+  const answers: MoveOutcome[] = [];
+  for (const [i, { id }] of moves.entries()) {
+    // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
+    // that came between its commit and their validation finds the move made, and validates them all the same.
+    const notes = [...moved[i]!.notes, ...(await validateKeys(pool, id, await keysToValidate(pool, id)))];
+    // Kept where the doctor reads them, until the table's next move.
+    if (notes.length > 0)
+      await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
+        id.catalogId,
+        id.tableId,
+        id.shard,
+        JSON.stringify(notes),
+      ]);
+    answers.push({ notes });
+  }
+  return answers;
+}
+
+/**
+ * The order in which tables moved together go, by the foreign keys between them: out of the live area, a table before
+ * those its keys reference (live keys, read from PostgreSQL); back in, after them (detached keys, read from the record).
+ * Keys in a circle leave the order as it was: the first to move then meets the other's key (HasDependents, or a key not
+ * put back, said).
+ */
+async function inMoveOrder(c: PoolClient, moves: readonly TableMove[], to: TableArea): Promise<TableMove[]> {
+  if (moves.length < 2) return [...moves];
+  const oids = new Map<number, TableMove>();
+  for (const move of moves) {
+    const at = await locate(c, move.id);
+    if (at) oids.set(at.oid, move);
+  }
+  const { rows } = await c.query<{ child: string; parent: string }>(
+    to === 'live'
+      ? `SELECT s.table_oid::int8 AS child, (k->>'references')::int8 AS parent
+           FROM ${SHARDS} s, pg_catalog.jsonb_array_elements(coalesce(s.foreign_keys, '[]')) k
+          WHERE s.table_oid = ANY ($1::pg_catalog.oid[]) AND k ? 'references'`
+      : `SELECT conrelid::int8 AS child, confrelid::int8 AS parent FROM pg_catalog.pg_constraint
+          WHERE contype = 'f' AND conrelid = ANY ($1::pg_catalog.oid[]) AND confrelid = ANY ($1::pg_catalog.oid[])`,
+    [[...oids.keys()]],
+  );
+  // (to live: each table after the tables it references; out of it: before them.)
+  const before = new Map<TableMove, Set<TableMove>>();
+  for (const { child, parent } of rows) {
+    const [first, then] = to === 'live' ? [parent, child] : [child, parent];
+    const a = oids.get(Number(first));
+    const b = oids.get(Number(then));
+    if (!a || !b || a === b) continue;
+    before.set(b, (before.get(b) ?? new Set()).add(a));
+  }
+  const ordered: TableMove[] = [];
+  const visiting = new Set<TableMove>();
+  const visit = (move: TableMove) => {
+    if (ordered.includes(move) || visiting.has(move)) return;
+    visiting.add(move);
+    for (const earlier of before.get(move) ?? []) visit(earlier);
+    ordered.push(move);
+  };
+  moves.forEach(visit);
+  return ordered;
 }
 
 async function moveOnce(
@@ -103,8 +173,10 @@ async function moveOnce(
     await unpark(c, id, live);
     if (at.area !== 'live') {
       const family = await restoreFamily(c, at.oid, live);
-      restored = [...(await restoreKeys(c, at.oid, live)), ...family.keys];
-      notes = family.notes;
+      const own = await restoreKeys(c, at.oid, live);
+      const waited = await restoreWaitingKeys(c, at.oid);
+      restored = [...own.keys, ...family.keys, ...waited.keys];
+      notes = [...family.notes, ...own.notes, ...waited.notes];
       if (restored.length > 0)
         await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(restored)]);
     }

@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { audit, listPlaced, locate, type ShardTableAudit, type ShardTableLocation } from './postgres-audit';
 import { adoptTable, createTable, releaseTable, type TableDefinition } from './postgres-create';
 import type { MoveOptions } from './postgres-drain';
-import { dropTable, moveTable, type MoveOutcome } from './postgres-moves';
+import { dropTable, moveTable, moveTables, type MoveOutcome, type TableMove } from './postgres-moves';
 import type { LiveName, ShardTableId, TableArea } from './postgres-record';
 import { prepareRecord } from './postgres-record-schema';
 
@@ -65,6 +65,11 @@ export class PostgresTables {
   /** Moves the shard table to `to` (to the live area: under `live`), after draining it (see moveTable). */
   move(id: ShardTableId, to: TableArea, live?: LiveName, options: MoveOptions = {}): Promise<MoveOutcome> {
     return moveTable(this.pool, id, to, live, options);
+  }
+
+  /** Moves several shard tables to `to` in one transaction, after draining them (see moveTables). */
+  moveTogether(moves: readonly TableMove[], to: TableArea, options: MoveOptions = {}): Promise<MoveOutcome[]> {
+    return moveTables(this.pool, moves, to, options);
   }
 
   /** Drops the shard table and forgets it (see dropTable). */

@@ -17,8 +17,7 @@ import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './e
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import type { TableDefinition } from './postgres-create';
 import { admitLeaving, dependentsOf, familyNotes } from './postgres-dependents';
-import type { MoveOptions } from './postgres-drain';
-import { missing, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+import { missing, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 import { PostgresTables } from './postgres-tables';
 
 /**
@@ -123,15 +122,31 @@ export class PostgresStorage implements StorageDriver {
 
   async moveShard(
     ref: ShardRef,
+    from: ShardArea,
+    to: ShardArea,
+    watch?: Watch,
+    opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
+  ): Promise<ChangeNotes> {
+    return this.moveShards([ref], from, to, watch, opts);
+  }
+
+  /** Several shard tables of one node, moved in one transaction (see moveTables): tables dropped or recalled as one. */
+  async moveShards(
+    refs: readonly ShardRef[],
     _from: ShardArea,
     to: ShardArea,
     watch?: Watch,
     opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
   ): Promise<ChangeNotes> {
+    const first = refs[0];
+    if (!first) return [];
+    if (refs.some((ref) => ref.node !== first.node)) throw new InvalidShardRefError('shards moved together must be of one node');
     let notes: ChangeNotes = [];
-    await this.guard('moveShard', ref, async () => {
+    await this.guard('moveShard', first, async () => {
       checkWatch(watch);
-      notes = await this.moveTo(ref, to, watch, opts);
+      const moves = refs.map((ref) => ({ ref, id: this.idOf(ref), live: to === 'live' ? liveNameOf(ref) : undefined }));
+      const outcomes = await (await this.tablesOf(first)).moveTogether(moves, to, { watch, ...opts });
+      notes = moves.flatMap((move, i) => this.named(move.ref, outcomes[i]!.notes, move.live));
     });
     return notes;
   }
@@ -166,14 +181,14 @@ export class PostgresStorage implements StorageDriver {
   markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('markGarbage', ref, async () => {
       checkWatch(watch);
-      await this.moveTo(ref, 'garbage', watch);
+      await (await this.tablesOf(ref)).move(this.idOf(ref), 'garbage', undefined, { watch });
     });
   }
 
   unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('unmarkGarbage', ref, async () => {
       checkWatch(watch);
-      await this.moveTo(ref, 'trash', watch);
+      await (await this.tablesOf(ref)).move(this.idOf(ref), 'trash', undefined, { watch });
     });
   }
 
@@ -263,16 +278,6 @@ export class PostgresStorage implements StorageDriver {
 
   async close(): Promise<void> {
     await Promise.all([...this.byNode.values()].map((n) => n.pool.end()));
-  }
-
-  /**
-   * A move: it drains the table first (postgres-drain.ts), heartbeating through `watch` while it waits. Answers what it
-   * said of the table's foreign keys, each note naming the table.
-   */
-  private async moveTo(ref: ShardRef, to: TableArea, watch?: Watch, opts: Omit<MoveOptions, 'watch'> = {}): Promise<ChangeNotes> {
-    const live = to === 'live' ? liveNameOf(ref) : undefined;
-    const { notes } = await (await this.tablesOf(ref)).move(this.idOf(ref), to, live, { watch, ...opts });
-    return this.named(ref, notes, live);
   }
 
   /** Each note naming the table as its users know it: where it is live (`live`, a move's way back in), or was. */

@@ -34,7 +34,7 @@ export const adoptTrash: Operation<AdoptTrashInput> = {
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash, change: transition('TRASHING', 'CREATING') },
     },
-    commitTrashed(({ table }) => table!.id),
+    commitTrashed(),
   ],
 };
 

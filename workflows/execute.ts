@@ -19,7 +19,7 @@ import type { ShardChange, ShardRef } from '../domain/contracts';
 import { lockFor, storageQueue, type OperationScope } from '../domain/operations';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { settleAll } from '../domain/settle';
-import { madeElsewhere, startOf, type Operation, type Progress, type StepsAnswer, type StepsCall } from '../domain/steps';
+import { madeElsewhere, shardsOfRun, startOf, type Operation, type Progress, type StepsAnswer, type StepsCall } from '../domain/steps';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { nextCall, RETRY, said } from './catalog-calls';
 import { applicationFailureOf, domainFailure } from './failures';
@@ -112,7 +112,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
       return;
     }
     const step = operation.steps[progress.step];
-    if (step?.shards && table) stepProgress(step.name, progress.shardsDone.length, table.placement.length);
+    if (step?.shards && table) stepProgress(step.name, progress.shardsDone.length, shardsOfRun(progress).length);
     else if (step) enterStep(step.name);
     // A create learns its table's id from its prepare: the UI's search finds the run by it from then on.
     if (table && workflowInfo().typedSearchAttributes.get(SEARCH_ATTRIBUTES.tableId) === undefined) {
@@ -212,6 +212,8 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   return {
     /** The table as the operation left it. */
     table,
+    /** The other tables of a run over several, as it left them (after `table` has answered). */
+    others: (): TableRecord[] => (progress.group ?? []).slice(1).flatMap((member) => member.table ?? member.checked ?? []),
     /** What its shard changes said beyond doing them, so far. */
     said: (): string[] => [...notes],
     /** The operation's answer: the table, with what its shard changes said. */
@@ -222,7 +224,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
     /** How many shards step `name` has changed so far, of how many (every one, once the run is past the step). */
     shardsOf: (name: string): { done: number; total: number } => {
       const index = operation.steps.findIndex((step) => step.name === name);
-      const total = (progress.table ?? progress.checked)?.placement.length ?? 0;
+      const total = shardsOfRun(progress).length;
       if (index < 0 || index > progress.step) return { done: 0, total };
       return { done: index < progress.step ? total : progress.shardsDone.length, total };
     },
@@ -268,7 +270,11 @@ function describeCall<I>(operation: Operation<I>, progress: Progress, direction:
 export function describeShardChange(change: ShardChange, shards: readonly ShardRef[], node: string): string {
   const numbers = shards.map((shard) => shard.shard);
   const listed = numbers.length <= 8 ? numbers.join(', ') : `${numbers.slice(0, 8).join(', ')} and ${numbers.length - 8} more`;
-  const which = `${numbers.length === 1 ? 'shard' : 'shards'} ${listed} of table ${shards[0]?.tableId}`;
+  const tables = [...new Set(shards.map((shard) => shard.tableId))];
+  const which =
+    tables.length > 1
+      ? `${shards.length} shards of tables ${tables.join(', ')}`
+      : `${numbers.length === 1 ? 'shard' : 'shards'} ${listed} of table ${shards[0]?.tableId}`;
   const doing = {
     createShard: `create ${which}`,
     dropShard: `drop ${which}`,

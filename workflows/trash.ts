@@ -6,26 +6,28 @@ import type { TrashInput } from '../domain/operations';
 import { trashChangedSignal } from '../domain/contracts';
 import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext } from '../domain/steps';
 import type { ShardChange } from '../domain/contracts';
+import type { TableName } from '../domain/names';
 import { toTableInfo, type TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';
 import { operationRun, wokenBy } from './execute';
 import { purge } from './purge';
 
 /**
- * Soft-deletes a table: new leases stopped (DRAINING while leases are live, waiting for them), TRASHING, shards to the
- * trash area, TRASHED with its expiry, and the expiry's run started. The table is unreachable from the first step on.
+ * Soft-deletes a table, or several as one (`together`: all of them, or none): new leases stopped (DRAINING while leases
+ * are live, waiting for them), TRASHING, shards to the trash area, TRASHED with its expiry, and the expiry's run started.
+ * The table is unreachable from the first step on.
  */
 export const trash: Operation<TrashInput> = {
   name: 'drop',
+  tables: droppedTables,
   steps: [
     {
       // Takes the table's lock (a table found DRAINING or TRASHING is a drop resumed); undone, the table is READY again.
       name: 'stop new leases',
-      change: ({ input }) => ({
-        kind: 'startDrain',
-        tableId: input.tableId,
-        ...(input.expectedName ? { expectName: input.expectedName } : {}),
-      }),
+      change: ({ input, tableId }) => {
+        const expectName = expectedNameOf(input, tableId!);
+        return { kind: 'startDrain', tableId: tableId!, ...(expectName ? { expectName } : {}) };
+      },
       undo: { change: transition(['DRAINING', 'TRASHING'], 'READY') },
     },
     { name: 'wait for leases', waitsForLeases: drained },
@@ -35,9 +37,19 @@ export const trash: Operation<TrashInput> = {
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash },
     },
-    commitTrashed(({ input }) => input.tableId),
+    commitTrashed(({ input, tableId }) => droppedTables(input).filter((id) => id !== tableId)),
   ],
 };
+
+/** The tables a drop trashes: its table, and those dropped with it as one. */
+export function droppedTables(input: Pick<TrashInput, 'tableId' | 'together'>): number[] {
+  return [input.tableId, ...(input.together ?? []).map((other) => other.tableId)];
+}
+
+/** The name the client resolved to one of the drop's tables, if it gave one. */
+function expectedNameOf(input: TrashInput, tableId: number): TableName | undefined {
+  return tableId === input.tableId ? input.expectedName : input.together?.find((other) => other.tableId === tableId)?.expectedName;
+}
 
 /** What a drop is asked besides its table: how long it drains, how long the trash keeps the table, who dropped it. */
 type DropSettings = Pick<TrashInput, 'retentionSeconds' | 'drainTimeoutSeconds' | 'expiryRetry' | 'droppedBy' | 'lockWait' | 'startedBy'>;
@@ -61,20 +73,23 @@ export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainT
 
 /**
  * A drop's last step: TRASHED, with its retention, who dropped it (the drop's starter; a drop resumed by the
- * reconciler carries its lost run's) and what its move took along (its family, as the move said it), then the trash's
- * expiry, a run of its own (trash-expiry.ts): what recalls, purges and retention changes address.
+ * reconciler carries its lost run's), what its move took along (its family, as the move said it) and the tables dropped
+ * with it as one (`droppedWith`), then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and
+ * retention changes address.
  */
-export function commitTrashed<I extends DropSettings>(tableIdOf: (context: StepContext<I>) => number): Step<I> {
+export function commitTrashed<I extends DropSettings>(droppedWith?: (context: StepContext<I>) => number[]): Step<I> {
   return {
     name: 'commit trashed, start its expiry',
     change: (context) => {
       const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
+      const others = droppedWith?.(context) ?? [];
       return {
         kind: 'commitTrash',
-        tableId: tableIdOf(context),
+        tableId: context.table!.id,
         retentionSeconds,
         droppedBy: droppedBy ?? startedBy,
         ...(context.said.length > 0 ? { family: context.said } : {}),
+        ...(others.length > 0 ? { droppedWith: others } : {}),
         startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
       };
     },
@@ -112,7 +127,10 @@ export function drained(context: StepContext<TrashInput>): Readiness {
 export async function trashTable(input: TrashInput): Promise<TableInfo> {
   const run = operationRun(trash, input, { wake: wokenBy(trashChangedSignal) });
   const trashed: TrashCommitted = await run.table();
-  return withNotes(await keptOrPurged(trashed, input), run.said());
+  const answer = await keptOrPurged(trashed, input);
+  // (The tables dropped with it, each purged too where the trash is off: one after the other, as their own runs.)
+  for (const other of run.others()) await keptOrPurged(other as TrashCommitted, input);
+  return withNotes(answer, run.said());
 }
 
 /** A table as its caller hears it, with what the run's shard changes said (a cascade's family). */

@@ -14,12 +14,14 @@ import { operationRun } from './execute';
 export const undelete: Operation<UndeleteInput> = {
   name: 'undelete',
   lockTable: (input) => input.tableId,
+  tables: (input) => [input.tableId, ...(input.together ?? []).map((other) => other.tableId)],
   steps: [
     { name: 'check', check: undeleteVerdict },
     {
       // The catalog refuses a name another table holds (NameTaken): then nothing has moved.
       name: 'claim name, move shards back',
-      change: ({ input, checked }) => transition('TRASHED', 'RESTORING', { rename: input.newName ?? nameOf(checked!) }),
+      change: ({ input, checked, tableId }) =>
+        transition('TRASHED', 'RESTORING', { rename: (tableId === input.tableId ? input.newName : undefined) ?? nameOf(checked!) }),
       shards: SHARDS.backFromTrash,
       // (With cascade: a shard that came back with its family takes it back along, as its drop took it.)
       undo: {
@@ -36,10 +38,11 @@ export const undelete: Operation<UndeleteInput> = {
 };
 
 /** The table is TRASHED and not expired (held past its expiry is fine), or RESTORING (a recall to finish). */
-function undeleteVerdict({ checked: table, input, lockedAt }: StepContext<UndeleteInput>): Verdict {
-  if (!table || table.state === 'PURGED') return { refuse: tableNotFound(input.tableId, { orPurged: true }) };
-  if (input.expectedName && (table.namespace !== input.expectedName.namespace || table.name !== input.expectedName.name)) {
-    return { refuse: nameChanged(table, input.expectedName) };
+function undeleteVerdict({ checked: table, input, lockedAt, tableId }: StepContext<UndeleteInput>): Verdict {
+  if (!table || table.state === 'PURGED') return { refuse: tableNotFound(tableId!, { orPurged: true }) };
+  const expectedName = tableId === input.tableId ? input.expectedName : input.together?.find((o) => o.tableId === tableId)?.expectedName;
+  if (expectedName && (table.namespace !== expectedName.namespace || table.name !== expectedName.name)) {
+    return { refuse: nameChanged(table, expectedName) };
   }
   // RESTORING: an earlier undelete stopped half way; this one finishes it.
   if (table.state !== 'TRASHED' && table.state !== 'RESTORING') return { refuse: notTrashed(table, 'can be restored') };

@@ -32,8 +32,8 @@ function table(over: Partial<TableRecord> = {}): TableRecord {
   };
 }
 
-/** The context a step sees: the table as read under the lock at `at`. */
-const context = <I>(input: I, checked: TableRecord | null, at = NOW): StepContext<I> => ({
+/** The context a step sees: the table as read under the lock at `at` (the one it is made on: the input's). */
+const context = <I extends { tableId: number }>(input: I, checked: TableRecord | null, at = NOW): StepContext<I> => ({
   input,
   checked,
   ...(checked ? { table: checked } : {}),
@@ -41,11 +41,12 @@ const context = <I>(input: I, checked: TableRecord | null, at = NOW): StepContex
   said: [],
   now: at,
   leases: [],
+  tableId: input.tableId,
 });
 
 /** What an operation's check step decides. */
 const checkOf =
-  <I>(operation: Operation<I>) =>
+  <I extends { tableId: number }>(operation: Operation<I>) =>
   (checked: TableRecord | null, input: I, at: number): Verdict =>
     operation.steps.find((step) => step.check)!.check!(context(input, checked, at));
 const undeleteVerdict = checkOf<UndeleteInput>(undelete);
