@@ -178,7 +178,11 @@ async function mustGet(tx: CatalogTx, tableId: number): Promise<TableRecord> {
 /** What a transition asks of a table's row, decided before any write: nothing (already made), or these columns. */
 type TransitionPlan =
   | { made: true; table: TableRecord }
-  | { made: false; name: TableName; columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'droppedWith' | 'expireAt' | 'purgedAt'> };
+  | {
+      made: false;
+      name: TableName;
+      columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'droppedWith' | 'expireAt' | 'purgedAt'>;
+    };
 
 /**
  * The checks made before a state change, on the row as it is under the lock (the caller has checked the lock):

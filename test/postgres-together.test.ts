@@ -125,10 +125,12 @@ test('one of them recalled alone: its key to a table still in the trash waits, s
 test('all or none: a table refused at the move takes the others back, and nothing of them changed', async () => {
   const { branches, accounts, oids } = await shop('partial');
   // history stays out of the drop, so its keys refuse it.
-  await expect(h.client.trash({ table: 'partial.branches', together: ['partial.accounts'], retentionSeconds: 3600 })).rejects.toMatchObject({
-    type: 'HasDependents',
-    message: expect.stringContaining('partial.history') as unknown,
-  });
+  await expect(h.client.trash({ table: 'partial.branches', together: ['partial.accounts'], retentionSeconds: 3600 })).rejects.toMatchObject(
+    {
+      type: 'HasDependents',
+      message: expect.stringContaining('partial.history') as unknown,
+    },
+  );
   for (const t of [branches, accounts]) expect((await h.catalog.getTable(t.id))?.state).toBe('READY');
   for (const [name, oid] of Object.entries(oids)) expect(await whereIs(oid)).toBe(`partial.${name}`);
   expect(await keysOf('partial', 'accounts')).toHaveLength(1);

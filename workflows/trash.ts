@@ -129,7 +129,7 @@ export async function trashTable(input: TrashInput): Promise<TableInfo> {
   const trashed: TrashCommitted = await run.table();
   const answer = await keptOrPurged(trashed, input);
   // (The tables dropped with it, each purged too where the trash is off: one after the other, as their own runs.)
-  for (const other of run.others()) await keptOrPurged(other as TrashCommitted, input);
+  for (const other of run.others()) await keptOrPurged(other, input);
   return withNotes(answer, run.said());
 }
 
