@@ -117,6 +117,25 @@ function tablesOf(r: CliResult): TableInfo[] {
 }
 
 const isoOrNull = (value: unknown) => value === null || (typeof value === 'string' && isIso(value));
+test('drop a b: the two as one, ls -a and describe show each with the other; recall --alone brings one, recall the other', async () => {
+  const [a, b] = [tableOf(await inProcess('create', 'cli.pair_a', '--json')), tableOf(await inProcess('create', 'cli.pair_b', '--json'))];
+  const dropped = tableOf(await cli('drop', 'cli.pair_b', 'cli.pair_a', '--json'));
+  expect(dropped).toMatchObject({ id: b.id, state: 'TRASHED', droppedWith: [a.id] });
+  const listed = await cli('ls', '-a');
+  const rows = parseColumns(listed.stdout).rows;
+  expect(rows.find((row) => row.ID === String(a.id))?.WITH).toBe(`tables ${b.id}`);
+  expect(rows.find((row) => row.ID === String(b.id))?.WITH).toBe(`tables ${a.id}`);
+  expect((await cli('describe', String(a.id))).stdout).toMatch(new RegExp(`^dropped with +tables ${b.id}$`, 'm'));
+
+  const alone = tableOf(await cli('recall', String(a.id), '--alone', '--json'));
+  expect(alone).toMatchObject({ id: a.id, state: 'READY' });
+  expect(tableOf(await cli('describe', String(b.id), '--json'))).toMatchObject({ state: 'TRASHED', droppedWith: [a.id] });
+  expect(tableOf(await cli('recall', String(b.id), '--json'))).toMatchObject({ id: b.id, state: 'READY' });
+
+  expectFailure(await inProcess('drop', 'cli.pair_a', 'cli.pair_a'), 2, 'InvalidInput', /named twice in one drop/);
+  expect(tableOf(await cli('describe', 'cli.pair_a', '--json'))).toMatchObject({ state: 'READY' });
+});
+
 const isIso = (value: string) => ISO_8601.test(value) && new Date(Date.parse(value)).toISOString() === value;
 
 function expectTableShape(table: TableInfo) {

@@ -1,0 +1,74 @@
+import fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { Harness } from './support/harness';
+import { shardPaths } from '../storage/shard-files';
+
+/*
+ * Several tables dropped as one with the files driver: every shard of each goes to the trash, or none does; one recall
+ * brings back every one still in the trash from that drop, bytes for bytes; one of them can come back alone; with the
+ * trash off, every one is purged (the command line's `drop a b`: cli.test.ts).
+ */
+
+let h: Harness;
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+test('three tables of several shards go into the trash as one, and come back together, every byte as it was', async () => {
+  const tables = await Promise.all(['a', 'b', 'c'].map((name, i) => h.client.create({ table: `many.${name}`, shards: i + 2 })));
+  for (const table of tables)
+    for (const p of table.placement) {
+      const [dat] = shardPaths(h.storage.root, { tableId: table.id, ...p }, 'live');
+      await fs.promises.appendFile(dat!, randomBytes(1024 + p.shard));
+    }
+  const before = await Promise.all(tables.map((t) => h.shardReports(t)));
+
+  const trashed = await h.client.trash({ table: 'many.c', together: ['many.a', 'many.b'], retentionSeconds: 600 });
+  expect(trashed).toMatchObject({ id: tables[2]!.id, state: 'TRASHED', droppedWith: [tables[0]!.id, tables[1]!.id] });
+  for (const table of tables) {
+    expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHED');
+    for (const report of await h.shardReports(table)) expect(report.area).toBe('trash');
+  }
+  const back = await h.client.undelete({ table: 'many.a' });
+  expect(back).toMatchObject({ id: tables[0]!.id, state: 'READY' });
+  const after = await Promise.all(tables.map((t) => h.shardReports(t)));
+  expect(after).toEqual(before);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+test('one comes back alone; the others stay one entry of the trash, and come back together later', async () => {
+  const [a, b, c] = await Promise.all(['a', 'b', 'c'].map((name) => h.client.create({ table: `alone.${name}` })));
+  await h.client.trash({ table: 'alone.a', together: ['alone.b', 'alone.c'], retentionSeconds: 600 });
+  expect(await h.client.undelete({ table: b!.id, alone: true })).toMatchObject({ state: 'READY', name: 'b' });
+  expect((await h.catalog.getTable(a!.id))?.state).toBe('TRASHED');
+  expect((await h.catalog.getTable(c!.id))?.state).toBe('TRASHED');
+  await h.client.undelete({ table: c!.id });
+  expect((await h.catalog.getTable(a!.id))?.state).toBe('READY');
+  expect((await h.catalog.getTable(c!.id))?.state).toBe('READY');
+});
+
+test('a table of them in the trash already refuses the drop of all before anything starts', async () => {
+  const [a, b] = await Promise.all(['a', 'b'].map((name) => h.client.create({ table: `half.${name}` })));
+  await h.client.trash({ table: 'half.b', retentionSeconds: 600 });
+  // b is in the trash already: refused before anything starts.
+  await expect(h.client.trash({ table: 'half.a', together: ['half.b'] })).rejects.toMatchObject({ type: 'TableInTrash' });
+  expect((await h.catalog.getTable(a!.id))?.state).toBe('READY');
+  expect((await h.catalog.getTable(b!.id))?.state).toBe('TRASHED');
+});
+
+test('with the trash off where they are dropped, every one of them is purged', async () => {
+  await h.client.setSetting({ key: 'trash.enabled', value: 'false', namespace: 'offmany' });
+  try {
+    const tables = await Promise.all(['a', 'b'].map((name) => h.client.create({ table: `offmany.${name}` })));
+    expect(await h.client.trash({ table: 'offmany.a', together: ['offmany.b'] })).toMatchObject({ state: 'PURGED' });
+    for (const table of tables) {
+      expect((await h.catalog.getTable(table.id))?.state).toBe('PURGED');
+      for (const report of await h.shardReports(table)) expect(report.area).toBeNull();
+    }
+  } finally {
+    await h.client.unsetSetting({ key: 'trash.enabled', namespace: 'offmany' });
+  }
+});
