@@ -534,6 +534,18 @@ async function main(): Promise<void> {
       const partitioned = await adopter.client.adopt({ table: 'legacy.events' });
       await adopter.client.trash({ table: 'legacy.events', retentionSeconds: 3600 });
       await save('drop-partitioned', workflowIdFor.trash(partitioned.id, adopter.catalog.id));
+      // (since v21) several tables dropped as one, one keyed to the other (one transaction on their node), and recalled
+      // together by the one that references the other
+      await withClient(node, (c) =>
+        c.query(`CREATE TABLE legacy.branches (id int PRIMARY KEY);
+                 CREATE TABLE legacy.accounts (id int PRIMARY KEY, branch int REFERENCES legacy.branches (id))`),
+      );
+      const branches = await adopter.client.adopt({ table: 'legacy.branches' });
+      const accounts = await adopter.client.adopt({ table: 'legacy.accounts' });
+      await adopter.client.trash({ table: 'legacy.accounts', together: ['legacy.branches'], retentionSeconds: 3600 });
+      await save('drop-together', workflowIdFor.trash(Math.min(branches.id, accounts.id), adopter.catalog.id));
+      await adopter.client.undelete({ table: accounts.id });
+      await save('undelete-together', workflowIdFor.undelete(accounts.id, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();
