@@ -52,6 +52,14 @@ export interface CreateInput extends TableName, OperationScope {
   adopt?: { node: string };
 }
 
+/**
+ * The tables an operation over several addresses (a drop of several tables as one, their recall together): its table,
+ * then those named with it.
+ */
+export function tablesOf(input: { tableId: number; together?: ReadonlyArray<{ tableId: number }> }): number[] {
+  return [input.tableId, ...(input.together ?? []).map((other) => other.tableId)];
+}
+
 export interface TrashInput extends OperationScope {
   tableId: number;
   /** The name the client resolved to `tableId`: the trash refuses a table that no longer bears it. */
@@ -294,7 +302,7 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
   name: 'trash',
   workflowType: 'trashTable',
   workflowId: (tableId, catalogId) => scoped(`drop:${tableId}`, catalogId),
-  locks: (input) => [lockFor.table(input.tableId)],
+  locks: (input) => tablesOf(input).map(lockFor.table),
   resume: {
     // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
     from: ['DRAINING', 'TRASHING'],
@@ -345,7 +353,7 @@ const undelete: OperationRecord<'undelete', number, UndeleteInput> = {
   name: 'undelete',
   workflowType: 'undeleteTable',
   workflowId: (tableId, catalogId) => scoped(`undelete:${tableId}`, catalogId),
-  locks: (input) => [lockFor.table(input.tableId)],
+  locks: (input) => tablesOf(input).map(lockFor.table),
   resume: { from: ['RESTORING'], subject: byTableId, input: (table, { catalogId }) => ({ tableId: table.id, catalogId }) },
   start: { workflowIdConflictPolicy: 'FAIL' },
   searchAttributes: tableAttributes('undelete'),

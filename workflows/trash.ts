@@ -2,7 +2,7 @@ import { CancellationScope, log } from '@temporalio/workflow';
 import { TableBusyError } from '../domain/errors';
 import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
-import type { TrashInput } from '../domain/operations';
+import { tablesOf, type TrashInput } from '../domain/operations';
 import { trashChangedSignal } from '../domain/contracts';
 import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext } from '../domain/steps';
 import type { ShardChange } from '../domain/contracts';
@@ -19,7 +19,7 @@ import { purge } from './purge';
  */
 export const trash: Operation<TrashInput> = {
   name: 'drop',
-  tables: droppedTables,
+  tables: tablesOf,
   steps: [
     {
       // Takes the table's lock (a table found DRAINING or TRASHING is a drop resumed); undone, the table is READY again.
@@ -37,14 +37,9 @@ export const trash: Operation<TrashInput> = {
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash },
     },
-    commitTrashed(({ input, tableId }) => droppedTables(input).filter((id) => id !== tableId)),
+    commitTrashed(({ input, tableId }) => tablesOf(input).filter((id) => id !== tableId)),
   ],
 };
-
-/** The tables a drop trashes: its table, and those dropped with it as one. */
-export function droppedTables(input: Pick<TrashInput, 'tableId' | 'together'>): number[] {
-  return [input.tableId, ...(input.together ?? []).map((other) => other.tableId)];
-}
 
 /** The name the client resolved to one of the drop's tables, if it gave one. */
 function expectedNameOf(input: TrashInput, tableId: number): TableName | undefined {

@@ -1,5 +1,5 @@
 import { WrongStateError } from '../domain/errors';
-import type { UndeleteInput } from '../domain/operations';
+import { tablesOf, type UndeleteInput } from '../domain/operations';
 import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
 import { nameOf, SHARDS, transition, type Operation, type StepContext, type Verdict } from '../domain/steps';
 import { setHandler } from '@temporalio/workflow';
@@ -14,7 +14,7 @@ import { operationRun } from './execute';
 export const undelete: Operation<UndeleteInput> = {
   name: 'undelete',
   lockTable: (input) => input.tableId,
-  tables: (input) => [input.tableId, ...(input.together ?? []).map((other) => other.tableId)],
+  tables: tablesOf,
   steps: [
     { name: 'check', check: undeleteVerdict },
     {
