@@ -175,6 +175,27 @@ BEGIN
         pg_catalog.format('leave it at %I.%I', hit.nspname, hit.relname)
           || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END, NULL);
   END IF;
+  -- A managed partition that is no longer one of the partitioned table the statement altered (ALTER TABLE ... DETACH
+  -- PARTITION): tablefate clears partition_of before its own DETACH. (Not asked of a record older than the column.)
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = pg_catalog.to_regclass(${literal(RECORD)})
+                AND attname = 'partition_of' AND NOT attisdropped) THEN
+    WITH cmd AS MATERIALIZED (SELECT classid, objid, command_tag FROM pg_catalog.pg_event_trigger_ddl_commands()),
+    ${TOUCHED}
+    SELECT s.schema_name, s.table_name, s.table_id, s.shard, n.nspname, p.relname INTO hit
+      FROM touched t
+      JOIN ${ident(OWN)}."shards" s ON s.partition_of = t.oid
+      JOIN pg_catalog.pg_class p ON p.oid = t.oid JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+     WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = s.table_oid AND i.inhparent = s.partition_of)
+     ORDER BY s.schema_name, s.table_name
+     LIMIT 1;
+    IF FOUND THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+        MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+          pg_catalog.format('detach it from %I.%I', hit.nspname, hit.relname),
+          pg_catalog.format('"tablefate drop %I.%I" detaches it into the trash, and "tablefate recall" attaches it again',
+                            hit.schema_name, hit.table_name));
+    END IF;
+  END IF;
 END
 $guard$`;
 
@@ -218,6 +239,31 @@ BEGIN
           || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END,
         CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop the column by itself first (ALTER TABLE %I.%I DROP COLUMN %I)',
                                                            hit.schema_name, hit.table_name, hit.column_name) END);
+  END IF;
+  -- A partition of a managed partitioned table. Its pg_inherits row is gone by now, but PostgreSQL locks the partitioned
+  -- table ACCESS EXCLUSIVE to drop one, and this session holds that lock: a managed partitioned table so locked, that
+  -- the statement neither dropped nor dropped a constraint or trigger of (a key that referenced it, say).
+  WITH d AS MATERIALIZED (SELECT objid, object_type, is_temporary, address_names FROM pg_catalog.pg_event_trigger_dropped_objects())
+  SELECT s.schema_name, s.table_name, s.table_id, s.shard, part.address_names[1] AS part_schema, part.address_names[2] AS part_name INTO hit
+    FROM d part
+    CROSS JOIN ${ident(OWN)}."shards" s
+    JOIN pg_catalog.pg_class p ON p.oid = s.table_oid AND p.relkind = 'p'
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+   WHERE part.object_type = 'table' AND NOT part.is_temporary
+     AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
+                  AND l.relation = s.table_oid AND l.mode = 'AccessExclusiveLock' AND l.granted
+                  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+     AND NOT EXISTS (SELECT 1 FROM d x WHERE x.objid = s.table_oid
+                        OR (x.object_type IN ('table constraint', 'trigger') AND x.address_names[1] = n.nspname AND x.address_names[2] = p.relname))
+   ORDER BY s.schema_name, s.table_name, 5, 6
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+      MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+        pg_catalog.format('drop its partition %I.%I', hit.part_schema, hit.part_name),
+        CASE WHEN hit.schema_name NOT IN (${literal(TRASH)}, ${literal(GARBAGE)}) THEN
+          pg_catalog.format('adopt the partition ("tablefate adopt %I.%I") and drop it with "tablefate drop": the trash keeps it, and its recall attaches it again',
+                            hit.part_schema, hit.part_name) END);
   END IF;
 END
 $guard$`;
