@@ -59,16 +59,7 @@ export async function detachPartition(c: PoolClient, at: LiveName & { oid: numbe
   const parent = await parentOf(c, at.oid);
   await c.query(`UPDATE ${SHARDS} SET partition = NULL, partition_of = NULL WHERE table_oid = $1`, [at.oid]);
   if (!parent) return [];
-  const { rows: referencing } = await c.query<{ said: string }>(
-    `SELECT pg_catalog.format('foreign key %s of %s references its partitioned table', con.conname, con.conrelid::pg_catalog.regclass) AS said
-       FROM pg_catalog.pg_constraint con WHERE con.contype = 'f' AND con.confrelid = $1 AND con.conparentid = 0 ORDER BY 1`,
-    [parent.oid],
-  );
-  if (referencing.length > 0)
-    throw new HasDependentsError(
-      `${at.schema}.${at.table} cannot be ${what} alone while others may reference its rows: ${referencing.map((r) => r.said).join(', ')}; ` +
-        `drop the foreign key first, or drop ${parent.schema}.${parent.table} whole`,
-    );
+  await refuseReferenced(c, at, parent, what);
   const { rows } = await c.query<{ bound: string; constraint: string | null; inherited: string[] }>(
     `SELECT pg_catalog.pg_get_expr(c.relpartbound, c.oid) AS bound, pg_catalog.pg_get_partition_constraintdef(c.oid) AS constraint,
             ARRAY(SELECT conname::text FROM pg_catalog.pg_constraint WHERE conrelid = c.oid AND contype = 'f' AND conparentid <> 0
@@ -90,6 +81,31 @@ export async function detachPartition(c: PoolClient, at: LiveName & { oid: numbe
   if (constraint !== null) await c.query(`ALTER TABLE ${table} ADD CONSTRAINT ${ident(BOUND_CHECK)} CHECK (${constraint}) NOT VALID`);
   await c.query(`ALTER TABLE ${qualified(parent.schema, parent.table)} DETACH PARTITION ${table}`);
   return [detachedNote(partition)];
+}
+
+/** What a drop of the table would say of its partitioned table (a dry run), or refuse; nothing when it is no partition. */
+export async function wouldDetach(c: PoolClient, at: LiveName & { oid: number }): Promise<string[]> {
+  const parent = await parentOf(c, at.oid);
+  if (!parent) return [];
+  await refuseReferenced(c, at, parent, 'trashed');
+  const { rows } = await c.query<{ bound: string }>(
+    'SELECT pg_catalog.pg_get_expr(relpartbound, oid) AS bound FROM pg_catalog.pg_class WHERE oid = $1',
+    [at.oid],
+  );
+  return [`would detach from ${parent.schema}.${parent.table} (${rows[0]!.bound}) until its recall`];
+}
+
+async function refuseReferenced(c: PoolClient, at: LiveName, parent: LiveName & { oid: number }, what: string): Promise<void> {
+  const { rows } = await c.query<{ said: string }>(
+    `SELECT pg_catalog.format('foreign key %s of %s references its partitioned table', con.conname, con.conrelid::pg_catalog.regclass) AS said
+       FROM pg_catalog.pg_constraint con WHERE con.contype = 'f' AND con.confrelid = $1 AND con.conparentid = 0 ORDER BY 1`,
+    [parent.oid],
+  );
+  if (rows.length > 0)
+    throw new HasDependentsError(
+      `${at.schema}.${at.table} cannot be ${what} alone while others may reference its rows: ${rows.map((r) => r.said).join(', ')}; ` +
+        `drop the foreign key first, or drop ${parent.schema}.${parent.table} whole`,
+    );
 }
 
 /**

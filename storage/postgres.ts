@@ -18,6 +18,7 @@ import { domainError, InvalidInputError, isDomainErrorType, TableFateError } fro
 import type { TableDefinition } from './postgres-create';
 import { admitLeaving, dependentsOf, familyNotes } from './postgres-dependents';
 import type { MoveOptions } from './postgres-drain';
+import { refuseManagedPartitions, wouldDetach } from './postgres-partition';
 import { missing, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 import { PostgresTables } from './postgres-tables';
 
@@ -155,7 +156,8 @@ export class PostgresStorage implements StorageDriver {
       try {
         const found = await dependentsOf(client, at.oid);
         admitLeaving(found, `${at.schema}.${at.table}`, opts.cascade === true, 'trashed');
-        notes = this.named(ref, familyNotes(found, 'would'));
+        await refuseManagedPartitions(client, found.members, `${at.schema}.${at.table}`, 'trashed');
+        notes = this.named(ref, [...familyNotes(found, 'would'), ...(await wouldDetach(client, at))]);
       } finally {
         client.release();
       }

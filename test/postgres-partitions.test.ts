@@ -129,7 +129,9 @@ test('a view on a partition needs --cascade, as on the table; a partition that i
   await h.client.undelete({ table: parent.id });
   expect(await rows('SELECT count(*)::int AS n FROM logs.lines_2026_v')).toEqual([{ n: 0 }]);
   // (A leaf partition is: test/postgres-partition-alone.test.ts.)
-  await db.query(`CREATE TABLE logs.lines_2027 PARTITION OF logs.lines FOR VALUES FROM ('2027-01-01') TO ('2028-01-01') PARTITION BY RANGE (at)`);
+  await db.query(
+    `CREATE TABLE logs.lines_2027 PARTITION OF logs.lines FOR VALUES FROM ('2027-01-01') TO ('2028-01-01') PARTITION BY RANGE (at)`,
+  );
   await expect(h.client.adopt({ table: 'logs.lines_2027' })).rejects.toMatchObject({
     type: 'InvalidInput',
     message: expect.stringContaining('it is a partition that is partitioned itself: adopt its partitioned table whole') as unknown,
