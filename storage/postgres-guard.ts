@@ -23,6 +23,12 @@ import { ident } from '../catalog/pg-session';
  *   (a `DROP TYPE ... CASCADE`: the table would stay, without the column), and any of tablefate's own schemas or its
  *   record (looked for first: the record may be gone with them by then).
  *
+ * - Partitions: refuse_move refuses an ALTER TABLE of a managed partition's partitioned table (`partition_of`) after
+ *   which it is none of its partitions, in a session holding both ACCESS EXCLUSIVE (a plain DETACH PARTITION; the
+ *   second half of a CONCURRENTLY one goes through, its first having committed). refuse_drop refuses a DROP in a session
+ *   holding a managed partitioned table ACCESS EXCLUSIVE that it did not drop: by sql_drop a dropped partition's
+ *   pg_inherits row is gone, and that lock, which PostgreSQL takes to drop a partition, is what is left of it.
+ *
  * Only the objects the statement touched are looked up, never the whole record: a table already out of place (see
  * `tablefate doctor`) holds up only DDL of itself, until it is put back.
  *
@@ -123,6 +129,11 @@ BEGIN
 END
 $guard$`;
 
+/** Whether this session holds the relation `oid` (an SQL expression) ACCESS EXCLUSIVE. */
+const holdsExclusive = (oid: string) => `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+     WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.relation = ${oid} AND l.mode = 'AccessExclusiveLock'
+       AND l.granted AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))`;
+
 /** The relations a statement touched (its `cmd`, at ddl_command_end): each it named, and each in a schema it altered. */
 const TOUCHED = `touched AS (
     SELECT cmd.objid AS oid FROM cmd WHERE cmd.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -186,6 +197,10 @@ BEGIN
       JOIN ${ident(OWN)}."shards" s ON s.partition_of = t.oid
       JOIN pg_catalog.pg_class p ON p.oid = t.oid JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
      WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = s.table_oid AND i.inhparent = s.partition_of)
+       -- DETACH locks both ACCESS EXCLUSIVE: a record out of date (a DETACH made with the guard off) holds up no other DDL
+       -- of the partitioned table. (The second half of a DETACH ... CONCURRENTLY locks the partitioned table less, and
+       -- goes through: its first half has committed, and refused it would leave the partition pending detach.)
+       AND ${holdsExclusive('s.table_oid')} AND ${holdsExclusive('t.oid')}
      ORDER BY s.schema_name, s.table_name
      LIMIT 1;
     IF FOUND THEN
@@ -250,9 +265,7 @@ BEGIN
     JOIN pg_catalog.pg_class p ON p.oid = s.table_oid AND p.relkind = 'p'
     JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
    WHERE part.object_type = 'table' AND NOT part.is_temporary
-     AND EXISTS (SELECT 1 FROM pg_catalog.pg_locks l WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation'
-                  AND l.relation = s.table_oid AND l.mode = 'AccessExclusiveLock' AND l.granted
-                  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))
+     AND ${holdsExclusive('s.table_oid')}
      AND NOT EXISTS (SELECT 1 FROM d x WHERE x.objid = s.table_oid
                         OR (x.object_type IN ('table constraint', 'trigger') AND x.address_names[1] = n.nspname AND x.address_names[2] = p.relname))
    ORDER BY s.schema_name, s.table_name, 5, 6

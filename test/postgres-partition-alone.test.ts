@@ -260,6 +260,17 @@ test("the guard: a managed partition, or any partition of a managed partitioned 
     await h.client.trash({ table: 'guarded.events_2026_01', retentionSeconds: 3600 });
     await h.client.undelete({ table: alone.id });
     expect(await tree('guarded.events')).toEqual(['guarded.events_2026_01', 'guarded.events_2026_02', 'guarded.events_rest']);
+
+    // DETACH ... CONCURRENTLY commits its first half before the guard sees it: its second goes through rather than leave
+    // the partition pending detach. The partition stays tablefate's, plain; the partitioned table's DDL is not held up.
+    await db.query(`CREATE TABLE guarded.logs (at int) PARTITION BY RANGE (at);
+      CREATE TABLE guarded.logs_1 PARTITION OF guarded.logs FOR VALUES FROM (0) TO (10)`);
+    const logs = await h.client.adopt({ table: 'guarded.logs_1' });
+    await db.query('ALTER TABLE guarded.logs DETACH PARTITION guarded.logs_1 CONCURRENTLY');
+    await db.query('ALTER TABLE guarded.logs ADD COLUMN note text');
+    expect(await tree('guarded.logs')).toEqual([]);
+    expect((await h.client.trash({ table: 'guarded.logs_1', retentionSeconds: 3600 })).notes ?? []).toEqual([]);
+    await h.client.undelete({ table: logs.id });
   } finally {
     await removeGuard(db, 'node-0');
   }
