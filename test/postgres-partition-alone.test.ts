@@ -256,6 +256,9 @@ test("the guard: a managed partition, or any partition of a managed partitioned 
     expect(await tree('guarded.events')).toEqual(['guarded.events_2026_01', 'guarded.events_2026_02', 'guarded.events_rest']);
     // What tablefate does not manage goes through: a table of no managed partitioned table, in a transaction of its own.
     await db.query('DROP TABLE guarded.loose');
+    // Nor a table whose key referenced the partitioned table (its drop locks it too, to take the key's triggers off it).
+    await db.query('CREATE TABLE guarded.refs (id bigint, at date, FOREIGN KEY (id, at) REFERENCES guarded.events)');
+    await db.query('DROP TABLE guarded.refs');
     // tablefate's own DETACH and ATTACH.
     await h.client.trash({ table: 'guarded.events_2026_01', retentionSeconds: 3600 });
     await h.client.undelete({ table: alone.id });
