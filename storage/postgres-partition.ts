@@ -184,16 +184,21 @@ export async function restorePartition(c: PoolClient, oid: number, live: LiveNam
 
 /** Why an ATTACH was refused, in words: the partition that took the bounds, named, when PostgreSQL says which. */
 async function takenBy(c: PoolClient, err: Error, partition: DetachedPartition, parent: string): Promise<string> {
-  const overlap = /would overlap partition "(.+)"$/.exec(err.message);
-  if (overlap) {
+  // PostgreSQL names the partition in its message, unqualified: found among the parent's own.
+  const named = async (name: string) => {
     const { rows } = await c.query<{ name: string }>(
       `SELECT pg_catalog.format('%I.%I', n.nspname, ch.relname) AS name FROM pg_catalog.pg_inherits i
          JOIN pg_catalog.pg_class ch ON ch.oid = i.inhrelid JOIN pg_catalog.pg_namespace n ON n.oid = ch.relnamespace
         WHERE i.inhparent = $1 AND ch.relname = $2`,
-      [partition.parentOid, overlap[1]],
+      [partition.parentOid, name],
     );
-    return `its partition bounds ${partition.bound} of ${parent} are taken by ${rows[0]?.name ?? overlap[1]}`;
-  }
+    return rows[0]?.name ?? name;
+  };
+  const overlap = /would overlap partition "(.+)"$/.exec(err.message);
+  if (overlap) return `its partition bounds ${partition.bound} of ${parent} are taken by ${await named(overlap[1]!)}`;
+  const fallen = /default partition "(.+)" would be violated by some row$/.exec(err.message);
+  if (fallen)
+    return `rows of its partition bounds ${partition.bound} of ${parent} were written to the default partition ${await named(fallen[1]!)} meanwhile`;
   return `ATTACH PARTITION ... ${partition.bound} was refused: ${err.message}`;
 }
 

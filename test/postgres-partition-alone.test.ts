@@ -192,6 +192,29 @@ test('its partitioned table dropped while it was in the trash: it comes back as 
   expect(await count('gone.events_2026_02')).toBe(february);
 });
 
+test("a default partition alone comes back the default; rows of a partition's bounds written to the default meanwhile keep it beside, said", async () => {
+  await events('fallback');
+  const rest = await oidOf('fallback.events_rest');
+  const restRows = await count('fallback.events_rest');
+  const restTable = await h.client.adopt({ table: 'fallback.events_rest' });
+  expect((await h.client.trash({ table: 'fallback.events_rest', retentionSeconds: 3600 })).notes).toEqual([
+    'fallback.events_rest: detached from fallback.events (DEFAULT) until its recall',
+  ]);
+  await expect(db.query(`INSERT INTO fallback.events VALUES (2001, '2027-05-01', 1, 'nowhere')`)).rejects.toMatchObject({ code: '23514' });
+  expect((await h.client.undelete({ table: restTable.id })).notes ?? []).toEqual([]);
+  expect(await attachment(rest)).toEqual({ parent: 'fallback.events', bound: 'DEFAULT' });
+  expect(await count('fallback.events_rest')).toBe(restRows);
+
+  const february = await oidOf('fallback.events_2026_02');
+  const table = await h.client.adopt({ table: 'fallback.events_2026_02' });
+  await h.client.trash({ table: 'fallback.events_2026_02', retentionSeconds: 3600 });
+  await db.query(`INSERT INTO fallback.events VALUES (2002, '2026-02-14', 1, 'to the default')`);
+  expect((await h.client.undelete({ table: table.id })).notes).toEqual([
+    "fallback.events_2026_02: came back detached, beside fallback.events: rows of its partition bounds FOR VALUES FROM ('2026-02-01') TO ('2026-03-01') of fallback.events were written to the default partition fallback.events_rest meanwhile",
+  ]);
+  expect(await attachment(february)).toEqual({ parent: null, bound: null });
+});
+
 test('its partitioned table managed too: neither takes the other along; each is dropped and recalled on its own', async () => {
   await events('fam');
   const part = await oidOf('fam.events_2026_01');
