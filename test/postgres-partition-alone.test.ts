@@ -154,6 +154,34 @@ test('a partition alone: adopted, dropped without queueing readers of its partit
   expect(await count('shop.events')).toBe(450 - january);
 });
 
+test('the recall reads none of its rows: the only scan of it is the validation of its check, in the trash after the drop', async () => {
+  await db.query(`CREATE SCHEMA scan;
+    CREATE TABLE scan.events (id bigint, at date NOT NULL) PARTITION BY RANGE (at);
+    CREATE TABLE scan.events_2026_01 PARTITION OF scan.events ${JANUARY};
+    INSERT INTO scan.events SELECT g, DATE '2026-01-01' + (g % 31) FROM generate_series(1, 1000) g`);
+  const oid = await oidOf('scan.events_2026_01');
+  /**
+   * The sequential scans PostgreSQL counted on the partition, once the worker's sessions have reported theirs: an
+   * idle session reports within PostgreSQL 15's 10 s (PGSTAT_IDLE_INTERVAL). `until`: as soon as it is that many.
+   */
+  const scans = async (until?: number) => {
+    const deadline = Date.now() + 12_000;
+    for (;;) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await db.query('SELECT pg_stat_clear_snapshot()');
+      const now = Number((await rows('SELECT seq_scan FROM pg_stat_user_tables WHERE relid = $1', [oid]))[0]!.seq_scan);
+      if (now === until || Date.now() > deadline) return now;
+    }
+  };
+  const table = await h.client.adopt({ table: 'scan.events_2026_01' });
+  await h.client.trash({ table: 'scan.events_2026_01', retentionSeconds: 3600 });
+  // The validation of its check, in the trash: counted, as an ATTACH's scan of it would be (PostgreSQL counts both).
+  expect(await scans(1)).toBe(1);
+  await h.client.undelete({ table: table.id });
+  expect(await attachment(oid)).toEqual({ parent: 'scan.events', bound: JANUARY });
+  expect(await scans()).toBe(1);
+}, 60_000);
+
 test('its bounds taken while it was in the trash: it comes back beside its partitioned table, plain, and says by which', async () => {
   await events('taken');
   const oid = await oidOf('taken.events_2026_01');
