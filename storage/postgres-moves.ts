@@ -110,7 +110,7 @@ async function moveOnce(
   // with the rest of its keys.
   let detached: string[] = [];
   if (leaving) {
-    detached = await detachPartition(c, at, 'trashed');
+    detached = await detachPartition(c, at, to === 'garbage' ? 'purged' : 'trashed');
     await detachKeys(c, at);
   }
   const parked = parkedName(id);
