@@ -65,8 +65,9 @@ export async function createTable(pool: Pool, id: ShardTableId, live: LiveName, 
  * Records the table that already exists at `live` as this shard's (an adopt), in one transaction: from then on it is
  * found by its oid, as a table tablefate made. Recorded already (a retry) is success. Refused, with nothing changed:
  * no such table; one tablefate records already; and what a move could not carry whole or at all: a view or anything
- * else that is not a table (a partitioned table is one: its partitions move with it), a partition, a table in an
- * inheritance tree, a temporary table, a table the worker's role may not alter.
+ * else that is not a table (a partitioned table is one: its partitions move with it), a partition that is partitioned
+ * itself, a table in an inheritance tree, a temporary table, a table the worker's role may not alter. A leaf partition
+ * is adopted as a table of its own, its partitioned table recorded (`partition_of`: the guard refuses its DETACH).
  */
 export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): Promise<void> {
   await inNodeTransaction(pool, async (c) => {
@@ -78,6 +79,7 @@ export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): 
       kind: string;
       persistence: string;
       partition: boolean;
+      parent: string | null;
       inherits: boolean;
       owner: string;
       may_alter: boolean;
@@ -85,8 +87,9 @@ export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): 
       table_id: string | null;
     }>(
       `SELECT c.oid::int8 AS oid, c.relkind AS kind, c.relpersistence AS persistence, c.relispartition AS partition,
+              (SELECT i.inhparent::int8 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid AND c.relispartition) AS parent,
               EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class child ON child.oid = i.inhrelid
-                       WHERE i.inhrelid = c.oid OR (i.inhparent = c.oid AND NOT child.relispartition)) AS inherits,
+                       WHERE (i.inhrelid = c.oid OR i.inhparent = c.oid) AND NOT child.relispartition) AS inherits,
               pg_catalog.pg_get_userbyid(c.relowner) AS owner, pg_catalog.pg_has_role(current_user, c.relowner, 'USAGE') AS may_alter,
               s.catalog_id, s.table_id
          FROM pg_catalog.pg_class c LEFT JOIN ${SHARDS} s ON s.table_oid = c.oid
@@ -100,8 +103,9 @@ export async function adoptTable(pool: Pool, id: ShardTableId, live: LiveName): 
     const refusal = adoptRefusal(found);
     if (refusal) throw new InvalidInputError(`${name} cannot be adopted: ${refusal}`);
     await c.query(
-      `INSERT INTO ${SHARDS} (table_oid, catalog_id, table_id, shard, schema_name, table_name, owner_name) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-      [found.oid, id.catalogId, id.tableId, id.shard, live.schema, live.table, found.owner],
+      `INSERT INTO ${SHARDS} (table_oid, catalog_id, table_id, shard, schema_name, table_name, owner_name, partition_of)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [found.oid, id.catalogId, id.tableId, id.shard, live.schema, live.table, found.owner, found.parent],
     );
   });
 }
@@ -121,7 +125,8 @@ async function madeAlready(c: PoolClient, id: ShardTableId): Promise<boolean> {
 /** Why a relation found at an adopted name cannot be tablefate's table, or undefined if it can. */
 function adoptRefusal(r: { kind: string; persistence: string; partition: boolean; inherits: boolean; owner: string; may_alter: boolean }) {
   if (r.kind !== 'r' && r.kind !== 'p') return `it is a ${RELATION_KINDS[r.kind] ?? 'relation that is not a table'}`;
-  if (r.partition) return 'it is a partition of another table';
+  // (A leaf partition is adopted as a table of its own: its drop detaches it, its recall attaches it; postgres-partition.ts.)
+  if (r.partition && r.kind === 'p') return 'it is a partition that is partitioned itself: adopt its partitioned table whole';
   if (r.inherits) return 'it inherits from another table or has tables inheriting from it';
   if (r.persistence === 't') return 'it is a temporary table';
   if (!r.may_alter) return `it is owned by ${r.owner}, and the worker's role is not a member of that role (it could not move the table)`;

@@ -10,7 +10,8 @@ import type { LiveName } from './postgres-record';
  * of the live area, their definitions recorded, and put back on its recall. Anything else (a function with an
  * SQL-standard body or of its row type, another table's column of its row type, a rule on another table, a table that
  * inherits from it or is its partition, a table it inherits from) would be destroyed by PostgreSQL's `DROP ... CASCADE`
- * and cannot be kept: it refuses the drop, named. What belongs to the table itself (its indexes, constraints,
+ * and cannot be kept: it refuses the drop, named. (A table that is itself a partition is detached from its partitioned
+ * table by its move: postgres-partition.ts.) What belongs to the table itself (its indexes, constraints,
  * defaults, triggers, policies, rules, statistics, publication memberships, owned sequences) moves with it.
  */
 
@@ -132,7 +133,8 @@ UNION ALL
 SELECT 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
        pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object(${CLASS('pg_class')}, i.inhparent, 0), 'it inherits from it or is its partition'),
        NULL
-  FROM pg_catalog.pg_inherits i WHERE i.inhrelid = $1
+  -- (A partition's own partitioned table is not: the move detaches it from that, see postgres-partition.ts.)
+  FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class ch ON ch.oid = i.inhrelid AND NOT ch.relispartition WHERE i.inhrelid = $1
 UNION ALL
 -- A partition's foreign key of its own (not its partitioned table's) would reach into the trash from a live table.
 SELECT 'other', con.oid::int8, NULL, NULL, NULL, 0, NULL,

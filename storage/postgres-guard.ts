@@ -23,6 +23,12 @@ import { ident } from '../catalog/pg-session';
  *   (a `DROP TYPE ... CASCADE`: the table would stay, without the column), and any of tablefate's own schemas or its
  *   record (looked for first: the record may be gone with them by then).
  *
+ * - Partitions: refuse_move refuses an ALTER TABLE of a managed partition's partitioned table (`partition_of`) after
+ *   which it is none of its partitions, in a session holding both ACCESS EXCLUSIVE (a plain DETACH PARTITION; the
+ *   second half of a CONCURRENTLY one goes through, its first having committed). refuse_drop refuses a DROP in a session
+ *   holding a managed partitioned table ACCESS EXCLUSIVE that it did not drop: by sql_drop a dropped partition's
+ *   pg_inherits row is gone, and that lock, which PostgreSQL takes to drop a partition, is what is left of it.
+ *
  * Only the objects the statement touched are looked up, never the whole record: a table already out of place (see
  * `tablefate doctor`) holds up only DDL of itself, until it is put back.
  *
@@ -123,6 +129,11 @@ BEGIN
 END
 $guard$`;
 
+/** Whether this session holds the relation `oid` (an SQL expression) ACCESS EXCLUSIVE. */
+const holdsExclusive = (oid: string) => `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+     WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.relation = ${oid} AND l.mode = 'AccessExclusiveLock'
+       AND l.granted AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database()))`;
+
 /** The relations a statement touched (its `cmd`, at ddl_command_end): each it named, and each in a schema it altered. */
 const TOUCHED = `touched AS (
     SELECT cmd.objid AS oid FROM cmd WHERE cmd.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -175,6 +186,31 @@ BEGIN
         pg_catalog.format('leave it at %I.%I', hit.nspname, hit.relname)
           || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END, NULL);
   END IF;
+  -- A managed partition that is no longer one of the partitioned table the statement altered (ALTER TABLE ... DETACH
+  -- PARTITION): tablefate clears partition_of before its own DETACH. (Not asked of a record older than the column.)
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = pg_catalog.to_regclass(${literal(RECORD)})
+                AND attname = 'partition_of' AND NOT attisdropped) THEN
+    WITH cmd AS MATERIALIZED (SELECT classid, objid, command_tag FROM pg_catalog.pg_event_trigger_ddl_commands()),
+    ${TOUCHED}
+    SELECT s.schema_name, s.table_name, s.table_id, s.shard, n.nspname, p.relname INTO hit
+      FROM touched t
+      JOIN ${ident(OWN)}."shards" s ON s.partition_of = t.oid
+      JOIN pg_catalog.pg_class p ON p.oid = t.oid JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+     WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = s.table_oid AND i.inhparent = s.partition_of)
+       -- DETACH locks both ACCESS EXCLUSIVE: a record out of date (a DETACH made with the guard off) holds up no other DDL
+       -- of the partitioned table. (The second half of a DETACH ... CONCURRENTLY locks the partitioned table less, and
+       -- goes through: its first half has committed, and refused it would leave the partition pending detach.)
+       AND ${holdsExclusive('s.table_oid')} AND ${holdsExclusive('t.oid')}
+     ORDER BY s.schema_name, s.table_name
+     LIMIT 1;
+    IF FOUND THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+        MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+          pg_catalog.format('detach it from %I.%I', hit.nspname, hit.relname),
+          pg_catalog.format('"tablefate drop %I.%I" detaches it into the trash, and "tablefate recall" attaches it again',
+                            hit.schema_name, hit.table_name));
+    END IF;
+  END IF;
 END
 $guard$`;
 
@@ -218,6 +254,29 @@ BEGIN
           || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END,
         CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop the column by itself first (ALTER TABLE %I.%I DROP COLUMN %I)',
                                                            hit.schema_name, hit.table_name, hit.column_name) END);
+  END IF;
+  -- A partition of a managed partitioned table. Its pg_inherits row is gone by now, but PostgreSQL locks the partitioned
+  -- table ACCESS EXCLUSIVE to drop one, and this session holds that lock: a managed partitioned table so locked, that
+  -- the statement neither dropped nor dropped a constraint or trigger of (a key that referenced it, say).
+  WITH d AS MATERIALIZED (SELECT objid, object_type, is_temporary, address_names FROM pg_catalog.pg_event_trigger_dropped_objects())
+  SELECT s.schema_name, s.table_name, s.table_id, s.shard, part.address_names[1] AS part_schema, part.address_names[2] AS part_name INTO hit
+    FROM d part
+    CROSS JOIN ${ident(OWN)}."shards" s
+    JOIN pg_catalog.pg_class p ON p.oid = s.table_oid AND p.relkind = 'p'
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
+   WHERE part.object_type = 'table' AND NOT part.is_temporary
+     AND ${holdsExclusive('s.table_oid')}
+     AND NOT EXISTS (SELECT 1 FROM d x WHERE x.objid = s.table_oid
+                        OR (x.object_type IN ('table constraint', 'trigger') AND x.address_names[1] = n.nspname AND x.address_names[2] = p.relname))
+   ORDER BY s.schema_name, s.table_name, 5, 6
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+      MESSAGE = ${G}.refusal(hit.schema_name, hit.table_name, hit.table_id, hit.shard, TG_TAG,
+        pg_catalog.format('drop its partition %I.%I', hit.part_schema, hit.part_name),
+        CASE WHEN hit.schema_name NOT IN (${literal(TRASH)}, ${literal(GARBAGE)}) THEN
+          pg_catalog.format('adopt the partition ("tablefate adopt %I.%I") and drop it with "tablefate drop": the trash keeps it, and its recall attaches it again',
+                            hit.part_schema, hit.part_name) END);
   END IF;
 END
 $guard$`;

@@ -6,6 +6,14 @@ import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions }
 import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
 import { ensureSchema, lockShard } from './postgres-node';
+import {
+  detachPartition,
+  parentOf,
+  recordedPartitionNotes,
+  refuseManagedPartitions,
+  restorePartition,
+  validateBoundCheck,
+} from './postgres-partition';
 import { AREA_SCHEMAS, missing, parkedName, qualified, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 
 /**
@@ -51,6 +59,9 @@ export async function moveTable(
  */
 export async function moveTables(pool: Pool, moves: readonly TableMove[], to: TableArea, options: MoveOptions): Promise<MoveOutcome[]> {
   const cascade = options.cascade === true;
+  // A partition's recall attaches it without reading its rows only if the check of its bounds is valid: a drop that
+  // crashed before validating it has it validated now, outside the move.
+  if (to === 'live') for (const { id } of moves) await validateBoundCheck(pool, id);
   const moved = await withBriefLocks(pool, moves[0]!.id, options, async (c, attempt) => {
     // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle.
     for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
@@ -58,6 +69,7 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     for (const move of await inMoveOrder(c, moves, to)) outcomes.set(move, await moveOnce(c, move.id, to, move.live, attempt, cascade));
     return moves.map((move) => outcomes.get(move)!);
   });
+  if (to === 'trash') for (const { id } of moves) await validateBoundCheck(pool, id);
   const answers: MoveOutcome[] = [];
   for (const [i, { id }] of moves.entries()) {
     // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
@@ -132,7 +144,10 @@ async function moveOnce(
   const placed = await locate(c, id);
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
   // Made already (the same move again, after a crash before its caller heard it): it says again what it took along.
-  if (isThere(placed, to, live)) return { restored: [], notes: to === 'trash' ? await recordedFamilyNotes(c, placed.oid) : [] };
+  if (isThere(placed, to, live)) {
+    const family = to === 'trash' ? await recordedFamilyNotes(c, placed.oid) : [];
+    return { restored: [], notes: to === 'garbage' ? [] : [...family, ...(await recordedPartitionNotes(c, placed.oid, to))] };
+  }
   // A purge of a table dropped by hand has nothing left to move: its delete forgets the record.
   if (placed.gone && to === 'garbage') return nothing;
   if (placed.drift) throw missing(id, placed.drift);
@@ -145,7 +160,10 @@ async function moveOnce(
   // tables a cascade detaches keys, policies or defaults from; then the views it takes along, the deepest first, as a
   // reader of a view locks them (a view's lock takes the relations it reads with it), and the table.
   const before = leaving && cascade ? await dependentsOf(c, placed.oid) : undefined;
-  if (leaving) await lockParents(c, placed.oid, attempt, before?.detached.map((d) => d.tableOid) ?? []);
+  // A partition's partitioned table too: its DETACH takes it ACCESS EXCLUSIVE, tried briefly as the rest.
+  const parent = leaving ? await parentOf(c, placed.oid) : null;
+  const others = [...(before?.detached.map((d) => d.tableOid) ?? []), ...(parent ? [parent.oid] : [])];
+  if (leaving) await lockParents(c, placed.oid, attempt, others);
   // (A materialized view cannot be locked so: its own ALTER takes its lock, tried briefly all the same.)
   const views = (before?.members ?? [])
     .filter((m) => m.kind === 'view')
@@ -158,7 +176,13 @@ async function moveOnce(
   // Checked under the lock, which keeps new dependents off the table until the move commits.
   const dependents =
     to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
-  if (leaving) await detachKeys(c, at);
+  // Detached from its partitioned table first: the foreign keys it had as that table's copies are then its own, and go
+  // with the rest of its keys.
+  let detached: string[] = [];
+  if (leaving) {
+    detached = await detachPartition(c, at, to === 'garbage' ? 'purged' : 'trashed');
+    await detachKeys(c, at);
+  }
   const parked = parkedName(id);
   let restored: DetachedKey[] = [];
   let notes: string[] = [];
@@ -172,11 +196,12 @@ async function moveOnce(
     await relocate(c, at.oid, { schema: live.schema, table: from.table }, live);
     await unpark(c, id, live);
     if (at.area !== 'live') {
+      const partition = await restorePartition(c, at.oid, live);
       const family = await restoreFamily(c, at.oid, live);
       const own = await restoreKeys(c, at.oid, live);
       const waited = await restoreWaitingKeys(c, at.oid);
       restored = [...own.keys, ...family.keys, ...waited.keys];
-      notes = [...family.notes, ...own.notes, ...waited.notes];
+      notes = [...partition, ...family.notes, ...own.notes, ...waited.notes];
       if (restored.length > 0)
         await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(restored)]);
     }
@@ -184,7 +209,7 @@ async function moveOnce(
     if (leaving) {
       await takeFamily(c, at.oid, at, parked, dependents!, AREA_SCHEMAS[to]);
       await refuseLateDependents(c, at.oid, dependents!);
-      notes = familyNotes(dependents!);
+      notes = [...familyNotes(dependents!), ...detached];
     } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
     if (at.area === 'live') await park(c, id, at);
     const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
@@ -219,6 +244,7 @@ async function admittedDependents(
     return found;
   }
   admitLeaving(found, table, cascade, what);
+  await refuseManagedPartitions(c, found.members, table, what);
   return found;
 }
 

@@ -105,6 +105,12 @@ CREATE TABLE sql_trash (
     sql: `ALTER TABLE shards ADD COLUMN family jsonb, ADD COLUMN keys_to_validate jsonb;
 ALTER TABLE sql_trash ADD COLUMN family jsonb;`,
   },
+  {
+    version: 6,
+    description:
+      'a single partition (postgres-partition.ts): the partitioned table a live one belongs to, and, out of the live area, its parent by oid and name, its bounds, and what its last recall said of it',
+    sql: `ALTER TABLE shards ADD COLUMN partition_of oid, ADD COLUMN partition jsonb;`,
+  },
 ];
 
 /**

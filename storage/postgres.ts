@@ -17,6 +17,7 @@ import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './e
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import type { TableDefinition } from './postgres-create';
 import { admitLeaving, dependentsOf, familyNotes } from './postgres-dependents';
+import { refuseManagedPartitions, wouldDetach } from './postgres-partition';
 import { missing, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 import { PostgresTables } from './postgres-tables';
 
@@ -170,7 +171,8 @@ export class PostgresStorage implements StorageDriver {
       try {
         const found = await dependentsOf(client, at.oid);
         admitLeaving(found, `${at.schema}.${at.table}`, opts.cascade === true, 'trashed');
-        notes = this.named(ref, familyNotes(found, 'would'));
+        await refuseManagedPartitions(client, found.members, `${at.schema}.${at.table}`, 'trashed');
+        notes = this.named(ref, [...familyNotes(found, 'would'), ...(await wouldDetach(client, at))]);
       } finally {
         client.release();
       }

@@ -124,15 +124,16 @@ describe('what adopt refuses, changing nothing', () => {
     await untouched('nowhere.missing');
   });
 
-  test('a view and a partition are InvalidInput: a move could not carry them whole (a partitioned table is adopted whole)', async () => {
+  test('a view and a partitioned partition are InvalidInput: a move could not carry them whole (a partitioned table is adopted whole)', async () => {
     await db().query(`CREATE SCHEMA odd;
       CREATE TABLE odd.base (id int, at date);
       CREATE VIEW odd.v AS SELECT id FROM odd.base;
       CREATE TABLE odd.events (id int, at date) PARTITION BY RANGE (at);
-      CREATE TABLE odd.events_2026 PARTITION OF odd.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')`);
+      CREATE TABLE odd.events_2026 PARTITION OF odd.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01') PARTITION BY RANGE (at)`);
+    // (A leaf partition is adopted alone: test/postgres-partition-alone.test.ts.)
     for (const [name, why] of [
       ['odd.v', 'it is a view'],
-      ['odd.events_2026', 'it is a partition of another table'],
+      ['odd.events_2026', 'it is a partition that is partitioned itself'],
     ] as const) {
       const oid = await oidOf(db(), name);
       await expect(h.client.adopt({ table: name })).rejects.toMatchObject({
@@ -276,8 +277,10 @@ describe('adopt and drop in one operation (a drop with its node named)', () => {
       type: 'HasDependents',
       message: expect.stringContaining('view fam.parent_v') as unknown,
     });
-    // A partition alone cannot be kept yet: refused as its adopt is.
-    await db.query(`CREATE TABLE fam.events_2026 PARTITION OF fam.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')`);
+    // A partition that is partitioned itself cannot be kept alone: refused as its adopt is.
+    await db.query(
+      `CREATE TABLE fam.events_2026 PARTITION OF fam.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01') PARTITION BY RANGE (at)`,
+    );
     await expect(h.client.trash({ table: 'fam.events_2026', node: 'node-0' })).rejects.toMatchObject({ type: 'InvalidInput' });
     await expect(h.client.trash({ table: 'fam.nosuch', node: 'node-0' })).rejects.toMatchObject({ type: 'TableNotFound' });
     expect(await oidOf(db, 'fam.parent')).toBe(oid);
