@@ -59,10 +59,10 @@ function describeRequest(r: OpRequest): string {
     case 'trash':
       return (
         `trash ${r.table} (${r.retentionSeconds} s${r.drainTimeoutSeconds === undefined ? '' : `, drain timeout ${r.drainTimeoutSeconds} s`}` +
-        `${r.cascade ? ', cascade' : ''})`
+        `${r.cascade ? ', cascade' : ''})${r.together ? ` together with ${r.together.join(', ')}` : ''}`
       );
     case 'undelete':
-      return `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}`;
+      return `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}${r.alone ? ' alone' : ''}`;
     case 'purge':
       return `purge ${r.tableId}`;
     case 'hold':
@@ -96,7 +96,27 @@ function targetOf(op: OpRecord): number | undefined {
   return requestedId(op.request) ?? op.before?.id;
 }
 
-/** Calls of `kind` that may have acted on table `id` (or, for calls by name, on a name it had) after `t`. */
+/**
+ * The tables ever dropped as one with table `id`, as far as the run knows (the answers and the records it read): a
+ * recall of any of them (not alone) may have brought `id` back too.
+ */
+export function unitMates(ops: readonly OpRecord[], id: number): Set<number> {
+  const mates = new Set<number>();
+  const unit = (tableId: number, droppedWith: readonly number[] | undefined) => {
+    const all = [tableId, ...(droppedWith ?? [])];
+    if (all.length > 1 && all.includes(id)) for (const m of all) if (m !== id) mates.add(m);
+  };
+  for (const op of ops) {
+    if (op.before) unit(op.before.id, op.before.droppedWith);
+    if (op.outcome.kind === 'ok') unit(op.outcome.table.id, op.outcome.table.droppedWith);
+  }
+  return mates;
+}
+
+/**
+ * Calls of `kind` that may have acted on table `id` (or, for calls by name, on a name it had) after `t`: a drop that
+ * named it among others to go as one, and a recall (not alone) of a table dropped with it, too.
+ */
 export function explainers(
   ops: readonly OpRecord[],
   kind: OpRequest['kind'],
@@ -104,9 +124,12 @@ export function explainers(
   names: ReadonlySet<string>,
   t: number,
 ): OpRecord[] {
+  const mates = kind === 'undelete' ? unitMates(ops, id) : new Set<number>();
   return ops.filter((op) => {
     if (op.request.kind !== kind || !couldActAfter(op, t)) return false;
     if (targetOf(op) === id) return true;
+    if (op.request.kind === 'trash' && (op.request.together ?? []).some((n) => names.has(n))) return true;
+    if (op.request.kind === 'undelete' && !op.request.alone && mates.has(op.request.tableId)) return true;
     return (op.request.kind === 'trash' || op.request.kind === 'create') && names.has(op.request.table);
   });
 }

@@ -4,6 +4,7 @@ import { describeOp, explainers, namesOf } from './answers';
 import type { Dependent } from './families';
 import { TRANSITIONAL_STATES } from './observe';
 import type { Problem } from './problems';
+import type { UnitKey } from './units';
 import { quoteIdent, type NodeDatabase } from './rows';
 import type { OpRecord } from './scenario';
 
@@ -106,6 +107,8 @@ export interface FamilyEvidence {
   /** `<node>/<oid>` of the run's live tables holding a row that matches no parent. */
   orphaned: ReadonlySet<string>;
   ops: readonly OpRecord[];
+  /** The keys the run made between tablefate's own tables (units.ts): a cascade detaches them, and they refuse a drop too. */
+  unitKeys?: readonly UnitKey[];
 }
 
 export class FamilyChecks {
@@ -164,7 +167,8 @@ export class FamilyChecks {
           }
         }
         for (const x of r.family?.detached ?? []) {
-          if (!own.some((d) => !isView(d) && d.oid === x.tableOid && d.part === x.name)) {
+          const unitKey = (this.evidence.unitKeys ?? []).some((k) => k.childOid === x.tableOid && k.name === x.name);
+          if (!unitKey && !own.some((d) => !isView(d) && d.oid === x.tableOid && d.part === x.name)) {
             problem(
               `${node}: the family of table ${r.tableId} shard ${r.shard} records ${x.kind} ${x.name} detached, which the run never made on it`,
             );
@@ -377,7 +381,12 @@ export class FamilyChecks {
         continue;
       }
       const id = op.before?.id;
-      if (!dependents.some((d) => (d.tableId === id || d.tableName === request.table) && d.madeAt < op.endedAt)) {
+      // (Dropped with others: a dependent of any of them refuses the drop; a key the run made between tables, too.)
+      const named = new Set([request.table, ...(request.together ?? [])]);
+      const keyed = (this.evidence.unitKeys ?? []).some(
+        (k) => (k.parentId === id || named.has(k.parentName)) && !named.has(k.childName) && k.madeAt < op.endedAt,
+      );
+      if (!keyed && !dependents.some((d) => (d.tableId === id || named.has(d.tableName)) && d.madeAt < op.endedAt)) {
         problem(`answered HasDependents (${outcome.message}), but the run had made no dependent of ${request.table} before the answer`);
       }
       const now = id === undefined ? undefined : byId.get(id);

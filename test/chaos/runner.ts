@@ -27,6 +27,8 @@ import { allTables, LockWaitWatch, type LockWait } from './observe';
 import { countDoorAnswers, DOOR_COUNT_SCHEMA, makeDoorCallerRole, urlAs } from './sql-caller';
 import type { DoorSummary } from './invariants';
 import type { Catalog } from '../../catalog/catalog';
+import { toTableInfo, type TableInfo } from '../../domain/table';
+import { afterRecalls, PartitionLoad, unitHints, UnitKeys, unitsAtRest } from './units';
 
 /**
  * One chaos run, start to end: its own dev server and state directory, a worker child killed again and again,
@@ -449,7 +451,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           )
         : undefined;
     cleanups.push(async () => lockWatch?.stop());
+    // Several tables as one (units.ts): keys between live tables, and leaves of a partitioned table adopted alone,
+    // written through their partitioned table meanwhile.
+    const unitKeys = inserter ? new UnitKeys({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('unit-keys') }) : undefined;
+    const partitions = inserter
+      ? new PartitionLoad({
+          node: nodeDbs[0]!,
+          nodes: nodeDbs,
+          sdk: new TableFateClient({ client: temporal, catalog, storageDriver: settings.driver }),
+          catalogId: catalog.id,
+          ledger: inserter.ledger,
+          rng: rng.fork('partitions'),
+        })
+      : undefined;
+    if (partitions) {
+      await partitions.setUp();
+      log(`the user's partitioned table chaos_p.events on ${nodeDbs[0]!.node}; leaves adopted alone: ${partitions.names().join(', ')}`);
+    }
     const stopLoad = async () => {
+      await partitions?.stop();
+      await unitKeys?.stop();
       await families?.stop();
       await inserter?.stop();
       await cutter?.stop();
@@ -461,6 +482,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     lockWatch?.start();
     inserter?.start();
     families?.start();
+    unitKeys?.start();
+    partitions?.start();
     cutter?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
@@ -484,6 +507,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
                 }
               : undefined,
         catalog,
+        units: unitHints(unitKeys, partitions, catalog),
         callTimeoutMs: settings.callTimeoutMs,
         deadline: Date.now() + settings.opsTimeLimitMs,
         signal,
@@ -602,13 +626,37 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       });
     }
     const checkStorage = async (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> => {
+      // Before the checker recalls anything: every drop of several tables as one still whole.
+      const units = unitsAtRest(tables, report.ops);
+      const togetherDrops = report.ops.filter((op) => op.request.kind === 'trash' && op.request.together).length;
+      const aloneRecalls = report.ops.filter((op) => op.request.kind === 'undelete' && op.request.alone).length;
+      const unitLine = `${togetherDrops} drops of several tables, ${aloneRecalls} recalls alone; ${units.units} units in the trash at rest`;
       if (files && fingerprints) {
         const found = await checkFiles(files, tables, fingerprints);
-        return { ...found, summary: `shard checksums compared for ${found.fingerprintsChecked}` };
+        return {
+          ...found,
+          problems: [...units.problems, ...found.problems],
+          summary: `shard checksums compared for ${found.fingerprintsChecked}; ${unitLine}`,
+        };
       }
+      // The checker's recalls: a table dropped with others that came back with an earlier one is READY already; one
+      // recalled under a fresh name comes alone. What each recall said, for the checks of keys and leaves after them.
+      const recallNotes = new Map<number, string[]>();
+      const recall = async (tableId: number, newName?: string): Promise<TableInfo> => {
+        const now = await catalog.getTable(tableId);
+        if (now?.state === 'READY' && newName === undefined) return { ...toTableInfo(now), notes: recallNotes.get(tableId) ?? [] };
+        const mates = now?.droppedWith ?? [];
+        const answer = await sdk.undelete(
+          { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
+          { timeoutMs: 60_000 },
+        );
+        for (const id of [tableId, ...(newName ? [] : mates)])
+          recallNotes.set(id, [...(recallNotes.get(id) ?? []), ...(answer.notes ?? [])]);
+        return answer;
+      };
       // The checker recalls the trashed tables as a user would: through the SDK, with the deployment's driver.
       const familyChecks = new FamilyChecks(
-        { dependents: families!.dependents, orphaned: families!.orphaned, ops: report.ops },
+        { dependents: families!.dependents, orphaned: families!.orphaned, ops: report.ops, unitKeys: unitKeys!.keys },
         nodeDbs,
         catalog.id,
       );
@@ -618,17 +666,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           catalogId: catalog.id,
           ledger: inserter!.ledger,
           userTables,
-          recall: (tableId, newName) => sdk.undelete(newName ? { table: tableId, newName } : { table: tableId }, { timeoutMs: 60_000 }),
+          recall,
           getTable: (tableId) => catalog.getTable(tableId),
           families: familyChecks,
         },
         tables,
       );
+      const after = await afterRecalls({
+        keys: unitKeys!.keys,
+        leaves: partitions!.adopted,
+        nodes: nodeDbs,
+        catalog,
+        ops: report.ops,
+        recallNotes,
+      });
+      const p = partitions!.stats;
       return {
         ...found,
+        problems: [...units.problems, ...found.problems, ...after.problems],
         summary:
           `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
-          `${found.recalled} trashed tables recalled; ${familyChecks.summary()}`,
+          `${found.recalled} trashed tables recalled; ${familyChecks.summary()}; ${unitLine}; ${after.summary}; ` +
+          `${p.rowsCommitted} rows committed through chaos_p.events into adopted leaves, ${p.remade} leaves made again ` +
+          `(refused: ${[...p.refused.entries()].map(([m, n]) => `${n}x ${m}`).join('; ') || 'none'})`,
       };
     };
     const findings = await checkInvariants(

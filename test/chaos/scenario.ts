@@ -31,8 +31,17 @@ export type OpRequest =
    * `drainTimeoutSeconds`: how long the drop waits for the table's leases (and, postgres, its sessions); 60 s when absent.
    * `cascade` (postgres): with the table's family (the views the run made on it go along, its keys on it are detached).
    */
-  | { kind: 'trash'; table: string; retentionSeconds: number; drainTimeoutSeconds?: number; cascade?: boolean }
-  | { kind: 'undelete'; tableId: number; newName?: string }
+  | {
+      kind: 'trash';
+      table: string;
+      retentionSeconds: number;
+      drainTimeoutSeconds?: number;
+      cascade?: boolean;
+      /** Dropped as one with `table` (issue 42): all into the trash or none, one droppedAt, each naming the others. */
+      together?: string[];
+    }
+  /** `alone`: a table dropped with others comes back alone (without it the others still in the trash from that drop come too). */
+  | { kind: 'undelete'; tableId: number; newName?: string; alone?: boolean }
   | { kind: 'purge'; tableId: number }
   | { kind: 'hold'; tableId: number; reason: string }
   | { kind: 'release'; tableId: number }
@@ -133,6 +142,11 @@ export interface ScenarioOptions {
   userNames?: readonly string[];
   /** Read to pick targets among the tables that exist. */
   catalog: Catalog;
+  /**
+   * Units (units.ts): the names a drop of `table` should take along as one (tables keyed to it), and names to aim drops
+   * and recalls at more often (partitions adopted alone). Absent: drops together draw their companions at random only.
+   */
+  units?: UnitHints;
   callTimeoutMs: number;
   /**
    * Absent: SDK clients. `cli`: each call is a `tablefate` command run from `cwd` (a directory with nothing in it) with
@@ -155,6 +169,21 @@ export interface ScenarioOptions {
    */
   deferClose?: (close: () => Promise<void>) => void;
 }
+
+/** What units.ts tells the scenario about the tables it keys to each other and the partitions it adopted. */
+export interface UnitHints {
+  /** The names keyed to `table` (either way) by a key the run made, live now: a drop together takes them along. */
+  keyedTo(table: TableRecord): string[];
+  /** The adopted partitions: a drop aims at one of them now and then. */
+  partitions(): string[];
+}
+
+/** How often a drop takes other tables along as one (2 to 4 tables in all); always when the table is keyed to others. */
+const TOGETHER_CHANCE = 0.3;
+/** How often a drop aims at an adopted partition (postgres), when there is one READY. */
+const PARTITION_CHANCE = 0.2;
+/** How often a recall of a table dropped with others asks for it alone. */
+const ALONE_CHANCE = 0.35;
 
 /** The pool of names, each with the shard count its creates usually ask for (files driver). */
 const FILES_NAMES: ReadonlyArray<readonly [string, number]> = [
@@ -253,6 +282,7 @@ async function pickOperation(
   userNames: readonly string[],
   holder: string,
   shared: Shared,
+  units?: UnitHints,
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
   // Only tables of real PostgreSQL tables have families (the files driver refuses a cascade).
@@ -289,13 +319,34 @@ async function pickOperation(
       return { request, before: await byName(table) };
     }
     case 'trash': {
-      const table = ready.length > 0 && !rng.chance(0.1) ? nameOf(rng.pick(ready)) : rng.pick(names)[0];
-      return { request: trashOf(rng, table, undefined, cascades), before: await byName(table) };
+      const partitions = (units?.partitions() ?? []).filter((p) => ready.some((t) => nameOf(t) === p));
+      const table =
+        partitions.length > 0 && rng.chance(PARTITION_CHANCE)
+          ? rng.pick(partitions)
+          : ready.length > 0 && !rng.chance(0.1)
+            ? nameOf(rng.pick(ready))
+            : rng.pick(names)[0];
+      const request = trashOf(rng, table, undefined, cascades);
+      const before = await byName(table);
+      // Keyed to others: all of them as one, mostly (alone, the parent is refused HasDependents without cascade).
+      const keyed = before && units ? units.keyedTo(before).filter((n) => n !== table) : [];
+      const together = new Set(keyed.length > 0 && !rng.chance(0.2) ? keyed : []);
+      if (together.size > 0 || rng.chance(TOGETHER_CHANCE)) {
+        const others = ready.map(nameOf).filter((n) => n !== table && !together.has(n));
+        for (let k = rng.int(1, 3) - together.size; k > 0 && others.length > 0; k--) {
+          together.add(others.splice(rng.int(0, others.length - 1), 1)[0]!);
+        }
+      }
+      if (together.size > 0 && request.kind === 'trash') request.together = [...together].slice(0, 3);
+      return { request, before };
     }
     case 'undelete': {
       const target = aimAt(trashed, 0.1);
       const newName = rng.chance(0.3) ? (aimsAtUser() ? rng.pick(userNames) : rng.pick(names)[0]) : undefined;
-      const request: OpRequest = newName ? { kind, tableId: target.id, newName } : { kind, tableId: target.id };
+      // Dropped with others: alone now and then, and always under a new name (the others keep theirs).
+      const unit = (target.droppedWith ?? []).length > 0;
+      const alone = unit && (newName !== undefined || rng.chance(ALONE_CHANCE)) ? { alone: true } : {};
+      const request: OpRequest = newName ? { kind, tableId: target.id, newName, ...alone } : { kind, tableId: target.id, ...alone };
       return { request, before: await catalog.getTable(target.id) };
     }
     case 'purge': {
@@ -384,11 +435,16 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
           retentionSeconds: request.retentionSeconds,
           ...(request.drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds: request.drainTimeoutSeconds }),
           ...(request.cascade ? { cascade: true } : {}),
+          ...(request.together ? { together: request.together } : {}),
         })
         .then(tableAnswer);
     case 'undelete':
       return client
-        .undelete(request.newName ? { table: request.tableId, newName: request.newName } : { table: request.tableId })
+        .undelete({
+          table: request.tableId,
+          ...(request.newName ? { newName: request.newName } : {}),
+          ...(request.alone ? { alone: true } : {}),
+        })
         .then(tableAnswer);
     case 'purge':
       return client.purge({ tableId: request.tableId }).then(tableAnswer);
@@ -511,6 +567,7 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
       return [
         'trash',
         request.table,
+        ...(request.together ?? []),
         '--reserve-seconds',
         String(request.retentionSeconds),
         ...(request.drainTimeoutSeconds === undefined ? [] : ['--drain-timeout', String(request.drainTimeoutSeconds)]),
@@ -518,7 +575,13 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
         ...common,
       ];
     case 'undelete':
-      return ['undelete', String(request.tableId), ...(request.newName ? [request.newName] : []), ...common];
+      return [
+        'undelete',
+        String(request.tableId),
+        ...(request.newName ? [request.newName] : []),
+        ...(request.alone ? ['--alone'] : []),
+        ...common,
+      ];
     case 'purge':
       return ['purge', String(request.tableId), ...common];
     case 'hold':
@@ -639,7 +702,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       const seq = issued++;
       const { request, before } = planned
         ? { request: planned, before: await targetNow(opts.catalog, planned) }
-        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared);
+        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared, opts.units);
       planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();

@@ -122,6 +122,8 @@ function statementOf(
     const node = nodeFor(before, nodes, rng, request.kind === 'trash' ? request.table : undefined, userTables);
     return node ? { node, ...statement } : undefined;
   };
+  // Several tables as one, or one of them alone: the SDK's (the door's calls name one table).
+  if ((request.kind === 'trash' && request.together) || (request.kind === 'undelete' && request.alone)) return undefined;
   switch (request.kind) {
     case 'trash':
       return on(
