@@ -354,7 +354,7 @@ class RunHere {
    */
   private async changeShards(asked: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
     // Several tables' shards move together: each node's in one call (and one transaction, where its driver can).
-    const together = this.progress.group !== undefined && asked.method === 'moveShard';
+    const together = asked.method === 'moveShard' && (this.progress.group !== undefined || asked.together === true);
     const change: ShardChange = together ? { ...asked, together: true } : asked;
     const all = shardsOfRun(this.progress);
     const placeOf = (shard: ShardRef) => all.indexOf(shard);

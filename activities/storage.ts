@@ -246,9 +246,10 @@ function byNode(shards: readonly ShardRef[]): ShardRef[][] {
   return [...nodes.values()];
 }
 
-const moveOptions = ({ drainTimeoutMs, cascade }: Extract<ShardChange, { method: 'moveShard' }>) => ({
+const moveOptions = ({ drainTimeoutMs, cascade, namespace }: Extract<ShardChange, { method: 'moveShard' }>) => ({
   drainTimeoutMs,
   ...(cascade ? { cascade } : {}),
+  ...(namespace !== undefined ? { namespace } : {}),
 });
 
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */

@@ -58,6 +58,7 @@ export const drop: CommandRecord = {
   aliases: ['trash'],
   usage: `  drop|trash <ns.name> [<ns.name> ...] [-r|--reserve-seconds N] [--drain-timeout S] [--node node-N]
          [--cascade] [--dry-run]
+  drop|trash --namespace <ns> [-r N] [--drain-timeout S]
                                               move a table to the trash (default retention 7 days, or the
                                               trash.retentionSeconds in force); first wait up to S (default 60)
                                               for its leases (DRAINING) and, PostgreSQL, sessions using it, then
@@ -67,7 +68,9 @@ export const drop: CommandRecord = {
                                               keys, policies and defaults on it are detached until its recall;
                                               --dry-run: drops nothing, prints the table and notes of what the
                                               drop would move into the trash with it and detach, or its refusal;
-                                              several tables: dropped as one, all or none, recalled together`,
+                                              several tables: dropped as one, all or none, recalled together;
+                                              --namespace: every table of the namespace as one, with their views
+                                              and (PostgreSQL) the schema with what else it holds`,
   spec: {
     options: {
       'reserve-seconds': { type: 'string', short: 'r' },
@@ -75,11 +78,13 @@ export const drop: CommandRecord = {
       node: { type: 'string' },
       cascade: { type: 'boolean' },
       'dry-run': { type: 'boolean' },
+      namespace: { type: 'string' },
       ...TIMEOUT,
     },
-    args: { min: 1, max: MAX_TABLES_DROPPED_TOGETHER },
+    args: { min: 0, max: MAX_TABLES_DROPPED_TOGETHER },
     run: ({ values: v, args: [table, ...more], command, withClient, progress }) => {
       const opts = timeoutOption(v);
+      if ((table === undefined) === (v.namespace === undefined)) throw new UsageError('drop: give a table (or several), or --namespace ns');
       const together = more.length > 0 ? { together: more } : {};
       const retentionSeconds = numberArg(v['reserve-seconds']) as number;
       const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
@@ -89,7 +94,15 @@ export const drop: CommandRecord = {
       // A drop that drains waits for its table's leases: a person sees which, and until when.
       return withClient((c) =>
         c.trash(
-          { table: table!, ...together, retentionSeconds, drainTimeoutSeconds, ...node, ...cascade, ...dryRun },
+          {
+            ...(table !== undefined ? { table } : { namespace: str(v.namespace) }),
+            ...together,
+            retentionSeconds,
+            drainTimeoutSeconds,
+            ...node,
+            ...cascade,
+            ...dryRun,
+          },
           { ...opts, onDetails: progress(command) },
         ),
       );
@@ -100,12 +113,13 @@ export const drop: CommandRecord = {
 export const recall: CommandRecord = {
   name: 'recall',
   aliases: ['undelete'],
-  usage: `  recall|undelete <id|ns.name> [new_name] [--alone]
+  usage: `  recall|undelete <id|ns.name> [new_name] [--alone] [--into ns]
                                               restore a trashed table, maybe under a new name; one dropped with
                                               others as one comes back with those still in the trash, unless
-                                              --alone (what ties it to them waits for their recall, as said)`,
+                                              --alone (what ties it to them waits for their recall, as said);
+                                              --into: into namespace ns, each under its own name`,
   spec: {
-    options: { alone: { type: 'boolean' }, ...TIMEOUT },
+    options: { alone: { type: 'boolean' }, into: { type: 'string' }, ...TIMEOUT },
     args: { min: 1, max: 2 },
     run: ({ values: v, args: [table, newName], command, withClient, progress }) => {
       const opts = timeoutOption(v);
@@ -114,7 +128,12 @@ export const recall: CommandRecord = {
       const show = progress(command);
       return withClient((c) =>
         c.undelete(
-          { table: table!, newName, ...(v.alone === true ? { alone: true } : {}) },
+          {
+            table: table!,
+            newName,
+            ...(v.alone === true ? { alone: true } : {}),
+            ...(v.into !== undefined ? { newNamespace: str(v.into) } : {}),
+          },
           show ? { ...opts, onDetails: show, onProgress: (p) => show(`move shards back: ${p.shardsBack}/${p.shards}`) } : opts,
         ),
       );

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
-import { InvalidInputError, TableFateError, WrongStateError } from '../domain/errors';
+import { InvalidInputError, TableFateError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
-import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
-import { formatTableName, type TableName } from '../domain/names';
+import { DEFAULT_DRAIN_TIMEOUT_SECONDS, MAX_TABLES_DROPPED_TOGETHER } from '../domain/limits';
+import { formatTableName, quotePart, type TableName } from '../domain/names';
 import { OPERATIONS, PLAN_DROP, PLAN_DROP_TIMEOUT_MS } from '../domain/operations';
 import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
@@ -44,12 +44,15 @@ interface DropSettings {
  * A trash's plan: the name asked for, the table that bore it when asked, and the drop's own settings; or, for a table
  * tablefate does not keep yet on the node named (PostgreSQL), the node whose table is adopted and dropped in one run.
  */
-type TrashPlan = DropSettings & { name: TableName } & ({ table: TableRecord; together?: TableName[] } | { adopt: { node: string } });
+type TrashPlan = DropSettings & { name: TableName } & (
+    { table: TableRecord; together?: TableName[]; namespace?: string } | { adopt: { node: string } }
+  );
 
 export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
   async plan(ctx, request) {
     const {
       table: name,
+      namespace,
       together,
       retentionSeconds,
       drainTimeoutSeconds,
@@ -61,6 +64,8 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
       throw new InvalidInputError('cascade is for the postgres storage driver: a table kept as files has nothing that depends on it');
     }
     const settings = { retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}) };
+    if (namespace !== undefined) return { plan: await namespacePlan(ctx, namespace, settings) };
+    if (!name) throw new InvalidInputError('give a table, or a whole namespace, to drop');
     if (together) {
       if (node !== undefined) throw new InvalidInputError('a drop of several tables drops tables tablefate keeps: adopt each first');
       if (dryRun) throw new InvalidInputError("a dry run is of one table's drop: ask it of each table");
@@ -132,10 +137,10 @@ async function adoptAndTrash(
 
 async function trash(
   ctx: ClientContext,
-  plan: TrashPlan & { table: TableRecord; together?: TableName[] },
+  plan: TrashPlan & { table: TableRecord; together?: TableName[]; namespace?: string },
   opts: WriteOptions & ExecuteOptions,
 ): Promise<TableInfo> {
-  const { name, retentionSeconds, drainTimeoutSeconds, cascade, together } = plan;
+  const { name, retentionSeconds, drainTimeoutSeconds, cascade, together, namespace } = plan;
   const timeoutMs = drainingTimeout(ctx, plan, opts);
   const label = formatTableName(name);
   let table = plan.table;
@@ -163,6 +168,7 @@ async function trash(
           drainTimeoutSeconds,
           ...(cascade ? { cascade } : {}),
           ...(others.length > 0 ? { together: others } : {}),
+          ...(namespace !== undefined ? { namespace } : {}),
           expectedName: lead.name,
           expiryRetry: ctx.expiryRetry,
         },
@@ -209,6 +215,30 @@ async function trash(
   if (trashed.id === plan.table.id) return trashed;
   const asked = await ctx.catalog.getTable(plan.table.id);
   return asked ? { ...toTableInfo(asked), ...(trashed.notes ? { notes: trashed.notes } : {}) } : trashed;
+}
+
+/**
+ * A whole namespace's drop: every table tablefate keeps in it, dropped as one, with their views (PostgreSQL: cascade; the
+ * schema goes too, with what else it holds). None is TableNotFound; one that is not live refuses it, named.
+ */
+async function namespacePlan(ctx: ClientContext, namespace: string, settings: DropSettings): Promise<TrashPlan> {
+  const tables = (await ctx.catalog.listTables({ includeTrashed: false })).filter((t) => t.namespace === namespace);
+  if (tables.length === 0) throw new TableNotFoundError(`namespace ${quotePart(namespace)} holds no live table tablefate keeps`);
+  if (tables.length > MAX_TABLES_DROPPED_TOGETHER) {
+    throw new InvalidInputError(
+      `namespace ${quotePart(namespace)} holds ${tables.length} tables: a drop takes at most ${MAX_TABLES_DROPPED_TOGETHER} as one`,
+    );
+  }
+  for (const table of tables) checkDroppable(table, table);
+  const [first, ...rest] = tables.map((t): TableName => ({ namespace: t.namespace, name: t.name }));
+  return {
+    ...settings,
+    ...(ctx.storageDriver === 'postgres' ? { cascade: true } : {}),
+    name: first!,
+    table: tables[0]!,
+    ...(rest.length > 0 ? { together: rest } : {}),
+    namespace,
+  };
 }
 
 /** The live tables named, for a drop of them as one: each once, each droppable. */
@@ -287,16 +317,24 @@ interface UndeletePlan {
   newName?: TableName;
   expectedName?: TableName;
   target: TableName;
-  together?: Array<{ tableId: number; expectedName: TableName }>;
+  together?: Array<{ tableId: number; expectedName: TableName; newName?: TableName }>;
 }
 
 export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
   async plan(ctx, request) {
-    const { table: ref, newName, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    const { table: ref, newName: asked, newNamespace, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    if (asked && newNamespace !== undefined) throw new InvalidInputError('give a new name, or a new namespace, not both');
     const trashed = await trashedTable(ctx.catalog, ref);
+    const into = (table: TableName): TableName | undefined =>
+      newNamespace !== undefined ? { namespace: newNamespace, name: table.name } : undefined;
+    const newName = asked ?? into(trashed);
     if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
-    const together = alone ? [] : await droppedWithIt(ctx, trashed);
-    if (newName && together.length > 0) {
+    const together = (alone ? [] : await droppedWithIt(ctx, trashed)).map((other) => {
+      const moved = into(other.expectedName);
+      if (moved) checkForDriver(ctx.storageDriver, { table: moved, shards: 1 });
+      return moved ? { ...other, newName: moved } : other;
+    });
+    if (asked && together.length > 0) {
       throw new InvalidInputError(
         `table ${trashed.id} was dropped with tables ${together.map((t) => t.tableId).join(', ')} as one, and comes back with them ` +
           `under the names they had: recall it alone to give it another name`,

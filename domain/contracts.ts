@@ -68,6 +68,11 @@ export type ShardChange =
        * transaction where its driver can (`StorageDriver.moveShards`), so that none of them is seen moved without the others.
        */
       together?: true;
+      /**
+       * Into the trash, together: the whole namespace these tables are of is dropped with them (PostgreSQL: the schema, with
+       * what else it holds, is set aside until their recall).
+       */
+      namespace?: string;
     };
 
 /**

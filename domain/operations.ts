@@ -78,6 +78,11 @@ export interface TrashInput extends OperationScope {
    * of them go to the trash, or none; each node moves its shards of them in one transaction.
    */
   together?: Array<{ tableId: number; expectedName?: TableName }>;
+  /**
+   * The drop is of this whole namespace (its tables are the drop's): PostgreSQL sets the schema aside with them, with
+   * what else it holds, until their recall.
+   */
+  namespace?: string;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
   expiryRetry?: Backoff;
   /**
@@ -122,7 +127,7 @@ export interface UndeleteInput extends OperationScope {
    * The tables dropped with it as one that come back with it (those of its `droppedWith` still in the trash from that
    * drop), each with the trashed name the client resolved to it.
    */
-  together?: Array<{ tableId: number; expectedName?: TableName }>;
+  together?: Array<{ tableId: number; expectedName?: TableName; newName?: TableName }>;
 }
 
 export interface PurgeInput extends OperationScope {

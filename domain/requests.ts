@@ -172,66 +172,93 @@ const drainTimeoutSchema = (who: string) =>
     .meta({ description: `seconds ${who} to let go of the table before it is TableBusy` })
     .optional();
 
-export const trashRequestSchema = z.strictObject({
-  table: tableNameSchema,
-  /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
-  retentionSeconds: z
-    .number()
-    .int()
-    .min(MIN_RETENTION_SECONDS)
-    .max(MAX_RETENTION_SECONDS)
-    .meta({ description: "seconds the trash keeps the table before it is purged; the deployment's setting when absent" })
-    .optional(),
-  drainTimeoutSeconds: drainTimeoutSchema('the drop waits for leases (and PostgreSQL sessions)'),
-  /**
-   * More live tables dropped with `table` as one operation (`drop a b c`): all of them go to the trash, or none; each
-   * node moves its shards of them in one transaction (PostgreSQL: a foreign key between two of them does not refuse the
-   * drop); a recall of any of them brings back those still in the trash from that drop.
-   */
-  together: z
-    .array(tableNameSchema)
-    .min(1)
-    .max(MAX_TABLES_DROPPED_TOGETHER - 1)
-    .meta({
-      description: `more live tables dropped with table as one operation, all or none (at most ${MAX_TABLES_DROPPED_TOGETHER} in all); a recall of any of them brings back those still in the trash from that drop`,
-    })
-    .optional(),
-  /**
-   * PostgreSQL driver: with what depends on the table, as `DROP ... CASCADE` would drop it, but kept: its views and
-   * materialized views move into the trash with it, live tables' foreign keys, policies and defaults on it are
-   * detached, and a recall puts all of it back. Without it, a table anything depends on is HasDependents.
-   */
-  cascade: z
-    .boolean()
-    .meta({
-      description:
-        "PostgreSQL driver: with what depends on the table: its views move into the trash with it, live tables' foreign keys, policies and defaults on it are detached until its recall",
-    })
-    .optional(),
-  /**
-   * Says what a drop with the same request would do, and does nothing: no drop starts, no lock is taken. The answer is
-   * the table as it is now, with `notes` saying what would move into the trash with it and what would be detached (with
-   * `cascade`), or that nothing but its shards would move; a drop that would be refused is refused the same way
-   * (TableNotFound, TableInTrash, HasDependents, ShardMissing).
-   */
-  dryRun: z
-    .boolean()
-    .meta({
-      description:
-        'say what a drop with the same request would do and do nothing: the table as it is now, its notes saying what would move into the trash with it and what would be detached; a drop that would be refused is refused the same way',
-    })
-    .optional(),
-  /**
-   * PostgreSQL driver: the storage node of a table tablefate does not keep yet, which the drop then adopts and trashes in
-   * one operation (adopt's refusals apply). A table tablefate keeps is dropped as ever, wherever it is.
-   */
-  node: nodeSchema
-    .meta({
-      description:
-        'PostgreSQL driver: the storage node of a table tablefate does not keep yet: it is adopted and dropped in one operation (a kept table is dropped as ever)',
-    })
-    .optional(),
+const namespaceSchema = z.string().transform((text, ctx) => {
+  const parsed = parseNameParts(text);
+  if ('parts' in parsed && parsed.parts.length === 1) return parsed.parts[0]!;
+  ctx.addIssue({ code: 'custom', message: 'error' in parsed ? parsed.error : `a namespace is one name, not "${text}"` });
+  return z.NEVER;
 });
+
+export const trashRequestSchema = z
+  .strictObject({
+    /** The table dropped (or, with `together`, the first of those dropped as one); absent for a whole `namespace`. */
+    table: tableNameSchema.optional(),
+    /**
+     * A whole namespace dropped as one, instead of `table`: every live table tablefate keeps in it, with their views (as
+     * with cascade), and with PostgreSQL the schema itself with what else it holds (sequences, functions, types); a table
+     * of the schema tablefate does not keep refuses it (adopt it first). A recall of any of them brings it all back.
+     */
+    namespace: namespaceSchema
+      .meta({
+        description:
+          'instead of table: a whole namespace dropped as one: every live table tablefate keeps in it, with their views, and (postgres driver) the schema with what else it holds; a recall of any of them brings it all back',
+        pattern: `^${IDENTIFIER_PART}$`,
+      })
+      .optional(),
+    /** Seconds to keep the data in the trash (1 s to 10 years); the worker's default (7 days) when absent. */
+    retentionSeconds: z
+      .number()
+      .int()
+      .min(MIN_RETENTION_SECONDS)
+      .max(MAX_RETENTION_SECONDS)
+      .meta({ description: "seconds the trash keeps the table before it is purged; the deployment's setting when absent" })
+      .optional(),
+    drainTimeoutSeconds: drainTimeoutSchema('the drop waits for leases (and PostgreSQL sessions)'),
+    /**
+     * More live tables dropped with `table` as one operation (`drop a b c`): all of them go to the trash, or none; each
+     * node moves its shards of them in one transaction (PostgreSQL: a foreign key between two of them does not refuse the
+     * drop); a recall of any of them brings back those still in the trash from that drop.
+     */
+    together: z
+      .array(tableNameSchema)
+      .min(1)
+      .max(MAX_TABLES_DROPPED_TOGETHER - 1)
+      .meta({
+        description: `more live tables dropped with table as one operation, all or none (at most ${MAX_TABLES_DROPPED_TOGETHER} in all); a recall of any of them brings back those still in the trash from that drop`,
+      })
+      .optional(),
+    /**
+     * PostgreSQL driver: with what depends on the table, as `DROP ... CASCADE` would drop it, but kept: its views and
+     * materialized views move into the trash with it, live tables' foreign keys, policies and defaults on it are
+     * detached, and a recall puts all of it back. Without it, a table anything depends on is HasDependents.
+     */
+    cascade: z
+      .boolean()
+      .meta({
+        description:
+          "PostgreSQL driver: with what depends on the table: its views move into the trash with it, live tables' foreign keys, policies and defaults on it are detached until its recall",
+      })
+      .optional(),
+    /**
+     * Says what a drop with the same request would do, and does nothing: no drop starts, no lock is taken. The answer is
+     * the table as it is now, with `notes` saying what would move into the trash with it and what would be detached (with
+     * `cascade`), or that nothing but its shards would move; a drop that would be refused is refused the same way
+     * (TableNotFound, TableInTrash, HasDependents, ShardMissing).
+     */
+    dryRun: z
+      .boolean()
+      .meta({
+        description:
+          'say what a drop with the same request would do and do nothing: the table as it is now, its notes saying what would move into the trash with it and what would be detached; a drop that would be refused is refused the same way',
+      })
+      .optional(),
+    /**
+     * PostgreSQL driver: the storage node of a table tablefate does not keep yet, which the drop then adopts and trashes in
+     * one operation (adopt's refusals apply). A table tablefate keeps is dropped as ever, wherever it is.
+     */
+    node: nodeSchema
+      .meta({
+        description:
+          'PostgreSQL driver: the storage node of a table tablefate does not keep yet: it is adopted and dropped in one operation (a kept table is dropped as ever)',
+      })
+      .optional(),
+  })
+  .superRefine((request, ctx) => {
+    if ((request.table === undefined) === (request.namespace === undefined))
+      ctx.addIssue({ code: 'custom', message: 'give a table, or a whole namespace, to drop', path: ['table'] });
+    else if (request.namespace !== undefined && (request.together || request.node !== undefined || request.dryRun))
+      ctx.addIssue({ code: 'custom', message: 'a namespace is dropped whole: it takes no together, node or dryRun', path: ['namespace'] });
+  });
 
 const trashedTableRefSchema = tableRefSchema.meta({
   description: 'a table in the trash, by its id, or by its name (`<namespace>.<name>`): the most recently trashed table of that name',
@@ -241,6 +268,17 @@ export const undeleteRequestSchema = z.strictObject({
   /** An id, or `<ns>.<name>`: the most recently trashed table of that name. */
   table: trashedTableRefSchema,
   newName: tableNameSchema.meta({ description: 'the name it comes back under; the name it had when absent' }).optional(),
+  /**
+   * Instead of `newName`: the namespace it comes back into, under its own name; with the tables dropped with it as one,
+   * each of them (PostgreSQL: a whole namespace's schema comes back under this name).
+   */
+  newNamespace: namespaceSchema
+    .meta({
+      description:
+        "instead of newName: the namespace it comes back into under its own name, and so do the tables dropped with it as one (postgres driver: a whole namespace's schema comes back under this name)",
+      pattern: `^${IDENTIFIER_PART}$`,
+    })
+    .optional(),
   /**
    * A table dropped with others as one (`droppedWith`) comes back with those of them still in the trash from that drop,
    * unless `alone`: then it comes back by itself, and what ties it to them (PostgreSQL: foreign keys) waits for their recall.
@@ -325,12 +363,6 @@ export const renewLeaseRequestSchema = z.strictObject({
 export const releaseLeaseRequestSchema = z.strictObject({ leaseId: leaseIdSchema });
 export const listLeasesRequestSchema = z.strictObject({ table: tableRefSchema.optional() });
 
-const namespaceSchema = z.string().transform((text, ctx) => {
-  const parsed = parseNameParts(text);
-  if ('parts' in parsed && parsed.parts.length === 1) return parsed.parts[0]!;
-  ctx.addIssue({ code: 'custom', message: 'error' in parsed ? parsed.error : `a namespace is one name, not "${text}"` });
-  return z.NEVER;
-});
 const settingNamespaceSchema = namespaceSchema.meta({
   description: 'the namespace whose own value is meant (bare, or in double quotes as psql writes it); the global value when absent',
   pattern: `^${IDENTIFIER_PART}$`,

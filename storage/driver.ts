@@ -104,7 +104,7 @@ export interface StorageDriver {
     from: ShardArea,
     to: ShardArea,
     watch?: Watch,
-    opts?: { drainTimeoutMs?: number; cascade?: boolean },
+    opts?: { drainTimeoutMs?: number; cascade?: boolean; namespace?: string },
   ): Promise<ChangeNotes>;
   /**
    * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take

@@ -19,6 +19,8 @@ export interface MoveOptions {
   watch?: Watch;
   /** Out of the live area: with the table's family (postgres-family.ts), rather than refused while others depend on it. */
   cascade?: boolean;
+  /** Into the trash: the tables' whole namespace, dropped with them (postgres-namespace.ts): the schema is set aside too. */
+  namespace?: string;
 }
 
 /** A session that held the table while a move drained it. */

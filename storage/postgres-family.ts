@@ -110,17 +110,21 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
       notes.push(`${describeDependent(member)} was not put back: it was dropped while in the trash`);
       continue;
     }
-    await ensureSchema(c, member.schema);
-    if (now.schema !== member.schema)
-      await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(member.schema)}`);
-    const name = (await isTaken(c, member.schema, member.name)) ? await freeName(c, member.schema, member.name) : member.name;
-    if (name !== member.name)
-      notes.push(`${describeDependent(member)} came back as ${member.schema}.${name}: its name was taken meanwhile`);
-    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, now.table)} RENAME TO ${ident(name)}`);
+    // A member of the table's own schema follows the table into another (a namespace recalled under a new name).
+    const schema = member.schema === family.table.schema ? live.schema : member.schema;
+    await ensureSchema(c, schema);
+    if (now.schema !== schema)
+      await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(schema)}`);
+    const name = (await isTaken(c, schema, member.name)) ? await freeName(c, schema, member.name) : member.name;
+    if (name !== member.name || schema !== member.schema)
+      notes.push(
+        `${describeDependent(member)} came back as ${schema}.${name}${name !== member.name ? ': its name was taken meanwhile' : ''}`,
+      );
+    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(schema, now.table)} RENAME TO ${ident(name)}`);
     for (const [derived, { name: original, kind }] of Object.entries(member.companions)) {
-      if (!(await isTaken(c, member.schema, derived))) continue;
-      const wanted = (await isTaken(c, member.schema, original)) ? await freeName(c, member.schema, original) : original;
-      await c.query(`ALTER ${kind} ${qualified(member.schema, derived)} RENAME TO ${ident(wanted)}`);
+      if (!(await isTaken(c, schema, derived))) continue;
+      const wanted = (await isTaken(c, schema, original)) ? await freeName(c, schema, original) : original;
+      await c.query(`ALTER ${kind} ${qualified(schema, derived)} RENAME TO ${ident(wanted)}`);
     }
   }
   const sameName = live.schema === family.table.schema && live.table === family.table.table;

@@ -253,7 +253,9 @@ BEGIN
         CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop its column %s', hit.column_name) ELSE 'drop it' END
           || CASE WHEN hit.n > 1 THEN pg_catalog.format(' (and %s more tables tablefate manages)', hit.n - 1) ELSE '' END,
         CASE WHEN hit.objsubid <> 0 THEN pg_catalog.format('drop the column by itself first (ALTER TABLE %I.%I DROP COLUMN %I)',
-                                                           hit.schema_name, hit.table_name, hit.column_name) END);
+                                                           hit.schema_name, hit.table_name, hit.column_name)
+             WHEN TG_TAG = 'DROP SCHEMA' THEN pg_catalog.format('"tablefate drop --namespace %s" trashes the schema whole instead, '
+               'its tables, views and everything else it holds, and "tablefate recall" brings it all back', pg_catalog.quote_ident(hit.schema_name)) END);
   END IF;
   -- A partition of a managed partitioned table. Its pg_inherits row is gone by now, but PostgreSQL locks the partitioned
   -- table ACCESS EXCLUSIVE to drop one, and this session holds that lock: a managed partitioned table so locked, that

@@ -5,6 +5,7 @@ import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, res
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
+import { dropParkedSchema, parkedSchemaOf, parkSchema, unparkSchema } from './postgres-namespace';
 import { ensureSchema, lockShard } from './postgres-node';
 import {
   detachPartition,
@@ -67,6 +68,16 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
     const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
     for (const move of await inMoveOrder(c, moves, to)) outcomes.set(move, await moveOnce(c, move.id, to, move.live, attempt, cascade));
+    // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
+    if (to === 'trash' && options.namespace !== undefined) {
+      const oids = await Promise.all(moves.map(async ({ id }) => (await locate(c, id))?.oid));
+      const said = await parkSchema(
+        c,
+        options.namespace,
+        oids.filter((oid): oid is number => oid !== undefined),
+      );
+      outcomes.get(moves[0]!)!.notes.push(...said);
+    }
     return moves.map((move) => outcomes.get(move)!);
   });
   if (to === 'trash') for (const { id } of moves) await validateBoundCheck(pool, id);
@@ -189,6 +200,7 @@ async function moveOnce(
   if (to === 'live') {
     if (!live) throw new Error('a move to the live area needs the live name');
     await refuseStranger(c, live);
+    const schemaBack = at.area === 'live' ? [] : await unparkSchema(c, at.oid, live.schema);
     await ensureSchema(c, live.schema);
     if (at.area === 'live') await park(c, id, at);
     const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
@@ -201,7 +213,7 @@ async function moveOnce(
       const own = await restoreKeys(c, at.oid, live);
       const waited = await restoreWaitingKeys(c, at.oid);
       restored = [...own.keys, ...family.keys, ...waited.keys];
-      notes = [...partition, ...family.notes, ...own.notes, ...waited.notes];
+      notes = [...schemaBack, ...partition, ...family.notes, ...own.notes, ...waited.notes];
       if (restored.length > 0)
         await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(restored)]);
     }
@@ -293,10 +305,13 @@ export async function dropTable(pool: Pool, id: ShardTableId, options: MoveOptio
     const at = await locate(c, id);
     // The views of its family (any of its shards' on this node: they may read several) go first, where they wait.
     const members = at?.area === 'live' ? [] : await recordedMembers(c, id);
+    const parked = at ? await parkedSchemaOf(c, at.oid) : null;
     await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
     if (!at || at.drift) return;
     await tryLocksBriefly(c);
     await dropMembers(c, members, Object.values(AREA_SCHEMAS));
     await c.query(`DROP TABLE ${qualified(at.schema, at.table)}`);
+    // The schema its namespace's drop set aside goes with the last of its tables.
+    await dropParkedSchema(c, parked);
   });
 }

@@ -111,6 +111,12 @@ ALTER TABLE sql_trash ADD COLUMN family jsonb;`,
       'a single partition (postgres-partition.ts): the partitioned table a live one belongs to, and, out of the live area, its parent by oid and name, its bounds, and what its last recall said of it',
     sql: `ALTER TABLE shards ADD COLUMN partition_of oid, ADD COLUMN partition jsonb;`,
   },
+  {
+    version: 7,
+    description:
+      'a namespace dropped whole (postgres-namespace.ts): the schema its tables were dropped with, set aside under a name of its own',
+    sql: `ALTER TABLE shards ADD COLUMN parked_schema jsonb;`,
+  },
 ];
 
 /**

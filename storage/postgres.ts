@@ -137,7 +137,7 @@ export class PostgresStorage implements StorageDriver {
     _from: ShardArea,
     to: ShardArea,
     watch?: Watch,
-    opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
+    opts: { drainTimeoutMs?: number; cascade?: boolean; namespace?: string } = {},
   ): Promise<ChangeNotes> {
     const first = refs[0];
     if (!first) return [];

@@ -211,7 +211,9 @@ describe('with the guard on', () => {
     const refused = await refusal(dba, sql);
     const advice = tag.startsWith('ALTER')
       ? '"tablefate rename 12 <schema.new_name>" renames or moves it'
-      : 'drop it with "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')): the trash keeps it, and "tablefate recall" brings it back';
+      : tag === 'DROP SCHEMA'
+        ? '"tablefate drop --namespace shop" trashes the schema whole instead, its tables, views and everything else it holds, and "tablefate recall" brings it all back'
+        : 'drop it with "tablefate drop shop.orders" (in SQL: CALL tablefate_sql.drop(\'shop.orders\')): the trash keeps it, and "tablefate recall" brings it back';
     expect(refused).toEqual({
       code: '42501',
       message: `tablefate: shop.orders is a live table tablefate manages (table 12, shard 0): the guard refuses this ${tag}, which would ${effect}; ${advice}`,

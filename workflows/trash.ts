@@ -61,9 +61,17 @@ export function withinDrain(move: Extract<ShardChange, { method: 'moveShard' }>)
   });
 }
 
-/** The move of a drop's shards to the trash, within the drain's deadline (with `cascade`, with what depends on the table). */
-export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds' | 'cascade'>>): ShardChange {
-  return { ...withinDrain(SHARDS.toTrash)(context), ...(context.input.cascade ? { cascade: true } : {}) };
+/**
+ * The move of a drop's shards to the trash, within the drain's deadline (with `cascade`, with what depends on the table;
+ * of a whole `namespace`, with its schema).
+ */
+export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds' | 'cascade' | 'namespace'>>): ShardChange {
+  const { cascade, namespace } = context.input;
+  return {
+    ...withinDrain(SHARDS.toTrash)(context),
+    ...(cascade ? { cascade: true } : {}),
+    ...(namespace !== undefined ? { namespace, together: true as const } : {}),
+  };
 }
 
 /**

@@ -20,8 +20,10 @@ export const undelete: Operation<UndeleteInput> = {
     {
       // The catalog refuses a name another table holds (NameTaken): then nothing has moved.
       name: 'claim name, move shards back',
-      change: ({ input, checked, tableId }) =>
-        transition('TRASHED', 'RESTORING', { rename: (tableId === input.tableId ? input.newName : undefined) ?? nameOf(checked!) }),
+      change: ({ input, checked, tableId }) => {
+        const asked = tableId === input.tableId ? input.newName : input.together?.find((other) => other.tableId === tableId)?.newName;
+        return transition('TRASHED', 'RESTORING', { rename: asked ?? nameOf(checked!) });
+      },
       shards: SHARDS.backFromTrash,
       // (With cascade: a shard that came back with its family takes it back along, as its drop took it.)
       undo: {
