@@ -73,7 +73,7 @@ async function prepareFrom(url: string, workers = 1): Promise<void> {
 }
 
 /** The record's columns added by migrations since records had versions (each null in a record made before them). */
-const ADDED_SINCE = ['family', 'keys_to_validate', 'partition_of', 'partition'];
+const ADDED_SINCE = ['family', 'keys_to_validate', 'partition_of', 'partition', 'parked_schema'];
 /** A shape or row without the columns added since versions. */
 const withoutAdded = <T extends Record<string, unknown>>(row: T) =>
   Object.fromEntries(Object.entries(row).filter(([key]) => !ADDED_SINCE.includes(key)));
