@@ -168,7 +168,7 @@ async function trash(
           drainTimeoutSeconds,
           ...(cascade ? { cascade } : {}),
           ...(others.length > 0 ? { together: others } : {}),
-          ...(namespace !== undefined ? { namespace } : {}),
+          ...(namespace !== undefined ? { wholeNamespace: namespace } : {}),
           expectedName: lead.name,
           expiryRetry: ctx.expiryRetry,
         },

@@ -80,9 +80,9 @@ export interface TrashInput extends OperationScope {
   together?: Array<{ tableId: number; expectedName?: TableName }>;
   /**
    * The drop is of this whole namespace (its tables are the drop's): PostgreSQL sets the schema aside with them, with
-   * what else it holds, until their recall.
+   * what else it holds, until their recall. (Not `namespace`: an adopt and drop's input is a table name, which has one.)
    */
-  namespace?: string;
+  wholeNamespace?: string;
   /** How the expiry tries again when its purge fails; DEFAULT_EXPIRY_RETRY when absent (handed on to the expiry's run). */
   expiryRetry?: Backoff;
   /**

@@ -63,10 +63,12 @@ export function withinDrain(move: Extract<ShardChange, { method: 'moveShard' }>)
 
 /**
  * The move of a drop's shards to the trash, within the drain's deadline (with `cascade`, with what depends on the table;
- * of a whole `namespace`, with its schema).
+ * of a `wholeNamespace`, with its schema).
  */
-export function toTrashWithinDrain(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds' | 'cascade' | 'namespace'>>): ShardChange {
-  const { cascade, namespace } = context.input;
+export function toTrashWithinDrain(
+  context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds' | 'cascade' | 'wholeNamespace'>>,
+): ShardChange {
+  const { cascade, wholeNamespace: namespace } = context.input;
   return {
     ...withinDrain(SHARDS.toTrash)(context),
     ...(cascade ? { cascade: true } : {}),

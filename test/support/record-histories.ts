@@ -546,6 +546,17 @@ async function main(): Promise<void> {
       await save('drop-together', workflowIdFor.trash(Math.min(branches.id, accounts.id), adopter.catalog.id));
       await adopter.client.undelete({ table: accounts.id });
       await save('undelete-together', workflowIdFor.undelete(accounts.id, adopter.catalog.id));
+      // (since v21) a whole namespace dropped as one, its schema set aside with its tables, and recalled into another
+      await withClient(node, (c) =>
+        c.query(`CREATE SCHEMA whole; CREATE TABLE whole.a (id int PRIMARY KEY); CREATE TABLE whole.b (a int REFERENCES whole.a (id));
+                 CREATE SEQUENCE whole.tickets`),
+      );
+      const wholeA = await adopter.client.adopt({ table: 'whole.a' });
+      await adopter.client.adopt({ table: 'whole.b' });
+      await adopter.client.trash({ namespace: 'whole', retentionSeconds: 3600 });
+      await save('drop-namespace', workflowIdFor.trash(wholeA.id, adopter.catalog.id));
+      await adopter.client.undelete({ table: wholeA.id, newNamespace: 'whole_old' });
+      await save('undelete-namespace', workflowIdFor.undelete(wholeA.id, adopter.catalog.id));
     } finally {
       await adopter.close();
       await postgres.stop();
