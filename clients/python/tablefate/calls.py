@@ -81,21 +81,27 @@ class Calls:
         """PostgreSQL: registers a table that exists already, so that drop, recall and purge protect it."""
         return await self.call("adopt", request(table=table, node=node), request_id=request_id)
 
-    async def trash(self, table: str, *, retention_seconds: Optional[int] = None, drain_timeout_seconds: Optional[int] = None,
+    async def trash(self, table: Optional[str] = None, *, together: Optional[list[str]] = None, namespace: Optional[str] = None,
+                    retention_seconds: Optional[int] = None, drain_timeout_seconds: Optional[int] = None,
                     node: Optional[str] = None, cascade: Optional[bool] = None, dry_run: bool = False,
                     request_id: Optional[str] = None) -> TableInfo:
         """Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on.
-        PostgreSQL, with `node`: a table tablefate does not keep yet is adopted and dropped in one operation; with
-        `cascade`: its views go into the trash with it, and live tables' keys, policies and defaults on it are detached.
-        With `dry_run`: drops nothing and takes no lock; answers the table as it is (READY), its `notes` saying what the
-        drop would move into the trash with it and detach, or raises the drop's own refusal (HasDependents...)."""
-        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds, node=node,
-                      cascade=cascade, dry_run=dry_run or None)
+        With `together`: more tables dropped with it as one, all or none (each then names the others in `dropped_with`);
+        with `namespace` instead of a table: every table tablefate keeps in it, as one (PostgreSQL: with their views, and
+        the schema with what else it holds). PostgreSQL, with `node`: a table tablefate does not keep yet is adopted and
+        dropped in one operation; with `cascade`: its views go into the trash with it, and live tables' keys, policies and
+        defaults on it are detached. With `dry_run`: drops nothing and takes no lock; answers the table as it is (READY),
+        its `notes` saying what the drop would move into the trash with it and detach, or raises the drop's own refusal."""
+        req = request(table=table, together=together, namespace=namespace, retention_seconds=retention_seconds,
+                      drain_timeout_seconds=drain_timeout_seconds, node=node, cascade=cascade, dry_run=dry_run or None)
         return await self.call("trash", req, request_id=request_id)
 
-    async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, request_id: Optional[str] = None) -> TableInfo:
-        """Recalls a trashed table (by id, or by name the most recently trashed), maybe under a new name."""
-        return await self.call("undelete", request(table=table, new_name=new_name), request_id=request_id)
+    async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, new_namespace: Optional[str] = None,
+                       alone: bool = False, request_id: Optional[str] = None) -> TableInfo:
+        """Recalls a trashed table (by id, or by name the most recently trashed), maybe under a new name, or into
+        `new_namespace`. One dropped with others as one comes back with those still in the trash, unless `alone`."""
+        req = request(table=table, new_name=new_name, new_namespace=new_namespace, alone=alone or None)
+        return await self.call("undelete", req, request_id=request_id)
 
     async def purge(self, table_id: int, *, request_id: Optional[str] = None) -> TableInfo:
         """Deletes a trashed table for good now; its tombstone stays (state PURGED)."""

@@ -63,6 +63,8 @@ class TableInfo:
     bytes: Optional[int] = None
     #: What its drop took along while it is in the trash (PostgreSQL, cascade), a sentence each.
     family: list[str] = field(default_factory=list)
+    #: The ids of the other tables dropped with it as one, while it is in the trash.
+    dropped_with: list[int] = field(default_factory=list)
     #: What an operation could not do as the table had it, a sentence each (PostgreSQL).
     notes: list[str] = field(default_factory=list)
 
@@ -88,6 +90,7 @@ class TableInfo:
             dropped_by=data.get("droppedBy"),
             bytes=data.get("bytes"),
             family=list(data.get("family") or []),
+            dropped_with=list(data.get("droppedWith") or []),
             notes=list(data.get("notes") or []),
         )
 

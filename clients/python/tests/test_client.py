@@ -38,6 +38,28 @@ async def test_create_trash_undelete_purge_answer_typed_tables(client):
     assert purged.purged_at is not None
 
 
+async def test_several_tables_as_one_and_a_whole_namespace(client):
+    tables = TablefateClient(client)
+    first, second = unique("pair_a"), unique("pair_b")
+    a = await tables.create(first, shards=1)
+    b = await tables.create(second, shards=2)
+    trashed = await tables.trash(first, together=[second], retention_seconds=3600)
+    assert (trashed.id, trashed.state, trashed.dropped_with) == (a.id, "TRASHED", [b.id])
+    assert (await tables.describe(b.id)).dropped_with == [a.id]
+    alone = await tables.undelete(b.id, alone=True)
+    assert (alone.state, alone.dropped_with) == ("READY", [])
+    assert (await tables.describe(a.id)).state == "TRASHED"
+    await tables.undelete(a.id)
+
+    namespace = f"pyns_{uuid.uuid4().hex[:8]}"
+    kept = [await tables.create(f"{namespace}.{name}", shards=1) for name in ("x", "y")]
+    whole = await tables.trash(namespace=namespace, retention_seconds=3600)
+    assert (whole.id, whole.dropped_with) == (kept[0].id, [kept[1].id])
+    moved = await tables.undelete(kept[1].id, new_namespace=f"{namespace}_old")
+    assert (moved.namespace, moved.name, moved.state) == (f"{namespace}_old", "y", "READY")
+    assert (await tables.describe(kept[0].id)).namespace == f"{namespace}_old"
+
+
 async def test_a_refusal_is_its_typed_error_and_changes_nothing(client):
     tables = TablefateClient(client)
     name = unique("taken")
