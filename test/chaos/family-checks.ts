@@ -149,7 +149,7 @@ export class FamilyChecks {
       if (t.state === 'READY') {
         const found = this.judgeReady(d, t, look, false, []);
         problems.push(...found);
-        const unreadable = found.length === 0 && isView(d) ? await this.unreadable(d) : undefined;
+        const unreadable = found.length === 0 && isView(d) ? await this.unreadable(d, look.relations.get(d.oid)) : undefined;
         if (unreadable) problem(`${this.label(d, t)}: ${unreadable}`);
       } else if (t.state === 'TRASHED') problems.push(...this.judgeTrashed(d, t, look));
       else if (isView(d) && look.relations.has(d.oid)) {
@@ -191,7 +191,8 @@ export class FamilyChecks {
       problems.push(...this.judgeReady(d, table, looks.get(d.node)!, renamed, answerNotes, ' after the checker recalled it'));
     }
     for (const d of own.filter((x) => isView(x))) {
-      const problem = await this.unreadable(d);
+      const at = looks.get(d.node)!.relations.get(d.oid);
+      const problem = await this.unreadable(d, at);
       if (problem) problems.push({ invariant: 'families', detail: `${this.label(d, table)} after the checker recalled it: ${problem}` });
     }
     return problems;
@@ -241,8 +242,10 @@ export class FamilyChecks {
     if ((t.family ?? []).length > 0) problem(`the table is READY, and the catalog still keeps its family: ${JSON.stringify(t.family)}`);
     if (isView(d)) {
       const at = look.relations.get(d.oid);
+      // (Recalled under a name in another schema, a view of the table's schema follows it there, and the recall says so.)
+      const moved = at !== undefined && this.aliases(d, answerNotes).has(`${d.kind} ${at.schema}.${at.name}`);
       if (!at) problem('gone, though its table is READY');
-      else if (at.schema !== d.schema || at.name !== d.name)
+      else if ((at.schema !== d.schema || at.name !== d.name) && !moved)
         problem(`at ${at.schema}.${at.name}, not live as ${d.schema}.${d.name} beside its READY table`);
       else if (d.kind === 'materialized view' && !look.indexes.some((i) => i.on === d.oid && i.name === d.part)) {
         problem(
@@ -293,7 +296,7 @@ export class FamilyChecks {
       if (!families.some((f) => f.members?.some((m) => m.oid === d.oid))) {
         problem(`not a member of the family tablefate.shards records for the table (${JSON.stringify(families)})`);
       }
-      if (at?.schema === TRASH_SCHEMA && !names(t.family ?? [], describe(d))) {
+      if (at?.schema === TRASH_SCHEMA && !this.namedAny(t.family ?? [], d)) {
         problem(`in the trash with its table, and the catalog's family of the table does not name it: ${JSON.stringify(t.family ?? null)}`);
       }
       return problems;
@@ -309,12 +312,42 @@ export class FamilyChecks {
     if (present) problem('still on its live table, though the table is in the trash');
     if (!families.some((f) => f.detached?.some((x) => x.kind === d.kind && x.tableOid === d.oid && x.name === d.part))) {
       problem(`not recorded as detached in the family tablefate.shards records for the table (${JSON.stringify(families)})`);
-    } else if (!names(t.family ?? [], describe(d))) {
+    } else if (!this.namedAny(t.family ?? [], d)) {
       problem(
         `detached while its table is in the trash, and the catalog's family of the table does not name it: ${JSON.stringify(t.family ?? null)}`,
       );
     }
     return problems;
+  }
+
+  /**
+   * What `d` is called now, as far as the answers say: its own name, and where a recall said it came back (a view of the
+   * table's schema follows a table recalled under a name in another schema: `view a.t_v1 came back as b.t_v1`).
+   */
+  private aliases(d: Dependent, more: readonly string[] = []): Set<string> {
+    const said = [...more, ...this.recallNotes(d.tableId)];
+    const known = new Set([describe(d)]);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const note of said) {
+        for (const k of [...known]) {
+          const at = note.indexOf(`${k} came back as `);
+          if (at < 0) continue;
+          const where = /^[^\s:,]+/.exec(note.slice(at + k.length + ' came back as '.length))?.[0];
+          const to = `${d.kind} ${where ?? ''}`;
+          if (where !== undefined && !known.has(to)) {
+            known.add(to);
+            grew = true;
+          }
+        }
+      }
+    }
+    return known;
+  }
+
+  /** Whether sentences name `d` by any name it is known to have had. */
+  private namedAny(said: readonly string[], d: Dependent): boolean {
+    return [...this.aliases(d)].some((name) => names(said, name));
   }
 
   /** What the answers of the recalls of table `id` said. */
@@ -325,15 +358,16 @@ export class FamilyChecks {
   }
 
   /** Why the view cannot be read where it is, or undefined when it can. */
-  private async unreadable(d: Dependent): Promise<string | undefined> {
+  private async unreadable(d: Dependent, at?: { schema: string; name: string }): Promise<string | undefined> {
+    const where = at ?? { schema: d.schema, name: d.name };
     const url = this.nodes.find((n) => n.node === d.node)!.url;
     const client = new Client({ connectionString: url, application_name: 'chaos checker' });
     await client.connect();
     try {
-      await client.query(`SELECT count(*) FROM ${qualified(d.schema, d.name)}`);
+      await client.query(`SELECT count(*) FROM ${qualified(where.schema, where.name)}`);
       return undefined;
     } catch (err) {
-      return `cannot be read as ${d.schema}.${d.name}: ${(err as Error).message}`;
+      return `cannot be read as ${where.schema}.${where.name}: ${(err as Error).message}`;
     } finally {
       await client.end();
     }
@@ -364,7 +398,7 @@ export class FamilyChecks {
             d.tableId === outcome.table.id &&
             d.madeAt < op.startedAt &&
             (isView(d) || !this.lostToRename(d)) &&
-            !names(said, describe(d)),
+            !this.namedAny(said, d),
         );
         if (unsaid.length > 0) {
           problem(

@@ -12,6 +12,9 @@ import type { Random } from './random';
  */
 
 /** The columns every table of a PostgreSQL chaos run is created with (and the user's own tables have). */
+/** The schema of the user's partitioned table whose leaves the run adopts alone (units.ts). */
+export const PARTITION_SCHEMA = 'chaos_p';
+
 export const CHAOS_COLUMNS = 'id bigint primary key, client text not null, v text';
 
 /** A storage node's database, as the run reaches it. */
@@ -117,7 +120,10 @@ export class RowInserter {
     const clients = new Map<string, Client>();
     try {
       while (!this.stopped) {
-        const ready = (await this.opts.catalog.listTables({ includeTrashed: false }).catch(() => [])).filter((t) => t.state === 'READY');
+        // (Not the leaves of the user's partitioned table: rows go there through it, each into its leaf's bounds, units.ts.)
+        const ready = (await this.opts.catalog.listTables({ includeTrashed: false }).catch(() => [])).filter(
+          (t) => t.state === 'READY' && t.namespace !== PARTITION_SCHEMA,
+        );
         if (ready.length === 0) {
           await sleep(100);
           continue;

@@ -459,6 +459,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           node: nodeDbs[0]!,
           nodes: nodeDbs,
           sdk: new TableFateClient({ client: temporal, catalog, storageDriver: settings.driver }),
+          catalog,
           catalogId: catalog.id,
           ledger: inserter.ledger,
           rng: rng.fork('partitions'),
@@ -642,14 +643,37 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       // The checker's recalls: a table dropped with others that came back with an earlier one is READY already; one
       // recalled under a fresh name comes alone. What each recall said, for the checks of keys and leaves after them.
       const recallNotes = new Map<number, string[]>();
+      const unitRecallProblems: Problem[] = [];
       const recall = async (tableId: number, newName?: string): Promise<TableInfo> => {
         const now = await catalog.getTable(tableId);
         if (now?.state === 'READY' && newName === undefined) return { ...toTableInfo(now), notes: recallNotes.get(tableId) ?? [] };
         const mates = now?.droppedWith ?? [];
-        const answer = await sdk.undelete(
-          { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
-          { timeoutMs: 60_000 },
-        );
+        let answer: TableInfo;
+        try {
+          answer = await sdk.undelete(
+            { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
+            { timeoutMs: 60_000 },
+          );
+        } catch (err) {
+          // Refused: all of them still in the trash, none left half way back (RESTORING) or back alone.
+          const type = (err as { type?: string }).type;
+          if (type !== undefined && !newName && mates.length > 0) {
+            const left = [];
+            for (const id of [tableId, ...mates]) {
+              const t = await catalog.getTable(id);
+              if (t && t.state !== 'TRASHED' && t.state !== 'PURGED') left.push(`table ${id} (${t.namespace}.${t.name}) ${t.state}`);
+            }
+            if (left.length > 0) {
+              unitRecallProblems.push({
+                invariant: 'units',
+                detail:
+                  `the checker's recall of table ${tableId} (dropped with ${mates.join(', ')}) was refused ${type} ` +
+                  `(${(err as Error).message}), and left ${left.join(', ')}: not all of them back in the trash`,
+              });
+            }
+          }
+          throw err;
+        }
         for (const id of [tableId, ...(newName ? [] : mates)])
           recallNotes.set(id, [...(recallNotes.get(id) ?? []), ...(answer.notes ?? [])]);
         return answer;
@@ -683,7 +707,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const p = partitions!.stats;
       return {
         ...found,
-        problems: [...units.problems, ...found.problems, ...after.problems],
+        problems: [...units.problems, ...found.problems, ...unitRecallProblems, ...after.problems],
         summary:
           `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
           `${found.recalled} trashed tables recalled; ${familyChecks.summary()}; ${unitLine}; ${after.summary}; ` +

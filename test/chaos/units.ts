@@ -6,7 +6,7 @@ import type { TableRecord } from '../../domain/table';
 import { describeOp } from './answers';
 import type { Problem } from './problems';
 import type { Random } from './random';
-import { liveTableOf, quoteIdent, type NodeDatabase, type RowLedger } from './rows';
+import { liveTableOf, PARTITION_SCHEMA, quoteIdent, type NodeDatabase, type RowLedger } from './rows';
 import type { OpRecord, UnitHints } from './scenario';
 
 /**
@@ -24,7 +24,6 @@ import type { OpRecord, UnitHints } from './scenario';
  * back beside (afterRecalls).
  */
 
-export const PARTITION_SCHEMA = 'chaos_p';
 const PARENT = 'events';
 /** The leaves: the two adopted, and one the user keeps (rows of its bounds go there all the time). */
 const LEAVES: ReadonlyArray<{ name: string; bound: string; adopted: boolean; first: number }> = [
@@ -242,6 +241,7 @@ export class PartitionLoad {
       node: NodeDatabase;
       nodes: readonly NodeDatabase[];
       sdk: TableFateClient;
+      catalog: Catalog;
       catalogId: string;
       ledger: RowLedger;
       rng: Random;
@@ -358,7 +358,11 @@ export class PartitionLoad {
     while (!this.stopped) {
       await sleep(REMAKE_EVERY_MS);
       if (this.stopped) return;
+      const held = await this.opts.catalog.listTables({ includeTrashed: true }).catch(() => undefined);
+      if (!held) continue;
       for (const leaf of LEAVES.filter((l) => l.adopted)) {
+        // Only a leaf purged: one in the trash (or on its way there, or back) holds its name, and comes back in its place.
+        if (held.some((t) => t.state !== 'PURGED' && t.namespace === PARTITION_SCHEMA && t.name === leaf.name)) continue;
         let client: Client | undefined;
         try {
           client = await this.sessions.of(this.opts.node.node);
