@@ -238,17 +238,29 @@ class RunHere {
       if (fresh && step.pointOfNoReturn) Object.assign(this.progress, { begun: [], forwardOnly: true });
       if (!this.progress.changed) {
         const members = this.members();
-        for (const member of members) {
-          const change = step.change === undefined ? undefined : valueOf(step.change, this.context(member));
-          if (!change) continue;
-          // The operation's last change releases its locks, unless shards follow it: they change under the locks.
-          const last = index === this.steps.length - 1 && !step.shards && member === members.at(-1);
-          const changed = await this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
-          if ('busy' in changed) return this.answer({ kind: 'busy', holder: changed.busy });
-          if ('finished' in changed) {
-            this.progress.table = changed.finished;
-            return this.end({ kind: 'finished', why: 'found made already' });
-          }
+        const group = this.progress.group !== undefined;
+        // A run over several tables holds all their locks: the change is made on each side by side, and may be made on some
+        // before it fails on one, so the step counts as begun first (its undo finds those it never changed as they were).
+        if (group && undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
+        const settled = await Promise.allSettled(
+          members.map(async (member) => {
+            const change = step.change === undefined ? undefined : valueOf(step.change, this.context(member));
+            if (!change) return undefined;
+            // The operation's last change releases its locks, unless shards follow it: they change under the locks. (A run
+            // over several releases them once every change is made, at its end.)
+            const last = !group && index === this.steps.length - 1 && !step.shards;
+            return this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
+          }),
+        );
+        const refused = settled.find((outcome) => outcome.status === 'rejected');
+        if (refused) throw refused.reason;
+        const made = settled.map((outcome) => (outcome as PromiseFulfilledResult<Changed | undefined>).value);
+        const busy = made.find((changed) => changed && 'busy' in changed);
+        if (busy && 'busy' in busy) return this.answer({ kind: 'busy', holder: busy.busy });
+        const finished = made.find((changed) => changed && 'finished' in changed);
+        if (finished && 'finished' in finished) {
+          this.progress.table = finished.finished;
+          return this.end({ kind: 'finished', why: 'found made already' });
         }
         this.progress.changed = true;
         ranSomething = true;
@@ -288,13 +300,14 @@ class RunHere {
         if (left) return left;
       }
       if (undo.change) {
-        for (const member of this.members())
-          await this.make(
-            valueOf(undo.change, this.context(member)),
-            member ? `${index}.undo.${member.id}` : `${index}.undo`,
-            false,
-            member,
-          );
+        const change = undo.change;
+        const settled = await Promise.allSettled(
+          this.members().map((member) =>
+            this.make(valueOf(change, this.context(member)), member ? `${index}.undo.${member.id}` : `${index}.undo`, false, member),
+          ),
+        );
+        const failed = settled.find((outcome) => outcome.status === 'rejected');
+        if (failed) throw failed.reason;
       }
       begun.pop();
       this.progress.undoneShards = [];

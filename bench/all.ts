@@ -6,19 +6,21 @@
  * - the same with the PostgreSQL driver, and the trash of a table of 1 MB against one of 1 GB;
  * - a family's cost with the PostgreSQL driver (bench/family.ts): `drop --cascade` of a table with 3 views and 2 keys on
  *   it against a single table's drop, its recall, both by size, and the SQL statements each sends to the node;
+ * - a whole namespace of 20 tables dropped and recalled as one against one table (bench/namespace.ts);
  * - the same on a Temporal cluster as `tablefate cluster up` starts it;
  * - a crowd of tables expiring in the same second, beside as many bare workflows started together, and the
  *   worker's memory meanwhile (bench/timers.ts).
  *
  *   npm run bench
- *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, family, cluster, timers)
+ *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, family, namespace, cluster, timers)
  */
 import { parseArgs } from 'node:util';
 import { benchLifecycle, OPERATION_NAMES, percentile, printLifecycle, type LifecycleReport } from './lifecycle';
 import { benchTimers, type TimersReport } from './timers';
 import { benchFamily, printFamily, summarizeFamily, type FamilyReport } from './family';
+import { benchNamespace, printNamespace, summarizeNamespace, type NamespaceReport } from './namespace';
 
-const PARTS = ['postgres', 'family', 'cluster', 'timers'] as const;
+const PARTS = ['postgres', 'family', 'namespace', 'cluster', 'timers'] as const;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -50,6 +52,12 @@ async function main(): Promise<void> {
     family = await benchFamily({ rounds: values.rounds === undefined ? 30 : rounds });
     printFamily(family);
   }
+  let namespace: NamespaceReport | undefined;
+  if (!skip.has('namespace')) {
+    console.log('\n== a namespace of 20 tables (postgres, dev server): drop --namespace against a single drop');
+    namespace = await benchNamespace({ rounds });
+    printNamespace(namespace);
+  }
   if (!skip.has('cluster')) await run('files, cluster', { driver: 'files', temporal: 'cluster' });
   let timers: TimersReport | undefined;
   if (!skip.has('timers')) {
@@ -59,6 +67,7 @@ async function main(): Promise<void> {
   }
   printSummary(reports, timers);
   if (family) for (const line of summarizeFamily(family)) console.log(line);
+  if (namespace) for (const line of summarizeNamespace(namespace)) console.log(line);
 }
 
 /** The ratios of every setting side by side, each beside its goal (issue 31). */

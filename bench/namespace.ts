@@ -1,0 +1,135 @@
+/**
+ * What a unit of several tables costs (issue 42 item 8): with the PostgreSQL driver, on one dev server and one PostgreSQL
+ * of the bench's own, beside the floor (bench/floor-workflow.ts), interleaved so that drift hits all alike:
+ *
+ * - the drop and the recall of one plain table (its namespace holding nothing else);
+ * - the drop of a whole namespace of 20 such tables (`drop --namespace`: one operation, one transaction on the node, the
+ *   schema set aside with them) and its recall (all 20 back, the schema first);
+ * - p50 and p90 of each against the floor, and what each table beyond the first adds ((namespace - single) / 19).
+ *
+ *   npm run bench:namespace
+ *   npm run bench:namespace -- --rounds 30 --tables 20
+ */
+import os from 'node:os';
+import { parseArgs } from 'node:util';
+import { randomUUID } from 'node:crypto';
+import { Client as PgClient } from 'pg';
+import { startBench, startFloor } from './setup';
+
+const FLOOR_QUEUE = 'bench-namespace-floor';
+const COLUMNS = 'id bigint primary key, payload text';
+const RETENTION = 3600;
+
+export interface NamespaceReport {
+  rounds: number;
+  tables: number;
+  floor: number[];
+  single: { drop: number[]; recall: number[] };
+  namespace: { drop: number[]; recall: number[] };
+}
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function timed(samples: number[], fn: () => Promise<unknown>): Promise<void> {
+  const start = process.hrtime.bigint();
+  await fn();
+  samples.push(Number(process.hrtime.bigint() - start) / 1e6);
+}
+
+/** `rounds` rounds, each: the floor, the single table's drop and recall, the namespace's drop and recall. */
+export async function benchNamespace(opts: { rounds?: number; tables?: number } = {}): Promise<NamespaceReport> {
+  const rounds = opts.rounds ?? 20;
+  const count = opts.tables ?? 20;
+  const bench = await startBench({ driver: 'postgres' });
+  const { client } = bench;
+  const runFloor = await startFloor(bench, FLOOR_QUEUE);
+  const db = new PgClient({ connectionString: bench.nodeUrl, application_name: 'bench namespace' });
+  await db.connect();
+  const report: NamespaceReport = {
+    rounds,
+    tables: count,
+    floor: [],
+    single: { drop: [], recall: [] },
+    namespace: { drop: [], recall: [] },
+  };
+  try {
+    const single = await client.create({ table: 'alone.t', shards: 1, columns: COLUMNS });
+    const members: Array<{ id: number; name: string }> = [];
+    for (let k = 0; k < count; k++) members.push(await client.create({ table: `whole.t${k}`, shards: 1, columns: COLUMNS }));
+    for (const schema of ['alone', 'whole'])
+      for (const t of schema === 'alone' ? [single] : members)
+        await db.query(`INSERT INTO ${schema}.${t.name} SELECT g, md5(g::text) FROM generate_series(1, 100) g`);
+    // The namespace's first drop is checked once: every table in it, and the schema set aside.
+    const first = await client.trash({ namespace: 'whole', retentionSeconds: RETENTION });
+    if (first.droppedWith?.length !== count - 1) throw new Error(`the namespace's drop took ${first.droppedWith?.length ?? 0} more tables`);
+    if ((await db.query(`SELECT 1 FROM pg_namespace WHERE nspname = 'whole'`)).rows.length > 0) throw new Error('the schema stayed');
+    await client.undelete({ table: members[0]!.id });
+
+    console.log(`${rounds} rounds after one to warm up, each: floor, a table's drop and recall, a namespace of ${count}'s`);
+    for (let round = -1; round < rounds; round++) {
+      const keep = (samples: number[]) => (round < 0 ? [] : samples);
+      await timed(keep(report.floor), () => runFloor(`floor-${randomUUID()}`));
+      await timed(keep(report.single.drop), () => client.trash({ table: 'alone.t', retentionSeconds: RETENTION }));
+      await timed(keep(report.single.recall), () => client.undelete({ table: single.id }));
+      await timed(keep(report.namespace.drop), () => client.trash({ namespace: 'whole', retentionSeconds: RETENTION }));
+      await timed(keep(report.namespace.recall), () => client.undelete({ table: members[0]!.id }));
+    }
+    return report;
+  } finally {
+    await db.end();
+    await bench.close();
+  }
+}
+
+const ms = (n: number) => n.toFixed(1).padStart(7);
+
+export function printNamespace(report: NamespaceReport): void {
+  const floor50 = percentile(report.floor, 50);
+  const floor90 = percentile(report.floor, 90);
+  console.log(
+    `\ntablefate drop --namespace, ${report.tables} tables as one against one table: ${report.rounds} rounds, ${os.cpus().length} cores, ` +
+      `node ${process.version}, dev server, postgres driver (1 shard a table, 100 rows each)`,
+  );
+  console.log('                              p50 ms  p90 ms  p50/floor p90/floor');
+  console.log(`floor                        ${ms(floor50)} ${ms(floor90)}`);
+  for (const unit of ['single', 'namespace'] as const)
+    for (const op of ['drop', 'recall'] as const) {
+      const [a, b] = [percentile(report[unit][op], 50), percentile(report[unit][op], 90)];
+      const label = unit === 'single' ? `${op} one table` : `${op} namespace of ${report.tables}`;
+      console.log(
+        `${label.padEnd(28)} ${ms(a)} ${ms(b)}   ${(a / floor50).toFixed(2).padStart(6)}x   ${(b / floor90).toFixed(2).padStart(6)}x`,
+      );
+    }
+  for (const line of summarizeNamespace(report)) console.log(line);
+}
+
+/** A line per operation: the namespace against one table, and what each table beyond the first adds. */
+export function summarizeNamespace(report: NamespaceReport): string[] {
+  const floor = percentile(report.floor, 50);
+  return (['drop', 'recall'] as const).map((op) => {
+    const [one, all] = [percentile(report.single[op], 50), percentile(report.namespace[op], 50)];
+    return (
+      `namespace ${op} (${report.tables} tables): p50 ${all.toFixed(0)} ms (${(all / floor).toFixed(2)}x the floor) against ${one.toFixed(0)} ms ` +
+      `(${(one / floor).toFixed(2)}x) for one table: ${((all - one) / (report.tables - 1)).toFixed(1)} ms a table beyond the first`
+    );
+  });
+}
+
+if (require.main === module) {
+  const { values } = parseArgs({ options: { rounds: { type: 'string' }, tables: { type: 'string' } }, strict: true });
+  benchNamespace({
+    ...(values.rounds ? { rounds: Number(values.rounds) } : {}),
+    ...(values.tables ? { tables: Number(values.tables) } : {}),
+  })
+    .then((report) => {
+      printNamespace(report);
+      process.exit(0);
+    })
+    .catch((err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    });
+}
