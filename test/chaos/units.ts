@@ -233,7 +233,9 @@ export class PartitionLoad {
   private readonly next = new Map(LEAVES.map((l) => [l.name, l.first]));
   private stopped = false;
   private running: Promise<void>[] = [];
+  /** The writer's sessions, and the remaking's (never one session for both: their transactions would mix). */
   private readonly sessions: Sessions;
+  private readonly remakeSessions: Sessions;
   private readonly url: string;
 
   constructor(
@@ -248,6 +250,7 @@ export class PartitionLoad {
     },
   ) {
     this.sessions = new Sessions(opts.nodes, 'chaos partitions');
+    this.remakeSessions = new Sessions(opts.nodes, 'chaos partitions remake');
     this.url = opts.node.url;
   }
 
@@ -276,6 +279,7 @@ export class PartitionLoad {
     this.stopped = true;
     await Promise.all(this.running);
     await this.sessions.close();
+    await this.remakeSessions.close();
   }
 
   /** The adopted leaves' names. */
@@ -365,7 +369,7 @@ export class PartitionLoad {
         if (held.some((t) => t.state !== 'PURGED' && t.namespace === PARTITION_SCHEMA && t.name === leaf.name)) continue;
         let client: Client | undefined;
         try {
-          client = await this.sessions.of(this.opts.node.node);
+          client = await this.remakeSessions.of(this.opts.node.node);
           const there = await client.query<{ oid: string | null }>('SELECT to_regclass($1)::int8 AS oid', [
             `${PARTITION_SCHEMA}.${leaf.name}`,
           ]);
@@ -378,7 +382,7 @@ export class PartitionLoad {
           await this.adopt(leaf.name);
         } catch (err) {
           // Its bounds taken by a leaf come back beside and recalled into place meanwhile, a name the trash holds: later.
-          if (client) await this.sessions.failed(this.opts.node.node, client, err);
+          if (client) await this.remakeSessions.failed(this.opts.node.node, client, err);
           this.refuse(err);
         }
       }
