@@ -198,7 +198,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
     async startDrain(
-      input: CallScope & { tableId: number; now: number; expectName?: TableName; takeLock?: boolean },
+      input: CallScope & { tableId: number; now: number; expectName?: TableName; takeLock?: boolean; droppedWith?: number[] },
     ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }> {
       const owner = inScope(input);
       const result = await catalog.startDrain(
@@ -208,6 +208,7 @@ export function createActivities(deps: ActivityDeps) {
           now: input.now,
           expectName: input.expectName,
           takeLock: input.takeLock,
+          ...(input.droppedWith ? { droppedWith: input.droppedWith } : {}),
           step: stepOf(owner, input),
         },
         isOwnerClosed,

@@ -40,7 +40,13 @@ export interface StepParts {
     input: CallScope & { namespace: string; name: string; params: TableRecord['params']; lock: string; takeLock?: boolean; now: number },
   ): Promise<PrepareResult>;
   startDrain(
-    input: CallScope & { tableId: number; now: number; expectName?: { namespace: string; name: string }; takeLock?: boolean },
+    input: CallScope & {
+      tableId: number;
+      now: number;
+      expectName?: { namespace: string; name: string };
+      takeLock?: boolean;
+      droppedWith?: number[];
+    },
   ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }>;
   commitTrash(
     input: CallScope & Omit<Extract<CatalogChange, { kind: 'commitTrash' }>, 'kind'> & { now: number; releaseLocks?: boolean },

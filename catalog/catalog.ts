@@ -96,7 +96,7 @@ export interface TransitionRequest {
   droppedBy?: string;
   /** Entering TRASHED from TRASHING: what the drop took along (TableRecord.family); none when absent or empty. */
   family?: string[];
-  /** Entering TRASHED from TRASHING: the tables dropped with it as one (TableRecord.droppedWith). */
+  /** Leaving READY for the trash, and entering TRASHED from TRASHING: the tables dropped with it as one (TableRecord.droppedWith). */
   droppedWith?: number[];
   /** Give the table this name with the move (undelete under a new name, or back to its old one). */
   rename?: TableName;
@@ -169,6 +169,8 @@ export interface DrainStart {
    * less); a lock another operation holds is `busy`, and nothing is changed.
    */
   takeLock?: boolean;
+  /** The other tables of a drop of several as one (TableRecord.droppedWith), recorded from its start: a drop resumed takes them all. */
+  droppedWith?: number[];
   step?: StepKey;
 }
 

@@ -146,6 +146,7 @@ export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainR
     owner: req.owner,
     now: req.now,
     expectName: req.expectName,
+    droppedWith: req.droppedWith,
   });
   return { table, leases };
 }

@@ -144,7 +144,14 @@ function busyTables(locks: readonly LockFact[]): (tableId: number) => boolean {
 
 /** What a survey names a table by: the operation that finishes it needs no more. */
 function keyOf(table: TableRecord): TableKey {
-  return { id: table.id, namespace: table.namespace, name: table.name, shards: table.params.shards, params: table.params };
+  return {
+    id: table.id,
+    namespace: table.namespace,
+    name: table.name,
+    shards: table.params.shards,
+    params: table.params,
+    ...(table.droppedWith && table.droppedWith.length > 0 ? { droppedWith: table.droppedWith } : {}),
+  };
 }
 
 /** What the catalog alone shows (a survey with no storage node's listing): stale locks, then tables by id. */

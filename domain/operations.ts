@@ -12,6 +12,8 @@ export interface TableKey extends TableName {
   shards: number;
   /** What its create asked for, so that a create resumed asks the same (absent in findings made before it was kept). */
   params?: CreateParams;
+  /** The other tables of a drop of several as one that it is part of (TableRecord.droppedWith): resumed, they go together. */
+  droppedWith?: number[];
 }
 
 /** What the reconcile workflow is asked to do: repair, or only report what it would repair (the doctor). */
@@ -260,6 +262,12 @@ function tableAttributes(op: TableOp): (table: OperationTarget) => SearchAttribu
   return (table) => searchAttributesFor(op, table);
 }
 
+/** The tables a drop resumed takes: the table, and those of its drop of several as one, under the lowest id. */
+function resumedTables(table: TableKey): Pick<TrashInput, 'tableId' | 'together'> {
+  const [lead, ...others] = [table.id, ...(table.droppedWith ?? [])].sort((a, b) => a - b);
+  return { tableId: lead!, ...(others.length > 0 ? { together: others.map((tableId) => ({ tableId })) } : {}) };
+}
+
 const byTableId = (table: TableKey) => table.id;
 
 const create: OperationRecord<'create', TableName, CreateInput> = {
@@ -311,9 +319,10 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
   resume: {
     // DRAINING: the drop waits for the table's leases again (from a deadline of its own).
     from: ['DRAINING', 'TRASHING'],
-    subject: byTableId,
+    // A drop of several as one is resumed as one, under its lowest id: each of its tables found stuck starts (or finds) it.
+    subject: (table) => Math.min(table.id, ...(table.droppedWith ?? [])),
     input: (table, { catalogId, retentionSeconds, droppedBy, cascade }) => ({
-      tableId: table.id,
+      ...resumedTables(table),
       catalogId,
       retentionSeconds,
       ...(droppedBy !== undefined ? { droppedBy } : {}),

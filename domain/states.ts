@@ -76,6 +76,10 @@ export function columnsOnEntering(
     }
     case 'READY':
       return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null };
+    case 'DRAINING':
+    case 'TRASHING':
+      // (A drop of several as one names the others from its start: a drop resumed by the reconciler takes them all.)
+      return from === 'READY' && opts.droppedWith && opts.droppedWith.length > 0 ? { droppedWith: opts.droppedWith } : {};
     case 'PURGED':
       return { purgedAt: at };
     default:

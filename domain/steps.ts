@@ -56,7 +56,7 @@ export type CatalogChange =
   /** A create's record: id and placement chosen once, the name's lock and the table's taken (busy: wait; found made: finish). */
   | { kind: 'prepareCreate'; table: TableName; params: CreateParams; nameLock: string }
   /** A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases live, else TRASHING. */
-  | { kind: 'startDrain'; tableId: number; expectName?: TableName }
+  | { kind: 'startDrain'; tableId: number; expectName?: TableName; droppedWith?: number[] }
   /**
    * TRASHING to TRASHED with the retention asked, else the one in force where the table lives, and who dropped it
    * (`droppedBy`, recorded beside the drop time; null when absent); `startExpiry`: then the trash's expiry, a run of its

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { Harness } from './support/harness';
 import { shardPaths } from '../storage/shard-files';
+import { workflowIdFor } from '../domain/operations';
 
 /*
  * Several tables dropped as one with the files driver: every shard of each goes to the trash, or none does; one recall
@@ -89,4 +90,33 @@ test('a whole namespace as one: every table of it into the trash, and back into 
   for (const table of tables) for (const report of await h.shardReports(table)) expect(report.area).toBe('live');
   await expect(h.client.trash({ namespace: 'wholens' })).rejects.toMatchObject({ type: 'TableNotFound' });
   await expect(h.client.trash({ namespace: 'wholens_old', table: 'wholens_old.a' })).rejects.toMatchObject({ type: 'InvalidInput' });
+});
+
+test('a drop of several terminated half way (leases held it): the reconciler resumes it as one, and every table goes', async () => {
+  const tables = [];
+  for (const name of ['a', 'b', 'c']) tables.push(await h.client.create({ table: `cut.${name}` }));
+  // A lease on one of them keeps the drop DRAINING, every table stopped and naming the others.
+  const lease = await h.client.acquireLease(tables[1]!.id, { ttlSeconds: 300, holder: 'test' });
+  const dropping = h.client.trash({ table: 'cut.a', together: ['cut.b', 'cut.c'], retentionSeconds: 600 });
+  for (;;) {
+    if ((await h.catalog.getTable(tables[1]!.id))?.state === 'DRAINING') break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await h.temporal.workflow.getHandle(workflowIdFor.trash(tables[0]!.id, h.catalog.id)).terminate('operator slip');
+  await expect(dropping).rejects.toThrow();
+  await h.client.releaseLease(lease.id);
+  for (const table of tables)
+    expect((await h.catalog.getTable(table.id))?.droppedWith).toEqual(tables.map((t) => t.id).filter((id) => id !== table.id));
+
+  const stuck = (await h.reconcile('report')).findings.filter((f) => f.kind === 'stuck');
+  expect(stuck.map((f) => f.table.id).sort()).toEqual(tables.map((t) => t.id).sort());
+  await h.reconcile();
+  await h.temporal.workflow
+    .getHandle(workflowIdFor.trash(tables[0]!.id, h.catalog.id))
+    .result()
+    .catch((err: unknown) => {
+      throw new Error(`the resumed drop failed: ${String((err as { cause?: unknown }).cause)}`);
+    });
+  for (const table of tables) expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
+  for (const table of tables) for (const report of await h.shardReports(table)) expect(report.area).toBe('trash');
 });

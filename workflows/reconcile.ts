@@ -94,6 +94,8 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
   const calls = catalogCalls(input.catalogId);
   // Stale locks first: a stuck table's operation can then take its lock at once.
   const ordered = [...found.findings].sort((a, b) => Number(b.kind === 'stale-lock') - Number(a.kind === 'stale-lock'));
+  // The runs this pass has started: the tables of a drop of several as one are each found stuck, and resumed by one run.
+  const resumed = new Set<string>();
   for (const finding of ordered) {
     // A pass's history stays small however much there is to do: the rest waits for the next pass.
     if (report.actions.length >= REPAIRS_PER_PASS) {
@@ -101,7 +103,7 @@ export async function reconcileTables(input: ReconcileInput): Promise<ReconcileR
       continue;
     }
     // One repair that fails (a node down, say) must not keep the others from running; the next pass retries it.
-    const outcome = await repair(finding, calls, input, found).catch((err: unknown) => `failed: ${String(err)}`);
+    const outcome = await repair(finding, calls, input, found, resumed).catch((err: unknown) => `failed: ${String(err)}`);
     if (outcome === undefined) continue;
     const line = describeFinding(finding);
     log.info('reconciled', { finding: line, outcome });
@@ -115,6 +117,7 @@ async function repair(
   calls: CatalogCalls,
   input: ReconcileInput,
   { retentionOf, droppedByOf, cascadeOf }: Pick<Survey, 'retentionOf' | 'droppedByOf' | 'cascadeOf'>,
+  resumed: Set<string>,
 ): Promise<string | undefined> {
   const { catalogId } = input;
   switch (finding.kind) {
@@ -149,6 +152,8 @@ async function repair(
         cascade: cascadeOf?.[table.id],
       });
       if (!again) return undefined;
+      if (resumed.has(again.workflowId)) return `resumed with the other tables of its drop (${again.workflowId})`;
+      resumed.add(again.workflowId);
       // (A pass started on v19 resumes a drop as v19 did: in the table's trash run, which its request id routes to v19's code.)
       const v19 = op.name === OPERATIONS.trash.name && !takes('dropEndsAtTrashed');
       return start(op.name, table, () =>

@@ -26,7 +26,13 @@ export const trash: Operation<TrashInput> = {
       name: 'stop new leases',
       change: ({ input, tableId }) => {
         const expectName = expectedNameOf(input, tableId!);
-        return { kind: 'startDrain', tableId: tableId!, ...(expectName ? { expectName } : {}) };
+        const others = tablesOf(input).filter((id) => id !== tableId);
+        return {
+          kind: 'startDrain',
+          tableId: tableId!,
+          ...(expectName ? { expectName } : {}),
+          ...(others.length > 0 ? { droppedWith: others } : {}),
+        };
       },
       undo: { change: transition(['DRAINING', 'TRASHING'], 'READY') },
     },

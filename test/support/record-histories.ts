@@ -284,6 +284,28 @@ async function main(): Promise<void> {
     await save('trash-resumed', workflowIdFor.trash(resumed2.id, h.catalog.id));
     await save('trash-resumed-expired', workflowIdFor.expiry(resumed2.id, h.catalog.id));
 
+    // (since v21) a drop of several as one, terminated while a lease held it: the pass resumes it once, as one, for the
+    // two tables it finds stuck
+    const pairA = await h.client.create({ table: 'rec.pair_a', shards: 1 });
+    const pairB = await h.client.create({ table: 'rec.pair_b', shards: 1 });
+    const pairLease = await h.client.acquireLease(pairB.id, { ttlSeconds: 300, holder: 'recording' });
+    const pairDrop = h.client.trash({ table: 'rec.pair_a', together: ['rec.pair_b'], retentionSeconds: 3600 }).catch(() => undefined);
+    await waitFor(
+      () => h.catalog.getTable(pairB.id),
+      (t) => t?.state === 'DRAINING',
+      { what: 'the drop of the pair to drain' },
+    );
+    await h.temporal.workflow.getHandle(workflowIdFor.trash(pairA.id, h.catalog.id)).terminate('recording: a drop of two cut short');
+    await pairDrop;
+    await h.client.releaseLease(pairLease.id);
+    const togetherId = `reconcile@${h.catalog.id}-recording-together`;
+    await h.temporal.workflow.execute(OPERATIONS.reconcile.workflowType, {
+      workflowId: togetherId,
+      taskQueue: h.taskQueue,
+      args: [{ catalogId: h.catalog.id, mode: 'repair' }],
+    });
+    await save('reconcile-together', togetherId);
+
     // (since v7) a trash whose committing task was lost while a purge ended it (until v19 the end was heard before the
     // trash run knew its drop time: trash-ended-before-armed); since v20, the drop's task that committed, lost and
     // made again, and the expiry it starts, ended by the purge (drop-lost-task)
