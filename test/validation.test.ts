@@ -5,7 +5,7 @@ import path from 'node:path';
 import { loadClientConfig, TableFateClient } from '../client';
 import { catalogPath, TASK_QUEUE } from '../domain/deployment';
 import { loadConfig, statePaths, TASK_QUEUE as WORKER_TASK_QUEUE } from '../worker/config';
-import { tableNameSchema, tableRefSchema } from '../domain/requests';
+import { tableNameSchema, tableRefSchema } from '../domain/name-schemas';
 import { visibilityCaughtUp } from './support/runs';
 
 let h: Harness;

@@ -27,7 +27,8 @@ import {
   ServerUnreachableError,
   type TableFateError,
 } from '../../domain/errors';
-import { parseRequest, tableIdSchema, tableNameSchema, tableRefSchema } from '../../domain/requests';
+import { tableIdSchema, tableNameSchema, tableRefSchema } from '../../domain/name-schemas';
+import { parseRequest } from '../../domain/requests';
 import { runCliInProcess } from '../support/cli';
 
 /*

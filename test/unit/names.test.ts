@@ -1,5 +1,5 @@
 import { formatTableName, parseNameParts, quotePart } from '../../domain/names';
-import { tableNameSchema, tableRefSchema } from '../../domain/requests';
+import { tableNameSchema, tableRefSchema } from '../../domain/name-schemas';
 
 // Names as psql writes them: bare parts are a-z, 0-9 and _ (starting with a letter), anything else in double quotes,
 // a quote inside doubled; one spelling per name, read back as the same name.
