@@ -120,7 +120,7 @@ export const guard: CommandRecord = {
         throw new UsageError(`guard: expected install, status or remove, got ${JSON.stringify(action)}`);
       // It opens PostgreSQL sessions of its own.
       /* eslint-disable @typescript-eslint/no-require-imports */
-      const guard = require('../storage/postgres-guard') as typeof import('../storage/postgres-guard');
+      const guard = require('../storage/postgres-guard-command') as typeof import('../storage/postgres-guard-command');
       const { loadClientConfig } = require('../config/client') as typeof import('../config/client');
       /* eslint-enable @typescript-eslint/no-require-imports */
       const results = await guard.runGuard(action, guard.guardTargets(loadClientConfig(env), str(v.node), str(v.url)));

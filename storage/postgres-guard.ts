@@ -1,6 +1,6 @@
-import { Client, type ClientBase } from 'pg';
-import { InvalidInputError, OperationFailedError, TableFateError } from '../domain/errors';
-import { POSTGRES_OWN_SCHEMAS, redactUrl } from '../domain/deployment';
+import type { ClientBase } from 'pg';
+import { InvalidInputError } from '../domain/errors';
+import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { ident } from '../catalog/pg-session';
 
 /**
@@ -232,6 +232,21 @@ BEGIN
         hit.object_identity, CASE hit.object_identity WHEN ${literal(TRASH)} THEN 'its trash' WHEN ${literal(GARBAGE)} THEN 'its garbage'
                                   ELSE 'its record of the tables it manages' END, TG_TAG);
   END IF;
+  -- A schema a namespace's drop set aside with its tables (postgres-namespace.ts), while any of them waits in the trash.
+  -- (Read through to_jsonb: a record older than its column has none, and this must not fail every DROP.)
+  IF pg_catalog.to_regclass(${literal(RECORD)}) IS NOT NULL THEN
+    SELECT d.object_identity, s.table_id INTO hit
+      FROM pg_catalog.pg_event_trigger_dropped_objects() d
+      JOIN ${ident(OWN)}."shards" s ON pg_catalog.to_jsonb(s) -> 'parked_schema' ->> 'parked' = d.object_identity
+     WHERE d.object_type = 'schema'
+     LIMIT 1;
+    IF FOUND THEN
+      RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(HINT)},
+        MESSAGE = pg_catalog.format('tablefate: schema %s holds what a namespace''s drop set aside with table %s, in the trash: the guard '
+          'refuses this %s, which would drop it; "tablefate recall %s" brings it back, "tablefate purge %s" of its tables drops it',
+          hit.object_identity, hit.table_id, TG_TAG, hit.table_id, hit.table_id);
+    END IF;
+  END IF;
   IF pg_catalog.to_regclass(${literal(RECORD)}) IS NULL OR NOT ${G}.record_names_places() THEN
     RETURN;
   END IF;
@@ -282,17 +297,6 @@ BEGIN
   END IF;
 END
 $guard$`;
-
-/** A session of the guard's own: search_path pinned, bounded waits, named. */
-function session(url: string): Client {
-  return new Client({
-    connectionString: url,
-    options: '-c search_path=pg_catalog,pg_temp -c lock_timeout=10s',
-    application_name: 'tablefate guard',
-    statement_timeout: 60_000,
-    connectionTimeoutMillis: 15_000,
-  });
-}
 
 /** Installing or removing the guard needs a role that may create (and drop) event triggers: on PostgreSQL, a superuser. */
 export class GuardPrivilegeError extends InvalidInputError {
@@ -381,107 +385,4 @@ async function inTransaction(c: ClientBase, action: GuardAction, node: string, f
     }
     throw err;
   }
-}
-
-/** The nodes a guard command is for: every node of the deployment, or `node`; through its url, or `url` instead. */
-export function guardTargets(
-  config: { storageDriver: string; storageUrls: readonly string[] },
-  node: string | undefined,
-  url: string | undefined,
-): Array<{ node: string; url: string }> {
-  if (config.storageDriver !== 'postgres' || config.storageUrls.length === 0)
-    throw new InvalidInputError(
-      'guard is for the PostgreSQL storage driver: set TABLEFATE_STORAGE_DRIVER=postgres and TABLEFATE_STORAGE_URLS',
-    );
-  const nodes = config.storageUrls.map((u, k) => ({ node: `node-${k}`, url: u }));
-  if (url !== undefined && !/^postgres(ql)?:\/\/[^\s]+$/.test(url)) throw new InvalidInputError('guard: --url is not a postgres:// url');
-  if (node === undefined) {
-    if (url === undefined) return nodes;
-    if (nodes.length > 1)
-      throw new InvalidInputError(`guard: --url names one database: say which node's with --node (node-0 to node-${nodes.length - 1})`);
-    return [{ node: nodes[0]!.node, url }];
-  }
-  const found = nodes.find((n) => n.node === node);
-  if (!found)
-    throw new InvalidInputError(
-      `guard: no node ${node} in this deployment (TABLEFATE_STORAGE_URLS names node-0 to node-${nodes.length - 1})`,
-    );
-  // Another role, maybe another way in, but the node's database: a guard put on another one would protect nothing.
-  const given = url === undefined ? undefined : databaseOf(url);
-  const its = databaseOf(found.url);
-  if (given !== undefined && its !== undefined && given !== its)
-    throw new InvalidInputError(`guard: --url names database ${given}, but ${node}'s is ${its}`);
-  return [{ node, url: url ?? found.url }];
-}
-
-/** The database a url names, when it names one. */
-function databaseOf(url: string): string | undefined {
-  try {
-    return decodeURIComponent(new URL(url).pathname.slice(1)) || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Runs `action` on each target node in turn; stops at the first node that fails, saying which. */
-export async function runGuard(action: GuardAction, targets: ReadonlyArray<{ node: string; url: string }>): Promise<GuardNodeResult[]> {
-  const results: GuardNodeResult[] = [];
-  for (const target of targets) {
-    const c = session(target.url);
-    // A session the server ends must fail its query, not the process.
-    c.on('error', () => undefined);
-    const shown = redactUrl(target.url);
-    try {
-      try {
-        await c.connect();
-      } catch (err) {
-        throw new OperationFailedError(
-          'StorageFault',
-          `guard ${action} on ${target.node} (${shown}): cannot connect: ${(err as Error).message}`,
-          undefined,
-          {
-            cause: err,
-          },
-        );
-      }
-      const state =
-        action === 'install'
-          ? await installGuard(c, target.node)
-          : action === 'remove'
-            ? await removeGuard(c, target.node)
-            : await guardState(c);
-      results.push({ node: target.node, url: shown, ...state });
-    } catch (err) {
-      if (err instanceof TableFateError) throw err;
-      const code = (err as { code?: unknown }).code;
-      throw new OperationFailedError(
-        'StorageFault',
-        `guard ${action} on ${target.node} (${shown}) failed: ${(err as Error).message}${typeof code === 'string' ? ` (SQLSTATE ${code})` : ''}`,
-        undefined,
-        { cause: err },
-      );
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  }
-  return results;
-}
-
-/** One line a node: NODE, GUARD (on, disabled, partly there, off), and the database, its password left out. */
-export function formatGuard(results: readonly GuardNodeResult[]): string {
-  const rows = results.map((r) => [
-    r.node,
-    r.enabled
-      ? 'on'
-      : r.installed
-        ? 'installed, disabled (tablefate guard install enables it)'
-        : r.triggers.length > 0
-          ? `partly there (${r.triggers.map((t) => t.name).join(', ')}): tablefate guard install`
-          : 'off',
-    r.url,
-  ]);
-  const header = ['NODE', 'GUARD', 'DATABASE'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ');
-  return [line(header), ...rows.map(line)].join('\n');
 }

@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { Harness } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { installGuard } from '../storage/postgres-guard';
 
 /*
  * `drop --namespace shop` with the PostgreSQL driver: every table tablefate keeps in the schema goes into the trash as
@@ -19,6 +20,8 @@ beforeAll(async () => {
   db = new Client({ connectionString: url });
   await db.connect();
   h = await Harness.start({ postgresNodes: [url] });
+  // With the guard on, as a DBA runs it: the namespace's own moves pass it, and it keeps what they set aside.
+  await installGuard(db, 'node-0');
 });
 
 afterAll(async () => {
@@ -116,6 +119,11 @@ test('a schema of that name made meanwhile refuses the recall; the whole of it s
   });
   for (const table of [orders, items]) expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
   expect(await schemaOf(oid)).toBe(`tablefate_ns_${oid!}`);
+  // The guard keeps what the schema holds while its tables wait: a DBA's DROP SCHEMA of it is refused, naming the way back.
+  await expect(db.query(`DROP SCHEMA tablefate_ns_${oid!} CASCADE`)).rejects.toMatchObject({
+    code: '42501',
+    message: expect.stringContaining(`schema tablefate_ns_${oid!} holds what a namespace's drop set aside`) as unknown,
+  });
 
   // The first purge keeps the schema for the other table of the drop; the last takes it.
   await h.client.purge({ tableId: orders.id });
