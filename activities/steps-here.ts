@@ -255,7 +255,9 @@ class RunHere {
             // The operation's last change releases its locks, unless shards follow it: they change under the locks. (A run
             // over several releases them once every change is made, at its end.)
             const last = !group && index === this.steps.length - 1 && !step.shards;
-            return this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
+            const changed = await this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
+            if (member && 'table' in changed && !member.changed?.includes(index)) member.changed = [...(member.changed ?? []), index];
+            return changed;
           }),
         );
         const refused = settled.find((outcome) => outcome.status === 'rejected');
@@ -307,8 +309,11 @@ class RunHere {
       }
       if (undo.change) {
         const change = undo.change;
+        // (A run over several takes the change back on the tables it made it on: one it failed on, or never reached, is as
+        // it was, maybe another operation's since.)
+        const made = this.members().filter((member) => !member || member.changed?.includes(index));
         const settled = await Promise.allSettled(
-          this.members().map((member) =>
+          made.map((member) =>
             this.make(valueOf(change, this.context(member)), member ? `${index}.undo.${member.id}` : `${index}.undo`, false, member),
           ),
         );
@@ -372,8 +377,9 @@ class RunHere {
    * undefined once every shard is changed.
    */
   private async changeShards(asked: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
-    // Several tables' shards move together: each node's in one call (and one transaction, where its driver can).
-    const together = asked.method === 'moveShard' && (this.progress.group !== undefined || asked.together === true);
+    // A move's shards on one node go together, in one call (and one transaction, where its driver can): several tables'
+    // dropped as one, and one table's too (a view reading two of its shards goes with the first, in that transaction).
+    const together = asked.method === 'moveShard';
     const change: ShardChange = together ? { ...asked, together: true } : asked;
     const all = shardsOfRun(this.progress);
     const placeOf = (shard: ShardRef) => all.indexOf(shard);

@@ -198,6 +198,8 @@ export interface GroupMember {
   id: number;
   checked: TableRecord | null;
   table?: TableRecord;
+  /** The steps whose change is made on it: taken back, a step's change is undone on these tables only. */
+  changed?: number[];
 }
 
 /** The tables of a run over several, in the order their locks are taken; undefined for a run over one. */

@@ -161,7 +161,9 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
 export async function dropMembers(c: PoolClient, members: readonly RecordedMember[], areaSchemas: readonly string[]): Promise<void> {
   for (const member of [...members].sort((a, b) => b.depth - a.depth)) {
     const now = await whereIs(c, member.oid);
-    if (now && areaSchemas.includes(now.schema)) await c.query(`DROP ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)}`);
+    // (IF EXISTS: the purge of another shard of the table on this node may drop the same view at the same time.)
+    if (now && areaSchemas.includes(now.schema))
+      await c.query(`DROP ${KIND_SQL[member.kind]} IF EXISTS ${qualified(now.schema, now.table)}`);
   }
 }
 

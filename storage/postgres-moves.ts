@@ -153,6 +153,8 @@ async function moveOnce(
   const nothing = { restored: [], notes: [] };
   await lockShard(c, id);
   const placed = await locate(c, id);
+  // No record, on the way to the garbage: a purge already deleted it (and its record); one made again goes on from there.
+  if (!placed && to === 'garbage') return nothing;
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
   // Made already (the same move again, after a crash before its caller heard it): it says again what it took along.
   if (isThere(placed, to, live)) {
@@ -255,9 +257,12 @@ async function admittedDependents(
     if (strangers.length + found.others.length > 0) throw hasDependents(table, [...strangers, ...found.others], what, false);
     return found;
   }
-  admitLeaving(found, table, cascade, what);
-  await refuseManagedPartitions(c, found.members, table, what);
-  return found;
+  // (A view reading several of the table's shards went with the first of them to leave, in this same transaction.)
+  const areas = Object.values(AREA_SCHEMAS);
+  const untaken = { ...found, members: found.members.filter((m) => !areas.includes(m.schema)) };
+  admitLeaving(untaken, table, cascade, what);
+  await refuseManagedPartitions(c, untaken.members, table, what);
+  return untaken;
 }
 
 /** The keys the shard's last recall put back NOT VALID and left to validate, forgotten as they are read. */

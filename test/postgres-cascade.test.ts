@@ -293,3 +293,14 @@ test("a view made on the family's materialized view while the move waits for it 
     await user.end();
   }
 });
+
+test("a purge of a table of two shards on one node, a view reading both: each shard's drop takes the view once, and it ends PURGED", async () => {
+  for (let round = 0; round < 3; round++) {
+    const table = await h.client.create({ table: `pair.items${round}`, shards: 2, columns: 'id int' });
+    await db.query(`CREATE VIEW pair.items${round}_v AS SELECT id FROM pair.items${round}_0 UNION ALL SELECT id FROM pair.items${round}_1`);
+    const view = await oidOf(`pair.items${round}_v`);
+    await h.client.trash({ table: `pair.items${round}`, retentionSeconds: 3600, cascade: true });
+    expect(await h.client.purge({ tableId: table.id })).toMatchObject({ state: 'PURGED' });
+    expect(await whereIs(view)).toBeNull();
+  }
+});

@@ -120,3 +120,29 @@ test('a drop of several terminated half way (leases held it): the reconciler res
   for (const table of tables) expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
   for (const table of tables) for (const report of await h.shardReports(table)) expect(report.area).toBe('trash');
 });
+
+test('a table trashed by another drop while this one waited for it: refused, and the others are as they were', async () => {
+  const a = await h.client.create({ table: 'raced.a' });
+  const b = await h.client.create({ table: 'raced.b' });
+  // b's own drop waits for a lease on it, holding b's lock; the drop of both waits behind it for that lock.
+  const lease = await h.client.acquireLease(b.id, { ttlSeconds: 300, holder: 'test' });
+  const alone = h.client.trash({ table: 'raced.b', retentionSeconds: 600 });
+  for (;;) {
+    if ((await h.catalog.getTable(b.id))?.state === 'DRAINING') break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const both = h.client.trash({ table: 'raced.a', together: ['raced.b'], retentionSeconds: 600 });
+  for (;;) {
+    const locks = await h.catalog.listLocks();
+    if (locks.some((l) => l.resource === `table:${a.id}` && l.workflowId.startsWith(`drop:${a.id}`))) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  await h.client.releaseLease(lease.id);
+  expect(await alone).toMatchObject({ state: 'TRASHED' });
+  await expect(both).rejects.toMatchObject({ type: 'WrongState' });
+  expect(await h.catalog.getTable(a.id)).toMatchObject({ state: 'READY' });
+  expect(await h.catalog.getTable(b.id)).toMatchObject({ state: 'TRASHED' });
+  expect((await h.catalog.getTable(a.id))?.droppedWith).toBeUndefined();
+  for (const report of await h.shardReports(a)) expect(report.area).toBe('live');
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
