@@ -57,12 +57,15 @@ function describeRequest(r: OpRequest): string {
     case 'create':
       return `create ${r.table} (${r.shards} shards)`;
     case 'trash':
+      if (r.namespace !== undefined) {
+        return `trash namespace ${r.namespace} (${r.retentionSeconds} s${r.drainTimeoutSeconds === undefined ? '' : `, drain timeout ${r.drainTimeoutSeconds} s`}; first ${r.table})`;
+      }
       return (
         `trash ${r.table} (${r.retentionSeconds} s${r.drainTimeoutSeconds === undefined ? '' : `, drain timeout ${r.drainTimeoutSeconds} s`}` +
         `${r.cascade ? ', cascade' : ''})${r.together ? ` together with ${r.together.join(', ')}` : ''}`
       );
     case 'undelete':
-      return `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}${r.alone ? ' alone' : ''}`;
+      return `undelete ${r.tableId}${r.newName ? ` as ${r.newName}` : ''}${r.newNamespace ? ` into ${r.newNamespace}` : ''}${r.alone ? ' alone' : ''}`;
     case 'purge':
       return `purge ${r.tableId}`;
     case 'hold':
@@ -129,6 +132,9 @@ export function explainers(
     if (op.request.kind !== kind || !couldActAfter(op, t)) return false;
     if (targetOf(op) === id) return true;
     if (op.request.kind === 'trash' && (op.request.together ?? []).some((n) => names.has(n))) return true;
+    // A whole namespace: every table of it (by any name it had).
+    const ns = op.request.kind === 'trash' ? op.request.namespace : undefined;
+    if (ns !== undefined && [...names].some((n) => n.startsWith(`${ns}.`))) return true;
     if (op.request.kind === 'undelete' && !op.request.alone && mates.has(op.request.tableId)) return true;
     return (op.request.kind === 'trash' || op.request.kind === 'create') && names.has(op.request.table);
   });
@@ -142,6 +148,13 @@ export function namesOf(ops: readonly OpRecord[], id: number, now: TableRecord |
     if (op.before?.id === id) names.add(nameOf(op.before));
     if (op.outcome.kind === 'ok' && op.outcome.table.id === id) names.add(nameOf(op.outcome.table));
     if (op.request.kind === 'undelete' && op.request.tableId === id && op.request.newName) names.add(op.request.newName);
+  }
+  // Recalled into another namespace (itself, or with a table of its drop): each under its own name there.
+  const mates = unitMates(ops, id);
+  for (const op of ops) {
+    if (op.request.kind !== 'undelete' || op.request.newNamespace === undefined) continue;
+    if (op.request.tableId !== id && (op.request.alone || !mates.has(op.request.tableId))) continue;
+    for (const n of [...names]) names.add(`${op.request.newNamespace}.${n.slice(n.indexOf('.') + 1)}`);
   }
   return names;
 }
@@ -223,13 +236,21 @@ export function checkAnswers(
               `the answer said ${answer.shards} at ${JSON.stringify(answer.placement)}`,
           );
         }
-        const renamed = ops.some((o) => o.request.kind === 'undelete' && o.request.tableId === answer.id && o.request.newName);
+        const mates = unitMates(ops, answer.id);
+        const renamed = ops.some(
+          (o) =>
+            o.request.kind === 'undelete' &&
+            ((o.request.tableId === answer.id && o.request.newName) ||
+              (o.request.newNamespace !== undefined &&
+                (o.request.tableId === answer.id || (!o.request.alone && mates.has(o.request.tableId))))),
+        );
         if (!renamed && nameOf(now) !== nameOf(answer)) problem(op, `${label} is named ${nameOf(now)} now, and no undelete renamed it`);
         break;
       }
       case 'trash': {
         const kept = answer.droppedAt && answer.expireAt ? (Date.parse(answer.expireAt) - Date.parse(answer.droppedAt)) / 1000 : null;
-        if (answer.state !== 'TRASHED' || nameOf(answer) !== request.table || kept !== request.retentionSeconds) {
+        const asked = request.namespace === undefined ? nameOf(answer) === request.table : answer.namespace === request.namespace;
+        if (answer.state !== 'TRASHED' || !asked || kept !== request.retentionSeconds) {
           problem(op, `answered ${label} ${nameOf(answer)} ${answer.state}, kept ${String(kept)} s`);
         }
         if (
@@ -245,7 +266,12 @@ export function checkAnswers(
         break;
       }
       case 'undelete': {
-        if (answer.id !== request.tableId || answer.state !== 'READY' || (request.newName && nameOf(answer) !== request.newName)) {
+        if (
+          answer.id !== request.tableId ||
+          answer.state !== 'READY' ||
+          (request.newName && nameOf(answer) !== request.newName) ||
+          (request.newNamespace !== undefined && answer.namespace !== request.newNamespace)
+        ) {
           problem(op, `answered ${label} ${nameOf(answer)} ${answer.state}`);
         }
         if (now.state !== 'READY' && explainers(ops, 'trash', answer.id, names, op.startedAt).length === 0) {

@@ -29,6 +29,7 @@ import type { DoorSummary } from './invariants';
 import type { Catalog } from '../../catalog/catalog';
 import { toTableInfo, type TableInfo } from '../../domain/table';
 import { afterRecalls, PartitionLoad, unitHints, UnitKeys, unitsAtRest } from './units';
+import { checkNamespaces, inRunNamespace, NamespaceLoad } from './namespaces';
 
 /**
  * One chaos run, start to end: its own dev server and state directory, a worker child killed again and again,
@@ -469,7 +470,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await partitions.setUp();
       log(`the user's partitioned table chaos_p.events on ${nodeDbs[0]!.node}; leaves adopted alone: ${partitions.names().join(', ')}`);
     }
+    // Whole namespaces (namespaces.ts): each schema of the run's namespaces furnished with a sequence, a function and a view.
+    const namespaces =
+      inserter && families
+        ? new NamespaceLoad({
+            nodes: nodeDbs,
+            catalog,
+            catalogId: catalog.id,
+            rng: rng.fork('namespaces'),
+            onView: (view) => families.dependents.push(view),
+          })
+        : undefined;
     const stopLoad = async () => {
+      await namespaces?.stop();
       await partitions?.stop();
       await unitKeys?.stop();
       await families?.stop();
@@ -485,6 +498,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     families?.start();
     unitKeys?.start();
     partitions?.start();
+    namespaces?.start();
     cutter?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
@@ -631,7 +645,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const units = unitsAtRest(tables, report.ops);
       const togetherDrops = report.ops.filter((op) => op.request.kind === 'trash' && op.request.together).length;
       const aloneRecalls = report.ops.filter((op) => op.request.kind === 'undelete' && op.request.alone).length;
-      const unitLine = `${togetherDrops} drops of several tables, ${aloneRecalls} recalls alone; ${units.units} units in the trash at rest`;
+      const namespaceDrops = report.ops.filter((op) => op.request.kind === 'trash' && op.request.namespace !== undefined);
+      const intoRecalls = report.ops.filter((op) => op.request.kind === 'undelete' && op.request.newNamespace !== undefined).length;
+      const unitLine =
+        `${togetherDrops} drops of several tables, ${namespaceDrops.length} of a whole namespace ` +
+        `(${namespaceDrops.filter((op) => op.outcome.kind === 'ok').length} answered, ${namespaceDrops.filter((op) => op.cli).length} by the CLI), ` +
+        `${aloneRecalls} recalls alone, ${intoRecalls} into another namespace; ${units.units} units in the trash at rest`;
       if (files && fingerprints) {
         const found = await checkFiles(files, tables, fingerprints);
         return {
@@ -649,9 +668,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (now?.state === 'READY' && newName === undefined) return { ...toTableInfo(now), notes: recallNotes.get(tableId) ?? [] };
         const mates = now?.droppedWith ?? [];
         let answer: TableInfo;
+        // A table of the run's namespaces whose schema's name was made again meanwhile: with its drop's others (and its
+        // schema) into a namespace of their own.
+        const into = newName !== undefined && now && inRunNamespace(now) ? `recalled_ns${tableId}` : undefined;
         try {
           answer = await sdk.undelete(
-            { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
+            into !== undefined
+              ? { table: tableId, newNamespace: into }
+              : { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
             { timeoutMs: 60_000 },
           );
         } catch (err) {
@@ -674,11 +698,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           }
           throw err;
         }
-        for (const id of [tableId, ...(newName ? [] : mates)])
+        for (const id of [tableId, ...(newName && !into ? [] : mates)])
           recallNotes.set(id, [...(recallNotes.get(id) ?? []), ...(answer.notes ?? [])]);
         return answer;
       };
       // The checker recalls the trashed tables as a user would: through the SDK, with the deployment's driver.
+      const namespacesBefore = await checkNamespaces({
+        incarnations: namespaces!.incarnations,
+        nodes: nodeDbs,
+        catalog,
+        catalogId: catalog.id,
+        ops: report.ops,
+        when: 'before the recalls',
+      });
       const familyChecks = new FamilyChecks(
         { dependents: families!.dependents, orphaned: families!.orphaned, ops: report.ops, unitKeys: unitKeys!.keys },
         nodeDbs,
@@ -704,13 +736,31 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ops: report.ops,
         recallNotes,
       });
+      const namespacesAfter = await checkNamespaces({
+        incarnations: namespaces!.incarnations,
+        nodes: nodeDbs,
+        catalog,
+        catalogId: catalog.id,
+        ops: report.ops,
+        when: 'after the recalls',
+      });
+      const nsStats = namespaces!.stats;
       const p = partitions!.stats;
       return {
         ...found,
-        problems: [...units.problems, ...found.problems, ...unitRecallProblems, ...after.problems],
+        problems: [
+          ...units.problems,
+          ...namespacesBefore.problems,
+          ...found.problems,
+          ...unitRecallProblems,
+          ...after.problems,
+          ...namespacesAfter.problems,
+        ],
         summary:
           `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
           `${found.recalled} trashed tables recalled; ${familyChecks.summary()}; ${unitLine}; ${after.summary}; ` +
+          `${namespacesBefore.summary}; ${namespacesAfter.summary}; ${nsStats.ticks} sequence ticks (missed furnishing: ` +
+          `${[...nsStats.missed.entries()].map(([m, n]) => `${n}x ${m}`).join('; ') || 'none'}); ` +
           `${p.rowsCommitted} rows committed through chaos_p.events into adopted leaves, ${p.remade} leaves made again ` +
           `(refused: ${[...p.refused.entries()].map(([m, n]) => `${n}x ${m}`).join('; ') || 'none'})`,
       };

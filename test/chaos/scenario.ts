@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
@@ -15,6 +16,7 @@ import { BIN } from '../support/cli';
 import { within } from './time';
 import type { NodeDatabase } from './rows';
 import { SqlCaller } from './sql-caller';
+import { NAMESPACE_NAMES, NAMESPACES } from './namespaces';
 
 /**
  * The load: several SDK clients, each in its own loop, issuing mixed operations on a small pool of names
@@ -39,9 +41,15 @@ export type OpRequest =
       cascade?: boolean;
       /** Dropped as one with `table` (issue 42): all into the trash or none, one droppedAt, each naming the others. */
       together?: string[];
+      /**
+       * A whole namespace dropped as one (issue 42 item 7, namespaces.ts): every live table of it, and (postgres) its
+       * schema set aside; `table` is then the lowest-id live table of it when the call was drawn, and `cascade` is implied.
+       */
+      namespace?: string;
     }
   /** `alone`: a table dropped with others comes back alone (without it the others still in the trash from that drop come too). */
-  | { kind: 'undelete'; tableId: number; newName?: string; alone?: boolean }
+  /** `newNamespace`: into another namespace, each table under its own name (with the schema, postgres). */
+  | { kind: 'undelete'; tableId: number; newName?: string; alone?: boolean; newNamespace?: string }
   | { kind: 'purge'; tableId: number }
   | { kind: 'hold'; tableId: number; reason: string }
   | { kind: 'release'; tableId: number }
@@ -85,6 +93,8 @@ export interface OpRecord {
   outcome: Outcome;
   /** `--caller sql`: the call went through the SQL door (sql-caller.ts); absent when it went through the SDK. */
   door?: DoorCallRecord;
+  /** A whole namespace's drop an SDK client made by the command line (`tablefate drop --namespace`). */
+  cli?: true;
 }
 
 /** A call through the SQL door: on which node, the statement, and what it learned of its request. */
@@ -184,6 +194,11 @@ const TOGETHER_CHANCE = 0.3;
 const PARTITION_CHANCE = 0.2;
 /** How often a recall of a table dropped with others asks for it alone. */
 const ALONE_CHANCE = 0.35;
+/** How often a drop takes a whole namespace (one of NAMESPACES with a live table), and a recall of one asks for another. */
+const NAMESPACE_DROP_CHANCE = 0.25;
+const NEW_NAMESPACE_CHANCE = 0.3;
+/** With SDK clients, how often a whole namespace's drop goes by the command line (`tablefate drop --namespace`). */
+const CLI_NAMESPACE_CHANCE = 0.4;
 
 /** The pool of names, each with the shard count its creates usually ask for (files driver). */
 const FILES_NAMES: ReadonlyArray<readonly [string, number]> = [
@@ -193,6 +208,7 @@ const FILES_NAMES: ReadonlyArray<readonly [string, number]> = [
   ['chaos.carts', 2],
   ['chaos.items', 1],
   ['chaos.logs', 3],
+  ...NAMESPACE_NAMES,
 ];
 
 /**
@@ -206,6 +222,7 @@ const POSTGRES_NAMES: ReadonlyArray<readonly [string, number]> = [
   ['chaos.carts', 1],
   ['chaos.items', 1],
   ['chaos.logs', 3],
+  ...NAMESPACE_NAMES,
 ];
 
 /** How often a create or a recall's new name aims at a name a user's table holds. */
@@ -319,6 +336,14 @@ async function pickOperation(
       return { request, before: await byName(table) };
     }
     case 'trash': {
+      const namespaces = NAMESPACES.filter((ns) => ready.some((t) => t.namespace === ns));
+      if (namespaces.length > 0 && rng.chance(NAMESPACE_DROP_CHANCE)) {
+        const namespace = rng.pick(namespaces);
+        const first = ready.filter((t) => t.namespace === namespace).sort((a, b) => a.id - b.id)[0]!;
+        const drop = trashOf(rng, nameOf(first), undefined, false);
+        const request: OpRequest = { ...drop, namespace, ...(cascades ? { cascade: true } : {}) } as OpRequest;
+        return { request, before: first };
+      }
       const partitions = (units?.partitions() ?? []).filter((p) => ready.some((t) => nameOf(t) === p));
       const table =
         partitions.length > 0 && rng.chance(PARTITION_CHANCE)
@@ -346,6 +371,11 @@ async function pickOperation(
       // Dropped with others: alone now and then, and always under a new name (the others keep theirs).
       const unit = (target.droppedWith ?? []).length > 0;
       const alone = unit && (newName !== undefined || rng.chance(ALONE_CHANCE)) ? { alone: true } : {};
+      // Of a namespace's: now and then into another of the run's namespaces (taken: NameTaken), with the others or alone.
+      if (newName === undefined && NAMESPACES.includes(target.namespace) && rng.chance(NEW_NAMESPACE_CHANCE)) {
+        const newNamespace = rng.pick(NAMESPACES.filter((ns) => ns !== target.namespace));
+        return { request: { kind, tableId: target.id, newNamespace, ...alone }, before: await catalog.getTable(target.id) };
+      }
       const request: OpRequest = newName ? { kind, tableId: target.id, newName, ...alone } : { kind, tableId: target.id, ...alone };
       return { request, before: await catalog.getTable(target.id) };
     }
@@ -429,6 +459,15 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
         .create({ table: request.table, shards: request.shards, ...(request.columns ? { columns: request.columns } : {}) })
         .then(tableAnswer);
     case 'trash':
+      if (request.namespace !== undefined) {
+        return client
+          .trash({
+            namespace: request.namespace,
+            retentionSeconds: request.retentionSeconds,
+            ...(request.drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds: request.drainTimeoutSeconds }),
+          })
+          .then(tableAnswer);
+      }
       return client
         .trash({
           table: request.table,
@@ -443,6 +482,7 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
         .undelete({
           table: request.tableId,
           ...(request.newName ? { newName: request.newName } : {}),
+          ...(request.newNamespace ? { newNamespace: request.newNamespace } : {}),
           ...(request.alone ? { alone: true } : {}),
         })
         .then(tableAnswer);
@@ -566,12 +606,11 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
     case 'trash':
       return [
         'trash',
-        request.table,
-        ...(request.together ?? []),
+        ...(request.namespace !== undefined ? ['--namespace', request.namespace] : [request.table, ...(request.together ?? [])]),
         '--reserve-seconds',
         String(request.retentionSeconds),
         ...(request.drainTimeoutSeconds === undefined ? [] : ['--drain-timeout', String(request.drainTimeoutSeconds)]),
-        ...(request.cascade ? ['--cascade'] : []),
+        ...(request.cascade && request.namespace === undefined ? ['--cascade'] : []),
         ...common,
       ];
     case 'undelete':
@@ -579,6 +618,7 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
         'undelete',
         String(request.tableId),
         ...(request.newName ? [request.newName] : []),
+        ...(request.newNamespace ? ['--into', request.newNamespace] : []),
         ...(request.alone ? ['--alone'] : []),
         ...common,
       ];
@@ -692,6 +732,12 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
     throw err;
   }
 
+  // SDK clients drop a whole namespace now and then by the command line too, as an operator would.
+  const commandLine =
+    opts.caller === undefined
+      ? new CommandLineCaller(opts.config, await fs.promises.mkdtemp(path.join(path.dirname(opts.config.home), 'elsewhere-namespaces-')))
+      : undefined;
+  if (commandLine) clients.push(commandLine);
   const shared: Shared = { leases: [] };
   const lane = async (client: Caller, index: number) => {
     const rng = opts.rng.fork(`client-${index}`);
@@ -706,8 +752,20 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();
-      const { outcome, door } = await client.answer(request, before, opts.callTimeoutMs, opts.signal);
-      const record: OpRecord = { seq, client: index, request, before, startedAt, endedAt: Date.now(), outcome, ...(door ? { door } : {}) };
+      const cli =
+        commandLine !== undefined && request.kind === 'trash' && request.namespace !== undefined && rng.chance(CLI_NAMESPACE_CHANCE);
+      const { outcome, door } = await (cli ? commandLine : client).answer(request, before, opts.callTimeoutMs, opts.signal);
+      const record: OpRecord = {
+        seq,
+        client: index,
+        request,
+        before,
+        startedAt,
+        endedAt: Date.now(),
+        outcome,
+        ...(door ? { door } : {}),
+        ...(cli ? { cli: true as const } : {}),
+      };
       records.push(record);
       if (outcome.kind === 'leased' && request.kind === 'lease') {
         shared.leases.push(outcome.lease);
@@ -721,7 +779,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
   };
 
   try {
-    await Promise.all(clients.map(lane));
+    await Promise.all(clients.filter((c) => c !== commandLine).map(lane));
   } finally {
     const close = async () => {
       await Promise.all(clients.map((client) => client.close()));

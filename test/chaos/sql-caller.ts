@@ -123,7 +123,12 @@ function statementOf(
     return node ? { node, ...statement } : undefined;
   };
   // Several tables as one, or one of them alone: the SDK's (the door's calls name one table).
-  if ((request.kind === 'trash' && request.together) || (request.kind === 'undelete' && request.alone)) return undefined;
+  // A whole namespace, or a recall into another one: the SDK's too.
+  if (
+    (request.kind === 'trash' && (request.together || request.namespace)) ||
+    (request.kind === 'undelete' && (request.alone || request.newNamespace))
+  )
+    return undefined;
   switch (request.kind) {
     case 'trash':
       return on(
