@@ -233,10 +233,18 @@ async function changeEvery(
 ): Promise<ChangeNotes> {
   const said = await fenced(scope, shards, (watch, described) =>
     change.method === 'moveShard' && change.together && storage.moveShards
-      ? settleAll(byNode(described), (held) => storage.moveShards!(held, change.from, change.to, watch, moveOptions(change)))
+      ? settleAll(byNode(described.map((shard) => movedAs(change, shard))), (held) =>
+          storage.moveShards!(held, change.from, change.to, watch, moveOptions(change)),
+        )
       : settleAll(described, (shard) => applyChange(storage, change, shard, watch)),
   );
   return said.flat();
+}
+
+/** The shard as a move addresses it: under the live name it asks for (`liveAs`, a rename taken back), if it asks one. */
+function movedAs(change: Extract<ShardChange, { method: 'moveShard' }>, shard: ShardRef): ShardRef {
+  const { liveAs } = change;
+  return liveAs && shard.table ? { ...shard, table: { ...shard.table, namespace: liveAs.namespace, name: liveAs.name } } : shard;
 }
 
 /** The shards of each node, together. */
@@ -258,9 +266,7 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
     await storage[change.method](shard, watch);
     return [];
   }
-  const { from, to, liveAs } = change;
-  const moved = liveAs && shard.table ? { ...shard, table: { ...shard.table, namespace: liveAs.namespace, name: liveAs.name } } : shard;
-  return (await storage.moveShard(moved, from, to, watch, moveOptions(change))) ?? [];
+  return (await storage.moveShard(movedAs(change, shard), change.from, change.to, watch, moveOptions(change))) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */
