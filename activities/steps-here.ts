@@ -377,8 +377,8 @@ class RunHere {
    * undefined once every shard is changed.
    */
   private async changeShards(asked: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
-    // A move's shards on one node go together, in one call (and one transaction, where its driver can): several tables'
-    // dropped as one, and one table's too (a view reading two of its shards goes with the first, in that transaction).
+    // A move's shards of one node in a call go together (in one transaction, where its driver can): several tables'
+    // dropped as one, and one table's too (a view reading two of its shards goes with the first, not beside it).
     const together = asked.method === 'moveShard';
     const change: ShardChange = together ? { ...asked, together: true } : asked;
     const all = shardsOfRun(this.progress);
@@ -386,7 +386,10 @@ class RunHere {
     const left = all.filter((shard) => !done.includes(placeOf(shard)));
     if (left.length === 0) return undefined;
     const served = left.filter((shard) => this.served.has(shard.node));
-    const here = together ? served : served.slice(0, this.call.shardsPerCall);
+    // (Several tables', or a namespace's, all at once, so that each node's go in one transaction; one table's a call's share
+    // at a time, each call seen to progress and a cancel taken between.)
+    const whole = this.progress.group !== undefined || (asked.method === 'moveShard' && asked.namespace !== undefined);
+    const here = whole ? served : served.slice(0, this.call.shardsPerCall);
     if (here.length > 0) {
       try {
         const answer = await this.parts.changeShardsHere({ ...this.key(part), change, shards: here });
