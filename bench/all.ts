@@ -15,7 +15,8 @@
  *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, family, namespace, cluster, timers)
  */
 import { parseArgs } from 'node:util';
-import { benchLifecycle, OPERATION_NAMES, percentile, printLifecycle, type LifecycleReport } from './lifecycle';
+import { benchLifecycle, OPERATION_NAMES, printLifecycle, type LifecycleReport } from './lifecycle';
+import { percentile } from './samples';
 import { benchTimers, type TimersReport } from './timers';
 import { benchFamily, printFamily, summarizeFamily, type FamilyReport } from './family';
 import { benchNamespace, printNamespace, summarizeNamespace, type NamespaceReport } from './namespace';

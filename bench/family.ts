@@ -27,6 +27,7 @@ import { randomUUID } from 'node:crypto';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
 import { startBench, startFloor } from './setup';
+import { percentile, timed } from './samples';
 
 const FLOOR_QUEUE = 'bench-family-floor';
 const COLUMNS = 'id bigint primary key, payload text';
@@ -82,17 +83,6 @@ export interface FamilyReport {
   bySize: Array<{ label: string; bytes: number; referencingBytes: number; drop: number[]; recall: number[] }>;
   counts: Record<Variant, Counted>;
   countsBySize: Array<{ label: string; counted: Counted }>;
-}
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function timed(samples: number[], fn: () => Promise<unknown>): Promise<void> {
-  const start = process.hrtime.bigint();
-  await fn();
-  samples.push(Number(process.hrtime.bigint() - start) / 1e6);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

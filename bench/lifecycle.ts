@@ -28,24 +28,13 @@ import { TASK_QUEUE } from '../domain/deployment';
 import { benchCli, printCliRows, type CliRow } from './cli';
 import { benchWorkerStart } from './worker-start';
 import { benchSqlDoor, type DoorReport } from './sql-door';
+import { percentile, timed } from './samples';
 
 const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention', 'contract', 'nexus'] as const;
 type Op = (typeof OPS)[number];
 const FLOOR_QUEUE = 'bench-floor';
 const NEXUS_CALLER_QUEUE = 'bench-nexus-caller';
 const CONCURRENCY = 32;
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function timed<T>(samples: number[], fn: () => Promise<T>): Promise<T> {
-  const start = process.hrtime.bigint();
-  const result = await fn();
-  samples.push(Number(process.hrtime.bigint() - start) / 1e6);
-  return result;
-}
 
 /** Where a lifecycle bench runs: the Temporal server, its dynamic config, and the storage driver. */
 export interface LifecycleSetting {
@@ -228,8 +217,6 @@ export function printLifecycle(report: LifecycleReport): void {
   if (report.workerStartMs !== undefined)
     console.log(`tablefate worker, start to polling (median of 5): ${(report.workerStartMs / 1000).toFixed(2)} s`);
 }
-
-export { percentile };
 
 /**
  * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB, five times each (trash, then recall):

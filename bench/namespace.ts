@@ -15,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { Client as PgClient } from 'pg';
 import { startBench, startFloor } from './setup';
+import { percentile, timed } from './samples';
 
 const FLOOR_QUEUE = 'bench-namespace-floor';
 const COLUMNS = 'id bigint primary key, payload text';
@@ -26,17 +27,6 @@ export interface NamespaceReport {
   floor: number[];
   single: { drop: number[]; recall: number[] };
   namespace: { drop: number[]; recall: number[] };
-}
-
-function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function timed(samples: number[], fn: () => Promise<unknown>): Promise<void> {
-  const start = process.hrtime.bigint();
-  await fn();
-  samples.push(Number(process.hrtime.bigint() - start) / 1e6);
 }
 
 /** `rounds` rounds, each: the floor, the single table's drop and recall, the namespace's drop and recall. */
