@@ -78,7 +78,7 @@ export function toTrashWithinDrain(
   return {
     ...withinDrain(SHARDS.toTrash)(context),
     ...(cascade ? { cascade: true } : {}),
-    ...(namespace !== undefined ? { namespace, together: true as const } : {}),
+    ...(namespace !== undefined ? { namespace } : {}),
   };
 }
 
