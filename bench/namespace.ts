@@ -5,7 +5,11 @@
  * - the drop and the recall of one plain table (its namespace holding nothing else);
  * - the drop of a whole namespace of 20 such tables (`drop --namespace`: one operation, one transaction on the node, the
  *   schema set aside with them) and its recall (all 20 back, the schema first);
- * - p50 and p90 of each against the floor, and what each table beyond the first adds ((namespace - single) / 19).
+ * - p50 and p90 of each against the floor, and what each table beyond the first adds ((namespace - single) / 19);
+ * - Temporal's own share of that: each table in the trash has an expiry run of its own (`trash:<id>`, its durable timer,
+ *   which callers address by the table's id), which a drop starts and a recall tells that its trash is over. So beside
+ *   them, as many bare workflows started at once (with the expiry's start delay) against one, and signalled at once
+ *   against one: what Temporal alone adds a table, whatever tablefate does.
  *
  *   npm run bench:namespace
  *   npm run bench:namespace -- --rounds 30 --tables 20
@@ -21,12 +25,21 @@ const FLOOR_QUEUE = 'bench-namespace-floor';
 const COLUMNS = 'id bigint primary key, payload text';
 const RETENTION = 3600;
 
+/**
+ * Each drop comes once the expiry runs of the trash its last recall ended have closed: they begin a second after their
+ * drop (EXPIRY_START_DELAY), and a drop that finds one not begun yet terminates it and starts its own, four calls to
+ * Temporal a table instead of one (bench:lifecycle's trash, right after a recall, measures that case).
+ */
+const pastExpiryStart = () => new Promise((resolve) => setTimeout(resolve, 1_500));
+
 export interface NamespaceReport {
   rounds: number;
   tables: number;
   floor: number[];
   single: { drop: number[]; recall: number[] };
   namespace: { drop: number[]; recall: number[] };
+  /** Bare workflows started at once and then signalled at once: one, and as many as the namespace has tables. */
+  temporal: { startOne: number[]; startAll: number[]; signalOne: number[]; signalAll: number[] };
 }
 
 /** `rounds` rounds, each: the floor, the single table's drop and recall, the namespace's drop and recall. */
@@ -44,6 +57,25 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
     floor: [],
     single: { drop: [], recall: [] },
     namespace: { drop: [], recall: [] },
+    temporal: { startOne: [], startAll: [], signalOne: [], signalAll: [] },
+  };
+  /** Starts `n` floor workflows at once, as a drop starts its tables' expiry runs, then signals each, as a recall ends them. */
+  const startAndSignal = async (n: number, start: number[], signal: number[]) => {
+    const ids = Array.from({ length: n }, () => `bare-${randomUUID()}`);
+    await timed(start, () =>
+      Promise.all(
+        ids.map((workflowId) => bench.temporal.workflow.start('floorWorkflow', { taskQueue: FLOOR_QUEUE, workflowId, startDelay: '1s' })),
+      ),
+    );
+    await timed(signal, () => Promise.all(ids.map((id) => bench.temporal.workflow.getHandle(id).signal('over'))));
+    await Promise.all(
+      ids.map((id) =>
+        bench.temporal.workflow
+          .getHandle(id)
+          .terminate('bench')
+          .catch(() => undefined),
+      ),
+    );
   };
   try {
     const single = await client.create({ table: 'alone.t', shards: 1, columns: COLUMNS });
@@ -62,10 +94,14 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
     for (let round = -1; round < rounds; round++) {
       const keep = (samples: number[]) => (round < 0 ? [] : samples);
       await timed(keep(report.floor), () => runFloor(`floor-${randomUUID()}`));
+      await pastExpiryStart();
       await timed(keep(report.single.drop), () => client.trash({ table: 'alone.t', retentionSeconds: RETENTION }));
       await timed(keep(report.single.recall), () => client.undelete({ table: single.id }));
+      await pastExpiryStart();
       await timed(keep(report.namespace.drop), () => client.trash({ namespace: 'whole', retentionSeconds: RETENTION }));
       await timed(keep(report.namespace.recall), () => client.undelete({ table: members[0]!.id }));
+      await startAndSignal(1, keep(report.temporal.startOne), keep(report.temporal.signalOne));
+      await startAndSignal(count, keep(report.temporal.startAll), keep(report.temporal.signalAll));
     }
     return report;
   } finally {
@@ -96,14 +132,24 @@ export function printNamespace(report: NamespaceReport): void {
   for (const line of summarizeNamespace(report)) console.log(line);
 }
 
-/** A line per operation: the namespace against one table, and what each table beyond the first adds. */
+/**
+ * A line per operation: the namespace against one table, what each table beyond the first adds, and how much of that is
+ * Temporal's own (a drop's expiry run started, a recall's signal to it: see startAndSignal).
+ */
 export function summarizeNamespace(report: NamespaceReport): string[] {
   const floor = percentile(report.floor, 50);
+  const perTable = (one: number[], all: number[]) => (percentile(all, 50) - percentile(one, 50)) / (report.tables - 1);
+  const temporal = {
+    drop: perTable(report.temporal.startOne, report.temporal.startAll),
+    recall: perTable(report.temporal.signalOne, report.temporal.signalAll),
+  };
   return (['drop', 'recall'] as const).map((op) => {
     const [one, all] = [percentile(report.single[op], 50), percentile(report.namespace[op], 50)];
+    const each = perTable(report.single[op], report.namespace[op]);
     return (
       `namespace ${op} (${report.tables} tables): p50 ${all.toFixed(0)} ms (${(all / floor).toFixed(2)}x the floor) against ${one.toFixed(0)} ms ` +
-      `(${(one / floor).toFixed(2)}x) for one table: ${((all - one) / (report.tables - 1)).toFixed(1)} ms a table beyond the first`
+      `(${(one / floor).toFixed(2)}x) for one table: ${each.toFixed(1)} ms a table beyond the first, of which Temporal's own ` +
+      `${temporal[op].toFixed(1)} ms (its expiry run ${op === 'drop' ? 'started' : 'signalled'}), tablefate's ${(each - temporal[op]).toFixed(1)} ms`
     );
   });
 }

@@ -35,13 +35,23 @@ export interface ShardTableAudit {
 
 /** Where tablefate put the shard table, from its record, and whether it is still there (see ShardTableLocation). */
 export async function locate(q: Queryable, id: ShardTableId): Promise<ShardTableLocation | null> {
-  const { rows } = await q.query<AuditRow>(`${AUDIT_SELECT} WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3`, [
-    id.catalogId,
-    id.tableId,
-    id.shard,
-  ]);
-  const row = rows[0];
-  if (!row) return null;
+  return (await locateAll(q, [id]))[0]!;
+}
+
+/** Where tablefate put each of several shard tables of one catalog (see locate), in one statement, in the order asked. */
+export async function locateAll(q: Queryable, ids: readonly ShardTableId[]): Promise<Array<ShardTableLocation | null>> {
+  if (ids.length === 0) return [];
+  const { rows } = await q.query<AuditRow>(
+    `${AUDIT_SELECT} JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard)
+        ON asked.table_id = s.table_id AND asked.shard = s.shard
+      WHERE s.catalog_id = $1`,
+    [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard)],
+  );
+  const found = new Map(rows.map((row) => [`${row.table_id}/${row.shard}`, locationOf(row)]));
+  return ids.map((id) => (id.catalogId === ids[0]!.catalogId ? (found.get(`${id.tableId}/${id.shard}`) ?? null) : null));
+}
+
+function locationOf(row: AuditRow): ShardTableLocation {
   const differences = differencesOf(row);
   return {
     oid: Number(row.oid),

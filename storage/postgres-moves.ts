@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { locate, type ShardTableLocation } from './postgres-audit';
+import { locate, locateAll, type ShardTableLocation } from './postgres-audit';
 import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
@@ -13,7 +13,7 @@ import {
   recordedPartitionNotes,
   refuseManagedPartitions,
   restorePartition,
-  validateBoundCheck,
+  validateBoundChecks,
 } from './postgres-partition';
 import { AREA_SCHEMAS, missing, parkedName, qualified, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 
@@ -62,30 +62,30 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
   const cascade = options.cascade === true;
   // A partition's recall attaches it without reading its rows only if the check of its bounds is valid: a drop that
   // crashed before validating it has it validated now, outside the move.
-  if (to === 'live') for (const { id } of moves) await validateBoundCheck(pool, id);
+  const ids = moves.map((move) => move.id);
+  if (to === 'live') await validateBoundChecks(pool, ids);
   const moved = await withBriefLocks(pool, moves[0]!.id, options, async (c, attempt) => {
-    // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle.
+    // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle. Then
+    // where each is, which none of the moves changes for another.
     for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
+    const placed = new Map((await locateAll(c, ids)).map((at, i) => [moves[i]!, at]));
     const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
-    for (const move of await inMoveOrder(c, moves, to)) outcomes.set(move, await moveOnce(c, move.id, to, move.live, attempt, cascade));
+    for (const move of await inMoveOrder(c, placed, to))
+      outcomes.set(move, await moveOnce(c, move, placed.get(move) ?? null, to, attempt, cascade));
     // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
     if (to === 'trash' && options.namespace !== undefined) {
-      const oids = await Promise.all(moves.map(async ({ id }) => (await locate(c, id))?.oid));
-      const said = await parkSchema(
-        c,
-        options.namespace,
-        oids.filter((oid): oid is number => oid !== undefined),
-      );
-      outcomes.get(moves[0]!)!.notes.push(...said);
+      const oids = [...placed.values()].flatMap((at) => (at ? [at.oid] : []));
+      outcomes.get(moves[0]!)!.notes.push(...(await parkSchema(c, options.namespace, oids)));
     }
     return moves.map((move) => outcomes.get(move)!);
   });
-  if (to === 'trash') for (const { id } of moves) await validateBoundCheck(pool, id);
+  if (to === 'trash') await validateBoundChecks(pool, ids);
+  // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
+  // that came between its commit and their validation finds the move made, and validates them all the same.
+  const toValidate = await keysToValidate(pool, ids);
   const answers: MoveOutcome[] = [];
-  for (const [i, { id }] of moves.entries()) {
-    // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
-    // that came between its commit and their validation finds the move made, and validates them all the same.
-    const notes = [...moved[i]!.notes, ...(await validateKeys(pool, id, await keysToValidate(pool, id)))];
+  for (const [i, id] of ids.entries()) {
+    const notes = [...moved[i]!.notes, ...(await validateKeys(pool, id, toValidate[i]!))];
     // Kept where the doctor reads them, until the table's next move.
     if (notes.length > 0)
       await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
@@ -105,13 +105,11 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
  * Keys in a circle leave the order as it was: the first to move then meets the other's key (HasDependents, or a key not
  * put back, said).
  */
-async function inMoveOrder(c: PoolClient, moves: readonly TableMove[], to: TableArea): Promise<TableMove[]> {
-  if (moves.length < 2) return [...moves];
+async function inMoveOrder(c: PoolClient, placed: ReadonlyMap<TableMove, ShardTableLocation | null>, to: TableArea): Promise<TableMove[]> {
+  const moves = [...placed.keys()];
+  if (moves.length < 2) return moves;
   const oids = new Map<number, TableMove>();
-  for (const move of moves) {
-    const at = await locate(c, move.id);
-    if (at) oids.set(at.oid, move);
-  }
+  for (const [move, at] of placed) if (at) oids.set(at.oid, move);
   const { rows } = await c.query<{ child: string; parent: string }>(
     to === 'live'
       ? `SELECT s.table_oid::int8 AS child, (k->>'references')::int8 AS parent
@@ -142,17 +140,16 @@ async function inMoveOrder(c: PoolClient, moves: readonly TableMove[], to: Table
   return ordered;
 }
 
+/** One table's move, in moveTables's transaction, under its shard's lock: `placed` is where it was found then. */
 async function moveOnce(
   c: PoolClient,
-  id: ShardTableId,
+  { id, live }: TableMove,
+  placed: ShardTableLocation | null,
   to: TableArea,
-  live: LiveName | undefined,
   attempt: number,
   cascade: boolean,
 ): Promise<{ restored: DetachedKey[]; notes: string[] }> {
   const nothing = { restored: [], notes: [] };
-  await lockShard(c, id);
-  const placed = await locate(c, id);
   // No record, on the way to the garbage: a purge already deleted it (and its record); one made again goes on from there.
   if (!placed && to === 'garbage') return nothing;
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
@@ -265,15 +262,22 @@ async function admittedDependents(
   return untaken;
 }
 
-/** The keys the shard's last recall put back NOT VALID and left to validate, forgotten as they are read. */
-async function keysToValidate(pool: Pool, id: ShardTableId): Promise<DetachedKey[]> {
-  const { rows } = await pool.query<{ keys: DetachedKey[] | null }>(
-    `UPDATE ${SHARDS} s SET keys_to_validate = NULL FROM (SELECT keys_to_validate FROM ${SHARDS}
-        WHERE catalog_id = $1 AND table_id = $2 AND shard = $3 FOR UPDATE) old
-      WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3 RETURNING old.keys_to_validate AS keys`,
-    [id.catalogId, id.tableId, id.shard],
+/**
+ * The keys each shard's last recall put back NOT VALID and left to validate, forgotten as they are read (in the order
+ * of `ids`, of one catalog).
+ */
+async function keysToValidate(pool: Pool, ids: readonly ShardTableId[]): Promise<DetachedKey[][]> {
+  const { rows } = await pool.query<{ table_id: string; shard: number; keys: DetachedKey[] }>(
+    `UPDATE ${SHARDS} s SET keys_to_validate = NULL FROM (
+        SELECT o.table_id, o.shard, o.keys_to_validate FROM ${SHARDS} o
+          JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard) ON asked.table_id = o.table_id AND asked.shard = o.shard
+         WHERE o.catalog_id = $1 AND o.keys_to_validate IS NOT NULL FOR UPDATE OF o) old
+      WHERE s.catalog_id = $1 AND s.table_id = old.table_id AND s.shard = old.shard
+      RETURNING old.table_id, old.shard, old.keys_to_validate AS keys`,
+    [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard)],
   );
-  return rows[0]?.keys ?? [];
+  const found = new Map(rows.map((row) => [`${row.table_id}/${row.shard}`, row.keys]));
+  return ids.map((id) => found.get(`${id.tableId}/${id.shard}`) ?? []);
 }
 
 /**

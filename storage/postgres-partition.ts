@@ -109,24 +109,28 @@ async function refuseReferenced(c: PoolClient, at: LiveName, parent: LiveName & 
 }
 
 /**
- * Validates the check of a detached partition's bounds, if it is not valid yet: after a drop's move has committed (or
+ * Validates the check of each detached partition's bounds among `ids` (shard tables of one catalog, found in one
+ * statement), if it is not valid yet: after a drop's move has committed (or
  * before a recall's, if a crash came first), in a transaction of its own. It reads the table, which is in the trash,
  * and takes SHARE UPDATE EXCLUSIVE of it: no one waits. A validation that fails leaves the check NOT VALID: the
  * recall's ATTACH then reads the rows itself.
  */
-export async function validateBoundCheck(pool: Pool, id: ShardTableId): Promise<void> {
-  const { rows } = await pool.query<LiveName>(
-    `SELECT s.schema_name AS schema, s.table_name AS table FROM ${SHARDS} s
+export async function validateBoundChecks(pool: Pool, ids: readonly ShardTableId[]): Promise<void> {
+  if (ids.length === 0) return;
+  const { rows } = await pool.query<LiveName & { table_id: string; shard: number }>(
+    `SELECT s.table_id, s.shard, s.schema_name AS schema, s.table_name AS table FROM ${SHARDS} s
+       JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard) ON asked.table_id = s.table_id AND asked.shard = s.shard
        JOIN pg_catalog.pg_constraint con ON con.conrelid = s.table_oid AND con.conname = $4 AND NOT con.convalidated
-      WHERE s.catalog_id = $1 AND s.table_id = $2 AND s.shard = $3 AND s.partition IS NOT NULL`,
-    [id.catalogId, id.tableId, id.shard, BOUND_CHECK],
+      WHERE s.catalog_id = $1 AND s.partition IS NOT NULL`,
+    [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard), BOUND_CHECK],
   );
-  const at = rows[0];
-  if (!at) return;
-  await withBriefLocks(pool, id, { drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS }, async (c) => {
-    await tryLocksBriefly(c);
-    await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} VALIDATE CONSTRAINT ${ident(BOUND_CHECK)}`);
-  }).catch(() => undefined);
+  for (const at of rows) {
+    const id = { catalogId: ids[0]!.catalogId, tableId: Number(at.table_id), shard: at.shard };
+    await withBriefLocks(pool, id, { drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS }, async (c) => {
+      await tryLocksBriefly(c);
+      await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} VALIDATE CONSTRAINT ${ident(BOUND_CHECK)}`);
+    }).catch(() => undefined);
+  }
 }
 
 /**

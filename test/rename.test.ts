@@ -18,7 +18,8 @@ import type { TableInfo } from '../domain/table';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await Harness.start();
+  // (A lost workflow task is taken again after 3 s instead of the server's 10: the crash tests wait that long.)
+  h = await Harness.start({ workflowTaskTimeoutMs: 3_000 });
 });
 afterAll(async () => {
   await h.close();

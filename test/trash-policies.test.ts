@@ -12,7 +12,7 @@ import type { trashExpiry, trashTable } from '../workflows';
 /**
  * The trash's policies and safety valves (issue 17) on the real dev server: runtime settings, legal holds, a trashed
  * table's retention changed through its expiry run's timer, leases and the drain, the trash switched off, the space cap.
- * The same suite on each catalog store.
+ * The same suite on each catalog store, but for the tests of the runs' own logic (onOneStore).
  */
 describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog', (store) => {
   let h: Harness;
@@ -25,6 +25,14 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await h.close();
     await pg?.stop();
   });
+
+  /**
+   * A test of the runs' own logic (a retention's timer, a lease's clock), the same whatever the store: the catalog's part
+   * of it is catalog-policies.test.ts's, on both stores. Run on the first store only.
+   */
+  const onOneStore = (name: string, fn: () => Promise<void>, timeoutMs?: number) => {
+    if (store === 'sqlite') test(name, fn, timeoutMs);
+  };
 
   const stateOf = async (id: number) => (await h.catalog.getTable(id))?.state;
   const purged = (id: number, timeoutMs = 30_000) =>
@@ -84,7 +92,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect((await h.client.describe({ table: table.id })).hold).toBeNull();
   });
 
-  test('a retention shortened into the past purges the table now, through the same expiry run', async () => {
+  onOneStore('a retention shortened into the past purges the table now, through the same expiry run', async () => {
     const table = await h.client.create({ table: 'ret.short', shards: 2 });
     const trashed = await h.client.trash({ table: 'ret.short', retentionSeconds: 3600 });
     const { runId } = await expiryRun(table.id).describe();
@@ -100,7 +108,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect(await expiryRun(table.id).result()).toMatchObject({ ended: 'expired' });
   });
 
-  test('two retention changes that reach the run in one workflow task are made in turn, and the run replays', async () => {
+  onOneStore('two retention changes that reach the run in one workflow task are made in turn, and the run replays', async () => {
     const table = await h.client.create({ table: 'ret.twice', shards: 1 });
     const trashed = await h.client.trash({ table: 'ret.twice', retentionSeconds: 3600 });
     // (The expiry's run, which the drop started, has read its table and armed its timer: it takes retentions now.)
@@ -135,7 +143,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, workflowIdFor.expiry(table.id, h.catalog.id));
   });
 
-  test('a retention made longer shows at once and holds the table past its first expiry', async () => {
+  onOneStore('a retention made longer shows at once and holds the table past its first expiry', async () => {
     const table = await h.client.create({ table: 'ret.long', shards: 1 });
     const trashed = await h.client.trash({ table: 'ret.long', retentionSeconds: 2 });
     const changed = await h.client.setRetention({ table: 'ret.long', retentionSeconds: 3600 });
@@ -185,7 +193,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     await expect(h.client.acquireLease(table.id)).rejects.toThrow(WrongStateError);
   });
 
-  test('a drain ends when the lease expires, and an expired lease never blocks', async () => {
+  onOneStore('a drain ends when the lease expires, and an expired lease never blocks', async () => {
     const table = await h.client.create({ table: 'lease.expire', shards: 1 });
     const lease = await h.client.acquireLease(table.id, { ttlSeconds: 2 });
     const started = Date.now();
@@ -204,7 +212,7 @@ describe.each(['sqlite', 'postgres'] as const)('trash policies on a %s catalog',
     expect(Date.now() - quick).toBeLessThan(5000);
   });
 
-  test('a drain past its deadline is TableBusy naming the lease, and the table is READY again and leasable', async () => {
+  onOneStore('a drain past its deadline is TableBusy naming the lease, and the table is READY again and leasable', async () => {
     const table = await h.client.create({ table: 'lease.busy', shards: 2 });
     const lease = await h.client.acquireLease(table.id, { ttlSeconds: 300, holder: 'etl@host9' });
     const renewed = await h.client.renewLease(lease.id, { ttlSeconds: 600 });
