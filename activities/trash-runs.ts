@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { endTimerSignal, trashChangedSignal } from '../domain/contracts';
-import { OPERATIONS, workflowIdFor, type TrashExpiryInput } from '../domain/operations';
+import { OPERATIONS, workflowIdFor } from '../domain/operations';
+import { type TrashExpiryInput } from '../domain/operation-inputs';
 import { DROPPED_AT_MEMO } from '../domain/operation-runs';
 import type { EndOfTrash } from '../domain/steps';
 import type { TableRecord } from '../domain/table';

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { OPERATIONS, type ConfigureInput } from '../domain/operations';
+import { OPERATIONS } from '../domain/operations';
+import { type ConfigureInput } from '../domain/operation-inputs';
 import {
   configGetRequestSchema,
   configSetRequestSchema,

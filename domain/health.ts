@@ -1,4 +1,5 @@
-import { TABLE_OPERATIONS, type ReconcileInput, type TableKey, type TableOp } from './operations';
+import { TABLE_OPERATIONS, type TableOp } from './operations';
+import { type ReconcileInput, type TableKey } from './operation-inputs';
 import type { TableState } from './states';
 import { formatTableName, liveShardName } from './names';
 import type { TableRecord } from './table';

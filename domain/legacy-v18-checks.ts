@@ -1,6 +1,6 @@
 import { WrongStateError, type TableFateError } from './errors';
 import type { TableName } from './names';
-import type { PurgeInput, UndeleteInput } from './operations';
+import type { PurgeInput, UndeleteInput } from './operation-inputs';
 import { nameChanged, notTrashed, onHold, tableNotFound } from './refusals';
 import type { TableState } from './states';
 import type { TableRecord } from './table';

@@ -1,4 +1,5 @@
-import { lockFor, type AdoptTrashInput } from '../domain/operations';
+import { lockFor } from '../domain/operations';
+import { type AdoptTrashInput } from '../domain/operation-inputs';
 import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';

@@ -1,4 +1,4 @@
-import type { ConfigureInput } from '../domain/operations';
+import type { ConfigureInput } from '../domain/operation-inputs';
 import type { SettingRow } from '../domain/settings';
 import { catalogCalls } from './catalog-calls';
 

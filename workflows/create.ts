@@ -1,4 +1,5 @@
-import { lockFor, type CreateInput } from '../domain/operations';
+import { lockFor } from '../domain/operations';
+import { type CreateInput } from '../domain/operation-inputs';
 import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import { definitionOf, type TableInfo } from '../domain/table';
 import { operationWorkflow } from './execute';

@@ -1,7 +1,8 @@
 import { formatTableName } from '../domain/names';
 import { continueAsNew, executeChild, log, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { OPERATIONS, type EvictInput, type PurgeInput } from '../domain/operations';
+import { OPERATIONS, type EvictInput } from '../domain/operations';
+import { type PurgeInput } from '../domain/operation-inputs';
 import { evictSignal } from '../domain/contracts';
 import { spaceCaps, type SettingRow } from '../domain/settings';
 import type { TableInfo } from '../domain/table';

@@ -16,7 +16,8 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ShardChange, ShardRef } from '../domain/contracts';
-import { lockFor, storageQueue, type OperationScope } from '../domain/operations';
+import { lockFor, storageQueue } from '../domain/operations';
+import { type OperationScope } from '../domain/operation-inputs';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
 import { settleAll } from '../domain/settle';
 import { madeElsewhere, shardsOfRun, startOf, type Operation, type Progress, type StepsAnswer, type StepsCall } from '../domain/steps';

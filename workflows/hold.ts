@@ -1,4 +1,4 @@
-import type { HoldInput } from '../domain/operations';
+import type { HoldInput } from '../domain/operation-inputs';
 import type { Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';
 import { catalogCalls } from './catalog-calls';

@@ -2,7 +2,7 @@
 import * as v18 from './legacy/v18';
 import * as v19 from './legacy/v19';
 import type { TrashRunInput } from './legacy/v19/input';
-import type { TrashInput } from '../domain/operations';
+import type { TrashInput } from '../domain/operation-inputs';
 import { takes } from './patches';
 import { createTable as create } from './create';
 import { trashTable as trash } from './trash';

@@ -1,4 +1,4 @@
-import type { LeaseInput } from '../domain/operations';
+import type { LeaseInput } from '../domain/operation-inputs';
 import type { Lease } from '../domain/leases';
 import { catalogCalls } from './catalog-calls';
 

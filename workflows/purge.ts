@@ -1,4 +1,4 @@
-import type { PurgeInput } from '../domain/operations';
+import type { PurgeInput } from '../domain/operation-inputs';
 import { notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import { SHARDS, transition, type Operation, type StepContext, type Verdict } from '../domain/steps';
 import type { TableInfo } from '../domain/table';

@@ -1,4 +1,5 @@
-import { lockFor, type RenameInput } from '../domain/operations';
+import { lockFor } from '../domain/operations';
+import { type RenameInput } from '../domain/operation-inputs';
 import { notRenamable, tableNotFound } from '../domain/refusals';
 import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';

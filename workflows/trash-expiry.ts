@@ -1,6 +1,6 @@
 import { CancellationScope, condition, allHandlersFinished, ContinueAsNew, log, setHandler } from '@temporalio/workflow';
 import type { CatalogCalls } from './catalog-calls';
-import type { PurgeInput, TrashExpiryInput } from '../domain/operations';
+import type { PurgeInput, TrashExpiryInput } from '../domain/operation-inputs';
 import { DEFAULT_EXPIRY_RETRY } from '../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';

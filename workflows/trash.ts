@@ -2,7 +2,7 @@ import { CancellationScope, log } from '@temporalio/workflow';
 import { TableBusyError } from '../domain/errors';
 import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
-import { tablesOf, type TrashInput } from '../domain/operations';
+import { tablesOf, type TrashInput } from '../domain/operation-inputs';
 import { trashChangedSignal } from '../domain/contracts';
 import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext } from '../domain/steps';
 import type { ShardChange } from '../domain/contracts';

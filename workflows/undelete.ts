@@ -1,5 +1,5 @@
 import { WrongStateError } from '../domain/errors';
-import { tablesOf, type UndeleteInput } from '../domain/operations';
+import { tablesOf, type UndeleteInput } from '../domain/operation-inputs';
 import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
 import { nameOf, SHARDS, transition, type Operation, type StepContext, type Verdict } from '../domain/steps';
 import { setHandler } from '@temporalio/workflow';

@@ -1,4 +1,4 @@
-import type { PurgeInput, UndeleteInput } from '../../domain/operations';
+import type { PurgeInput, UndeleteInput } from '../../domain/operation-inputs';
 import { mayJoinCall, startOf, valueOf, type Operation, type StepContext, type Verdict } from '../../domain/steps';
 import type { TableRecord } from '../../domain/table';
 import { purge } from '../../workflows/purge';

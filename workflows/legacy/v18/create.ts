@@ -1,5 +1,6 @@
 import { upsertSearchAttributes } from '@temporalio/workflow';
-import { OPERATIONS, type CreateInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
+import { type CreateInput } from '../../../domain/operation-inputs';
 import { formatTableName } from '../../../domain/names';
 import { SEARCH_ATTRIBUTES } from '../../../domain/search-attributes';
 import { definitionOf, toTableInfo, type TableInfo, type TableRecord } from '../../../domain/table';

@@ -1,4 +1,5 @@
-import { OPERATIONS, type HoldInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
+import { type HoldInput } from '../../../domain/operation-inputs';
 import { toTableInfo, type TableInfo } from '../../../domain/table';
 import { operationCalls } from './operation-calls';
 import { withLock } from './lock';

@@ -1,5 +1,6 @@
 import { log } from '@temporalio/workflow';
-import { OPERATIONS, type PurgeInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
+import { type PurgeInput } from '../../../domain/operation-inputs';
 import { purgeVerdict } from '../../../domain/legacy-v18-checks';
 import { toTableInfo, type TableInfo, type TableRecord } from '../../../domain/table';
 import { operationCalls, type FirstChange, type OperationCalls } from './operation-calls';

@@ -1,4 +1,5 @@
-import { OPERATIONS, type RenameInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
+import { type RenameInput } from '../../../domain/operation-inputs';
 import { notRenamable, tableNotFound } from '../../../domain/refusals';
 import { toTableInfo, type TableInfo } from '../../../domain/table';
 import { operationCalls } from './operation-calls';

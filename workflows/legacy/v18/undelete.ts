@@ -1,5 +1,6 @@
 import { setHandler } from '@temporalio/workflow';
-import { OPERATIONS, type UndeleteInput } from '../../../domain/operations';
+import { OPERATIONS } from '../../../domain/operations';
+import { type UndeleteInput } from '../../../domain/operation-inputs';
 import { recallProgressQuery, type RecallProgress } from '../../../domain/contracts';
 import { undeleteVerdict } from '../../../domain/legacy-v18-checks';
 import { toTableInfo, type TableInfo, type TableRecord } from '../../../domain/table';

@@ -1,5 +1,5 @@
 import { CancellationScope, condition, allHandlersFinished, ContinueAsNew, log, setHandler } from '@temporalio/workflow';
-import type { PurgeInput } from '../../../domain/operations';
+import type { PurgeInput } from '../../../domain/operation-inputs';
 import type { TrashRunInput } from './input';
 import { DEFAULT_EXPIRY_RETRY } from '../../../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../../../domain/contracts';

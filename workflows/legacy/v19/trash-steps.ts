@@ -1,4 +1,4 @@
-import type { TrashInput } from '../../../domain/operations';
+import type { TrashInput } from '../../../domain/operation-inputs';
 import { SHARDS, transition, type Operation } from '../../../domain/steps';
 import { drainDeadline, drained } from '../../trash';
 
