@@ -3,7 +3,7 @@ import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionReq
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
-import type { EndOfTrash } from '../domain/steps';
+import type { CatalogChange, EndOfTrash } from '../domain/steps';
 import { lockFor, OPERATIONS } from '../domain/operations';
 import { ApplicationFailure } from '@temporalio/common';
 import { evictSignal } from '../domain/contracts';
@@ -15,7 +15,7 @@ import type { FatalStorageError, StorageDriver } from '../storage/driver';
 import { withFailureMapping } from './failures';
 import { housekeepingActivities } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallScope, type LockAttempt } from './scope';
-import { createStepsHere, type OperationRegistry, type StepParts } from './steps-here';
+import { createStepsHere, type OperationRegistry, type StepParts, type TogetherChange } from './steps-here';
 import { legacyV18Activities } from './legacy-v18';
 import { createShardsHereActivity, type StorageActivities } from './storage';
 import { endTrashTimer, startTrashExpiry, wakeTrashRuns, type TrashCommitted } from './trash-runs';
@@ -179,21 +179,55 @@ export function createActivities(deps: ActivityDeps) {
       },
     ): Promise<TrashCommitted> {
       const owner = inScope(input);
-      const step = stepOf(owner, input);
-      const policy = await policyOf(input.tableId, step && { ...step, step: `${step.step}/settings` });
-      const table = await change(input, {
-        tableId: input.tableId,
-        from: ['TRASHING'],
-        to: 'TRASHED',
-        now: input.now,
-        retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
-        droppedBy: input.droppedBy,
-        family: input.family,
-        droppedWith: input.droppedWith,
-      });
-      const trashed = { ...table, policy };
+      const { policy, request } = await committing(input, stepOf(owner, input));
+      const trashed = { ...(await change(input, request)), policy };
       if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });
       return trashed;
+    },
+
+    /**
+     * The change of a step that cannot be taken back (a drop's commit, a recall's), on every table of an operation over
+     * several, in one catalog transaction: made on all, or on none. Each table's is journaled under its own `step`; then,
+     * for a drop, each trash's expiry run is started.
+     */
+    async changeTogether(input: CallScope & { now: number; changes: TogetherChange[] }): Promise<TableRecord[]> {
+      const owner = inScope(input);
+      const asked = await Promise.all(
+        input.changes.map(
+          async ({
+            step,
+            tableId,
+            change,
+          }): Promise<{
+            key?: StepKey;
+            request: Omit<TransitionRequest, 'owner' | 'step'>;
+            policy?: TrashPolicy;
+            startExpiry?: CommitTrashChange['startExpiry'];
+          }> => {
+            const key = stepOf(owner, { ...input, step });
+            if (change.kind === 'transition') {
+              const { kind: _kind, ...move } = change;
+              return { key, request: { ...move, tableId, now: input.now } };
+            }
+            const { kind: _kind, ...commit } = change;
+            return { key, startExpiry: commit.startExpiry, ...(await committing({ ...commit, tableId, now: input.now }, key)) };
+          },
+        ),
+      );
+      const tables = await catalog.transitionTogether(
+        asked.map(({ key, request }) => ({ ...request, owner, ...(key ? { step: key } : {}) })),
+      );
+      const answers = tables.map((table, i) => {
+        const { policy } = asked[i]!;
+        return policy ? { ...table, policy } : table;
+      });
+      await Promise.all(
+        answers.flatMap((table, i) => {
+          const { startExpiry } = asked[i]!;
+          return startExpiry ? [startExpiryOf(catalog, table, { ...startExpiry, catalogId: input.catalogId })] : [];
+        }),
+      );
+      return answers;
     },
 
     /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
@@ -331,6 +365,27 @@ export function createActivities(deps: ActivityDeps) {
     const rows = await catalog.listSettings(step);
     return trashPolicy(rows, table?.namespace ?? '', defaultSettings(deps.defaultRetentionSeconds));
   };
+  /**
+   * A drop's commit as the catalog makes it: TRASHING to TRASHED with the retention asked, else the one in force where
+   * the table is (its policy read under the call's `step`, so that a repeated call answers the same policy).
+   */
+  const committing = async (
+    input: Omit<CommitTrashChange, 'kind'> & { now: number },
+    step: StepKey | undefined,
+  ): Promise<{ policy: TrashPolicy; request: Omit<TransitionRequest, 'owner' | 'step'> }> => {
+    const policy = await policyOf(input.tableId, step && { ...step, step: `${step.step}/settings` });
+    const request = {
+      tableId: input.tableId,
+      from: ['TRASHING' as const],
+      to: 'TRASHED' as const,
+      now: input.now,
+      retentionSeconds: input.retentionSeconds ?? policy.retentionSeconds,
+      droppedBy: input.droppedBy,
+      family: input.family,
+      droppedWith: input.droppedWith,
+    };
+    return { policy, request };
+  };
   const housekeeping = housekeepingActivities({
     catalog,
     nodes: deps.nodes,
@@ -409,3 +464,5 @@ export interface TrashPage {
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+type CommitTrashChange = Extract<CatalogChange, { kind: 'commitTrash' }>;

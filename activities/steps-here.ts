@@ -26,6 +26,16 @@ import type { LockAttempt } from './scope';
 import type { ShardsHereAnswer } from './storage';
 import type { TrashCommitted } from './trash-runs';
 
+/**
+ * One table's share of a change made on several tables at once (StepParts.changeTogether), journaled under `step`: a
+ * change that cannot be taken back (a drop's commit, a recall's).
+ */
+export interface TogetherChange {
+  step: string;
+  tableId: number;
+  change: Extract<CatalogChange, { kind: 'transition' | 'commitTrash' }>;
+}
+
 /** The operations a worker runs, by name: the step lists the workflows run (workflows/operations.ts). */
 export type OperationRegistry = Readonly<Record<string, Operation<never>>>;
 
@@ -60,6 +70,7 @@ export interface StepParts {
     },
   ): Promise<TableRecord>;
   liveLeases(input: CallScope & { tableId: number; now: number }): Promise<Lease[]>;
+  changeTogether(input: CallScope & { now: number; changes: TogetherChange[] }): Promise<TableRecord[]>;
   changeShardsHere(input: CallScope & { change: ShardChange; shards: ShardRef[] }): Promise<ShardsHereAnswer>;
   /** Releases every lock the calling run holds. */
   releaseLocks(input: CallScope): Promise<void>;
@@ -242,6 +253,13 @@ class RunHere {
       }
       // From a point of no return on, nothing before it is taken back, and the run only goes forward.
       if (fresh && step.pointOfNoReturn) Object.assign(this.progress, { begun: [], forwardOnly: true });
+      if (!this.progress.changed && this.progress.group && step.change !== undefined && !undoable(step)) {
+        // A change that cannot be taken back, on several tables: on all of them at once, or on none. Once it is made,
+        // nothing before it may be taken back either (the tables would be left half in, half out): the run goes forward.
+        await this.changeTogether(step.change, index);
+        Object.assign(this.progress, { changed: true, begun: [], forwardOnly: true });
+        ranSomething = true;
+      }
       if (!this.progress.changed) {
         const members = this.members();
         const group = this.progress.group !== undefined;
@@ -275,11 +293,7 @@ class RunHere {
         if (undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
         for (const member of members) {
           const ends = step.endsTrash?.(this.context(member));
-          if (!ends) continue;
-          const sending = this.endTrash(this.tableId(member), ends, this.call.catalogId);
-          // (Awaited by `delivered`; a call that fails before then is made again, and sends it again.)
-          sending.catch(() => undefined);
-          this.sent.push(sending);
+          if (ends) this.send(this.tableId(member), ends);
         }
       }
       if (step.shards) {
@@ -324,6 +338,14 @@ class RunHere {
       this.progress.undoneShards = [];
     }
     return this.end({ kind: 'done' });
+  }
+
+  /** Tells the expiry of a table's trash that the trash is over, on its way while the call goes on. */
+  private send(tableId: number, ends: EndOfTrash): void {
+    const sending = this.endTrash(tableId, ends, this.call.catalogId);
+    // (Awaited by `delivered`; a call that fails before then is made again, and sends it again.)
+    sending.catch(() => undefined);
+    this.sent.push(sending);
   }
 
   private moveTo(step: number): void {
@@ -405,6 +427,36 @@ class RunHere {
     if (still.length === 0) return undefined;
     if (still.some((shard) => this.served.has(shard.node))) return this.answer({ kind: 'goOn' });
     return this.answer({ kind: 'elsewhere', change, shards: still });
+  }
+
+  /** Makes `change` on every table of a run over several in one catalog call (StepParts.changeTogether). */
+  private async changeTogether(change: NonNullable<Step<unknown>['change']>, index: number): Promise<void> {
+    const made = this.members().flatMap((member) => {
+      const asked = valueOf(change, this.context(member));
+      if (!asked) return [];
+      if (asked.kind !== 'transition' && asked.kind !== 'commitTrash')
+        throw new Error(`a ${asked.kind} that cannot be taken back is not made on several tables at once`);
+      return [{ member: member!, change: asked }];
+    });
+    if (made.length === 0) return;
+    const tables = await this.parts.changeTogether({
+      ...this.key(`${index}.change`),
+      now: this.call.now,
+      changes: made.map(({ member, change: asked }) => ({
+        step: `${this.call.call}/${index}.change.${member.id}`,
+        tableId: member.id,
+        change: asked,
+      })),
+    });
+    made.forEach(({ member }, i) => {
+      member.table = tables[i]!;
+      member.changed = [...(member.changed ?? []), index];
+      if (member === this.progress.group![0]) this.progress.table = tables[i]!;
+    });
+    for (const { member } of made) {
+      const ends = this.steps[index]!.endsTrash?.(this.context(member));
+      if (ends) this.send(this.tableId(member), ends);
+    }
   }
 
   /** Makes a catalog change, journaled under `part`; the operation's last releases the run's locks with it. */

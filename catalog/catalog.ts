@@ -203,6 +203,12 @@ export interface Catalog extends CatalogReader {
    */
   transition(req: TransitionRequest): Promise<TableRecord>;
 
+  /**
+   * Several tables' transitions (a step of an operation over several tables that cannot be taken back: a drop's commit,
+   * a recall's), all in one transaction: made on all of them, or on none. Each is journaled under its own step.
+   */
+  transitionTogether(reqs: readonly TransitionRequest[]): Promise<TableRecord[]>;
+
   /** With `step`, the read is journaled: the same step asked again answers what it answered the first time. */
   getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined>;
 

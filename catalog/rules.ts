@@ -61,6 +61,16 @@ export abstract class TransactionalCatalog implements Catalog {
     return this.transaction((tx) => journaled(tx, req.step, () => transition(tx, req))).then(unwrap);
   }
 
+  async transitionTogether(reqs: readonly TransitionRequest[]): Promise<TableRecord[]> {
+    // (A refusal of one is thrown inside the transaction: it takes the others back with it, their journal included, so
+    // that the same call made again tries them all again.)
+    return this.transaction(async (tx) => {
+      const made: TableRecord[] = [];
+      for (const req of reqs) made.push(unwrap(await journaled(tx, req.step, () => transition(tx, req))));
+      return made;
+    });
+  }
+
   async getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined> {
     if (!step) return this.runOutside((tx) => tx.tableById(tableId));
     const outcome = await this.transaction((tx) => journaled(tx, step, async () => (await tx.tableById(tableId)) ?? null));
