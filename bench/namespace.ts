@@ -9,7 +9,9 @@
  * - Temporal's own share of that: each table in the trash has an expiry run of its own (`trash:<id>`, its durable timer,
  *   which callers address by the table's id), which a drop starts and a recall tells that its trash is over. So beside
  *   them, as many bare workflows started at once (with the expiry's start delay) against one, and signalled at once
- *   against one: what Temporal alone adds a table, whatever tablefate does.
+ *   against one: what Temporal alone adds a table, whatever tablefate does;
+ * - then the SQL statements each sends to the node (the server's log, bench/statement-log.ts), the one table's and the
+ *   namespace's, a few times each: how many a table beyond the first adds.
  *
  *   npm run bench:namespace
  *   npm run bench:namespace -- --rounds 30 --tables 20
@@ -20,6 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { Client as PgClient } from 'pg';
 import { startBench, startFloor } from './setup';
 import { percentile, timed } from './samples';
+import { countStatements, onPath, StatementLog } from './statement-log';
 
 const FLOOR_QUEUE = 'bench-namespace-floor';
 const COLUMNS = 'id bigint primary key, payload text';
@@ -40,7 +43,12 @@ export interface NamespaceReport {
   namespace: { drop: number[]; recall: number[] };
   /** Bare workflows started at once and then signalled at once: one, and as many as the namespace has tables. */
   temporal: { startOne: number[]; startAll: number[]; signalOne: number[]; signalAll: number[] };
+  /** The statements each operation sent the node on its path (COUNT_ROUNDS runs each). */
+  statements: { single: { drop: number[]; recall: number[] }; namespace: { drop: number[]; recall: number[] } };
 }
+
+/** Runs of each operation whose statements are counted. */
+const COUNT_ROUNDS = 2;
 
 /** `rounds` rounds, each: the floor, the single table's drop and recall, the namespace's drop and recall. */
 export async function benchNamespace(opts: { rounds?: number; tables?: number } = {}): Promise<NamespaceReport> {
@@ -58,6 +66,7 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
     single: { drop: [], recall: [] },
     namespace: { drop: [], recall: [] },
     temporal: { startOne: [], startAll: [], signalOne: [], signalAll: [] },
+    statements: { single: { drop: [], recall: [] }, namespace: { drop: [], recall: [] } },
   };
   /** Starts `n` floor workflows at once, as a drop starts its tables' expiry runs, then signals each, as a recall ends them. */
   const startAndSignal = async (n: number, start: number[], signal: number[]) => {
@@ -103,6 +112,23 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
       await startAndSignal(1, keep(report.temporal.startOne), keep(report.temporal.signalOne));
       await startAndSignal(count, keep(report.temporal.startAll), keep(report.temporal.signalAll));
     }
+
+    const log = await StatementLog.open(db);
+    const ownPid = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    const counted = async (into: number[], op: () => Promise<unknown>) => into.push(onPath(await countStatements(log, ownPid, op)).length);
+    await log.enable(true);
+    try {
+      for (let round = 0; round < COUNT_ROUNDS; round++) {
+        await pastExpiryStart();
+        await counted(report.statements.single.drop, () => client.trash({ table: 'alone.t', retentionSeconds: RETENTION }));
+        await counted(report.statements.single.recall, () => client.undelete({ table: single.id }));
+        await pastExpiryStart();
+        await counted(report.statements.namespace.drop, () => client.trash({ namespace: 'whole', retentionSeconds: RETENTION }));
+        await counted(report.statements.namespace.recall, () => client.undelete({ table: members[0]!.id }));
+      }
+    } finally {
+      await log.enable(false);
+    }
     return report;
   } finally {
     await db.end();
@@ -146,10 +172,13 @@ export function summarizeNamespace(report: NamespaceReport): string[] {
   return (['drop', 'recall'] as const).map((op) => {
     const [one, all] = [percentile(report.single[op], 50), percentile(report.namespace[op], 50)];
     const each = perTable(report.single[op], report.namespace[op]);
+    const statements = report.statements;
+    const [oneSent, allSent] = [Math.min(...statements.single[op]), Math.min(...statements.namespace[op])];
     return (
       `namespace ${op} (${report.tables} tables): p50 ${all.toFixed(0)} ms (${(all / floor).toFixed(2)}x the floor) against ${one.toFixed(0)} ms ` +
       `(${(one / floor).toFixed(2)}x) for one table: ${each.toFixed(1)} ms a table beyond the first, of which Temporal's own ` +
-      `${temporal[op].toFixed(1)} ms (its expiry run ${op === 'drop' ? 'started' : 'signalled'}), tablefate's ${(each - temporal[op]).toFixed(1)} ms`
+      `${temporal[op].toFixed(1)} ms (its expiry run ${op === 'drop' ? 'started' : 'signalled'}), tablefate's ${(each - temporal[op]).toFixed(1)} ms; ` +
+      `statements to the node ${allSent} against ${oneSent}: ${((allSent - oneSent) / (report.tables - 1)).toFixed(1)} a table beyond the first`
     );
   });
 }

@@ -68,6 +68,9 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle. Then
     // where each is, which none of the moves changes for another.
     for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
+    // Set after the shard locks: two moves of one shard wait for each other as before; only the tables' locks (and
+    // their families', parents') are tried briefly.
+    await tryLocksBriefly(c);
     const placed = new Map((await locateAll(c, ids)).map((at, i) => [moves[i]!, at]));
     const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
     for (const move of await inMoveOrder(c, placed, to))
@@ -162,8 +165,6 @@ async function moveOnce(
   if (placed.gone && to === 'garbage') return nothing;
   if (placed.drift) throw missing(id, placed.drift);
   const leaving = placed.area === 'live' && to !== 'live';
-  // Set after the shard lock: two moves of one shard wait for each other as before; only the table's lock is tried briefly.
-  await tryLocksBriefly(c);
   // Out of the live area its keys are detached, which locks their parents: those first. A writer of both (an UPDATE of
   // the parent, then an INSERT here) would otherwise hold the parent while it waits for the table behind this move, and
   // this move wait for the parent: each try would run out, however short the writers' transactions. So too the live
@@ -205,7 +206,7 @@ async function moveOnce(
     const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
     if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
     await relocate(c, at.oid, { schema: live.schema, table: from.table }, live);
-    await unpark(c, id, live);
+    await unpark(c, at.oid, live);
     if (at.area !== 'live') {
       const partition = await restorePartition(c, at.oid, live);
       const family = await restoreFamily(c, at.oid, live);

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
 import { NameTakenError } from '../domain/errors';
 import { ident } from '../catalog/pg-session';
-import { locate, type ShardTableLocation } from './postgres-audit';
+import type { ShardTableLocation } from './postgres-audit';
 import { parkedName, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
@@ -40,13 +40,12 @@ export async function park(c: PoolClient, id: ShardTableId, at: ShardTableLocati
 }
 
 /** Gives the companions in `live.schema` back the names recorded when they were parked (or names after the table). */
-export async function unpark(c: PoolClient, id: ShardTableId, live: LiveName): Promise<void> {
-  const at = (await locate(c, id))!;
+export async function unpark(c: PoolClient, oid: number, live: LiveName): Promise<void> {
   const { rows } = await c.query<{ live_names: Record<string, string> | null }>(`SELECT live_names FROM ${SHARDS} WHERE table_oid = $1`, [
-    at.oid,
+    oid,
   ]);
   const names = rows[0]?.live_names ?? {};
-  for (const rel of await companionsOf(c, at.oid)) {
+  for (const rel of await companionsOf(c, oid)) {
     const original = names[rel.name];
     if (original === undefined) continue;
     const wanted = (await isTaken(c, rel.schema, original))

@@ -1,5 +1,5 @@
 import { runChaosInTest } from './chaos/in-jest';
-import { POLICY_KINDS } from './chaos/scenario';
+import { POLICY_KINDS } from './chaos/ops';
 
 /**
  * The short form of `npm run chaos`: the same runner with its own dev server and worker child, fewer

@@ -1,6 +1,6 @@
 import type { TableRecord } from '../../domain/table';
 import type { Problem } from './problems';
-import { requestedId, type OpRecord, type OpRequest } from './scenario';
+import { requestedId, type OpRecord, type OpRequest } from './ops';
 
 /**
  * Every answer a client got must still be true at the end, as far as later operations allow. Later operations

@@ -6,7 +6,7 @@ import { TRANSITIONAL_STATES } from './observe';
 import type { Problem } from './problems';
 import type { UnitKey } from './units';
 import { quoteIdent, type NodeDatabase } from './rows';
-import type { OpRecord } from './scenario';
+import type { OpRecord } from './ops';
 
 /**
  * A family is never split (the run's families, families.ts, checked at rest):

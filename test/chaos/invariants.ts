@@ -15,7 +15,7 @@ import {
   type DoorRequest,
 } from './observe';
 import type { Problem } from './problems';
-import { idsMentioned, type OpRecord } from './scenario';
+import { idsMentioned, type OpRecord } from './ops';
 import { checkPolicyAnswers, type FinalRelease } from './policies';
 import type { NodeDatabase } from './rows';
 import { DOOR_COUNT_SCHEMA } from './sql-caller';

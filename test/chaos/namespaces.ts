@@ -7,7 +7,7 @@ import type { Dependent } from './families';
 import type { Problem } from './problems';
 import type { Random } from './random';
 import { quoteIdent, type NodeDatabase } from './rows';
-import type { OpRecord } from './scenario';
+import type { OpRecord } from './ops';
 
 /**
  * A whole namespace dropped as one under chaos (issue 42 item 7). The scenario creates tables in the run's own

@@ -2,7 +2,7 @@ import type { LeaseInfo } from '../../domain/leases';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import { couldActAfter, describeOp, explainers, namesOf } from './answers';
 import type { Problem } from './problems';
-import type { OpRecord, Outcome } from './scenario';
+import type { OpRecord, Outcome } from './ops';
 
 /**
  * The trash's policies under chaos (issue 17): legal holds, retention changes of trashed tables, and leases with the

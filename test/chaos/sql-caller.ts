@@ -6,7 +6,8 @@ import { isDomainErrorType } from '../../domain/errors';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import type { Random } from './random';
 import type { NodeDatabase } from './rows';
-import type { CallAnswer, Caller, DoorCallRecord, OpRequest, Outcome } from './scenario';
+import type { DoorCallRecord, OpRequest, Outcome } from './ops';
+import type { CallAnswer, Caller } from './callers';
 
 /**
  * The SQL caller of a chaos run (`--caller sql`, postgres driver; issue 41): the drops, recalls, purges, holds, releases

@@ -7,7 +7,8 @@ import { describeOp } from './answers';
 import type { Problem } from './problems';
 import type { Random } from './random';
 import { liveTableOf, PARTITION_SCHEMA, quoteIdent, type NodeDatabase, type RowLedger } from './rows';
-import type { OpRecord, UnitHints } from './scenario';
+import type { UnitHints } from './scenario';
+import type { OpRecord } from './ops';
 
 /**
  * Several tables as one under chaos (issue 42 item 7). The scenario drops 2 to 4 tables together now and then, and
