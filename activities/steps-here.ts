@@ -256,8 +256,8 @@ class RunHere {
       if (!this.progress.changed && this.progress.group && step.change !== undefined && !undoable(step)) {
         // A change that cannot be taken back, on several tables: on all of them at once, or on none. Once it is made,
         // nothing before it may be taken back either (the tables would be left half in, half out): the run goes forward.
-        await this.changeTogether(step.change, index);
-        Object.assign(this.progress, { changed: true, begun: [], forwardOnly: true });
+        if (await this.changeTogether(step.change, index)) Object.assign(this.progress, { begun: [], forwardOnly: true });
+        this.progress.changed = true;
         ranSomething = true;
       }
       if (!this.progress.changed) {
@@ -429,8 +429,11 @@ class RunHere {
     return this.answer({ kind: 'elsewhere', change, shards: still });
   }
 
-  /** Makes `change` on every table of a run over several in one catalog call (StepParts.changeTogether). */
-  private async changeTogether(change: NonNullable<Step<unknown>['change']>, index: number): Promise<void> {
+  /**
+   * Makes `change` on every table of a run over several in one catalog call (StepParts.changeTogether); false when it
+   * asks nothing of any of them.
+   */
+  private async changeTogether(change: NonNullable<Step<unknown>['change']>, index: number): Promise<boolean> {
     const made = this.members().flatMap((member) => {
       const asked = valueOf(change, this.context(member));
       if (!asked) return [];
@@ -438,7 +441,7 @@ class RunHere {
         throw new Error(`a ${asked.kind} that cannot be taken back is not made on several tables at once`);
       return [{ member: member!, change: asked }];
     });
-    if (made.length === 0) return;
+    if (made.length === 0) return false;
     const tables = await this.parts.changeTogether({
       ...this.key(`${index}.change`),
       now: this.call.now,
@@ -457,6 +460,7 @@ class RunHere {
       const ends = this.steps[index]!.endsTrash?.(this.context(member));
       if (ends) this.send(this.tableId(member), ends);
     }
+    return true;
   }
 
   /** Makes a catalog change, journaled under `part`; the operation's last releases the run's locks with it. */
