@@ -34,12 +34,12 @@ module.exports = {
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
-  // Three files at a time, on two cores: a file spends much of its time waiting on servers (a lost task's timeout, a
-  // timer, a drain), so two at a time left the cores idle some 40% of the run (about 9.8 minutes; three, about 6.5).
-  // Files keep to their own task queues, namespaces and databases on the shared servers. The one failure several at a
-  // time once showed (chaos's answers check) was a real defect that load exposed (a trash handed the answer of a recalled
-  // trash; see isTrashSince in client/client.ts), not the files meeting.
-  maxWorkers: 3,
+  // Two files at a time, on two cores: files keep to their own task queues, namespaces and databases on the shared
+  // servers. The one failure two at a time once showed (chaos's answers check) was a real defect that load exposed (a
+  // trash handed the answer of a recalled trash; see isTrashSince in client/client.ts), not the files meeting. Three at
+  // a time ran in 7 minutes instead of some 9.5, but in one CI run of two the short chaos run's reconcile timed out its
+  // survey (1 minute) under that load: not yet explained, so two it stays.
+  maxWorkers: 2,
   testTimeout: 120000,
   verbose: true,
 };

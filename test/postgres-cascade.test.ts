@@ -234,7 +234,14 @@ test("two drops of one table at once, one with cascade: each is answered as it a
   const cascaded = h.client.trash({ table: 'twice.items', retentionSeconds: 3600, cascade: true });
   await new Promise((resolve) => setTimeout(resolve, 500));
   await h.client.releaseLease(lease.id);
-  await expect(plain).rejects.toMatchObject({ type: 'HasDependents' });
+  // Refused by its own run; or, when the cascade's own run has answered by the time it reads its run's end (the two
+  // share the drop's id), told that another request trashed the table with cascade: never answered TRASHED.
+  const refused = await plain.then(
+    () => undefined,
+    (err: Error & { type?: string }) => err,
+  );
+  if (refused?.type === 'WrongState') expect(refused.message).toContain('trashed meanwhile by another request, with cascade');
+  else expect(refused).toMatchObject({ type: 'HasDependents' });
   expect(await cascaded).toMatchObject({ state: 'TRASHED', notes: ['twice.items: moved into the trash with it: view twice.items_v'] });
   await h.client.undelete({ table: table.id });
 
