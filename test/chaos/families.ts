@@ -1,9 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
-import type { Catalog } from '../../catalog/catalog';
 import type { TableInfo } from '../../domain/table';
-import type { Random } from './random';
-import { liveTableOf, quoteIdent, type NodeDatabase } from './rows';
+import { liveTableOf, quoteIdent, type NodeChaosDeps } from './rows';
 
 /**
  * Families under chaos (postgres driver; issue 42, `drop --cascade`): while the operations run, the user gives some
@@ -110,14 +108,7 @@ export class FamilyMaker {
   private queue: Promise<void> = Promise.resolve();
   private readonly clients = new Map<string, Client>();
 
-  constructor(
-    private readonly opts: {
-      nodes: readonly NodeDatabase[];
-      catalog: Catalog;
-      catalogId: string;
-      rng: Random;
-    },
-  ) {}
+  constructor(private readonly opts: NodeChaosDeps) {}
 
   start(): void {
     this.running = this.loop();

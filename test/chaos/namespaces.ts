@@ -5,8 +5,7 @@ import type { TableRecord } from '../../domain/table';
 import { couldActAfter, describeOp } from './answers';
 import type { Dependent } from './families';
 import type { Problem } from './problems';
-import type { Random } from './random';
-import { quoteIdent, type NodeDatabase } from './rows';
+import { quoteIdent, type NodeChaosDeps, type NodeDatabase } from './rows';
 import type { OpRecord } from './ops';
 
 /**
@@ -81,11 +80,7 @@ export class NamespaceLoad {
   private next = 1;
 
   constructor(
-    private readonly opts: {
-      nodes: readonly NodeDatabase[];
-      catalog: Catalog;
-      catalogId: string;
-      rng: Random;
+    private readonly opts: NodeChaosDeps & {
       /** The view made on a table: a member of its family, for the family checks. */
       onView: (view: Dependent) => void;
     },

@@ -89,6 +89,14 @@ export class RowLedger {
  * `tableoid`, looked up in tablefate.shards): the catalog's view may be a moment old, and the name may already be
  * another table's.
  */
+/** What a chaos helper that works on the user's tables needs: the nodes' databases, the catalog, and its randomness. */
+export interface NodeChaosDeps {
+  nodes: readonly NodeDatabase[];
+  catalog: Catalog;
+  catalogId: string;
+  rng: Random;
+}
+
 export class RowInserter {
   readonly ledger = new RowLedger();
   readonly stats: InsertStats = { committed: 0, noRelation: 0, notOurs: 0, uncertain: 0, otherErrors: new Map() };
@@ -96,15 +104,7 @@ export class RowInserter {
   private stopped = false;
   private running: Promise<void> | undefined;
 
-  constructor(
-    private readonly opts: {
-      nodes: readonly NodeDatabase[];
-      catalog: Catalog;
-      catalogId: string;
-      rng: Random;
-      lanes: number;
-    },
-  ) {}
+  constructor(private readonly opts: NodeChaosDeps & { lanes: number }) {}
 
   start(): void {
     this.running = Promise.all(Array.from({ length: this.opts.lanes }, (_, k) => this.lane(k))).then(() => undefined);
