@@ -5,7 +5,7 @@ import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../do
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS, MAX_TABLES_DROPPED_TOGETHER } from '../domain/limits';
 import { formatTableName, quotePart, type TableName } from '../domain/names';
 import { OPERATIONS, PLAN_DROP, PLAN_DROP_TIMEOUT_MS } from '../domain/operations';
-import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
+import { isNotTrashedYet, isUnitChanged, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
   OPERATION_REQUESTS,
   parseRequest,
@@ -315,25 +315,22 @@ function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
 interface UndeletePlan {
   tableId: number;
   newName?: TableName;
+  /** The namespace the whole unit comes back into (its tables' newName), asked again on a later attempt. */
+  newNamespace?: string;
   expectedName?: TableName;
   target: TableName;
-  together?: Array<{ tableId: number; expectedName: TableName; newName?: TableName }>;
+  together?: Mates;
 }
+type Mates = Array<{ tableId: number; expectedName: TableName; newName?: TableName }>;
 
 export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
   async plan(ctx, request) {
     const { table: ref, newName: asked, newNamespace, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
     if (asked && newNamespace !== undefined) throw new InvalidInputError('give a new name, or a new namespace, not both');
     const trashed = await trashedTable(ctx.catalog, ref);
-    const into = (table: TableName): TableName | undefined =>
-      newNamespace !== undefined ? { namespace: newNamespace, name: table.name } : undefined;
-    const newName = asked ?? into(trashed);
+    const newName = asked ?? (newNamespace !== undefined ? { namespace: newNamespace, name: trashed.name } : undefined);
     if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
-    const together = (alone ? [] : await droppedWithIt(ctx, trashed)).map((other) => {
-      const moved = into(other.expectedName);
-      if (moved) checkForDriver(ctx.storageDriver, { table: moved, shards: 1 });
-      return moved ? { ...other, newName: moved } : other;
-    });
+    const together = alone ? [] : await matesOf(ctx, trashed, newNamespace);
     if (asked && together.length > 0) {
       throw new InvalidInputError(
         `table ${trashed.id} was dropped with tables ${together.map((t) => t.tableId).join(', ')} as one, and comes back with them ` +
@@ -345,36 +342,55 @@ export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, 
       plan: {
         tableId: trashed.id,
         newName,
+        ...(newNamespace !== undefined ? { newNamespace } : {}),
         expectedName: expectedName(ref),
         target: { namespace: target.namespace, name: target.name },
         ...(together.length > 0 ? { together } : {}),
       },
     };
   },
-  execute(ctx, { tableId, newName, expectedName: expected, target, together }, opts) {
+  execute(ctx, { tableId, newName, newNamespace, expectedName: expected, target, together: planned }, opts) {
     const record = OPERATIONS.undelete;
     const { onProgress } = opts;
-    const those = together && together.length > 0 ? ` with tables ${together.map((t) => t.tableId).join(', ')}` : '';
+    const withThem = (mates: Mates) => (mates.length > 0 ? ` with tables ${mates.map((t) => t.tableId).join(', ')}` : '');
     return startAndWait<typeof undeleteTable>(ctx, {
-      ...onTable(ctx, record, tableId, `undelete of table ${tableId}${those}`, callTimeout(ctx, opts), opts),
-      run: {
-        record,
-        input: { tableId, newName, expectedName: expected, ...(together ? { together } : {}) },
-        target: { tableId, ...target },
-        summary: `undelete table ${tableId}${newName ? ` as ${formatTableName(newName)}` : ''}${those}`,
-        answer: async (handle, signal) => {
-          const result = handle.result();
-          if (onProgress) await reportProgress(handle, result, onProgress, signal);
-          const recalled = await result;
-          // (A run over several tables answers its lowest id's: the answer is of the table asked for.)
-          if (recalled.id === tableId) return recalled;
-          const asked = await ctx.catalog.getTable(tableId);
-          return asked ? { ...toTableInfo(asked), ...(recalled.notes ? { notes: recalled.notes } : {}) } : recalled;
-        },
+      ...onTable(ctx, record, tableId, `undelete of table ${tableId}${withThem(planned ?? [])}`, callTimeout(ctx, opts), opts),
+      run: async (attempt) => {
+        // (Asked again: one of the others left the trash since it was read. Those still there come back.)
+        const together =
+          attempt === 0 ? planned : await matesOf(ctx, await trashedTable(ctx.catalog, { kind: 'id', id: tableId }), newNamespace);
+        return {
+          record,
+          input: { tableId, newName, expectedName: expected, ...(together && together.length > 0 ? { together } : {}) },
+          target: { tableId, ...target },
+          summary: `undelete table ${tableId}${newName && newNamespace === undefined ? ` as ${formatTableName(newName)}` : ''}${withThem(together ?? [])}`,
+          answer: async (handle, signal) => {
+            const result = handle.result();
+            if (onProgress) await reportProgress(handle, result, onProgress, signal);
+            const recalled = await result;
+            // (A run over several tables answers its lowest id's: the answer is of the table asked for.)
+            if (recalled.id === tableId) return recalled;
+            const asked = await ctx.catalog.getTable(tableId);
+            return asked ? { ...toTableInfo(asked), ...(recalled.notes ? { notes: recalled.notes } : {}) } : recalled;
+          },
+        };
       },
+      // (A repeatable execute's request id names its first run for good: its caller hears the refusal, and asks again.)
+      again: async (outcome) =>
+        opts.requestId === undefined && 'error' in outcome && isUnitChanged(applicationFailureOf(outcome.error)?.message ?? ''),
     });
   },
 };
+
+/** The tables that come back with `trashed` (dropped with it as one, still in the trash), each into `newNamespace` if asked. */
+async function matesOf(ctx: ClientContext, trashed: TableRecord, newNamespace: string | undefined): Promise<Mates> {
+  return (await droppedWithIt(ctx, trashed)).map((other) => {
+    if (newNamespace === undefined) return other;
+    const moved = { namespace: newNamespace, name: other.expectedName.name };
+    checkForDriver(ctx.storageDriver, { table: moved, shards: 1 });
+    return { ...other, newName: moved };
+  });
+}
 
 /** The tables dropped with `table` as one that are still in the trash from that drop: they come back with it. */
 async function droppedWithIt(ctx: ClientContext, table: TableRecord): Promise<Array<{ tableId: number; expectedName: TableName }>> {

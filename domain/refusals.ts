@@ -42,6 +42,17 @@ export function notTrashedYet(tableId: number): WrongStateError {
 const NOT_TRASHED_YET = 'not in the trash yet';
 export const isNotTrashedYet = (message: string): boolean => message.includes(NOT_TRASHED_YET);
 
+/**
+ * A recall of tables dropped as one that finds, under the locks, one of the others no longer in the trash from that
+ * drop (`left`: purged, recalled alone, or gone since the caller read it): nothing is recalled; the SDK asks again,
+ * for the tables still there (isUnitChanged).
+ */
+export function unitChanged(tableId: number, other: number, left: string): WrongStateError {
+  return new WrongStateError(`table ${other}, dropped with table ${tableId} as one, ${left} meanwhile; ${UNIT_CHANGED}`);
+}
+const UNIT_CHANGED = 'nothing was recalled: ask again for the tables still in the trash';
+export const isUnitChanged = (message: string): boolean => message.includes(UNIT_CHANGED);
+
 /** A change of a trash's run after its trash has ended (`how`: recalled, purged, expired...). */
 export function trashEnded(tableId: number, how: string): WrongStateError {
   return new WrongStateError(`table ${tableId}'s trash has ended (${how})`);

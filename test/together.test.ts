@@ -146,3 +146,27 @@ test('a table trashed by another drop while this one waited for it: refused, and
   for (const report of await h.shardReports(a)) expect(report.area).toBe('live');
   expect(await h.catalog.listLocks()).toEqual([]);
 });
+
+test('a recall of the whole unit read before one of its tables left the trash: that run recalls nothing, and the rest come back', async () => {
+  const tables = await Promise.all(['a', 'b', 'c'].map((name) => h.client.create({ table: `leaving.${name}` })));
+  const [a, b, c] = tables as [(typeof tables)[0], (typeof tables)[0], (typeof tables)[0]];
+  await h.client.trash({ table: 'leaving.a', together: ['leaving.b', 'leaving.c'], retentionSeconds: 600 });
+  // Planned (b among the tables that come back), then b purged alone before the run takes the locks.
+  const planned = await h.client.planCall('undelete', { table: a.id });
+  await h.client.purge({ tableId: b.id });
+  // A repeatable execute (a contract call's) hears the refusal, and nothing came back.
+  const plan = (planned as { plan: unknown }).plan;
+  await expect(h.client.executeCall('undelete', plan, { requestId: 'leaving-1' })).rejects.toMatchObject({
+    type: 'WrongState',
+    message: expect.stringMatching(
+      new RegExp(`^table ${b.id}, dropped with table ${a.id} as one, was purged meanwhile; nothing was recalled`),
+    ),
+  });
+  for (const table of [a, c]) expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
+  expect(await h.catalog.listLocks()).toEqual([]);
+  // The SDK's call asks again, for those still in the trash: a and c come back, together.
+  expect(await h.client.executeCall('undelete', plan, {})).toMatchObject({ id: a.id, state: 'READY' });
+  expect(await h.catalog.getTable(c.id)).toMatchObject({ state: 'READY', name: 'c' });
+  expect(await h.catalog.getTable(b.id)).toMatchObject({ state: 'PURGED' });
+  for (const table of [a, c]) for (const report of await h.shardReports(table)) expect(report.area).toBe('live');
+});

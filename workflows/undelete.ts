@@ -1,10 +1,10 @@
 import { WrongStateError } from '../domain/errors';
 import { tablesOf, type UndeleteInput } from '../domain/operation-inputs';
-import { nameChanged, notTrashed, tableNotFound } from '../domain/refusals';
+import { nameChanged, notTrashed, tableNotFound, unitChanged } from '../domain/refusals';
 import { nameOf, SHARDS, transition, type Operation, type StepContext, type Verdict } from '../domain/steps';
 import { setHandler } from '@temporalio/workflow';
 import { recallProgressQuery } from '../domain/contracts';
-import type { TableInfo } from '../domain/table';
+import type { TableInfo, TableRecord } from '../domain/table';
 import { operationRun } from './execute';
 
 /**
@@ -41,6 +41,10 @@ export const undelete: Operation<UndeleteInput> = {
 
 /** The table is TRASHED and not expired (held past its expiry is fine), or RESTORING (a recall to finish). */
 function undeleteVerdict({ checked: table, input, lockedAt, tableId }: StepContext<UndeleteInput>): Verdict {
+  if (tableId !== undefined && tableId !== input.tableId) {
+    const left = leftTheUnit(table, input.tableId);
+    if (left) return { refuse: unitChanged(input.tableId, tableId, left) };
+  }
   if (!table || table.state === 'PURGED') return { refuse: tableNotFound(tableId!, { orPurged: true }) };
   const expectedName = tableId === input.tableId ? input.expectedName : input.together?.find((o) => o.tableId === tableId)?.expectedName;
   if (expectedName && (table.namespace !== expectedName.namespace || table.name !== expectedName.name)) {
@@ -63,4 +67,15 @@ export function undeleteTable(input: UndeleteInput): Promise<TableInfo> {
     return { shardsBack: done, shards: total };
   });
   return run.result();
+}
+
+/**
+ * How a table the caller read as dropped with `asked` as one has left that drop's trash since (undefined: it has not):
+ * purged, recalled, or recalled and dropped again on its own.
+ */
+function leftTheUnit(other: TableRecord | null, asked: number): string | undefined {
+  if (!other || other.state === 'PURGED') return 'was purged';
+  if (other.state !== 'TRASHED' && other.state !== 'RESTORING') return `was recalled (it is ${other.state})`;
+  if (!(other.droppedWith ?? []).includes(asked)) return 'was recalled and dropped again on its own';
+  return undefined;
 }
