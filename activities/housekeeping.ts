@@ -9,6 +9,7 @@ import type { TableRecord } from '../domain/table';
 import type { SetListing } from '../storage/driver';
 import { SHARD_EXTENSIONS } from '../storage/shard-files';
 import type { CallChecks, CallScope } from './scope';
+import { heartbeating } from './heartbeat';
 
 /** The most findings one survey returns (a result stays far below the server's payload limit); the rest are counted. */
 export const MAX_FINDINGS = 2000;
@@ -101,32 +102,9 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
      * Everything the reconciler would do now about tables and locks; changes nothing. The sets are each node's own
      * survey (surveyNode): `sets` is accepted, and ignored, because the reconciler still says `false`.
      */
-    async surveyHealth(input: CallScope & { sets?: false }): Promise<Survey> {
+    surveyHealth(input: CallScope & { sets?: false }): Promise<Survey> {
       deps.checks.inScope(input);
-      const context = Context.current();
-      const [tables, locks, trashTimers] = await Promise.all([
-        tablesFor(catalog, []),
-        lockFacts(catalog, deps.isOwnerClosed),
-        runningTrashTimers(context.info.taskQueue, catalog.id),
-      ]);
-      const { findings, omitted } = bounded(diagnoseTables({ tables, locks, trashTimers, now: Date.now() }));
-      const retentionOf: Record<number, number> = {};
-      const droppedByOf: Record<number, string> = {};
-      const cascadeOf: Record<number, true> = {};
-      for (const f of findings) {
-        if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
-        // (The table's latest drop, whatever its run's id; a drop a v19 client started ran as its table's trash run.)
-        const latest = await latestDropOf(f.table.id, catalog.id);
-        const asked =
-          (latest === undefined ? undefined : await askedDrop(latest)) ??
-          (await askedDrop(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
-          (await askedDrop(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
-        if (asked?.retentionSeconds !== undefined) retentionOf[f.table.id] = asked.retentionSeconds;
-        const droppedBy = asked?.droppedBy ?? asked?.startedBy;
-        if (droppedBy !== undefined) droppedByOf[f.table.id] = droppedBy;
-        if (asked?.cascade) cascadeOf[f.table.id] = true;
-      }
-      return { findings, omitted, skippedNodes: [], retentionOf, droppedByOf, cascadeOf, nodes: [...deps.nodes] };
+      return heartbeating(() => surveyCatalog(deps));
     },
 
     /** Releases the locks of a run that has closed; a run found still running keeps them. */
@@ -137,6 +115,35 @@ export function housekeepingActivities(deps: HousekeepingDeps) {
       return true;
     },
   };
+}
+
+/** The catalog's part of a survey: the health rules over its tables and locks, with what resuming a stuck drop needs. */
+async function surveyCatalog(deps: HousekeepingDeps): Promise<Survey> {
+  const { catalog } = deps;
+  const context = Context.current();
+  const [tables, locks, trashTimers] = await Promise.all([
+    tablesFor(catalog, []),
+    lockFacts(catalog, deps.isOwnerClosed),
+    runningTrashTimers(context.info.taskQueue, catalog.id),
+  ]);
+  const { findings, omitted } = bounded(diagnoseTables({ tables, locks, trashTimers, now: Date.now() }));
+  const retentionOf: Record<number, number> = {};
+  const droppedByOf: Record<number, string> = {};
+  const cascadeOf: Record<number, true> = {};
+  for (const f of findings) {
+    if (f.kind !== 'stuck' || f.resume !== 'trash') continue;
+    // (The table's latest drop, whatever its run's id; a drop a v19 client started ran as its table's trash run.)
+    const latest = await latestDropOf(f.table.id, catalog.id);
+    const asked =
+      (latest === undefined ? undefined : await askedDrop(latest)) ??
+      (await askedDrop(OPERATIONS.trash.workflowId(f.table.id, catalog.id))) ??
+      (await askedDrop(OPERATIONS.expiry.workflowId(f.table.id, catalog.id)));
+    if (asked?.retentionSeconds !== undefined) retentionOf[f.table.id] = asked.retentionSeconds;
+    const droppedBy = asked?.droppedBy ?? asked?.startedBy;
+    if (droppedBy !== undefined) droppedByOf[f.table.id] = droppedBy;
+    if (asked?.cascade) cascadeOf[f.table.id] = true;
+  }
+  return { findings, omitted, skippedNodes: [], retentionOf, droppedByOf, cascadeOf, nodes: [...deps.nodes] };
 }
 
 /**

@@ -8,6 +8,7 @@ import { STORAGE_STOPPED_HERE } from '../domain/operations';
 import { classifyStorageError, messageOf } from '../storage/errors';
 import { bounded, lockFacts, recordedOf, setsOnDisk, tablesFor } from './housekeeping';
 import { callChecks, ownerClosedOnServer, type CallChecks, type CallScope } from './scope';
+import { heartbeating } from './heartbeat';
 import { DEFAULT_ORPHAN_GRACE_SECONDS } from '../domain/limits';
 import { settleAll } from '../domain/settle';
 
@@ -43,6 +44,18 @@ export function createStorageActivities(deps: StorageActivityDeps) {
   const setsOf = async (node: string): Promise<SetOnDisk[] | null> => {
     const listing = await storage.listSets([node]);
     return listing.skippedNodes.includes(node) ? null : setsOnDisk(listing);
+  };
+
+  /** The reconciler's look at one node's sets against the catalog (surveyNode). */
+  const surveyOwnSets = async (node: string): Promise<NodeSurvey> => {
+    const listedAt = Date.now();
+    const listing = await storage.listSets([node]);
+    if (listing.skippedNodes.includes(node)) return { skipped: true };
+    const sets = setsOnDisk(listing);
+    // The node's record of its shard tables (PostgreSQL), whose differences the doctor reports: changed outside tablefate.
+    const recorded = recordedOf(listing, [node], listedAt);
+    const [tables, locks] = await Promise.all([tablesFor(catalog, sets, recorded), lockFacts(catalog, isOwnerClosed)]);
+    return { skipped: false, ...bounded(diagnoseSets({ tables, locks, sets, recorded, now: Date.now(), orphanGraceMs })) };
   };
 
   const activities = {
@@ -81,16 +94,9 @@ export function createStorageActivities(deps: StorageActivityDeps) {
     },
 
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
-    async surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
+    surveyNode(input: CallScope & { node: string }): Promise<NodeSurvey> {
       inScope(input);
-      const listedAt = Date.now();
-      const listing = await storage.listSets([input.node]);
-      if (listing.skippedNodes.includes(input.node)) return { skipped: true };
-      const sets = setsOnDisk(listing);
-      // The node's record of its shard tables (PostgreSQL), whose differences the doctor reports: changed outside tablefate.
-      const recorded = recordedOf(listing, [input.node], listedAt);
-      const [tables, locks] = await Promise.all([tablesFor(catalog, sets, recorded), lockFacts(catalog, isOwnerClosed)]);
-      return { skipped: false, ...bounded(diagnoseSets({ tables, locks, sets, recorded, now: Date.now(), orphanGraceMs })) };
+      return heartbeating(() => surveyOwnSets(input.node));
     },
 
     /**

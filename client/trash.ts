@@ -376,8 +376,10 @@ export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, 
         };
       },
       // (A repeatable execute's request id names its first run for good: its caller hears the refusal, and asks again.)
-      again: async (outcome) =>
-        opts.requestId === undefined && 'error' in outcome && isUnitChanged(applicationFailureOf(outcome.error)?.message ?? ''),
+      again: (outcome) =>
+        Promise.resolve(
+          opts.requestId === undefined && 'error' in outcome && isUnitChanged(applicationFailureOf(outcome.error)?.message ?? ''),
+        ),
     });
   },
 };

@@ -160,7 +160,7 @@ test('a recall of the whole unit read before one of its tables left the trash: t
     type: 'WrongState',
     message: expect.stringMatching(
       new RegExp(`^table ${b.id}, dropped with table ${a.id} as one, was purged meanwhile; nothing was recalled`),
-    ),
+    ) as unknown,
   });
   for (const table of [a, c]) expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHED' });
   expect(await h.catalog.listLocks()).toEqual([]);

@@ -12,14 +12,21 @@ import type { trashExpiry } from './trash-expiry';
 const SURVEY_RETRY = { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 } as const;
 
 /**
- * A survey takes about a second even over 100,000 rows. One lost with its worker is tried again after this long,
- * rather than hold the pass, and with it every later pass (the schedule skips while one runs), for longer.
+ * A survey takes about a second even over 100,000 rows; one that runs this long is given up and tried again, rather
+ * than hold the pass, and with it every later pass (the schedule skips while one runs), for longer.
  */
 const SURVEY_TIMEOUT = '1 minute';
+
+/**
+ * A survey beats every second while it runs (activities/heartbeat.ts): one lost with its worker is tried again after
+ * this long, not at the end of SURVEY_TIMEOUT, so that a pass outlives a worker's death by seconds.
+ */
+const SURVEY_HEARTBEAT = '10 seconds';
 
 /** The survey reads the whole catalog: an ordinary activity, retried a few times. */
 const housekeeping = proxyActivities<Pick<Activities, 'surveyHealth' | 'releaseStaleLocks'>>({
   startToCloseTimeout: SURVEY_TIMEOUT,
+  heartbeatTimeout: SURVEY_HEARTBEAT,
   retry: SURVEY_RETRY,
 });
 
@@ -33,6 +40,7 @@ function nodeSurvey(node: string) {
     taskQueue: storageQueue(workflowInfo().taskQueue, node),
     scheduleToStartTimeout: '20 seconds',
     startToCloseTimeout: SURVEY_TIMEOUT,
+    heartbeatTimeout: SURVEY_HEARTBEAT,
     retry: SURVEY_RETRY,
   }).surveyNode;
 }
