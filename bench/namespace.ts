@@ -15,6 +15,7 @@
  *
  *   npm run bench:namespace
  *   npm run bench:namespace -- --rounds 30 --tables 20
+ *   npm run bench:namespace -- --rounds 1 --tables 3 --show-statements   # and each statement of a namespace's drop, recall
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -22,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { Client as PgClient } from 'pg';
 import { startBench, startFloor } from './setup';
 import { percentile, timed } from './samples';
-import { countStatements, onPath, StatementLog } from './statement-log';
+import { countStatements, onPath, StatementLog, type LoggedStatement } from './statement-log';
 
 const FLOOR_QUEUE = 'bench-namespace-floor';
 const COLUMNS = 'id bigint primary key, payload text';
@@ -51,7 +52,7 @@ export interface NamespaceReport {
 const COUNT_ROUNDS = 2;
 
 /** `rounds` rounds, each: the floor, the single table's drop and recall, the namespace's drop and recall. */
-export async function benchNamespace(opts: { rounds?: number; tables?: number } = {}): Promise<NamespaceReport> {
+export async function benchNamespace(opts: { rounds?: number; tables?: number; showStatements?: boolean } = {}): Promise<NamespaceReport> {
   const rounds = opts.rounds ?? 20;
   const count = opts.tables ?? 20;
   const bench = await startBench({ driver: 'postgres' });
@@ -115,7 +116,11 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
 
     const log = await StatementLog.open(db);
     const ownPid = (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    const counted = async (into: number[], op: () => Promise<unknown>) => into.push(onPath(await countStatements(log, ownPid, op)).length);
+    const counted = async (into: number[], op: () => Promise<unknown>, shown?: string) => {
+      const sent = onPath(await countStatements(log, ownPid, op));
+      into.push(sent.length);
+      if (shown && opts.showStatements) showStatements(shown, sent);
+    };
     await log.enable(true);
     try {
       for (let round = 0; round < COUNT_ROUNDS; round++) {
@@ -123,8 +128,16 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
         await counted(report.statements.single.drop, () => client.trash({ table: 'alone.t', retentionSeconds: RETENTION }));
         await counted(report.statements.single.recall, () => client.undelete({ table: single.id }));
         await pastExpiryStart();
-        await counted(report.statements.namespace.drop, () => client.trash({ namespace: 'whole', retentionSeconds: RETENTION }));
-        await counted(report.statements.namespace.recall, () => client.undelete({ table: members[0]!.id }));
+        await counted(
+          report.statements.namespace.drop,
+          () => client.trash({ namespace: 'whole', retentionSeconds: RETENTION }),
+          round === 0 ? 'drop' : undefined,
+        );
+        await counted(
+          report.statements.namespace.recall,
+          () => client.undelete({ table: members[0]!.id }),
+          round === 0 ? 'recall' : undefined,
+        );
       }
     } finally {
       await log.enable(false);
@@ -137,6 +150,13 @@ export async function benchNamespace(opts: { rounds?: number; tables?: number } 
 }
 
 const ms = (n: number) => n.toFixed(1).padStart(7);
+
+/** Each statement of a namespace's drop or recall, in order, with its session and server time (--show-statements). */
+function showStatements(op: string, sent: LoggedStatement[]): void {
+  console.log(`\nthe namespace's ${op}: ${sent.length} statements to the node`);
+  for (const s of sent)
+    console.log(`  ${String(s.pid).padStart(7)} ${s.ms.toFixed(2).padStart(7)} ms  ${s.text.replace(/\s+/g, ' ').slice(0, 180)}`);
+}
 
 export function printNamespace(report: NamespaceReport): void {
   const floor50 = percentile(report.floor, 50);
@@ -184,10 +204,14 @@ export function summarizeNamespace(report: NamespaceReport): string[] {
 }
 
 if (require.main === module) {
-  const { values } = parseArgs({ options: { rounds: { type: 'string' }, tables: { type: 'string' } }, strict: true });
+  const { values } = parseArgs({
+    options: { rounds: { type: 'string' }, tables: { type: 'string' }, 'show-statements': { type: 'boolean' } },
+    strict: true,
+  });
   benchNamespace({
     ...(values.rounds ? { rounds: Number(values.rounds) } : {}),
     ...(values.tables ? { tables: Number(values.tables) } : {}),
+    showStatements: values['show-statements'] === true,
   })
     .then((report) => {
       printNamespace(report);
