@@ -1,5 +1,5 @@
 import type { Queryable } from '../catalog/pg-session';
-import { areaOf, SHARDS, type ShardTableId, type TableArea } from './postgres-record';
+import { areaOf, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
 
 /**
  * The record against what PostgreSQL has under each oid now: where tablefate put a shard table and whether it is still
@@ -19,6 +19,14 @@ export interface ShardTableLocation {
   drift?: string;
   /** With `drift`: nothing at all is under its oid any more (dropped outside tablefate). */
   gone?: boolean;
+  /** The partitioned table it is a partition of now, if any (a move's look: what its drop detaches it from). */
+  parent?: LiveName & { oid: number };
+  /** Whether it has foreign keys to other tables now (a move's look: what its drop detaches, whose parents it locks). */
+  hasKeys?: boolean;
+  /** Whether its record keeps a partition (`partition`, `partition_of`) from before: a drop forgets it. */
+  partitionRecorded?: boolean;
+  /** What else its record keeps from its way out of the live area (a recall's look: what it puts back). */
+  keeps?: { parkedSchema: boolean; partition: boolean; family: boolean; foreignKeys: boolean };
 }
 
 /** A shard table's record against what PostgreSQL has under its oid now (the doctor's look). */
@@ -59,6 +67,15 @@ function locationOf(row: AuditRow): ShardTableLocation {
     schema: row.schema_name,
     table: row.table_name,
     ...(differences.some((d) => d.fatal) ? { drift: differences.map((d) => d.text).join('; '), gone: row.found_schema === null } : {}),
+    ...(row.parent_oid === null ? {} : { parent: { oid: Number(row.parent_oid), schema: row.parent_schema!, table: row.parent_table! } }),
+    hasKeys: row.has_keys,
+    partitionRecorded: row.partition_recorded,
+    keeps: {
+      parkedSchema: row.keeps_parked_schema,
+      partition: row.keeps_partition,
+      family: row.keeps_family,
+      foreignKeys: row.keeps_foreign_keys,
+    },
   };
 }
 
@@ -101,16 +118,33 @@ interface AuditRow {
   found_table: string | null;
   kind: string | null;
   owner: string | null;
+  parent_oid: string | null;
+  parent_schema: string | null;
+  parent_table: string | null;
+  has_keys: boolean;
+  partition_recorded: boolean;
+  keeps_parked_schema: boolean;
+  keeps_partition: boolean;
+  keeps_family: boolean;
+  keeps_foreign_keys: boolean;
 }
 
 const AUDIT_SELECT = `
   SELECT s.table_oid::int8 AS oid, s.table_id, s.shard, s.owner_name, s.notes, s.changed_at,
          -- (A record written without its names, by hand, takes the table's as they are.)
          coalesce(s.schema_name, n.nspname, '?') AS schema_name, coalesce(s.table_name, c.relname, '?') AS table_name,
-         n.nspname AS found_schema, c.relname AS found_table, c.relkind::text AS kind, pg_catalog.pg_get_userbyid(c.relowner) AS owner
+         n.nspname AS found_schema, c.relname AS found_table, c.relkind::text AS kind, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
+         p.oid::int8 AS parent_oid, pn.nspname AS parent_schema, p.relname AS parent_table,
+         EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'f' AND k.confrelid <> c.oid) AS has_keys,
+         (s.partition IS NOT NULL OR s.partition_of IS NOT NULL) AS partition_recorded,
+         s.parked_schema IS NOT NULL AS keeps_parked_schema, s.partition IS NOT NULL AS keeps_partition,
+         s.family IS NOT NULL AS keeps_family, s.foreign_keys IS NOT NULL AS keeps_foreign_keys
     FROM ${SHARDS} s
     LEFT JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
-    LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace`;
+    LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    LEFT JOIN pg_catalog.pg_inherits i ON i.inhrelid = c.oid AND c.relispartition
+    LEFT JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
+    LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace`;
 
 /** How what PostgreSQL has differs from the record; `fatal` when the table is not tablefate's to touch any more. */
 function differencesOf(r: AuditRow): Array<{ text: string; fatal: boolean }> {

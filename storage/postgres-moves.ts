@@ -6,10 +6,9 @@ import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions }
 import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
 import { park, refuseStranger, relocate, unpark } from './postgres-names';
 import { dropParkedSchema, parkedSchemaOf, parkSchema, unparkSchema } from './postgres-namespace';
-import { ensureSchema, lockShard } from './postgres-node';
+import { ensureSchema, lockShard, lockShards } from './postgres-node';
 import {
   detachPartition,
-  parentOf,
   recordedPartitionNotes,
   refuseManagedPartitions,
   restorePartition,
@@ -67,14 +66,16 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
   const moved = await withBriefLocks(pool, moves[0]!.id, options, async (c, attempt) => {
     // Every shard's lock first, in id order: two moves of tables in common never wait for each other in a circle. Then
     // where each is, which none of the moves changes for another.
-    for (const move of [...moves].sort((a, b) => a.id.tableId - b.id.tableId || a.id.shard - b.id.shard)) await lockShard(c, move.id);
+    await lockShards(c, ids);
     // Set after the shard locks: two moves of one shard wait for each other as before; only the tables' locks (and
     // their families', parents') are tried briefly.
     await tryLocksBriefly(c);
     const placed = new Map((await locateAll(c, ids)).map((at, i) => [moves[i]!, at]));
     const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
+    // (The live schemas this transaction has made sure of: a namespace's tables come back into one.)
+    const attemptOf = { attempt, cascade, ensured: new Set<string>() };
     for (const move of await inMoveOrder(c, placed, to))
-      outcomes.set(move, await moveOnce(c, move, placed.get(move) ?? null, to, attempt, cascade));
+      outcomes.set(move, await moveOnce(c, move, placed.get(move) ?? null, to, attemptOf));
     // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
     if (to === 'trash' && options.namespace !== undefined) {
       const oids = [...placed.values()].flatMap((at) => (at ? [at.oid] : []));
@@ -143,14 +144,20 @@ async function inMoveOrder(c: PoolClient, placed: ReadonlyMap<TableMove, ShardTa
   return ordered;
 }
 
+/** How the transaction that moves the tables goes: its try, whether it takes families along, what it has made sure of. */
+interface MoveAttempt {
+  attempt: number;
+  cascade: boolean;
+  ensured: Set<string>;
+}
+
 /** One table's move, in moveTables's transaction, under its shard's lock: `placed` is where it was found then. */
 async function moveOnce(
   c: PoolClient,
   { id, live }: TableMove,
   placed: ShardTableLocation | null,
   to: TableArea,
-  attempt: number,
-  cascade: boolean,
+  { attempt, cascade, ensured }: MoveAttempt,
 ): Promise<{ restored: DetachedKey[]; notes: string[] }> {
   const nothing = { restored: [], notes: [] };
   // No record, on the way to the garbage: a purge already deleted it (and its record); one made again goes on from there.
@@ -172,9 +179,8 @@ async function moveOnce(
   // reader of a view locks them (a view's lock takes the relations it reads with it), and the table.
   const before = leaving && cascade ? await dependentsOf(c, placed.oid) : undefined;
   // A partition's partitioned table too: its DETACH takes it ACCESS EXCLUSIVE, tried briefly as the rest.
-  const parent = leaving ? await parentOf(c, placed.oid) : null;
-  const others = [...(before?.detached.map((d) => d.tableOid) ?? []), ...(parent ? [parent.oid] : [])];
-  if (leaving) await lockParents(c, placed.oid, attempt, others);
+  const others = [...(before?.detached.map((d) => d.tableOid) ?? []), ...(leaving && placed.parent ? [placed.parent.oid] : [])];
+  if (leaving && (placed.hasKeys || others.length > 0)) await lockParents(c, placed.oid, attempt, others);
   // (A materialized view cannot be locked so: its own ALTER takes its lock, tried briefly all the same.)
   const views = (before?.members ?? [])
     .filter((m) => m.kind === 'view')
@@ -192,7 +198,8 @@ async function moveOnce(
   let detached: string[] = [];
   if (leaving) {
     detached = await detachPartition(c, at, to === 'garbage' ? 'purged' : 'trashed');
-    await detachKeys(c, at);
+    // (Its keys as a partition are its own once detached: counted in `hasKeys` all the same.)
+    if (at.hasKeys) await detachKeys(c, at);
   }
   const parked = parkedName(id);
   let restored: DetachedKey[] = [];
@@ -200,17 +207,20 @@ async function moveOnce(
   if (to === 'live') {
     if (!live) throw new Error('a move to the live area needs the live name');
     await refuseStranger(c, live);
-    const schemaBack = at.area === 'live' ? [] : await unparkSchema(c, at.oid, live.schema);
-    await ensureSchema(c, live.schema);
+    // (What its record keeps of its way out, read under the lock with `at`: only that is put back.)
+    const keeps = at.keeps!;
+    const schemaBack = at.area === 'live' || !keeps.parkedSchema ? [] : await unparkSchema(c, at.oid, live.schema);
+    if (!ensured.has(live.schema)) await ensureSchema(c, live.schema);
+    ensured.add(live.schema);
     if (at.area === 'live') await park(c, id, at);
     const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
     if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
-    await relocate(c, at.oid, { schema: live.schema, table: from.table }, live);
+    await relocate(c, at.oid, { schema: live.schema, table: from.table }, live, { moved: true });
     await unpark(c, at.oid, live);
     if (at.area !== 'live') {
-      const partition = await restorePartition(c, at.oid, live);
-      const family = await restoreFamily(c, at.oid, live);
-      const own = await restoreKeys(c, at.oid, live);
+      const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
+      const family = keeps.family ? await restoreFamily(c, at.oid, live) : { notes: [], keys: [] };
+      const own = keeps.foreignKeys ? await restoreKeys(c, at.oid, live) : { notes: [], keys: [] };
       const waited = await restoreWaitingKeys(c, at.oid);
       restored = [...own.keys, ...family.keys, ...waited.keys];
       notes = [...schemaBack, ...partition, ...family.notes, ...own.notes, ...waited.notes];
@@ -225,10 +235,8 @@ async function moveOnce(
     } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
     if (at.area === 'live') await park(c, id, at);
     const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
-    await relocate(c, at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table });
+    await relocate(c, at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table }, { moved: true });
   }
-  // When it last moved: the reconciler leaves a table no catalog accounts for alone for a grace period from then.
-  await c.query(`UPDATE ${SHARDS} SET changed_at = pg_catalog.now(), notes = NULL WHERE table_oid = $1`, [at.oid]);
   return { restored, notes };
 }
 

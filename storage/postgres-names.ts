@@ -14,10 +14,25 @@ import { parkedName, qualified, SHARDS, type LiveName, type ShardTableId } from 
 
 /**
  * Renames the table or sets its schema, the record first: the guard's trigger, at the end of the statement, then finds
- * the table where tablefate says it is.
+ * the table where tablefate says it is. The same write records, if asked, the names its companions had in the live area
+ * (`liveNames`), and that the table has made its move (`moved`: when, for the reconciler's grace; no notes of an
+ * earlier move).
  */
-export async function relocate(c: PoolClient, oid: number, from: LiveName, to: LiveName): Promise<void> {
-  await c.query(`UPDATE ${SHARDS} SET schema_name = $2, table_name = $3 WHERE table_oid = $1`, [oid, to.schema, to.table]);
+export async function relocate(
+  c: PoolClient,
+  oid: number,
+  from: LiveName,
+  to: LiveName,
+  also: { liveNames?: Record<string, string>; moved?: true } = {},
+): Promise<void> {
+  const names = also.liveNames ? ', live_names = $4' : '';
+  const moved = also.moved ? ', changed_at = pg_catalog.now(), notes = NULL' : '';
+  await c.query(`UPDATE ${SHARDS} SET schema_name = $2, table_name = $3${names}${moved} WHERE table_oid = $1`, [
+    oid,
+    to.schema,
+    to.table,
+    ...(also.liveNames ? [JSON.stringify(also.liveNames)] : []),
+  ]);
   if (from.schema !== to.schema) await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} SET SCHEMA ${ident(to.schema)}`);
   else if (from.table !== to.table) await c.query(`ALTER TABLE ${qualified(from.schema, from.table)} RENAME TO ${ident(to.table)}`);
 }
@@ -35,8 +50,7 @@ export async function park(c: PoolClient, id: ShardTableId, at: ShardTableLocati
     names[derived] = rel.name;
     await c.query(`ALTER ${rel.kind === 'S' ? 'SEQUENCE' : 'INDEX'} ${qualified(rel.schema, rel.name)} RENAME TO ${ident(derived)}`);
   }
-  await c.query(`UPDATE ${SHARDS} SET live_names = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(names)]);
-  await relocate(c, at.oid, at, { schema: at.schema, table: parked });
+  await relocate(c, at.oid, at, { schema: at.schema, table: parked }, { liveNames: names });
 }
 
 /** Gives the companions in `live.schema` back the names recorded when they were parked (or names after the table). */

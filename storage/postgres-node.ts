@@ -15,8 +15,18 @@ export async function lockPrepare(c: PoolClient): Promise<void> {
 }
 
 /** One change of a shard at a time on this node, across workers: a transaction-scoped advisory lock. */
-export async function lockShard(c: PoolClient, id: ShardTableId): Promise<void> {
-  await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', [`tablefate:${describeShard(id)}`]);
+export function lockShard(c: PoolClient, id: ShardTableId): Promise<void> {
+  return lockShards(c, [id]);
+}
+
+/**
+ * Several shards' locks (tables moved as one), in one statement, in table and shard order: two changes of shards in
+ * common never wait for each other in a circle. (The function scan yields the array's elements in order, and each
+ * row's lock is taken as the row is.)
+ */
+export async function lockShards(c: PoolClient, ids: readonly ShardTableId[]): Promise<void> {
+  const keys = [...ids].sort((a, b) => a.tableId - b.tableId || a.shard - b.shard).map((id) => `tablefate:${describeShard(id)}`);
+  await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext(k)) FROM pg_catalog.unnest($1::text[]) AS k', [keys]);
 }
 
 /**

@@ -4,6 +4,7 @@ import { ident } from '../catalog/pg-session';
 import type { FamilyMember } from './postgres-dependents';
 import { DEFAULT_DRAIN_TIMEOUT_MS, LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks } from './postgres-drain';
 import { areaOf, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
+import type { ShardTableLocation } from './postgres-audit';
 
 /**
  * A single partition managed as a table of its own (issue 42). Its move into the trash detaches it from its
@@ -55,9 +56,9 @@ export async function parentOf(c: PoolClient, oid: number): Promise<(LiveName & 
  * foreign keys reference its partitioned table: its rows may be theirs to reference, and DETACH would read theirs to
  * know. Answers the move's note; nothing when the table is no partition (its record's partition is forgotten).
  */
-export async function detachPartition(c: PoolClient, at: LiveName & { oid: number }, what: string): Promise<string[]> {
-  const parent = await parentOf(c, at.oid);
-  await c.query(`UPDATE ${SHARDS} SET partition = NULL, partition_of = NULL WHERE table_oid = $1`, [at.oid]);
+export async function detachPartition(c: PoolClient, at: ShardTableLocation, what: string): Promise<string[]> {
+  const { parent } = at;
+  if (at.partitionRecorded) await c.query(`UPDATE ${SHARDS} SET partition = NULL, partition_of = NULL WHERE table_oid = $1`, [at.oid]);
   if (!parent) return [];
   await refuseReferenced(c, at, parent, what);
   const { rows } = await c.query<{ bound: string; constraint: string | null; inherited: string[] }>(
