@@ -8,6 +8,12 @@ import { Pool, type PoolClient, type PoolConfig, type QueryResultRow } from 'pg'
 /** A pool or one of its connections. */
 export interface Queryable {
   query<R extends QueryResultRow>(text: string, values?: unknown[]): Promise<{ rows: R[]; rowCount: number | null }>;
+  /** A statement prepared once per session by its name. */
+  query<R extends QueryResultRow>(statement: {
+    name: string;
+    text: string;
+    values: unknown[];
+  }): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
 /** Quotes an identifier, always: a name is never SQL. */

@@ -26,7 +26,11 @@ export interface ShardTableLocation {
   /** Whether its record keeps a partition (`partition`, `partition_of`) from before: a drop forgets it. */
   partitionRecorded?: boolean;
   /** What else its record keeps from its way out of the live area (a recall's look: what it puts back). */
-  keeps?: { parkedSchema: boolean; partition: boolean; family: boolean; foreignKeys: boolean };
+  keeps?: { partition: boolean; family: boolean; foreignKeys: boolean };
+  /** The schema its namespace's drop set aside with it, as that schema is named in the trash (postgres-namespace.ts). */
+  parkedSchema?: string;
+  /** The names its companions (and it) had in the live area, recorded as it left it (see postgres-names.ts). */
+  liveNames?: Record<string, string>;
 }
 
 /** A shard table's record against what PostgreSQL has under its oid now (the doctor's look). */
@@ -49,12 +53,12 @@ export async function locate(q: Queryable, id: ShardTableId): Promise<ShardTable
 /** Where tablefate put each of several shard tables of one catalog (see locate), in one statement, in the order asked. */
 export async function locateAll(q: Queryable, ids: readonly ShardTableId[]): Promise<Array<ShardTableLocation | null>> {
   if (ids.length === 0) return [];
-  const { rows } = await q.query<AuditRow>(
-    `${AUDIT_SELECT} JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard)
-        ON asked.table_id = s.table_id AND asked.shard = s.shard
-      WHERE s.catalog_id = $1`,
-    [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard)],
-  );
+  // Prepared once per session (the statement's name): its plan took most of its time, and every move runs it twice.
+  const { rows } = await q.query<AuditRow>({
+    name: 'tablefate.locate',
+    text: LOCATE_SQL,
+    values: [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard)],
+  });
   const found = new Map(rows.map((row) => [`${row.table_id}/${row.shard}`, locationOf(row)]));
   return ids.map((id) => (id.catalogId === ids[0]!.catalogId ? (found.get(`${id.tableId}/${id.shard}`) ?? null) : null));
 }
@@ -71,11 +75,12 @@ function locationOf(row: AuditRow): ShardTableLocation {
     hasKeys: row.has_keys,
     partitionRecorded: row.partition_recorded,
     keeps: {
-      parkedSchema: row.keeps_parked_schema,
       partition: row.keeps_partition,
       family: row.keeps_family,
       foreignKeys: row.keeps_foreign_keys,
     },
+    ...(row.live_names === null ? {} : { liveNames: row.live_names }),
+    ...(row.parked_schema === null ? {} : { parkedSchema: row.parked_schema }),
   };
 }
 
@@ -123,21 +128,22 @@ interface AuditRow {
   parent_table: string | null;
   has_keys: boolean;
   partition_recorded: boolean;
-  keeps_parked_schema: boolean;
+  parked_schema: string | null;
   keeps_partition: boolean;
   keeps_family: boolean;
   keeps_foreign_keys: boolean;
+  live_names: Record<string, string> | null;
 }
 
 const AUDIT_SELECT = `
-  SELECT s.table_oid::int8 AS oid, s.table_id, s.shard, s.owner_name, s.notes, s.changed_at,
+  SELECT s.table_oid::int8 AS oid, s.table_id, s.shard, s.owner_name, s.notes, s.changed_at, s.live_names,
          -- (A record written without its names, by hand, takes the table's as they are.)
          coalesce(s.schema_name, n.nspname, '?') AS schema_name, coalesce(s.table_name, c.relname, '?') AS table_name,
          n.nspname AS found_schema, c.relname AS found_table, c.relkind::text AS kind, pg_catalog.pg_get_userbyid(c.relowner) AS owner,
          p.oid::int8 AS parent_oid, pn.nspname AS parent_schema, p.relname AS parent_table,
          EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype = 'f' AND k.confrelid <> c.oid) AS has_keys,
          (s.partition IS NOT NULL OR s.partition_of IS NOT NULL) AS partition_recorded,
-         s.parked_schema IS NOT NULL AS keeps_parked_schema, s.partition IS NOT NULL AS keeps_partition,
+         s.parked_schema->>'parked' AS parked_schema, s.partition IS NOT NULL AS keeps_partition,
          s.family IS NOT NULL AS keeps_family, s.foreign_keys IS NOT NULL AS keeps_foreign_keys
     FROM ${SHARDS} s
     LEFT JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
@@ -145,6 +151,11 @@ const AUDIT_SELECT = `
     LEFT JOIN pg_catalog.pg_inherits i ON i.inhrelid = c.oid AND c.relispartition
     LEFT JOIN pg_catalog.pg_class p ON p.oid = i.inhparent
     LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace`;
+
+const LOCATE_SQL = `${AUDIT_SELECT}
+    JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard)
+      ON asked.table_id = s.table_id AND asked.shard = s.shard
+   WHERE s.catalog_id = $1`;
 
 /** How what PostgreSQL has differs from the record; `fatal` when the table is not tablefate's to touch any more. */
 function differencesOf(r: AuditRow): Array<{ text: string; fatal: boolean }> {

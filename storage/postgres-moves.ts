@@ -71,11 +71,29 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     // their families', parents') are tried briefly.
     await tryLocksBriefly(c);
     const placed = new Map((await locateAll(c, ids)).map((at, i) => [moves[i]!, at]));
-    const outcomes = new Map<TableMove, { restored: DetachedKey[]; notes: string[] }>();
+    const outcomes = new Map<TableMove, Moved>();
     // (The live schemas this transaction has made sure of: a namespace's tables come back into one.)
-    const attemptOf = { attempt, cascade, ensured: new Set<string>() };
-    for (const move of await inMoveOrder(c, placed, to))
-      outcomes.set(move, await moveOnce(c, move, placed.get(move) ?? null, to, attemptOf));
+    const attemptOf = { attempt, cascade, ensured: new Set<string>(), unparked: new Set<string>() };
+    const ordered = await inMoveOrder(c, placed, to);
+    // Each table's parents first (see lockPlan), then, in one LOCK, the views that go along and the tables, in move order.
+    const plans = new Map<TableMove, LockPlan>();
+    for (const move of ordered) plans.set(move, await lockPlan(c, move, placed.get(move) ?? null, to, attemptOf));
+    const toLock = [...new Set(ordered.flatMap((move) => plans.get(move)!.locks ?? []))];
+    if (toLock.length > 0) await c.query(`LOCK TABLE ${toLock.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+    // Found again under the lock: a user may have renamed a table while we waited for it.
+    const locked = ordered.filter((move) => !plans.get(move)!.done);
+    const found = new Map(
+      (
+        await locateAll(
+          c,
+          locked.map((move) => move.id),
+        )
+      ).map((at, i) => [locked[i]!, at]),
+    );
+    for (const move of ordered) {
+      const plan = plans.get(move)!;
+      outcomes.set(move, plan.done ?? (await moveLocked(c, move, found.get(move) ?? null, plan, to, attemptOf)));
+    }
     // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
     if (to === 'trash' && options.namespace !== undefined) {
       const oids = [...placed.values()].flatMap((at) => (at ? [at.oid] : []));
@@ -149,24 +167,39 @@ interface MoveAttempt {
   attempt: number;
   cascade: boolean;
   ensured: Set<string>;
+  /** The schemas set aside by a namespace's drop that this transaction has put back (the first of their tables did). */
+  unparked: Set<string>;
 }
 
-/** One table's move, in moveTables's transaction, under its shard's lock: `placed` is where it was found then. */
-async function moveOnce(
+/** What a table's move did (or, made already, said it had). */
+type Moved = { restored: DetachedKey[]; notes: string[] };
+
+/** A table's move before its lock: done already (nothing to lock), or the relations to lock, named as they are now. */
+interface LockPlan {
+  done?: Moved;
+  locks?: string[];
+  placed?: ShardTableLocation;
+}
+
+/**
+ * One table's move up to its lock, in moveTables's transaction, under its shard's lock (`placed`: where it was found
+ * then): done already, or its parents locked, and what else to lock.
+ */
+async function lockPlan(
   c: PoolClient,
   { id, live }: TableMove,
   placed: ShardTableLocation | null,
   to: TableArea,
-  { attempt, cascade, ensured }: MoveAttempt,
-): Promise<{ restored: DetachedKey[]; notes: string[] }> {
-  const nothing = { restored: [], notes: [] };
+  { attempt, cascade }: MoveAttempt,
+): Promise<LockPlan> {
+  const nothing = { done: { restored: [], notes: [] } };
   // No record, on the way to the garbage: a purge already deleted it (and its record); one made again goes on from there.
   if (!placed && to === 'garbage') return nothing;
   if (!placed) throw missing(id, 'tablefate placed no table for it on this node');
   // Made already (the same move again, after a crash before its caller heard it): it says again what it took along.
   if (isThere(placed, to, live)) {
     const family = to === 'trash' ? await recordedFamilyNotes(c, placed.oid) : [];
-    return { restored: [], notes: to === 'garbage' ? [] : [...family, ...(await recordedPartitionNotes(c, placed.oid, to))] };
+    return { done: { restored: [], notes: to === 'garbage' ? [] : [...family, ...(await recordedPartitionNotes(c, placed.oid, to))] } };
   }
   // A purge of a table dropped by hand has nothing left to move: its delete forgets the record.
   if (placed.gone && to === 'garbage') return nothing;
@@ -186,10 +219,20 @@ async function moveOnce(
     .filter((m) => m.kind === 'view')
     .sort((a, b) => b.depth - a.depth)
     .map((m) => qualified(m.schema, m.name));
-  await c.query(`LOCK TABLE ${[...views, qualified(placed.schema, placed.table)].join(', ')} IN ACCESS EXCLUSIVE MODE`);
-  // Found again under the lock: a user may have renamed the table while we waited for it.
-  const at = await locate(c, id);
-  if (!at || at.drift || at.oid !== placed.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
+  return { locks: [...views, qualified(placed.schema, placed.table)], placed };
+}
+
+/** The rest of one table's move, under its lock: `at` is where it was found once locked. */
+async function moveLocked(
+  c: PoolClient,
+  { id, live }: TableMove,
+  at: ShardTableLocation | null,
+  { placed }: LockPlan,
+  to: TableArea,
+  { cascade, ensured, unparked }: MoveAttempt,
+): Promise<Moved> {
+  if (!at || at.drift || at.oid !== placed!.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
+  const leaving = at.area === 'live' && to !== 'live';
   // Checked under the lock, which keeps new dependents off the table until the move commits.
   const dependents =
     to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
@@ -209,14 +252,17 @@ async function moveOnce(
     await refuseStranger(c, live);
     // (What its record keeps of its way out, read under the lock with `at`: only that is put back.)
     const keeps = at.keeps!;
-    const schemaBack = at.area === 'live' || !keeps.parkedSchema ? [] : await unparkSchema(c, at.oid, live.schema);
+    const parkedSchema = at.area === 'live' ? undefined : at.parkedSchema;
+    const schemaBack = parkedSchema === undefined || unparked.has(parkedSchema) ? [] : await unparkSchema(c, at.oid, live.schema);
+    if (parkedSchema !== undefined) unparked.add(parkedSchema);
     if (!ensured.has(live.schema)) await ensureSchema(c, live.schema);
     ensured.add(live.schema);
-    if (at.area === 'live') await park(c, id, at);
+    // (A rename between live names parks it first; one from the trash has the names it had recorded.)
+    const names = at.area === 'live' ? await park(c, id, at) : (at.liveNames ?? {});
     const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
     if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
     await relocate(c, at.oid, { schema: live.schema, table: from.table }, live, { moved: true });
-    await unpark(c, at.oid, live);
+    await unpark(c, at.oid, live, names);
     if (at.area !== 'live') {
       const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
       const family = keeps.family ? await restoreFamily(c, at.oid, live) : { notes: [], keys: [] };

@@ -39,9 +39,9 @@ export async function relocate(
 
 /**
  * Renames the live table's indexes and owned sequences, then the table, after the shard, recording the names they
- * had (kept from an earlier park if the table is only being moved between live names).
+ * had; answers them.
  */
-export async function park(c: PoolClient, id: ShardTableId, at: ShardTableLocation): Promise<void> {
+export async function park(c: PoolClient, id: ShardTableId, at: ShardTableLocation): Promise<Record<string, string>> {
   const parked = parkedName(id);
   const companions = await companionsOf(c, at.oid);
   const names: Record<string, string> = { table: at.table };
@@ -51,14 +51,14 @@ export async function park(c: PoolClient, id: ShardTableId, at: ShardTableLocati
     await c.query(`ALTER ${rel.kind === 'S' ? 'SEQUENCE' : 'INDEX'} ${qualified(rel.schema, rel.name)} RENAME TO ${ident(derived)}`);
   }
   await relocate(c, at.oid, at, { schema: at.schema, table: parked }, { liveNames: names });
+  return names;
 }
 
-/** Gives the companions in `live.schema` back the names recorded when they were parked (or names after the table). */
-export async function unpark(c: PoolClient, oid: number, live: LiveName): Promise<void> {
-  const { rows } = await c.query<{ live_names: Record<string, string> | null }>(`SELECT live_names FROM ${SHARDS} WHERE table_oid = $1`, [
-    oid,
-  ]);
-  const names = rows[0]?.live_names ?? {};
+/**
+ * Gives the companions in `live.schema` back the names they had when they were parked (`names`, as park answered or
+ * recorded them), or names after the table when another relation has taken one meanwhile.
+ */
+export async function unpark(c: PoolClient, oid: number, live: LiveName, names: Record<string, string>): Promise<void> {
   for (const rel of await companionsOf(c, oid)) {
     const original = names[rel.name];
     if (original === undefined) continue;
