@@ -2,7 +2,8 @@ import { acquireLeaseCall, listLeases, releaseLeaseCall, renewLeaseCall } from '
 import { holdCall, releaseCall } from './holds';
 import { getSettings, setSettingCall, unsetSettingCall } from './settings';
 import { adoptCall, createCall, describe, list, renameCall } from './tables';
-import { purgeCall, retentionCall, trashCall, undeleteCall } from './trash';
+import { purgeCall, retentionCall, trashCall } from './trash';
+import { undeleteCall } from './recall';
 import { readCall } from './calls';
 
 /**

@@ -27,8 +27,8 @@ export interface Run<W extends Workflow, R> {
   answer?: (handle: WorkflowHandle<W>, signal: AbortSignal) => Promise<R>;
 }
 
-/** How one attempt ended. */
-export type Outcome<R> = { answer: R } | { error: unknown };
+/** How one attempt ended, and the run that answered it (started, or joined), where the server said which. */
+export type Outcome<R> = ({ answer: R } | { error: unknown }) & { runId?: string };
 
 /**
  * One SDK write: what its caller is told about it if it fails or times out (Operation), and the run it starts. With a
@@ -81,10 +81,11 @@ export function startAndWait<W extends Workflow, R = WorkflowResultType<W>>(ctx:
       const operationId = run.workflowId ?? call.workflowId;
       const workflowId = call.runKey === undefined ? operationId : requestRunId(operationId, call.runKey);
       call.onRun?.(workflowId);
+      const ran: { runId?: string } = {};
       try {
-        outcome = { answer: await startOnce(ctx, run, workflowId, call, started, signal) };
+        outcome = { answer: await startOnce(ctx, run, workflowId, call, started, signal, ran), ...ran };
       } catch (error) {
-        outcome = { error };
+        outcome = { error, ...ran };
       }
       // (A run of the request's own answers that request: there is no other's answer to start again after.)
       if (call.runKey !== undefined || !(await call.again?.(outcome, signal))) {
@@ -102,12 +103,16 @@ async function startOnce<W extends Workflow, R>(
   { requestId, runKey }: ExecuteOptions,
   started: () => void,
   signal: AbortSignal,
+  ran: { runId?: string },
 ): Promise<R> {
   const options = startOptions(ctx, run, workflowId, requestId, runKey !== undefined);
   const { WorkflowExecutionAlreadyStartedError } = temporalClient();
   let handle: WorkflowHandle<W>;
   try {
-    handle = await ctx.client.workflow.start<W>(run.record.workflowType, options);
+    const begun = await ctx.client.workflow.start<W>(run.record.workflowType, options);
+    // (The run started, or the one running that the start joined: the server answers its id either way.)
+    ran.runId = begun.firstExecutionRunId;
+    handle = begun;
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     // The request's own run has closed (it is never started twice): its answer is what it ended with.

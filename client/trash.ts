@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { WorkflowHandle } from '@temporalio/client';
 import { InvalidInputError, TableFateError, TableNotFoundError, WrongStateError } from '../domain/errors';
-import { recallProgressQuery, retentionUpdate, type RecallProgress } from '../domain/contracts';
+import { retentionUpdate } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS, MAX_TABLES_DROPPED_TOGETHER } from '../domain/limits';
 import { formatTableName, quotePart, type TableName } from '../domain/names';
 import { OPERATIONS, PLAN_DROP, PLAN_DROP_TIMEOUT_MS } from '../domain/operations';
-import { isNotTrashedYet, isUnitChanged, notTrashed, onHold, tableNotFound } from '../domain/refusals';
+import { isNotTrashedYet, notTrashed, onHold, tableNotFound } from '../domain/refusals';
 import {
   OPERATION_REQUESTS,
   parseRequest,
@@ -13,23 +12,18 @@ import {
   type PurgeRequest,
   type RetentionRequest,
   type TrashRequest,
-  type UndeleteRequest,
 } from '../domain/requests';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
-import type { adoptTrashTable, planDrop, purgeTable, trashExpiry, trashTable, undeleteTable } from '../workflows';
+import type { adoptTrashTable, planDrop, purgeTable, trashExpiry, trashTable } from '../workflows';
 import { callTimeout, describeCheck, type ClientContext } from './context';
-import { watchChanges } from './details';
 import { applicationFailureOf, isRunNotFound } from './errors';
-import { checkForDriver, expectedName, liveTable, trashedTable } from './names';
-import type { UndeleteOptions, WriteOptions } from './options';
+import { checkForDriver, liveTable, trashedTable } from './names';
+import type { WriteOptions } from './options';
 import { onTable, startAndWait } from './start';
 import { temporalCommon } from './temporal';
 import { repeatable, type CallRecord, type ExecuteOptions } from './calls';
 
-/** The trash: a table moved to it (trash), brought back (undelete), deleted for good (purge), kept longer or shorter (retention). */
-
-/** How often an undelete asks its run how many shards are back. */
-const PROGRESS_POLL_MS = 300;
+/** The trash: a table moved to it (trash), deleted for good (purge), kept longer or shorter (retention); a recall: recall.ts. */
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -147,7 +141,8 @@ async function trash(
   // A drop of several tables runs under its lowest id (its first lock): asked in any order, it is the same run.
   let group: Array<{ table: TableRecord; name: TableName }> = [];
   const record = OPERATIONS.trash;
-  let startedOwn = false;
+  // Times this call met a drop without cascade of the same id running, and started again after it (a bound).
+  let joinedPlain = 0;
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
@@ -180,10 +175,13 @@ async function trash(
       };
     },
     again: async (outcome) => {
-      // Joined a drop of the table without cascade, refused for what cascade takes: once it has closed, this one runs.
-      if ('error' in outcome && cascade && !startedOwn && isHasDependents(outcome.error)) {
-        startedOwn = !(await askedCascade(ctx, record.workflowId(table.id, ctx.catalog.id)));
-        return startedOwn;
+      // Joined a drop of the table without cascade (the run that answered did not ask it), refused for what cascade
+      // takes: once it has closed, this one starts again, and runs, or joins the drop running then.
+      if ('error' in outcome && cascade && isHasDependents(outcome.error)) {
+        if (joinedPlain >= MAX_PLAIN_JOINED || (await askedCascade(ctx, record.workflowId(table.id, ctx.catalog.id), outcome.runId)))
+          return false;
+        joinedPlain++;
+        return true;
       }
       if (!('answer' in outcome) || isTrashSince(outcome.answer, table)) return false;
       // The drop this call joined had trashed the table before the state this call read (it is READY again: a recall
@@ -199,7 +197,7 @@ async function trash(
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
   }
   // And its cascade: a drop asked without it must not pass for one that took the table's family along.
-  if (!cascade && trashed.family && (await askedCascade(ctx, record.workflowId(trashed.id, ctx.catalog.id)))) {
+  if (!cascade && trashed.family && (await askedCascade(ctx, record.workflowId(trashed.id, ctx.catalog.id), undefined))) {
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with cascade: ${trashed.family.join('; ')}`);
   }
   // And its tables: a drop of one must not pass for a drop of several, nor the other way round.
@@ -254,10 +252,16 @@ async function droppedAsOne(ctx: ClientContext, names: readonly TableName[]): Pr
   return tables;
 }
 
-/** Whether the drop run at `workflowId` (its latest) was asked for cascade, as its start says; false when unreadable. */
-async function askedCascade(ctx: ClientContext, workflowId: string): Promise<boolean> {
+/** How many drops without cascade a drop with it starts again after (each one it met running refused it). */
+const MAX_PLAIN_JOINED = 3;
+
+/**
+ * Whether the drop run at `workflowId` (`runId`: that run; else its latest) was asked for cascade, as its start says;
+ * false when unreadable.
+ */
+async function askedCascade(ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<boolean> {
   try {
-    const history = await ctx.client.workflow.getHandle(workflowId).fetchHistory();
+    const history = await ctx.client.workflow.getHandle(workflowId, runId).fetchHistory();
     const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
     return payload ? temporalCommon().defaultPayloadConverter.fromPayload<{ cascade?: boolean }>(payload).cascade === true : false;
   } catch {
@@ -306,123 +310,6 @@ async function dryRunOf(ctx: ClientContext, table: TableRecord, cascade: boolean
  */
 function isTrashSince(answer: TableInfo, read: TableRecord): boolean {
   return answer.droppedAt === null || Date.parse(answer.droppedAt) >= read.updatedAt;
-}
-
-/**
- * An undelete's plan: the trashed table found, the name it comes back under, and the tables dropped with it as one that
- * come back with it.
- */
-interface UndeletePlan {
-  tableId: number;
-  newName?: TableName;
-  /** The namespace the whole unit comes back into (its tables' newName), asked again on a later attempt. */
-  newNamespace?: string;
-  expectedName?: TableName;
-  target: TableName;
-  together?: Mates;
-}
-type Mates = Array<{ tableId: number; expectedName: TableName; newName?: TableName }>;
-
-export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
-  async plan(ctx, request) {
-    const { table: ref, newName: asked, newNamespace, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
-    if (asked && newNamespace !== undefined) throw new InvalidInputError('give a new name, or a new namespace, not both');
-    const trashed = await trashedTable(ctx.catalog, ref);
-    const newName = asked ?? (newNamespace !== undefined ? { namespace: newNamespace, name: trashed.name } : undefined);
-    if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
-    const together = alone ? [] : await matesOf(ctx, trashed, newNamespace);
-    if (asked && together.length > 0) {
-      throw new InvalidInputError(
-        `table ${trashed.id} was dropped with tables ${together.map((t) => t.tableId).join(', ')} as one, and comes back with them ` +
-          `under the names they had: recall it alone to give it another name`,
-      );
-    }
-    const target = newName ?? trashed;
-    return {
-      plan: {
-        tableId: trashed.id,
-        newName,
-        ...(newNamespace !== undefined ? { newNamespace } : {}),
-        expectedName: expectedName(ref),
-        target: { namespace: target.namespace, name: target.name },
-        ...(together.length > 0 ? { together } : {}),
-      },
-    };
-  },
-  execute(ctx, { tableId, newName, newNamespace, expectedName: expected, target, together: planned }, opts) {
-    const record = OPERATIONS.undelete;
-    const { onProgress } = opts;
-    const withThem = (mates: Mates) => (mates.length > 0 ? ` with tables ${mates.map((t) => t.tableId).join(', ')}` : '');
-    return startAndWait<typeof undeleteTable>(ctx, {
-      ...onTable(ctx, record, tableId, `undelete of table ${tableId}${withThem(planned ?? [])}`, callTimeout(ctx, opts), opts),
-      run: async (attempt) => {
-        // (Asked again: one of the others left the trash since it was read. Those still there come back.)
-        const together =
-          attempt === 0 ? planned : await matesOf(ctx, await trashedTable(ctx.catalog, { kind: 'id', id: tableId }), newNamespace);
-        return {
-          record,
-          input: { tableId, newName, expectedName: expected, ...(together && together.length > 0 ? { together } : {}) },
-          target: { tableId, ...target },
-          summary: `undelete table ${tableId}${newName && newNamespace === undefined ? ` as ${formatTableName(newName)}` : ''}${withThem(together ?? [])}`,
-          answer: async (handle, signal) => {
-            const result = handle.result();
-            if (onProgress) await reportProgress(handle, result, onProgress, signal);
-            const recalled = await result;
-            // (A run over several tables answers its lowest id's: the answer is of the table asked for.)
-            if (recalled.id === tableId) return recalled;
-            const asked = await ctx.catalog.getTable(tableId);
-            return asked ? { ...toTableInfo(asked), ...(recalled.notes ? { notes: recalled.notes } : {}) } : recalled;
-          },
-        };
-      },
-      // (A repeatable execute's request id names its first run for good: its caller hears the refusal, and asks again.)
-      again: (outcome) =>
-        Promise.resolve(
-          opts.requestId === undefined && 'error' in outcome && isUnitChanged(applicationFailureOf(outcome.error)?.message ?? ''),
-        ),
-    });
-  },
-};
-
-/** The tables that come back with `trashed` (dropped with it as one, still in the trash), each into `newNamespace` if asked. */
-async function matesOf(ctx: ClientContext, trashed: TableRecord, newNamespace: string | undefined): Promise<Mates> {
-  return (await droppedWithIt(ctx, trashed)).map((other) => {
-    if (newNamespace === undefined) return other;
-    const moved = { namespace: newNamespace, name: other.expectedName.name };
-    checkForDriver(ctx.storageDriver, { table: moved, shards: 1 });
-    return { ...other, newName: moved };
-  });
-}
-
-/** The tables dropped with `table` as one that are still in the trash from that drop: they come back with it. */
-async function droppedWithIt(ctx: ClientContext, table: TableRecord): Promise<Array<{ tableId: number; expectedName: TableName }>> {
-  const found: Array<{ tableId: number; expectedName: TableName }> = [];
-  for (const id of table.droppedWith ?? []) {
-    const other = await ctx.catalog.getTable(id);
-    if (other?.state === 'TRASHED' && other.droppedAt === table.droppedAt)
-      found.push({ tableId: id, expectedName: { namespace: other.namespace, name: other.name } });
-  }
-  return found;
-}
-
-/** Asks the running undelete how far it is until it ends (or the call gives up), reporting each change. */
-function reportProgress(
-  handle: WorkflowHandle<typeof undeleteTable>,
-  result: Promise<unknown>,
-  onProgress: (progress: RecallProgress) => void,
-  signal: AbortSignal,
-): Promise<void> {
-  return watchChanges(
-    async () => {
-      const progress = await handle.query(recallProgressQuery).catch(() => undefined);
-      return progress && progress.shards > 0 ? progress : null;
-    },
-    (progress) => JSON.stringify(progress),
-    result,
-    onProgress,
-    signal,
-    { afterMs: 0, everyMs: PROGRESS_POLL_MS },
-  );
 }
 
 /** A purge's plan: the trashed table, as found. */
