@@ -49,12 +49,15 @@ export interface Dependents {
 
 const CLASS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
 
-/** One query: the family (recursively), then everything depending on any of it that is not its own, sorted. */
+/**
+ * One query for any number of tables (`root`: whose each row is): each one's family (recursively), then everything
+ * depending on any of it that is not its own, sorted.
+ */
 const DEPENDENTS_SQL = `
-WITH RECURSIVE rel(oid, depth) AS (
-  SELECT $1::oid, 0
+WITH RECURSIVE rel(root, oid, depth) AS (
+  SELECT root, root, 0 FROM pg_catalog.unnest($1::pg_catalog.oid[]) AS root
   UNION
-  SELECT x.oid, rel.depth + 1
+  SELECT rel.root, x.oid, rel.depth + 1
     FROM rel
     JOIN pg_catalog.pg_class t ON t.oid = rel.oid
     CROSS JOIN LATERAL (
@@ -71,38 +74,38 @@ WITH RECURSIVE rel(oid, depth) AS (
     ) x
    WHERE rel.depth < 64
 ), family AS (
-  SELECT oid, max(depth) AS depth FROM rel GROUP BY oid
+  SELECT root, oid, max(depth) AS depth FROM rel GROUP BY root, oid
 ), own AS (
-  SELECT ${CLASS('pg_class')}::oid AS classid, f.oid AS objid FROM family f
+  SELECT f.root, ${CLASS('pg_class')}::oid AS classid, f.oid AS objid FROM family f
   UNION ALL
-  SELECT ${CLASS('pg_type')}::oid, t.oid FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.oid
+  SELECT f.root, ${CLASS('pg_type')}::oid, t.oid FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.oid
     JOIN pg_catalog.pg_type t ON t.oid IN (c.reltype, (SELECT typarray FROM pg_catalog.pg_type WHERE oid = c.reltype))
   UNION ALL
-  SELECT ${CLASS('pg_class')}::oid, d.objid FROM pg_catalog.pg_depend d
+  SELECT f.root, ${CLASS('pg_class')}::oid, d.objid FROM pg_catalog.pg_depend d
     JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'
-   WHERE d.classid = ${CLASS('pg_class')} AND d.refclassid = ${CLASS('pg_class')}
-     AND d.refobjid IN (SELECT oid FROM family) AND d.deptype IN ('a', 'i')
+    JOIN family f ON f.oid = d.refobjid
+   WHERE d.classid = ${CLASS('pg_class')} AND d.refclassid = ${CLASS('pg_class')} AND d.deptype IN ('a', 'i')
 ), parts AS (
-  SELECT ${CLASS('pg_class')}::oid AS classid, indexrelid AS objid FROM pg_catalog.pg_index WHERE indrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_attrdef')}::oid, oid FROM pg_catalog.pg_attrdef WHERE adrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_constraint')}::oid, oid FROM pg_catalog.pg_constraint WHERE conrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_trigger')}::oid, oid FROM pg_catalog.pg_trigger WHERE tgrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_policy')}::oid, oid FROM pg_catalog.pg_policy WHERE polrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_rewrite')}::oid, oid FROM pg_catalog.pg_rewrite WHERE ev_class IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_statistic_ext')}::oid, oid FROM pg_catalog.pg_statistic_ext WHERE stxrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT ${CLASS('pg_publication_rel')}::oid, oid FROM pg_catalog.pg_publication_rel WHERE prrelid IN (SELECT oid FROM family)
-  UNION ALL SELECT classid, objid FROM own
+  SELECT f.root, ${CLASS('pg_class')}::oid AS classid, x.indexrelid AS objid FROM family f JOIN pg_catalog.pg_index x ON x.indrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_attrdef')}::oid, x.oid FROM family f JOIN pg_catalog.pg_attrdef x ON x.adrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_constraint')}::oid, x.oid FROM family f JOIN pg_catalog.pg_constraint x ON x.conrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_trigger')}::oid, x.oid FROM family f JOIN pg_catalog.pg_trigger x ON x.tgrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_policy')}::oid, x.oid FROM family f JOIN pg_catalog.pg_policy x ON x.polrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_rewrite')}::oid, x.oid FROM family f JOIN pg_catalog.pg_rewrite x ON x.ev_class = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_statistic_ext')}::oid, x.oid FROM family f JOIN pg_catalog.pg_statistic_ext x ON x.stxrelid = f.oid
+  UNION ALL SELECT f.root, ${CLASS('pg_publication_rel')}::oid, x.oid FROM family f JOIN pg_catalog.pg_publication_rel x ON x.prrelid = f.oid
+  UNION ALL SELECT root, classid, objid FROM own
 ), outside AS (
-  SELECT DISTINCT d.classid, d.objid, d.objsubid FROM pg_catalog.pg_depend d
+  SELECT DISTINCT o.root, d.classid, d.objid, d.objsubid FROM pg_catalog.pg_depend d
     JOIN own o ON o.classid = d.refclassid AND o.objid = d.refobjid
-   WHERE d.deptype IN ('n', 'a') AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.classid = d.classid AND p.objid = d.objid)
+   WHERE d.deptype IN ('n', 'a') AND NOT EXISTS (SELECT 1 FROM parts p WHERE p.root = o.root AND p.classid = d.classid AND p.objid = d.objid)
 )
-SELECT 'member' AS role, c.oid::int8 AS oid, c.relkind::text AS kind, n.nspname AS schema, c.relname AS name, f.depth,
+SELECT f.root::int8 AS root, 'member' AS role, c.oid::int8 AS oid, c.relkind::text AS kind, n.nspname AS schema, c.relname AS name, f.depth,
        NULL::int8 AS table_oid, NULL::text AS detail, NULL::text AS definition
   FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.oid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
- WHERE f.oid <> $1
+ WHERE f.oid <> f.root
 UNION ALL
-SELECT CASE WHEN con.contype = 'f' THEN 'foreign key' WHEN pol.oid IS NOT NULL THEN 'policy' WHEN ad.oid IS NOT NULL THEN 'default'
+SELECT o.root::int8, CASE WHEN con.contype = 'f' THEN 'foreign key' WHEN pol.oid IS NOT NULL THEN 'policy' WHEN ad.oid IS NOT NULL THEN 'default'
             ELSE 'other' END,
        o.objid::int8, NULL, n.nspname, t.relname, 0, t.oid::int8,
        coalesce(con.conname, pol.polname, a.attname::text,
@@ -130,22 +133,24 @@ SELECT CASE WHEN con.contype = 'f' THEN 'foreign key' WHEN pol.oid IS NOT NULL T
  -- A partition's copy of a foreign key goes with the key of its partitioned table.
  WHERE con.oid IS NULL OR con.contype <> 'f' OR con.conparentid = 0
 UNION ALL
-SELECT 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
+SELECT i.inhrelid::int8, 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
        pg_catalog.format('%s (%s)', pg_catalog.pg_describe_object(${CLASS('pg_class')}, i.inhparent, 0), 'it inherits from it or is its partition'),
        NULL
   -- (A partition's own partitioned table is not: the move detaches it from that, see postgres-partition.ts.)
-  FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class ch ON ch.oid = i.inhrelid AND NOT ch.relispartition WHERE i.inhrelid = $1
+  FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class ch ON ch.oid = i.inhrelid AND NOT ch.relispartition
+ WHERE i.inhrelid = ANY ($1::pg_catalog.oid[])
 UNION ALL
 -- A partition's foreign key of its own (not its partitioned table's) would reach into the trash from a live table.
-SELECT 'other', con.oid::int8, NULL, NULL, NULL, 0, NULL,
+SELECT f.root::int8, 'other', con.oid::int8, NULL, NULL, NULL, 0, NULL,
        pg_catalog.format('%s (declared on the partition, not on its partitioned table)', pg_catalog.pg_describe_object(${CLASS('pg_constraint')}, con.oid, 0)),
        NULL
-  FROM pg_catalog.pg_constraint con
- WHERE con.conrelid IN (SELECT oid FROM family WHERE oid <> $1) AND con.contype = 'f' AND con.conparentid = 0
-   AND con.confrelid NOT IN (SELECT oid FROM family)
-ORDER BY 1, 6, 4, 5, 8`;
+  FROM family f JOIN pg_catalog.pg_constraint con ON con.conrelid = f.oid
+ WHERE f.oid <> f.root AND con.contype = 'f' AND con.conparentid = 0
+   AND con.confrelid NOT IN (SELECT g.oid FROM family g WHERE g.root = f.root)
+ORDER BY 1, 2, 7, 5, 6, 9`;
 
 interface DependentRow {
+  root: string;
   role: 'member' | 'foreign key' | 'policy' | 'default' | 'other';
   oid: string;
   kind: string | null;
@@ -159,10 +164,16 @@ interface DependentRow {
 
 /** Everything outside the table that depends on it, sorted (see above). */
 export async function dependentsOf(c: PoolClient, oid: number): Promise<Dependents> {
+  return (await dependentsOfAll(c, [oid])).get(oid)!;
+}
+
+/** What depends on each of several tables (tables moved as one), as dependentsOf says it, in one statement. */
+export async function dependentsOfAll(c: PoolClient, oids: readonly number[]): Promise<Map<number, Dependents>> {
   // Prepared once per session (the statement's name): its plan took most of its time, and every drop runs it.
-  const { rows } = await c.query<DependentRow>({ name: 'tablefate.dependents', text: DEPENDENTS_SQL, values: [oid] });
-  const found: Dependents = { members: [], detached: [], others: [] };
+  const { rows } = await c.query<DependentRow>({ name: 'tablefate.dependents-of-all', text: DEPENDENTS_SQL, values: [oids] });
+  const all = new Map(oids.map((oid): [number, Dependents] => [oid, { members: [], detached: [], others: [] }]));
   for (const row of rows) {
+    const found = all.get(Number(row.root))!;
     if (row.role === 'member') {
       const kind = row.kind === 'm' ? 'materialized view' : row.kind === 'v' ? 'view' : 'partition';
       found.members.push({ oid: Number(row.oid), kind, schema: row.schema!, name: row.name!, depth: row.depth });
@@ -173,7 +184,7 @@ export async function dependentsOf(c: PoolClient, oid: number): Promise<Dependen
       found.detached.push({ kind: row.role, tableOid: Number(row.table_oid), table, name: row.detail!, definition: row.definition! });
     }
   }
-  return found;
+  return all;
 }
 
 /** How a dependent is named to a person: `view shop.items_v`, `foreign key orders_item_fk of shop.orders`. */

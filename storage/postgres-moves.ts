@@ -1,6 +1,14 @@
 import type { Pool, PoolClient } from 'pg';
 import { locate, locateAll, type ShardTableLocation } from './postgres-audit';
-import { admitLeaving, dependentsOf, describeDependent, familyNotes, hasDependents, type Dependents } from './postgres-dependents';
+import {
+  admitLeaving,
+  dependentsOf,
+  dependentsOfAll,
+  describeDependent,
+  familyNotes,
+  hasDependents,
+  type Dependents,
+} from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
@@ -76,8 +84,11 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     const attemptOf = { attempt, cascade, ensured: new Set<string>(), unparked: new Set<string>() };
     const ordered = await inMoveOrder(c, placed, to);
     // Each table's parents first (see lockPlan), then, in one LOCK, the views that go along and the tables, in move order.
+    // (With cascade, out of the live area: what depends on each, read for all in one statement, to lock it first.)
+    const leavingOids = to === 'live' || !cascade ? [] : [...placed.values()].flatMap((at) => (at?.area === 'live' ? [at.oid] : []));
+    const dependents = leavingOids.length > 0 ? await dependentsOfAll(c, leavingOids) : new Map<number, Dependents>();
     const plans = new Map<TableMove, LockPlan>();
-    for (const move of ordered) plans.set(move, await lockPlan(c, move, placed.get(move) ?? null, to, attemptOf));
+    for (const move of ordered) plans.set(move, await lockPlan(c, move, placed.get(move) ?? null, to, attemptOf, dependents));
     const toLock = [...new Set(ordered.flatMap((move) => plans.get(move)!.locks ?? []))];
     if (toLock.length > 0) await c.query(`LOCK TABLE ${toLock.join(', ')} IN ACCESS EXCLUSIVE MODE`);
     // Found again under the lock: a user may have renamed a table while we waited for it.
@@ -190,7 +201,8 @@ async function lockPlan(
   { id, live }: TableMove,
   placed: ShardTableLocation | null,
   to: TableArea,
-  { attempt, cascade }: MoveAttempt,
+  { attempt }: MoveAttempt,
+  dependents: ReadonlyMap<number, Dependents>,
 ): Promise<LockPlan> {
   const nothing = { done: { restored: [], notes: [] } };
   // No record, on the way to the garbage: a purge already deleted it (and its record); one made again goes on from there.
@@ -210,7 +222,7 @@ async function lockPlan(
   // this move wait for the parent: each try would run out, however short the writers' transactions. So too the live
   // tables a cascade detaches keys, policies or defaults from; then the views it takes along, the deepest first, as a
   // reader of a view locks them (a view's lock takes the relations it reads with it), and the table.
-  const before = leaving && cascade ? await dependentsOf(c, placed.oid) : undefined;
+  const before = leaving ? dependents.get(placed.oid) : undefined;
   // A partition's partitioned table too: its DETACH takes it ACCESS EXCLUSIVE, tried briefly as the rest.
   const others = [...(before?.detached.map((d) => d.tableOid) ?? []), ...(leaving && placed.parent ? [placed.parent.oid] : [])];
   if (leaving && (placed.hasKeys || others.length > 0)) await lockParents(c, placed.oid, attempt, others);
