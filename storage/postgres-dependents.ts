@@ -53,9 +53,9 @@ const CLASS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
  * One query for any number of tables (`root`: whose each row is): each one's family (recursively), then everything
  * depending on any of it that is not its own, sorted.
  */
-const DEPENDENTS_SQL = `
+const dependentsSql = (roots: 'one' | 'many') => `
 WITH RECURSIVE rel(root, oid, depth) AS (
-  SELECT root, root, 0 FROM pg_catalog.unnest($1::pg_catalog.oid[]) AS root
+  ${roots === 'one' ? 'SELECT $1::pg_catalog.oid, $1::pg_catalog.oid, 0' : 'SELECT root, root, 0 FROM pg_catalog.unnest($1::pg_catalog.oid[]) AS root'}
   UNION
   SELECT rel.root, x.oid, rel.depth + 1
     FROM rel
@@ -138,7 +138,7 @@ SELECT i.inhrelid::int8, 'other', i.inhparent::int8, NULL, NULL, NULL, 0, NULL,
        NULL
   -- (A partition's own partitioned table is not: the move detaches it from that, see postgres-partition.ts.)
   FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class ch ON ch.oid = i.inhrelid AND NOT ch.relispartition
- WHERE i.inhrelid = ANY ($1::pg_catalog.oid[])
+ WHERE i.inhrelid ${roots === 'one' ? '= $1::pg_catalog.oid' : '= ANY ($1::pg_catalog.oid[])'}
 UNION ALL
 -- A partition's foreign key of its own (not its partitioned table's) would reach into the trash from a live table.
 SELECT f.root::int8, 'other', con.oid::int8, NULL, NULL, NULL, 0, NULL,
@@ -164,13 +164,24 @@ interface DependentRow {
 
 /** Everything outside the table that depends on it, sorted (see above). */
 export async function dependentsOf(c: PoolClient, oid: number): Promise<Dependents> {
-  return (await dependentsOfAll(c, [oid])).get(oid)!;
+  // (A query of one root of its own: the planner then keeps a generic plan of it, where it plans an array's every time.)
+  const { rows } = await c.query<DependentRow>({ name: 'tablefate.dependents', text: DEPENDENTS_OF_ONE, values: [oid] });
+  return sorted([oid], rows).get(oid)!;
 }
 
 /** What depends on each of several tables (tables moved as one), as dependentsOf says it, in one statement. */
 export async function dependentsOfAll(c: PoolClient, oids: readonly number[]): Promise<Map<number, Dependents>> {
+  if (oids.length === 1) return new Map([[oids[0]!, await dependentsOf(c, oids[0]!)]]);
   // Prepared once per session (the statement's name): its plan took most of its time, and every drop runs it.
-  const { rows } = await c.query<DependentRow>({ name: 'tablefate.dependents-of-all', text: DEPENDENTS_SQL, values: [oids] });
+  const { rows } = await c.query<DependentRow>({ name: 'tablefate.dependents-of-all', text: DEPENDENTS_OF_MANY, values: [oids] });
+  return sorted(oids, rows);
+}
+
+const DEPENDENTS_OF_ONE = dependentsSql('one');
+const DEPENDENTS_OF_MANY = dependentsSql('many');
+
+/** The rows of a dependents query, by root: members, what is detached, what no drop can keep. */
+function sorted(oids: readonly number[], rows: readonly DependentRow[]): Map<number, Dependents> {
   const all = new Map(oids.map((oid): [number, Dependents] => [oid, { members: [], detached: [], others: [] }]));
   for (const row of rows) {
     const found = all.get(Number(row.root))!;
