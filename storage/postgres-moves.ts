@@ -80,7 +80,6 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     await tryLocksBriefly(c);
     const placed = new Map((await locateAll(c, ids)).map((at, i) => [moves[i]!, at]));
     const outcomes = new Map<TableMove, Moved>();
-    // (The live schemas this transaction has made sure of: a namespace's tables come back into one.)
     const attemptOf = { attempt, cascade, ensured: new Set<string>(), unparked: new Set<string>() };
     const ordered = await inMoveOrder(c, placed, to);
     // Each table's parents first (see lockPlan), then, in one LOCK, the views that go along and the tables, in move order.
@@ -93,17 +92,13 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     if (toLock.length > 0) await c.query(`LOCK TABLE ${toLock.join(', ')} IN ACCESS EXCLUSIVE MODE`);
     // Found again under the lock: a user may have renamed a table while we waited for it.
     const locked = ordered.filter((move) => !plans.get(move)!.done);
-    const found = new Map(
-      (
-        await locateAll(
-          c,
-          locked.map((move) => move.id),
-        )
-      ).map((at, i) => [locked[i]!, at]),
+    const found = await locateAll(
+      c,
+      locked.map((move) => move.id),
     );
     for (const move of ordered) {
       const plan = plans.get(move)!;
-      outcomes.set(move, plan.done ?? (await moveLocked(c, move, found.get(move) ?? null, plan, to, attemptOf)));
+      outcomes.set(move, plan.done ?? (await moveLocked(c, move, found[locked.indexOf(move)] ?? null, plan, to, attemptOf)));
     }
     // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
     if (to === 'trash' && options.namespace !== undefined) {
@@ -177,6 +172,7 @@ async function inMoveOrder(c: PoolClient, placed: ReadonlyMap<TableMove, ShardTa
 interface MoveAttempt {
   attempt: number;
   cascade: boolean;
+  /** The live schemas this transaction has made sure of: a namespace's tables come back into one. */
   ensured: Set<string>;
   /** The schemas set aside by a namespace's drop that this transaction has put back (the first of their tables did). */
   unparked: Set<string>;

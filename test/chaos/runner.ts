@@ -669,6 +669,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         const now = await catalog.getTable(tableId);
         if (now?.state === 'READY' && newName === undefined) return { ...toTableInfo(now), notes: recallNotes.get(tableId) ?? [] };
         const mates = now?.droppedWith ?? [];
+        const unit: number[] = [];
+        for (const id of mates) {
+          const mate = await catalog.getTable(id);
+          if (mate?.state === 'TRASHED' && mate.droppedWith?.includes(tableId)) unit.push(id);
+        }
         let answer: TableInfo;
         // A table of the run's namespaces whose schema's name was made again meanwhile: with its drop's others (and its
         // schema) into a namespace of their own.
@@ -681,11 +686,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             { timeoutMs: 60_000 },
           );
         } catch (err) {
-          // Refused: all of them still in the trash, none left half way back (RESTORING) or back alone.
+          // Refused: all of them still in the trash, none left half way back (RESTORING) or back alone. (Those that had
+          // left the trash before, recalled alone or purged, are no longer of its unit.)
           const type = (err as { type?: string }).type;
-          if (type !== undefined && !newName && mates.length > 0) {
+          if (type !== undefined && !newName && unit.length > 0) {
             const left = [];
-            for (const id of [tableId, ...mates]) {
+            for (const id of [tableId, ...unit]) {
               const t = await catalog.getTable(id);
               if (t && t.state !== 'TRASHED' && t.state !== 'PURGED') left.push(`table ${id} (${t.namespace}.${t.name}) ${t.state}`);
             }
@@ -693,7 +699,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               unitRecallProblems.push({
                 invariant: 'units',
                 detail:
-                  `the checker's recall of table ${tableId} (dropped with ${mates.join(', ')}) was refused ${type} ` +
+                  `the checker's recall of table ${tableId} (dropped with ${unit.join(', ')}) was refused ${type} ` +
                   `(${(err as Error).message}), and left ${left.join(', ')}: not all of them back in the trash`,
               });
             }
