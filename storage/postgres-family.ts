@@ -4,7 +4,6 @@ import { describeDependent, familyNotes, type Dependents, type Detached, type Fa
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import type { DetachedKey } from './postgres-foreign-keys';
 import { companionsOf, freeName, isTaken } from './postgres-names';
-import { ensureSchema } from './postgres-node';
 import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
@@ -98,8 +97,14 @@ export async function relocateMembers(c: PoolClient, oid: number, toSchema: stri
  * note, if another relation took the name meanwhile), then what was detached, in savepoints: one that cannot be put
  * back is said, with its definition. Detached definitions name the table as it was, so they are put back only when it
  * comes back under that name; otherwise each is said. Answers the foreign keys to validate once the move commits.
+ * (`ensureSchema`: makes sure a schema is there, as the move does for its tables, once a transaction.)
  */
-export async function restoreFamily(c: PoolClient, oid: number, live: LiveName): Promise<{ notes: string[]; keys: DetachedKey[] }> {
+export async function restoreFamily(
+  c: PoolClient,
+  oid: number,
+  live: LiveName,
+  ensureSchema: (schema: string) => Promise<void>,
+): Promise<{ notes: string[]; keys: DetachedKey[] }> {
   const family = await familyOf(c, oid);
   const notes: string[] = [];
   const keys: DetachedKey[] = [];
@@ -112,7 +117,7 @@ export async function restoreFamily(c: PoolClient, oid: number, live: LiveName):
     }
     // A member of the table's own schema follows the table into another (a namespace recalled under a new name).
     const schema = member.schema === family.table.schema ? live.schema : member.schema;
-    await ensureSchema(c, schema);
+    await ensureSchema(schema);
     if (now.schema !== schema)
       await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(schema)}`);
     const name = (await isTaken(c, schema, member.name)) ? await freeName(c, schema, member.name) : member.name;

@@ -263,8 +263,11 @@ async function moveLocked(
     const parkedSchema = at.area === 'live' ? undefined : at.parkedSchema;
     const schemaBack = parkedSchema === undefined || unparked.has(parkedSchema) ? [] : await unparkSchema(c, at.oid, live.schema);
     if (parkedSchema !== undefined) unparked.add(parkedSchema);
-    if (!ensured.has(live.schema)) await ensureSchema(c, live.schema);
-    ensured.add(live.schema);
+    const ensure = async (schema: string) => {
+      if (!ensured.has(schema)) await ensureSchema(c, schema);
+      ensured.add(schema);
+    };
+    await ensure(live.schema);
     // (A rename between live names parks it first; one from the trash has the names it had recorded.)
     const names = at.area === 'live' ? await park(c, id, at) : (at.liveNames ?? {});
     const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
@@ -273,7 +276,7 @@ async function moveLocked(
     await unpark(c, at.oid, live, names);
     if (at.area !== 'live') {
       const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
-      const family = keeps.family ? await restoreFamily(c, at.oid, live) : { notes: [], keys: [] };
+      const family = keeps.family ? await restoreFamily(c, at.oid, live, ensure) : { notes: [], keys: [] };
       const own = keeps.foreignKeys ? await restoreKeys(c, at.oid, live) : { notes: [], keys: [] };
       const waited = await restoreWaitingKeys(c, at.oid);
       restored = [...own.keys, ...family.keys, ...waited.keys];
