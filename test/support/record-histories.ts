@@ -305,6 +305,16 @@ async function main(): Promise<void> {
       args: [{ catalogId: h.catalog.id, mode: 'repair' }],
     });
     await save('reconcile-together', togetherId);
+    // (since v21) a recall of tables dropped as one, refused under the locks: one of them was purged after the call read it
+    const units = [];
+    for (const name of ['unit_a', 'unit_b']) units.push(await h.client.create({ table: `rec.${name}`, shards: 1 }));
+    await h.client.trash({ table: 'rec.unit_a', together: ['rec.unit_b'], retentionSeconds: 3600 });
+    const unitPlan = await h.client.planCall('undelete', { table: units[0]!.id });
+    await h.client.purge({ tableId: units[1]!.id });
+    await h.client
+      .executeCall('undelete', (unitPlan as { plan: unknown }).plan, { requestId: 'recording-unit-changed' })
+      .catch(() => undefined);
+    await save('undelete-unit-changed', workflowIdFor.undelete(units[0]!.id, h.catalog.id));
 
     // (since v7) a trash whose committing task was lost while a purge ended it (until v19 the end was heard before the
     // trash run knew its drop time: trash-ended-before-armed); since v20, the drop's task that committed, lost and
