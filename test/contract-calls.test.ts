@@ -155,9 +155,7 @@ describe('a worker killed while a call waits for its operation', () => {
     await k.stopWorker();
     // Dies right after the trash committed: the trash's workflow task and the call's activity die with it.
     const worker = await startCrashingWorker({
-      home: k.home,
-      address: k.address,
-      taskQueue: k.taskQueue,
+      on: k,
       bundleFile,
       // (The trash's second call of its steps commits it.)
       activity: 'runStepsHere',

@@ -24,7 +24,7 @@ afterAll(async () => {
 });
 
 const crashingWorker = (activity: string, extra: Readonly<NodeJS.ProcessEnv> = {}) =>
-  startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity, env: extra });
+  startCrashingWorker({ on: h, bundleFile, activity, env: extra });
 
 // Every operation's steps run in calls of the executor's local activity (runStepsHere), each journaling its parts. The
 // last change releases the run's locks in the same call (a create's second call commits, a trash's second commits): the

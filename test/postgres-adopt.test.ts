@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { workflowIdFor } from '../domain/operations';
 import { PostgresStorage } from '../storage/postgres';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { waitFor } from './support/wait';
@@ -45,10 +45,7 @@ const oidOf = async (client: Client, name: string) => (await rows(client, `SELEC
 /** A worker of the harness's, on the nodes' databases, that kills itself after `activity`'s first call (crash-worker.ts). */
 const crashingWorker = async (activity: string, env: NodeJS.ProcessEnv = {}) =>
   startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
+    on: h,
     activity,
     env: { CRASH_POSTGRES_URLS: urls.join(','), ...env },
   });

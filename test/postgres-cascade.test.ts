@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import type { TableInfo } from '../domain/table';
@@ -191,10 +191,7 @@ test.each([
   const { table, oids } = await family(schema);
   await h.stopWorker();
   const crashing = await startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
+    on: h,
     activity: 'runStepsHere',
     env: { CRASH_POSTGRES_URLS: url, CRASH_ON_CALL: call },
   });

@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { installGuard, removeGuard } from '../storage/postgres-guard';
@@ -335,10 +335,7 @@ test('a worker killed after the move, of a drop and of a recall: the next one fi
   const killedAfterTheMove = async <T>(operation: () => Promise<T>): Promise<T> => {
     await h.stopWorker();
     const crashing = await startCrashingWorker({
-      home: h.home,
-      address: h.address,
-      taskQueue: h.taskQueue,
-      bundleFile: await workflowBundleFile(),
+      on: h,
       activity: 'runStepsHere',
       env: { CRASH_POSTGRES_URLS: url, CRASH_ON_CALL: '1' },
     });

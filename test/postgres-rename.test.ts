@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import type { TableInfo } from '../domain/table';
@@ -159,10 +159,7 @@ test('a worker killed after the rename call: the next one finishes it, the table
   const oid = await oidOf(db, 'crash.items');
   await h.stopWorker();
   const crashing = await startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
+    on: h,
     activity: 'runStepsHere',
     env: { CRASH_POSTGRES_URLS: urls.join(','), CRASH_ON_CALL: '1' },
   });

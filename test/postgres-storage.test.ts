@@ -135,9 +135,7 @@ describe('crashes and repeats', () => {
     await crashes.stopWorker();
 
     const worker = await startCrashingWorker({
-      home: crashes.home,
-      address: crashes.address,
-      taskQueue: crashes.taskQueue,
+      on: crashes,
       bundleFile,
       // (The trash's first call of its steps drains the table and moves it.)
       activity: 'runStepsHere',

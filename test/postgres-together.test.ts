@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 
@@ -168,10 +168,7 @@ test('a worker killed after the move: the next one ends it, every table in the t
   const { branches, accounts, history, oids } = await shop('crash');
   await h.stopWorker();
   const crashing = await startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
+    on: h,
     activity: 'runStepsHere',
     env: { CRASH_POSTGRES_URLS: url, CRASH_ON_CALL: '1' },
   });

@@ -1,5 +1,5 @@
 import { temporal } from '@temporalio/proto';
-import { Harness, workflowBundleFile } from './support/harness';
+import { Harness } from './support/harness';
 import { startCrashingWorker } from './support/crashing-worker';
 import type { reconcileTables } from '../workflows';
 
@@ -21,10 +21,7 @@ test('a survey lost with its worker is tried again once its heartbeat is missed,
   await h.client.create({ table: 'lost.survey' });
   await h.stopWorker();
   const crashing = await startCrashingWorker({
-    home: h.home,
-    address: h.address,
-    taskQueue: h.taskQueue,
-    bundleFile: await workflowBundleFile(),
+    on: h,
     activity: 'surveyHealth',
   });
   const workflowId = `reconcile@${h.catalog.id}-lost-survey`;

@@ -133,9 +133,7 @@ describe('the reconciler', () => {
     ): Promise<{ runId: string }> {
       await h.stopWorker();
       const crashing = await startCrashingWorker({
-        home: h.home,
-        address: h.address,
-        taskQueue: h.taskQueue,
+        on: h,
         bundleFile,
         activity,
       });

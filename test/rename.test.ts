@@ -191,7 +191,7 @@ describe('crashes', () => {
     const table = await h.client.create({ table: `ren.crash_${label}`, shards: 2 });
     await h.stopWorker();
     try {
-      const worker = await startCrashingWorker({ home: h.home, address: h.address, taskQueue: h.taskQueue, bundleFile, activity });
+      const worker = await startCrashingWorker({ on: h, bundleFile, activity });
       const renaming = h.client.rename({ table: table.id, newName: `ren.crashed_${label}` }, { timeoutMs: 90_000 });
       expect(await worker.exited).toBe('SIGKILL');
       await h.startWorker();

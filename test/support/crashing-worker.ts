@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { PROJECT_ROOT } from './cli';
+import { workflowBundleFile } from './harness';
 
 export interface CrashingWorkerOptions {
-  home: string;
-  address: string;
-  taskQueue: string;
-  /** A workflow bundle written to a file (the child does not bundle: it would take seconds). */
-  bundleFile: string;
+  /** Where it works: a harness's home (its catalog and files), server and task queue. */
+  on: { home: string; address: string; taskQueue: string };
+  /** A workflow bundle written to a file (the child does not bundle: it would take seconds); the run's by default. */
+  bundleFile?: string;
   /** The activity after whose first call the worker kills itself; none: it only dies when killed. */
   activity?: string;
   env?: NodeJS.ProcessEnv;
@@ -23,10 +23,10 @@ export async function startCrashingWorker(
     cwd: PROJECT_ROOT,
     env: {
       ...process.env,
-      CRASH_HOME: opts.home,
-      CRASH_ADDRESS: opts.address,
-      CRASH_TASK_QUEUE: opts.taskQueue,
-      CRASH_BUNDLE: opts.bundleFile,
+      CRASH_HOME: opts.on.home,
+      CRASH_ADDRESS: opts.on.address,
+      CRASH_TASK_QUEUE: opts.on.taskQueue,
+      CRASH_BUNDLE: opts.bundleFile ?? (await workflowBundleFile()),
       ...(opts.activity ? { CRASH_AFTER: opts.activity } : {}),
       ...opts.env,
     },

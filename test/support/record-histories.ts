@@ -168,9 +168,7 @@ async function main(): Promise<void> {
     await fs.promises.writeFile(bundleFile, (await workflowBundle()).code);
     // (The commit, a create's second call of its steps, releases the locks too: the kill right after it is after the release.)
     const crashing = await startCrashingWorker({
-      home: h.home,
-      address: server.address,
-      taskQueue: h.taskQueue,
+      on: h,
       bundleFile,
       activity: 'runStepsHere',
       env: { CRASH_ON_CALL: '2' },
@@ -253,9 +251,7 @@ async function main(): Promise<void> {
     const resumed2 = await h.client.create({ table: 'rec.resumed', shards: 2 });
     await h.stopWorker();
     const dying = await startCrashingWorker({
-      home: h.home,
-      address: server.address,
-      taskQueue: h.taskQueue,
+      on: h,
       bundleFile,
       // (A drop's first call of its steps marks it TRASHING and moves its shards.)
       activity: 'runStepsHere',
@@ -322,9 +318,7 @@ async function main(): Promise<void> {
     const ended = await h.client.create({ table: 'rec.ended', shards: 2 });
     await h.stopWorker();
     const committing = await startCrashingWorker({
-      home: h.home,
-      address: server.address,
-      taskQueue: h.taskQueue,
+      on: h,
       bundleFile,
       // (A drop's second call of its steps commits it.)
       activity: 'runStepsHere',
