@@ -4,7 +4,7 @@ import { checkColumnDefinitions } from '../domain/columns';
 import { parseNameParts } from '../domain/names';
 import { ident } from '../catalog/pg-session';
 import { locate, RELATION_KINDS } from './postgres-audit';
-import { refuseStranger } from './postgres-names';
+import { refuseStrangers } from './postgres-names';
 import { ensureSchema, inNodeTransaction, lockShard } from './postgres-node';
 import { missing, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
@@ -33,7 +33,7 @@ export async function createTable(pool: Pool, id: ShardTableId, live: LiveName, 
   await inNodeTransaction(pool, async (c) => {
     await lockShard(c, id);
     if (await madeAlready(c, id)) return;
-    await refuseStranger(c, live);
+    await refuseStrangers(c, [live]);
     await ensureSchema(c, live.schema);
     const body = 'columns' in definition ? definition.columns : `LIKE ${likeSource(definition.like)} INCLUDING ALL`;
     await c.query({

@@ -3,7 +3,8 @@ import { ident } from '../catalog/pg-session';
 import { describeDependent, familyNotes, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import type { DetachedKey } from './postgres-foreign-keys';
-import { companionsOf, freeName, isTaken } from './postgres-names';
+import type { Companion } from './postgres-names';
+import type { Step, StepPlan } from './postgres-steps';
 import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
@@ -35,7 +36,8 @@ const KIND_SQL = { view: 'VIEW', 'materialized view': 'MATERIALIZED VIEW', parti
 
 /**
  * Takes the family out of the live area with its table (which is at `table`, about to be parked as `parked`): records
- * it, detaches what live tables have on it, and moves the views into `toSchema`.
+ * it and detaches what live tables have on it, now; answers the steps that move its views into `toSchema`, which the
+ * move runs with its tables' (postgres-steps.ts). `companions`: each member's indexes and owned sequences.
  */
 export async function takeFamily(
   c: PoolClient,
@@ -44,28 +46,30 @@ export async function takeFamily(
   parked: string,
   found: Dependents,
   toSchema: string,
-): Promise<void> {
-  if (found.members.length === 0 && found.detached.length === 0) return;
-  const members: RecordedMember[] = [];
-  for (const member of found.members) {
+  companions: ReadonlyMap<number, readonly Companion[]>,
+): Promise<Step[]> {
+  if (found.members.length === 0 && found.detached.length === 0) return [];
+  const members: RecordedMember[] = found.members.map((member) => {
     const memberParked = `${parked}_m${member.oid}`;
-    const companions = Object.fromEntries(
-      (await companionsOf(c, member.oid)).map(({ name, kind }, k) => [
-        `${memberParked}_${kind === 'S' ? 'q' : 'i'}${k}`,
-        { name, kind: kind === 'S' ? ('SEQUENCE' as const) : ('INDEX' as const) },
-      ]),
-    );
-    members.push({ ...member, parked: memberParked, companions });
-  }
+    const own = (companions.get(member.oid) ?? []).map(({ name, kind }, k): [string, Companion] => [
+      `${memberParked}_${kind === 'SEQUENCE' ? 'q' : 'i'}${k}`,
+      { name, kind },
+    ]);
+    return { ...member, parked: memberParked, companions: Object.fromEntries(own) };
+  });
   const family: RecordedFamily = { table, members, detached: found.detached };
   await c.query(`UPDATE ${SHARDS} SET family = $2 WHERE table_oid = $1`, [oid, JSON.stringify(family)]);
   for (const detached of found.detached) await c.query(detachStatement(detached));
-  for (const member of members) {
-    for (const [derived, { name, kind }] of Object.entries(member.companions))
-      await c.query(`ALTER ${kind} ${qualified(member.schema, name)} RENAME TO ${ident(derived)}`);
-    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.name)} RENAME TO ${ident(member.parked)}`);
-    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(member.schema, member.parked)} SET SCHEMA ${ident(toSchema)}`);
-  }
+  return members.flatMap((member): Step[] => [
+    ...Object.entries(member.companions).map(([derived, { name, kind }]): Step => ({
+      alter: kind,
+      schema: member.schema,
+      name,
+      rename: derived,
+    })),
+    { alter: KIND_SQL[member.kind], schema: member.schema, name: member.name, rename: member.parked },
+    { alter: KIND_SQL[member.kind], schema: member.schema, name: member.parked, setSchema: toSchema },
+  ]);
 }
 
 /** The family's members, recorded with any shard of the table on this node (views may read several of its shards). */
@@ -85,18 +89,24 @@ export async function recordedFamilyNotes(c: PoolClient, oid: number): Promise<s
 
 /** Moves the family's views along with their table between tablefate's areas (trash and garbage). */
 export async function relocateMembers(c: PoolClient, oid: number, toSchema: string): Promise<void> {
-  for (const member of (await familyOf(c, oid))?.members ?? []) {
-    const now = await whereIs(c, member.oid);
+  const members = (await familyOf(c, oid))?.members ?? [];
+  const where = await whereAre(
+    c,
+    members.map((m) => m.oid),
+  );
+  for (const member of members) {
+    const now = where.get(member.oid);
     if (now && now.schema !== toSchema)
       await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(toSchema)}`);
   }
 }
 
 /**
- * Puts the family back with its table, now live at `live`: each view into its schema under its name (beside it, with a
- * note, if another relation took the name meanwhile), then what was detached, in savepoints: one that cannot be put
- * back is said, with its definition. Detached definitions name the table as it was, so they are put back only when it
- * comes back under that name; otherwise each is said. Answers the foreign keys to validate once the move commits.
+ * Puts the family back with its table, coming back live at `live`: the steps that move each view into its schema under
+ * its name (beside it, with a note, if another relation took the name meanwhile), which the move runs with its tables'
+ * (`plan`); then, once they ran (`detachedBack`), what was detached, in savepoints: one that cannot be put back is said,
+ * with its definition. Detached definitions name the table as it was, so they are put back only when it comes back
+ * under that name; otherwise each is said. Answers the foreign keys to validate once the move commits.
  * (`ensureSchema`: makes sure a schema is there, as the move does for its tables, once a transaction.)
  */
 export async function restoreFamily(
@@ -104,68 +114,91 @@ export async function restoreFamily(
   oid: number,
   live: LiveName,
   ensureSchema: (schema: string) => Promise<void>,
-): Promise<{ notes: string[]; keys: DetachedKey[] }> {
+  plan: StepPlan,
+): Promise<{ detachedBack: () => Promise<{ notes: string[]; keys: DetachedKey[] }> }> {
   const family = await familyOf(c, oid);
-  const notes: string[] = [];
-  const keys: DetachedKey[] = [];
-  if (!family) return { notes, keys };
-  for (const member of [...family.members].sort((a, b) => a.depth - b.depth)) {
-    const now = await whereIs(c, member.oid);
-    if (!now) {
-      notes.push(`${describeDependent(member)} was not put back: it was dropped while in the trash`);
+  if (!family) return { detachedBack: () => Promise.resolve({ notes: [], keys: [] }) };
+  const members = [...family.members].sort((a, b) => a.depth - b.depth);
+  const now = await whereAre(
+    c,
+    members.map((m) => m.oid),
+  );
+  const said: Array<() => string | null> = [];
+  for (const member of members) {
+    const at = now.get(member.oid);
+    if (!at) {
+      said.push(() => `${describeDependent(member)} was not put back: it was dropped while in the trash`);
       continue;
     }
     // A member of the table's own schema follows the table into another (a namespace recalled under a new name).
     const schema = member.schema === family.table.schema ? live.schema : member.schema;
     await ensureSchema(schema);
-    if (now.schema !== schema)
-      await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(now.schema, now.table)} SET SCHEMA ${ident(schema)}`);
-    const name = (await isTaken(c, schema, member.name)) ? await freeName(c, schema, member.name) : member.name;
-    if (name !== member.name || schema !== member.schema)
-      notes.push(
-        `${describeDependent(member)} came back as ${schema}.${name}${name !== member.name ? ': its name was taken meanwhile' : ''}`,
-      );
-    await c.query(`ALTER ${KIND_SQL[member.kind]} ${qualified(schema, now.table)} RENAME TO ${ident(name)}`);
-    for (const [derived, { name: original, kind }] of Object.entries(member.companions)) {
-      if (!(await isTaken(c, schema, derived))) continue;
-      const wanted = (await isTaken(c, schema, original)) ? await freeName(c, schema, original) : original;
-      await c.query(`ALTER ${kind} ${qualified(schema, derived)} RENAME TO ${ident(wanted)}`);
-    }
+    const kind = KIND_SQL[member.kind];
+    const took = plan.add([
+      ...(at.schema !== schema ? [{ alter: kind, schema: at.schema, name: at.table, setSchema: schema }] : []),
+      { alter: kind, schema, name: at.table, renameFree: [member.name] },
+      ...Object.entries(member.companions).map(([derived, { name: original, kind: companion }]): Step => ({
+        alter: companion,
+        schema,
+        name: derived,
+        renameFree: [original],
+        ifExists: true,
+      })),
+    ]);
+    said.push(() => {
+      const name = took().find((t) => t !== null)!;
+      if (name === member.name && schema === member.schema) return null;
+      return `${describeDependent(member)} came back as ${schema}.${name}${name !== member.name ? ': its name was taken meanwhile' : ''}`;
+    });
   }
-  const sameName = live.schema === family.table.schema && live.table === family.table.table;
-  for (const detached of family.detached) {
-    const said = describeDependent(detached);
-    if (!sameName) {
-      notes.push(
-        `${said} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`,
+  return {
+    detachedBack: async () => {
+      const notes = said.flatMap((say) => say() ?? []);
+      const keys: DetachedKey[] = [];
+      const sameName = live.schema === family.table.schema && live.table === family.table.table;
+      const on = await whereAre(
+        c,
+        family.detached.map((d) => d.tableOid),
       );
-      continue;
-    }
-    const on = await whereIs(c, detached.tableOid);
-    if (!on) {
-      notes.push(`${said} was not put back: its table was dropped meanwhile`);
-      continue;
-    }
-    await c.query('SAVEPOINT tablefate_detached');
-    try {
-      await c.query(attachStatement(detached, on));
-      await c.query('RELEASE SAVEPOINT tablefate_detached');
-      if (detached.kind === 'foreign key') keys.push({ name: detached.name, definition: detached.definition, on });
-    } catch (err) {
-      // A lock not had at once is the move's to wait for (it tries again); anything else is this one's.
-      if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
-      await c.query('ROLLBACK TO SAVEPOINT tablefate_detached');
-      notes.push(`${said} was not put back: ${(err as Error).message} (${detached.definition})`);
-    }
-  }
-  await c.query(`UPDATE ${SHARDS} SET family = NULL WHERE table_oid = $1`, [oid]);
-  return { notes, keys };
+      for (const detached of family.detached) {
+        const what = describeDependent(detached);
+        if (!sameName) {
+          notes.push(
+            `${what} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`,
+          );
+          continue;
+        }
+        const table = on.get(detached.tableOid);
+        if (!table) {
+          notes.push(`${what} was not put back: its table was dropped meanwhile`);
+          continue;
+        }
+        await c.query('SAVEPOINT tablefate_detached');
+        try {
+          await c.query(attachStatement(detached, table));
+          await c.query('RELEASE SAVEPOINT tablefate_detached');
+          if (detached.kind === 'foreign key') keys.push({ name: detached.name, definition: detached.definition, on: table });
+        } catch (err) {
+          // A lock not had at once is the move's to wait for (it tries again); anything else is this one's.
+          if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
+          await c.query('ROLLBACK TO SAVEPOINT tablefate_detached');
+          notes.push(`${what} was not put back: ${(err as Error).message} (${detached.definition})`);
+        }
+      }
+      await c.query(`UPDATE ${SHARDS} SET family = NULL WHERE table_oid = $1`, [oid]);
+      return { notes, keys };
+    },
+  };
 }
 
 /** Drops the family's views that are in tablefate's areas (a purge's last step), the deepest first. */
 export async function dropMembers(c: PoolClient, members: readonly RecordedMember[], areaSchemas: readonly string[]): Promise<void> {
+  const where = await whereAre(
+    c,
+    members.map((m) => m.oid),
+  );
   for (const member of [...members].sort((a, b) => b.depth - a.depth)) {
-    const now = await whereIs(c, member.oid);
+    const now = where.get(member.oid);
     // (IF EXISTS: the purge of another shard of the table on this node may drop the same view at the same time.)
     if (now && areaSchemas.includes(now.schema))
       await c.query(`DROP ${KIND_SQL[member.kind]} IF EXISTS ${qualified(now.schema, now.table)}`);
@@ -177,14 +210,15 @@ async function familyOf(c: PoolClient, oid: number): Promise<RecordedFamily | nu
   return rows[0]?.family ?? null;
 }
 
-/** Where the relation of `oid` is now, or null when there is none. */
-async function whereIs(c: PoolClient, oid: number): Promise<LiveName | null> {
-  const { rows } = await c.query<LiveName>(
-    `SELECT n.nspname AS schema, c.relname AS table FROM pg_catalog.pg_class c
-       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1`,
-    [oid],
+/** Where each relation of `oids` is now (none for one there is not), in one statement. */
+async function whereAre(c: PoolClient, oids: readonly number[]): Promise<Map<number, LiveName>> {
+  if (oids.length === 0) return new Map();
+  const { rows } = await c.query<LiveName & { oid: string }>(
+    `SELECT c.oid::int8 AS oid, n.nspname AS schema, c.relname AS table FROM pg_catalog.pg_class c
+       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY ($1::pg_catalog.oid[])`,
+    [[...oids]],
   );
-  return rows[0] ?? null;
+  return new Map(rows.map(({ oid, schema, table }) => [Number(oid), { schema, table }]));
 }
 
 function detachStatement(detached: Detached): string {

@@ -118,42 +118,48 @@ export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): P
 }
 
 /**
- * The keys of live tables that wait for this table, just back in the live area (they reference it, and their tables were
- * recalled while it was in the trash): put back NOT VALID on their tables, as the table's own are, and answered to
- * validate once the move commits. One that cannot be put back is said, and forgotten.
+ * The keys of live tables that wait for these tables, just back in the live area (they reference one, and their tables
+ * were recalled while it was in the trash): put back NOT VALID on their tables, as the tables' own are, and answered,
+ * by the table each references, to validate once the move commits. One that cannot be put back is said, and forgotten.
  */
-export async function restoreWaitingKeys(c: PoolClient, oid: number): Promise<{ keys: DetachedKey[]; notes: string[] }> {
+export async function restoreWaitingKeys(
+  c: PoolClient,
+  oids: readonly number[],
+): Promise<Map<number, { keys: DetachedKey[]; notes: string[] }>> {
+  const all = new Map(oids.map((oid): [number, { keys: DetachedKey[]; notes: string[] }] => [oid, { keys: [], notes: [] }]));
+  if (oids.length === 0) return all;
   const { rows } = await c.query<{ table_oid: string; schema_name: string; table_name: string; foreign_keys: DetachedKey[] }>(
     `SELECT table_oid::int8, schema_name, table_name, foreign_keys FROM ${SHARDS}
-      WHERE foreign_keys @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('references', $1::int8))
-        AND schema_name <> ALL ($2::text[])`,
-    [oid, Object.values(AREA_SCHEMAS)],
+      WHERE foreign_keys IS NOT NULL AND schema_name <> ALL ($2::text[])
+        AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(foreign_keys) k WHERE (k->>'references')::int8 = ANY ($1::int8[]))`,
+    [oids, Object.values(AREA_SCHEMAS)],
   );
-  const keys: DetachedKey[] = [];
-  const notes: string[] = [];
   for (const row of rows) {
     const on: LiveName = { schema: row.schema_name, table: row.table_name };
-    const mine = row.foreign_keys.filter((key) => key.references === oid);
-    for (const key of mine) {
+    for (const key of row.foreign_keys) {
+      const waited = key.references === undefined ? undefined : all.get(key.references);
+      if (!waited) continue;
       const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
       await c.query('SAVEPOINT tablefate_key');
       try {
         await c.query(`ALTER TABLE ${qualified(on.schema, on.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`);
         await c.query('RELEASE SAVEPOINT tablefate_key');
-        keys.push({ name: key.name, definition: key.definition, on });
+        waited.keys.push({ name: key.name, definition: key.definition, on });
       } catch (err) {
         if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
         await c.query('ROLLBACK TO SAVEPOINT tablefate_key');
-        notes.push(`foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${(err as Error).message} (${key.definition})`);
+        waited.notes.push(
+          `foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${(err as Error).message} (${key.definition})`,
+        );
       }
     }
-    const left = row.foreign_keys.filter((key) => key.references !== oid);
+    const left = row.foreign_keys.filter((key) => key.references === undefined || !all.has(key.references));
     await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [
       Number(row.table_oid),
       left.length > 0 ? JSON.stringify(left) : null,
     ]);
   }
-  return { keys, notes };
+  return all;
 }
 
 /**

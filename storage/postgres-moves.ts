@@ -8,11 +8,14 @@ import {
   familyNotes,
   hasDependents,
   type Dependents,
+  type Detached,
+  type FamilyMember,
 } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
-import { park, refuseStranger, relocate, unpark } from './postgres-names';
+import { companionsOfAll, parkSteps, refuseStrangers, unparkSteps } from './postgres-names';
+import { moveTableSteps, StepPlan } from './postgres-steps';
 import { dropParkedSchema, parkedSchemaOf, parkSchema, unparkSchema } from './postgres-namespace';
 import { ensureSchema, lockShard, lockShards } from './postgres-node';
 import {
@@ -61,9 +64,9 @@ export async function moveTable(
 
 /**
  * Moves several shard tables of the node to `to` in one transaction (tables dropped or recalled as one), each as
- * moveTable moves one: none is ever seen moved without the others. Out of the live area a table goes before the tables it
- * references, its keys to them detached first, so that a key between two of them does not refuse the move; back in, a
- * table comes after the tables its detached keys reference, so that they are there to be put back on.
+ * moveTable moves one: none is ever seen moved without the others. Out of the live area each table detaches its own keys
+ * before any of them moves, so that a key between two of them refuses nothing; back in, every one is in its place before
+ * any key is put back, so that the tables they reference are there.
  */
 export async function moveTables(pool: Pool, moves: readonly TableMove[], to: TableArea, options: MoveOptions): Promise<MoveOutcome[]> {
   const cascade = options.cascade === true;
@@ -96,10 +99,14 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
       c,
       locked.map((move) => move.id),
     );
-    for (const move of ordered) {
-      const plan = plans.get(move)!;
-      outcomes.set(move, plan.done ?? (await moveLocked(c, move, found[locked.indexOf(move)] ?? null, plan, to, attemptOf)));
-    }
+    const tables = locked.map((move, i): LockedTable => {
+      const at = found[i] ?? null;
+      if (!at || at.drift || at.oid !== plans.get(move)!.placed!.oid)
+        throw missing(move.id, at?.drift ?? 'it changed while this move waited for it');
+      return { move, at };
+    });
+    const done = to === 'live' ? await moveIn(c, tables, attemptOf) : await moveOut(c, tables, to, attemptOf);
+    for (const move of ordered) outcomes.set(move, plans.get(move)!.done ?? done.get(move)!);
     // A namespace dropped whole: once its tables have left it, the schema with what else it holds (said by the first).
     if (to === 'trash' && options.namespace !== undefined) {
       const oids = [...placed.values()].flatMap((at) => (at ? [at.oid] : []));
@@ -128,31 +135,26 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
 }
 
 /**
- * The order in which tables moved together go, by the foreign keys between them: out of the live area, a table before
- * those its keys reference (live keys, read from PostgreSQL); back in, after them (detached keys, read from the record).
- * Keys in a circle leave the order as it was: the first to move then meets the other's key (HasDependents, or a key not
- * put back, said).
+ * The order in which tables leaving the live area together are locked and moved: a table before those its keys
+ * reference, as a writer of both takes them (an INSERT here, then its key's check there), so that the move waits for the
+ * writer rather than each for the other. Keys in a circle leave the order as it was. (Back in, the order is the one
+ * asked: nothing there is written until the move commits, and every table is in its place before a key is put back.)
  */
 async function inMoveOrder(c: PoolClient, placed: ReadonlyMap<TableMove, ShardTableLocation | null>, to: TableArea): Promise<TableMove[]> {
   const moves = [...placed.keys()];
-  if (moves.length < 2) return moves;
+  if (moves.length < 2 || to === 'live') return moves;
   const oids = new Map<number, TableMove>();
-  for (const [move, at] of placed) if (at) oids.set(at.oid, move);
+  for (const [move, at] of placed) if (at?.area === 'live') oids.set(at.oid, move);
+  if (oids.size < 2) return moves;
   const { rows } = await c.query<{ child: string; parent: string }>(
-    to === 'live'
-      ? `SELECT s.table_oid::int8 AS child, (k->>'references')::int8 AS parent
-           FROM ${SHARDS} s, pg_catalog.jsonb_array_elements(coalesce(s.foreign_keys, '[]')) k
-          WHERE s.table_oid = ANY ($1::pg_catalog.oid[]) AND k ? 'references'`
-      : `SELECT conrelid::int8 AS child, confrelid::int8 AS parent FROM pg_catalog.pg_constraint
-          WHERE contype = 'f' AND conrelid = ANY ($1::pg_catalog.oid[]) AND confrelid = ANY ($1::pg_catalog.oid[])`,
+    `SELECT conrelid::int8 AS child, confrelid::int8 AS parent FROM pg_catalog.pg_constraint
+      WHERE contype = 'f' AND conrelid = ANY ($1::pg_catalog.oid[]) AND confrelid = ANY ($1::pg_catalog.oid[])`,
     [[...oids.keys()]],
   );
-  // (to live: each table after the tables it references; out of it: before them.)
   const before = new Map<TableMove, Set<TableMove>>();
   for (const { child, parent } of rows) {
-    const [first, then] = to === 'live' ? [parent, child] : [child, parent];
-    const a = oids.get(Number(first));
-    const b = oids.get(Number(then));
+    const a = oids.get(Number(child));
+    const b = oids.get(Number(parent));
     if (!a || !b || a === b) continue;
     before.set(b, (before.get(b) ?? new Set()).add(a));
   }
@@ -230,71 +232,152 @@ async function lockPlan(
   return { locks: [...views, qualified(placed.schema, placed.table)], placed };
 }
 
-/** The rest of one table's move, under its lock: `at` is where it was found once locked. */
-async function moveLocked(
+/** A table of the move, under its lock, where it was found then. */
+interface LockedTable {
+  move: TableMove;
+  at: ShardTableLocation;
+}
+
+/**
+ * The rest of the move of tables out of the live area (or between tablefate's areas), under their locks, in move order.
+ * What depends on them, read for all at once, is admitted (or refused) first; then each table's partition and keys are
+ * detached and its family taken; then every rename, in one call (postgres-steps.ts).
+ */
+async function moveOut(
   c: PoolClient,
-  { id, live }: TableMove,
-  at: ShardTableLocation | null,
-  { placed }: LockPlan,
-  to: TableArea,
-  { cascade, ensured, unparked }: MoveAttempt,
-): Promise<Moved> {
-  if (!at || at.drift || at.oid !== placed!.oid) throw missing(id, at?.drift ?? 'it changed while this move waited for it');
-  const leaving = at.area === 'live' && to !== 'live';
-  // Checked under the lock, which keeps new dependents off the table until the move commits.
-  const dependents =
-    to === 'live' ? undefined : await admittedDependents(c, id, at, leaving && cascade, to === 'garbage' ? 'purged' : 'trashed');
-  // Detached from its partitioned table first: the foreign keys it had as that table's copies are then its own, and go
-  // with the rest of its keys.
-  let detached: string[] = [];
-  if (leaving) {
-    detached = await detachPartition(c, at, to === 'garbage' ? 'purged' : 'trashed');
-    // (Its keys as a partition are its own once detached: counted in `hasKeys` all the same.)
-    if (at.hasKeys) await detachKeys(c, at);
+  tables: readonly LockedTable[],
+  to: Exclude<TableArea, 'live'>,
+  { cascade }: MoveAttempt,
+): Promise<Map<TableMove, Moved>> {
+  const what = to === 'garbage' ? 'purged' : 'trashed';
+  const oids = tables.map(({ at }) => at.oid);
+  // Checked under the lock, which keeps new dependents off the tables until the move commits. A key of one of them to
+  // another is not the other's dependent: the first detaches its own keys before anything moves.
+  const found = oids.length > 0 ? await dependentsOfAll(c, oids) : new Map<number, Dependents>();
+  const leavingWithKeys = new Set(tables.filter(({ at }) => at.area === 'live' && at.hasKeys).map(({ at }) => at.oid));
+  // A view reading several of them (shards of one table) goes with the first to leave, as does what is detached.
+  const taken = new Set<string>();
+  const key = (d: FamilyMember | Detached) => ('depth' in d ? `${d.oid}` : `${d.kind} ${d.tableOid} ${d.name}`);
+  const admitted = new Map<TableMove, Dependents>();
+  for (const { move, at } of tables) {
+    const theirs = found.get(at.oid)!;
+    const own = {
+      ...theirs,
+      members: theirs.members.filter((m) => !taken.has(key(m))),
+      detached: theirs.detached.filter((d) => !taken.has(key(d)) && (d.kind !== 'foreign key' || !leavingWithKeys.has(d.tableOid))),
+    };
+    const admits = await admittedDependents(c, move.id, at, own, at.area === 'live' && cascade, what);
+    for (const d of [...admits.members, ...admits.detached]) taken.add(key(d));
+    admitted.set(move, admits);
   }
-  const parked = parkedName(id);
-  let restored: DetachedKey[] = [];
-  let notes: string[] = [];
-  if (to === 'live') {
-    if (!live) throw new Error('a move to the live area needs the live name');
-    await refuseStranger(c, live);
-    // (What its record keeps of its way out, read under the lock with `at`: only that is put back.)
-    const keeps = at.keeps!;
+  const moved = new Map<TableMove, Moved>();
+  for (const { move, at } of tables) {
+    if (at.area !== 'live') continue;
+    // Detached from its partitioned table first: the foreign keys it had as that table's copies are then its own, and
+    // go with the rest of its keys. (Its keys as a partition are its own once detached: counted in `hasKeys` all the same.)
+    const detached = await detachPartition(c, at, what);
+    if (at.hasKeys) await detachKeys(c, at);
+    moved.set(move, { restored: [], notes: [...familyNotes(admitted.get(move)!), ...detached] });
+  }
+  const members = [...admitted.values()].flatMap((d) => d.members.map((m) => m.oid));
+  const companions = await companionsOfAll(c, [...oids, ...members]);
+  const plan = new StepPlan();
+  for (const { move, at } of tables) {
+    const parked = parkedName(move.id);
+    if (at.area === 'live') {
+      plan.add(await takeFamily(c, at.oid, at, parked, admitted.get(move)!, AREA_SCHEMAS[to], companions));
+      plan.add(parkSteps(move.id, at, companions.get(at.oid)!).steps);
+    } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
+    const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
+    plan.add(moveTableSteps(at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table }, { moved: true }));
+  }
+  await plan.apply(c);
+  for (const { move, at } of tables) {
+    if (at.area === 'live') await refuseLateDependents(c, at.oid, admitted.get(move)!);
+    if (!moved.has(move)) moved.set(move, { restored: [], notes: [] });
+  }
+  return moved;
+}
+
+/**
+ * The rest of the move of tables into the live area, under their locks, in move order: the names they take checked for
+ * all at once, the schemas they come into made sure of, then every rename (theirs, their companions', their views'), in
+ * one call (postgres-steps.ts); then what each kept of its way out is put back, and the keys of live tables that waited
+ * for any of them.
+ */
+async function moveIn(c: PoolClient, tables: readonly LockedTable[], { ensured, unparked }: MoveAttempt): Promise<Map<TableMove, Moved>> {
+  const lives = tables.map(({ move }) => {
+    if (!move.live) throw new Error('a move to the live area needs the live name');
+    return move.live;
+  });
+  await refuseStrangers(c, lives);
+  const ensure = async (schema: string) => {
+    if (!ensured.has(schema)) await ensureSchema(c, schema);
+    ensured.add(schema);
+  };
+  const companions = await companionsOfAll(
+    c,
+    tables.map(({ at }) => at.oid),
+  );
+  const plan = new StepPlan();
+  const after: Array<{
+    move: TableMove;
+    at: ShardTableLocation;
+    live: LiveName;
+    schemaBack: string[];
+    family?: () => Promise<{ notes: string[]; keys: DetachedKey[] }>;
+  }> = [];
+  for (const [i, { move, at }] of tables.entries()) {
+    const live = lives[i]!;
+    // (A namespace dropped whole: its schema comes back first, with the first of its tables.)
     const parkedSchema = at.area === 'live' ? undefined : at.parkedSchema;
     const schemaBack = parkedSchema === undefined || unparked.has(parkedSchema) ? [] : await unparkSchema(c, at.oid, live.schema);
     if (parkedSchema !== undefined) unparked.add(parkedSchema);
-    const ensure = async (schema: string) => {
-      if (!ensured.has(schema)) await ensureSchema(c, schema);
-      ensured.add(schema);
-    };
     await ensure(live.schema);
     // (A rename between live names parks it first; one from the trash has the names it had recorded.)
-    const names = at.area === 'live' ? await park(c, id, at) : (at.liveNames ?? {});
-    const from = at.area === 'live' ? { schema: at.schema, table: parked } : at;
-    if (from.schema !== live.schema) await relocate(c, at.oid, from, { schema: live.schema, table: from.table });
-    await relocate(c, at.oid, { schema: live.schema, table: from.table }, live, { moved: true });
-    await unpark(c, at.oid, live, names);
-    if (at.area !== 'live') {
-      const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
-      const family = keeps.family ? await restoreFamily(c, at.oid, live, ensure) : { notes: [], keys: [] };
-      const own = keeps.foreignKeys ? await restoreKeys(c, at.oid, live) : { notes: [], keys: [] };
-      const waited = await restoreWaitingKeys(c, at.oid);
-      restored = [...own.keys, ...family.keys, ...waited.keys];
-      notes = [...schemaBack, ...partition, ...family.notes, ...own.notes, ...waited.notes];
-      if (restored.length > 0)
-        await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(restored)]);
+    let names = at.liveNames ?? {};
+    let now = companions.get(at.oid)!;
+    const from = at.area === 'live' ? { schema: at.schema, table: parkedName(move.id) } : at;
+    if (at.area === 'live') {
+      const parking = parkSteps(move.id, at, now);
+      plan.add(parking.steps);
+      ({ names, parked: now } = parking);
     }
-  } else {
-    if (leaving) {
-      await takeFamily(c, at.oid, at, parked, dependents!, AREA_SCHEMAS[to]);
-      await refuseLateDependents(c, at.oid, dependents!);
-      notes = [...familyNotes(dependents!), ...detached];
-    } else await relocateMembers(c, at.oid, AREA_SCHEMAS[to]);
-    if (at.area === 'live') await park(c, id, at);
-    const from = { schema: at.schema, table: at.area === 'live' ? parked : at.table };
-    await relocate(c, at.oid, from, { schema: AREA_SCHEMAS[to], table: from.table }, { moved: true });
+    const arrived = { schema: live.schema, table: from.table };
+    plan.add(moveTableSteps(at.oid, from, arrived));
+    plan.add(moveTableSteps(at.oid, arrived, live, { moved: true }));
+    plan.add(unparkSteps(now, live, names));
+    const family = at.area !== 'live' && at.keeps!.family ? await restoreFamily(c, at.oid, live, ensure, plan) : undefined;
+    after.push({ move, at, live, schemaBack, ...(family ? { family: family.detachedBack } : {}) });
   }
-  return { restored, notes };
+  await plan.apply(c);
+  const moved = new Map<TableMove, Moved>();
+  for (const { move, at, live, schemaBack, family } of after) {
+    if (at.area === 'live') {
+      moved.set(move, { restored: [], notes: [] });
+      continue;
+    }
+    // (What its record keeps of its way out, read under the lock with `at`: only that is put back.)
+    const keeps = at.keeps!;
+    const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
+    const theirs = family ? await family() : { notes: [], keys: [] };
+    const own = keeps.foreignKeys ? await restoreKeys(c, at.oid, live) : { notes: [], keys: [] };
+    moved.set(move, { restored: [...own.keys, ...theirs.keys], notes: [...schemaBack, ...partition, ...theirs.notes, ...own.notes] });
+  }
+  const back = after.filter(({ at }) => at.area !== 'live');
+  const waited = await restoreWaitingKeys(
+    c,
+    back.map(({ at }) => at.oid),
+  );
+  for (const { move, at } of back) {
+    const done = moved.get(move)!;
+    const keys = waited.get(at.oid) ?? { keys: [], notes: [] };
+    done.restored.push(...keys.keys);
+    done.notes.push(...keys.notes);
+    if (done.restored.length > 0)
+      await c.query(`UPDATE ${SHARDS} SET keys_to_validate = $2 WHERE table_oid = $1`, [at.oid, JSON.stringify(done.restored)]);
+  }
+  return moved;
 }
 
 /**
@@ -306,10 +389,10 @@ async function admittedDependents(
   c: PoolClient,
   id: ShardTableId,
   at: ShardTableLocation,
+  found: Dependents,
   cascade: boolean,
   what: string,
 ): Promise<Dependents> {
-  const found = await dependentsOf(c, at.oid);
   const table = `${at.schema}.${at.table}`;
   if (at.area !== 'live') {
     const recorded = new Set((await recordedMembers(c, id)).map((m) => m.oid));
@@ -320,7 +403,7 @@ async function admittedDependents(
     if (strangers.length + found.others.length > 0) throw hasDependents(table, [...strangers, ...found.others], what, false);
     return found;
   }
-  // (A view reading several of the table's shards went with the first of them to leave, in this same transaction.)
+  // (A view in tablefate's areas left already, with another table it reads: not this one's to take.)
   const areas = Object.values(AREA_SCHEMAS);
   const untaken = { ...found, members: found.members.filter((m) => !areas.includes(m.schema)) };
   admitLeaving(untaken, table, cascade, what);

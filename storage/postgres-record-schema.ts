@@ -117,6 +117,67 @@ ALTER TABLE sql_trash ADD COLUMN family jsonb;`,
       'a namespace dropped whole (postgres-namespace.ts): the schema its tables were dropped with, set aside under a name of its own',
     sql: `ALTER TABLE shards ADD COLUMN parked_schema jsonb;`,
   },
+  {
+    version: 8,
+    description:
+      "a move's renames run on the node in one call (postgres-steps.ts): each record write and ALTER of the tables moved as one, in order",
+    // SECURITY INVOKER (the default): it can do nothing its caller could not. Each ALTER's kind is one of a fixed few,
+    // each name quoted (%I): a step names relations, never says SQL.
+    sql: `
+CREATE FUNCTION apply_steps(steps jsonb) RETURNS jsonb LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $steps$
+DECLARE
+  step jsonb;
+  kind text;
+  candidates text[];
+  took text;
+  n integer;
+  answers jsonb := '[]';
+BEGIN
+  FOR step IN SELECT value FROM pg_catalog.jsonb_array_elements(steps) LOOP
+    took := NULL;
+    IF step ? 'record' THEN
+      UPDATE tablefate.shards
+         SET schema_name = step->'record'->>'schema', table_name = step->'record'->>'table',
+             live_names = CASE WHEN step->'record' ? 'liveNames' THEN step->'record'->'liveNames' ELSE live_names END,
+             changed_at = CASE WHEN step->'record' ? 'moved' THEN pg_catalog.now() ELSE changed_at END,
+             notes = CASE WHEN step->'record' ? 'moved' THEN NULL ELSE notes END
+       WHERE table_oid = (step->'record'->>'oid')::pg_catalog.oid;
+    ELSE
+      kind := step->>'alter';
+      IF kind IS NULL OR kind NOT IN ('TABLE', 'INDEX', 'SEQUENCE', 'VIEW', 'MATERIALIZED VIEW') THEN
+        RAISE EXCEPTION 'tablefate.apply_steps: a step must write the record or ALTER a TABLE, INDEX, SEQUENCE, VIEW or MATERIALIZED VIEW: %', step;
+      END IF;
+      IF step ? 'setSchema' THEN
+        EXECUTE pg_catalog.format('ALTER %s %I.%I SET SCHEMA %I', kind, step->>'schema', step->>'name', step->>'setSchema');
+      ELSIF step ? 'rename' THEN
+        EXECUTE pg_catalog.format('ALTER %s %I.%I RENAME TO %I', kind, step->>'schema', step->>'name', step->>'rename');
+        took := step->>'rename';
+      ELSIF step ? 'renameFree' THEN
+        -- The first candidate no relation of the schema has, else the last one numbered (_2, _3...) until one is free.
+        IF NOT (step ? 'ifExists') OR EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+                                                WHERE s.nspname = step->>'schema' AND c.relname = step->>'name') THEN
+          candidates := ARRAY(SELECT pg_catalog.jsonb_array_elements_text(step->'renameFree'));
+          n := 1;
+          LOOP
+            took := CASE WHEN n <= pg_catalog.array_length(candidates, 1) THEN candidates[n]
+                         ELSE pg_catalog.left(candidates[pg_catalog.array_length(candidates, 1)], 60) || '_' || (n - pg_catalog.array_length(candidates, 1) + 1) END;
+            EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace s ON s.oid = c.relnamespace
+                                   WHERE s.nspname = step->>'schema' AND c.relname = took);
+            n := n + 1;
+          END LOOP;
+          EXECUTE pg_catalog.format('ALTER %s %I.%I RENAME TO %I', kind, step->>'schema', step->>'name', took);
+        END IF;
+      ELSE
+        RAISE EXCEPTION 'tablefate.apply_steps: an ALTER step must rename (rename, renameFree) or setSchema: %', step;
+      END IF;
+    END IF;
+    answers := answers || pg_catalog.jsonb_build_array(took);
+  END LOOP;
+  RETURN answers;
+END
+$steps$;
+`,
+  },
 ];
 
 /**

@@ -292,14 +292,35 @@ describe("the driver's own sessions", () => {
     }
   });
 
+  test("a move's renames on the node (tablefate.apply_steps) quote every name, and ALTER nothing but the few kinds of relation a move renames", async () => {
+    const odd = `a"; DROP TABLE shop.customers; --`;
+    await user.query(`CREATE SCHEMA "odd'schema"; CREATE TABLE "odd'schema"."${odd.replace(/"/g, '""')}" (id int)`);
+    const apply = (steps: unknown[]) => user.query('SELECT tablefate.apply_steps($1::jsonb) AS took', [JSON.stringify(steps)]);
+    const { rows } = await apply([{ alter: 'TABLE', schema: "odd'schema", name: odd, rename: `b'c); DROP TABLE shop.customers; --` }]);
+    expect(rows[0]!.took).toEqual([`b'c); DROP TABLE shop.customers; --`]);
+    expect(await rowsOf(`SELECT relname FROM pg_class WHERE relnamespace = '"odd''schema"'::regnamespace`)).toEqual([
+      { relname: `b'c); DROP TABLE shop.customers; --` },
+    ]);
+    // A kind of its own making, or a step that says no change, is refused before anything runs.
+    await expect(
+      apply([{ alter: 'TABLE shop.customers RENAME TO gone; --', schema: 'shop', name: 'customers', rename: 'x' }]),
+    ).rejects.toThrow(/a step must write the record or ALTER a TABLE, INDEX, SEQUENCE, VIEW or MATERIALIZED VIEW/);
+    await expect(apply([{ alter: 'TABLE', schema: 'shop', name: 'customers' }])).rejects.toThrow(
+      /must rename \(rename, renameFree\) or setSchema/,
+    );
+    expect(await count('SELECT count(*) AS n FROM shop.customers')).toBe(3);
+  });
+
   test('storage sessions carry a pinned search_path, a statement timeout and an idle-in-transaction timeout', async () => {
     const client = await pool.connect();
     try {
       const { rows } = await client.query<{ name: string; setting: string }>(
-        `SELECT name, setting FROM pg_settings WHERE name IN ('search_path', 'statement_timeout', 'idle_in_transaction_session_timeout', 'tcp_keepalives_idle') ORDER BY name`,
+        `SELECT name, setting FROM pg_settings
+          WHERE name IN ('search_path', 'statement_timeout', 'idle_in_transaction_session_timeout', 'tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name`,
       );
       expect(rows).toEqual([
         { name: 'idle_in_transaction_session_timeout', setting: '60000' },
+        { name: 'plan_cache_mode', setting: 'force_generic_plan' },
         { name: 'search_path', setting: 'pg_catalog,pg_temp' },
         { name: 'statement_timeout', setting: '300000' },
         // (0 on a unix socket, where there is no TCP to keep alive; the tests connect over TCP.)

@@ -122,6 +122,31 @@ test('one of them recalled alone: its key to a table still in the trash waits, s
   expect(await rows('SELECT count(*)::int AS n FROM tablefate.shards WHERE foreign_keys IS NOT NULL')).toEqual([{ n: 0 }]);
 });
 
+test('tables keyed to each other in a circle go into the trash as one and come back with both keys', async () => {
+  const left = await h.client.create({ table: 'ring.left_side', columns: 'id int PRIMARY KEY, right_id int' });
+  const right = await h.client.create({
+    table: 'ring.right_side',
+    columns: 'id int PRIMARY KEY, left_id int REFERENCES ring.left_side (id)',
+  });
+  await db.query(`ALTER TABLE ring.left_side ADD CONSTRAINT left_right_fkey FOREIGN KEY (right_id) REFERENCES ring.right_side (id) DEFERRABLE;
+    BEGIN; SET CONSTRAINTS ALL DEFERRED;
+    INSERT INTO ring.left_side VALUES (1, 2); INSERT INTO ring.right_side VALUES (2, 1); COMMIT`);
+  const keys = { left: await keysOf('ring', 'left_side'), right: await keysOf('ring', 'right_side') };
+  expect([keys.left.length, keys.right.length]).toEqual([1, 1]);
+
+  // Each detaches its own key before either moves: the other's key refuses neither, whichever is named first.
+  await h.client.trash({ table: 'ring.right_side', together: ['ring.left_side'], retentionSeconds: 3600 });
+  for (const t of [left, right]) expect((await h.catalog.getTable(t.id))?.state).toBe('TRASHED');
+  expect(await rows("SELECT count(*)::int AS n FROM pg_class WHERE relnamespace = 'ring'::regnamespace")).toEqual([{ n: 0 }]);
+
+  const back = await h.client.undelete({ table: left.id });
+  expect(back.notes ?? []).toEqual([]);
+  expect({ left: await keysOf('ring', 'left_side'), right: await keysOf('ring', 'right_side') }).toEqual(keys);
+  expect(
+    await rows('SELECT l.id, r.id AS r FROM ring.left_side l JOIN ring.right_side r ON r.id = l.right_id AND r.left_id = l.id'),
+  ).toEqual([{ id: 1, r: 2 }]);
+});
+
 test('all or none: a table refused at the move takes the others back, and nothing of them changed', async () => {
   const { branches, accounts, oids } = await shop('partial');
   // history stays out of the drop, so its keys refuse it.
