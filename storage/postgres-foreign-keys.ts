@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
-import { locate, type ShardTableLocation } from './postgres-audit';
+import type { ShardTableLocation } from './postgres-audit';
 import { DEFAULT_DRAIN_TIMEOUT_MS, LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks } from './postgres-drain';
 import { AREA_SCHEMAS, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
@@ -162,28 +162,39 @@ export async function restoreWaitingKeys(
   return all;
 }
 
+/** A key a recall put back NOT VALID, with the table it is on as the record names it now (its own, or `on`). */
+export type KeyToValidate = DetachedKey & { table: LiveName };
+
 /**
- * Validates the foreign keys a recall put back. One whose parent rows are gone (deleted while the table was in the
- * trash) stays NOT VALID: enforced for new rows, the old ones kept as they are, and said.
+ * Validates the foreign keys a recall put back (`keys`, each table's), in one transaction. One whose parent rows are gone
+ * (deleted while its table was in the trash) stays NOT VALID: enforced for new rows, the old ones kept as they are, and
+ * said; it ends that transaction, and the keys after it are validated in the next. Answers each table's notes.
  */
-export async function validateKeys(pool: Pool, id: ShardTableId, keys: DetachedKey[]): Promise<string[]> {
-  const notes: string[] = [];
-  for (const key of keys) {
-    if (key.definition.startsWith('!')) {
-      notes.push(`foreign key ${key.name} was not put back: ${key.definition.slice(1)}`);
-      continue;
+export async function validateKeys(pool: Pool, id: ShardTableId, keys: ReadonlyArray<readonly KeyToValidate[]>): Promise<string[][]> {
+  const notes = keys.map((): string[] => []);
+  const left: Array<{ key: KeyToValidate; of: number }> = [];
+  for (const [of, own] of keys.entries()) {
+    for (const key of own) {
+      if (key.definition.startsWith('!')) notes[of]!.push(`foreign key ${key.name} was not put back: ${key.definition.slice(1)}`);
+      else if (!/\bNOT VALID$/.test(key.definition)) left.push({ key, of });
     }
-    if (/\bNOT VALID$/.test(key.definition)) continue;
-    const of = key.on ? ` of ${key.on.schema}.${key.on.table}` : '';
+  }
+  while (left.length > 0) {
+    let at = 0;
     try {
       await withBriefLocks(pool, id, { drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS }, async (c) => {
-        const at = key.on ?? (await locate(c, id));
-        if (!at || ('drift' in at && at.drift)) return;
         await tryLocksBriefly(c);
-        await c.query(`ALTER TABLE ${qualified(at.schema, at.table)} VALIDATE CONSTRAINT ${ident(key.name)}`);
+        for (at = 0; at < left.length; at++) {
+          const { key } = left[at]!;
+          await c.query(`ALTER TABLE ${qualified(key.table.schema, key.table.table)} VALIDATE CONSTRAINT ${ident(key.name)}`);
+        }
       });
+      break;
     } catch (err) {
-      notes.push(`foreign key ${key.name}${of} is back NOT VALID, its old rows kept as they were: ${(err as Error).message}`);
+      const { key, of } = left[at]!;
+      const on = key.on ? ` of ${key.on.schema}.${key.on.table}` : '';
+      notes[of]!.push(`foreign key ${key.name}${on} is back NOT VALID, its old rows kept as they were: ${(err as Error).message}`);
+      left.splice(0, at + 1);
     }
   }
   return notes;

@@ -13,7 +13,15 @@ import {
 } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
-import { detachKeys, lockParents, restoreKeys, restoreWaitingKeys, validateKeys, type DetachedKey } from './postgres-foreign-keys';
+import {
+  detachKeys,
+  lockParents,
+  restoreKeys,
+  restoreWaitingKeys,
+  validateKeys,
+  type DetachedKey,
+  type KeyToValidate,
+} from './postgres-foreign-keys';
 import { companionsOfAll, parkSteps, refuseStrangers, unparkSteps } from './postgres-names';
 import { moveTableSteps, StepPlan } from './postgres-steps';
 import { dropParkedSchema, parkedSchemaOf, parkSchema, unparkSchema } from './postgres-namespace';
@@ -117,10 +125,10 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
   if (to === 'trash') await validateBoundChecks(pool, ids);
   // The keys a recall put back are validated from its record, not from its answer: a recall made again after a crash
   // that came between its commit and their validation finds the move made, and validates them all the same.
-  const toValidate = await keysToValidate(pool, ids);
+  const validated = await validateKeys(pool, ids[0]!, await keysToValidate(pool, ids));
   const answers: MoveOutcome[] = [];
   for (const [i, id] of ids.entries()) {
-    const notes = [...moved[i]!.notes, ...(await validateKeys(pool, id, toValidate[i]!))];
+    const notes = [...moved[i]!.notes, ...validated[i]!];
     // Kept where the doctor reads them, until the table's next move.
     if (notes.length > 0)
       await pool.query(`UPDATE ${SHARDS} SET notes = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
@@ -415,17 +423,22 @@ async function admittedDependents(
  * The keys each shard's last recall put back NOT VALID and left to validate, forgotten as they are read (in the order
  * of `ids`, of one catalog).
  */
-async function keysToValidate(pool: Pool, ids: readonly ShardTableId[]): Promise<DetachedKey[][]> {
-  const { rows } = await pool.query<{ table_id: string; shard: number; keys: DetachedKey[] }>(
+async function keysToValidate(pool: Pool, ids: readonly ShardTableId[]): Promise<KeyToValidate[][]> {
+  const { rows } = await pool.query<{ table_id: string; shard: number; keys: DetachedKey[] } & LiveName>(
     `UPDATE ${SHARDS} s SET keys_to_validate = NULL FROM (
         SELECT o.table_id, o.shard, o.keys_to_validate FROM ${SHARDS} o
           JOIN ROWS FROM (pg_catalog.unnest($2::int8[]), pg_catalog.unnest($3::int4[])) AS asked(table_id, shard) ON asked.table_id = o.table_id AND asked.shard = o.shard
          WHERE o.catalog_id = $1 AND o.keys_to_validate IS NOT NULL FOR UPDATE OF o) old
       WHERE s.catalog_id = $1 AND s.table_id = old.table_id AND s.shard = old.shard
-      RETURNING old.table_id, old.shard, old.keys_to_validate AS keys`,
+      RETURNING old.table_id, old.shard, old.keys_to_validate AS keys, s.schema_name AS schema, s.table_name AS table`,
     [ids[0]!.catalogId, ids.map((id) => id.tableId), ids.map((id) => id.shard)],
   );
-  const found = new Map(rows.map((row) => [`${row.table_id}/${row.shard}`, row.keys]));
+  const found = new Map(
+    rows.map((row) => [
+      `${row.table_id}/${row.shard}`,
+      row.keys.map((key) => ({ ...key, table: key.on ?? { schema: row.schema, table: row.table } })),
+    ]),
+  );
   return ids.map((id) => found.get(`${id.tableId}/${id.shard}`) ?? []);
 }
 

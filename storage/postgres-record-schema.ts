@@ -176,6 +176,7 @@ BEGIN
   RETURN answers;
 END
 $steps$;
+REVOKE ALL ON FUNCTION apply_steps(jsonb) FROM PUBLIC;
 `,
   },
 ];

@@ -61,7 +61,8 @@ function classified(err: unknown, op: string, ref: ShardRef): unknown {
  * of a move's 4 to find what depends on its tables.
  */
 export const STORAGE_SESSION = {
-  options: '-c search_path=pg_catalog,pg_temp -c plan_cache_mode=force_generic_plan -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
+  options:
+    '-c search_path=pg_catalog,pg_temp -c plan_cache_mode=force_generic_plan -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
   statement_timeout: 5 * 60_000,
   idle_in_transaction_session_timeout: 60_000,
   keepAlive: true,

@@ -239,7 +239,9 @@ test('a trash whose node worker dies after it moved its shards, before the serve
 test('an undelete whose worker dies after it claimed the name, its lost task repeated past the expiry, still recalls the table', async () => {
   await h.startWorker();
   const table = await h.client.create({ table: 'crash.late', shards: 2 });
-  const trashed = await h.client.trash({ table: 'crash.late', retentionSeconds: 3 });
+  // (Long enough for the worker's stop and the crashing one's start, some 5 s under the load of a full run, to come
+  // before the expiry: the recall must claim the table first, and be repeated after it.)
+  const trashed = await h.client.trash({ table: 'crash.late', retentionSeconds: 10 });
   await h.stopWorker();
   // (The catalog's change, inside the call that takes the lock, checks, claims the name and brings the shards back.)
   const worker = await crashingWorker('catalog.transition');

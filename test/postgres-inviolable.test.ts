@@ -295,7 +295,8 @@ describe("the driver's own sessions", () => {
   test("a move's renames on the node (tablefate.apply_steps) quote every name, and ALTER nothing but the few kinds of relation a move renames", async () => {
     const odd = `a"; DROP TABLE shop.customers; --`;
     await user.query(`CREATE SCHEMA "odd'schema"; CREATE TABLE "odd'schema"."${odd.replace(/"/g, '""')}" (id int)`);
-    const apply = (steps: unknown[]) => user.query('SELECT tablefate.apply_steps($1::jsonb) AS took', [JSON.stringify(steps)]);
+    const apply = (steps: unknown[]) =>
+      user.query<{ took: string[] }>('SELECT tablefate.apply_steps($1::jsonb) AS took', [JSON.stringify(steps)]);
     const { rows } = await apply([{ alter: 'TABLE', schema: "odd'schema", name: odd, rename: `b'c); DROP TABLE shop.customers; --` }]);
     expect(rows[0]!.took).toEqual([`b'c); DROP TABLE shop.customers; --`]);
     expect(await rowsOf(`SELECT relname FROM pg_class WHERE relnamespace = '"odd''schema"'::regnamespace`)).toEqual([
