@@ -45,6 +45,40 @@ export async function tryLocksBriefly(c: PoolClient): Promise<void> {
 }
 
 /**
+ * Runs statements of a move each of which may fail on its own (a key or policy put back on a table that changed while it
+ * was detached): all of them in one savepoint, and only when one fails, each again in a savepoint of its own, so that
+ * it alone is left out. A lock not had at once is the move's to wait for, whichever statement met it: it ends the try.
+ * Answers each statement's error message, or null where it ran.
+ */
+export async function eachOnItsOwn(c: PoolClient, statements: readonly string[]): Promise<Array<string | null>> {
+  if (statements.length === 0) return [];
+  const lockRefused = (err: unknown) => (err as { code?: unknown }).code === LOCK_NOT_AVAILABLE;
+  await c.query('SAVEPOINT tablefate_each');
+  try {
+    for (const sql of statements) await c.query(sql);
+    await c.query('RELEASE SAVEPOINT tablefate_each');
+    return statements.map(() => null);
+  } catch (err) {
+    if (lockRefused(err)) throw err;
+    await c.query('ROLLBACK TO SAVEPOINT tablefate_each');
+  }
+  const errors: Array<string | null> = [];
+  for (const sql of statements) {
+    await c.query('SAVEPOINT tablefate_one');
+    try {
+      await c.query(sql);
+      await c.query('RELEASE SAVEPOINT tablefate_one');
+      errors.push(null);
+    } catch (err) {
+      if (lockRefused(err)) throw err;
+      await c.query('ROLLBACK TO SAVEPOINT tablefate_one');
+      errors.push((err as Error).message);
+    }
+  }
+  return errors;
+}
+
+/**
  * Runs `change` in a transaction of its own until it is not refused a lock (`lock_timeout`, 55P03), pausing on a
  * backoff between tries, up to `drainTimeoutMs`: then TableBusy, naming who holds the table.
  */

@@ -1,8 +1,8 @@
 import type { PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
 import { describeDependent, familyNotes, type Dependents, type Detached, type FamilyMember } from './postgres-dependents';
-import { LOCK_NOT_AVAILABLE } from './postgres-drain';
-import type { DetachedKey } from './postgres-foreign-keys';
+import { eachOnItsOwn } from './postgres-drain';
+import { addKeyStatement, type DetachedKey } from './postgres-foreign-keys';
 import type { Companion } from './postgres-names';
 import type { Step, StepPlan } from './postgres-steps';
 import { qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
@@ -160,30 +160,24 @@ export async function restoreFamily(
         c,
         family.detached.map((d) => d.tableOid),
       );
+      const back: Array<{ detached: Detached; table: LiveName }> = [];
       for (const detached of family.detached) {
         const what = describeDependent(detached);
-        if (!sameName) {
+        const table = on.get(detached.tableOid);
+        if (!sameName)
           notes.push(
             `${what} was not put back: it names the table as ${family.table.schema}.${family.table.table}, not ${live.schema}.${live.table} (${detached.definition})`,
           );
-          continue;
-        }
-        const table = on.get(detached.tableOid);
-        if (!table) {
-          notes.push(`${what} was not put back: its table was dropped meanwhile`);
-          continue;
-        }
-        await c.query('SAVEPOINT tablefate_detached');
-        try {
-          await c.query(attachStatement(detached, table));
-          await c.query('RELEASE SAVEPOINT tablefate_detached');
-          if (detached.kind === 'foreign key') keys.push({ name: detached.name, definition: detached.definition, on: table });
-        } catch (err) {
-          // A lock not had at once is the move's to wait for (it tries again); anything else is this one's.
-          if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
-          await c.query('ROLLBACK TO SAVEPOINT tablefate_detached');
-          notes.push(`${what} was not put back: ${(err as Error).message} (${detached.definition})`);
-        }
+        else if (!table) notes.push(`${what} was not put back: its table was dropped meanwhile`);
+        else back.push({ detached, table });
+      }
+      const errors = await eachOnItsOwn(
+        c,
+        back.map(({ detached, table }) => attachStatement(detached, table)),
+      );
+      for (const [i, { detached, table }] of back.entries()) {
+        if (errors[i] !== null) notes.push(`${describeDependent(detached)} was not put back: ${errors[i]} (${detached.definition})`);
+        else if (detached.kind === 'foreign key') keys.push({ name: detached.name, definition: detached.definition, on: table });
       }
       await c.query(`UPDATE ${SHARDS} SET family = NULL WHERE table_oid = $1`, [oid]);
       return { notes, keys };
@@ -236,11 +230,9 @@ function detachStatement(detached: Detached): string {
 function attachStatement(detached: Detached, at: LiveName): string {
   const on = qualified(at.schema, at.table);
   switch (detached.kind) {
-    case 'foreign key': {
-      // NOT VALID: new rows are checked at once, the old ones by the validation after the move (as for the table's own).
-      const notValid = /\bNOT VALID$/.test(detached.definition) ? '' : ' NOT VALID';
-      return `ALTER TABLE ${on} ADD CONSTRAINT ${ident(detached.name)} ${detached.definition}${notValid}`;
-    }
+    case 'foreign key':
+      // (As the table's own: new rows checked at once, the old ones by the validation after the move.)
+      return addKeyStatement(at, detached);
     case 'policy':
       return `CREATE POLICY ${ident(detached.name)} ON ${on} ${detached.definition}`;
     case 'default':

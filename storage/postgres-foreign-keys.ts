@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
 import type { ShardTableLocation } from './postgres-audit';
-import { DEFAULT_DRAIN_TIMEOUT_MS, LOCK_NOT_AVAILABLE, tryLocksBriefly, withBriefLocks } from './postgres-drain';
+import { DEFAULT_DRAIN_TIMEOUT_MS, eachOnItsOwn, tryLocksBriefly, withBriefLocks } from './postgres-drain';
 import { AREA_SCHEMAS, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
@@ -67,14 +67,21 @@ async function recordedKeys(c: PoolClient, oid: number): Promise<DetachedKey[]> 
   return rows[0]?.foreign_keys ?? [];
 }
 
-/** Whether the relation of `oid` is in tablefate's trash (a table dropped, maybe with others, not recalled yet). */
-async function inTrash(c: PoolClient, oid: number | undefined): Promise<boolean> {
-  if (oid === undefined) return false;
-  const { rows } = await c.query(
-    `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1 AND n.nspname = $2`,
-    [oid, AREA_SCHEMAS.trash],
+/** Which of the relations of `oids` are in tablefate's trash (tables dropped, maybe with others, not recalled yet). */
+async function inTrash(c: PoolClient, oids: readonly number[]): Promise<Set<number>> {
+  if (oids.length === 0) return new Set();
+  const { rows } = await c.query<{ oid: string }>(
+    `SELECT c.oid::int8 AS oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+      WHERE c.oid = ANY ($1::pg_catalog.oid[]) AND n.nspname = $2`,
+    [[...oids], AREA_SCHEMAS.trash],
   );
-  return rows.length > 0;
+  return new Set(rows.map((r) => Number(r.oid)));
+}
+
+/** The statement that puts a detached key back on `on`: NOT VALID, its rows validated after the move. */
+export function addKeyStatement(on: LiveName, key: Pick<DetachedKey, 'name' | 'definition'>): string {
+  const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
+  return `ALTER TABLE ${qualified(on.schema, on.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`;
 }
 
 /**
@@ -84,27 +91,18 @@ async function inTrash(c: PoolClient, oid: number | undefined): Promise<boolean>
  */
 export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): Promise<{ keys: DetachedKey[]; notes: string[] }> {
   const keys = await recordedKeys(c, oid);
-  const restored: DetachedKey[] = [];
-  const waiting: DetachedKey[] = [];
-  for (const key of keys) {
-    // A key to a table still in the trash (dropped with this one, which is recalled alone) waits for that table's recall.
-    if (await inTrash(c, key.references)) {
-      waiting.push(key);
-      continue;
-    }
-    const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
-    await c.query('SAVEPOINT tablefate_key');
-    try {
-      await c.query(`ALTER TABLE ${qualified(live.schema, live.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`);
-      await c.query('RELEASE SAVEPOINT tablefate_key');
-      restored.push(key);
-    } catch (err) {
-      // A lock not had at once is the move's to wait for (it tries again); anything else is this key's.
-      if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
-      await c.query('ROLLBACK TO SAVEPOINT tablefate_key');
-      restored.push({ name: key.name, definition: `!${(err as Error).message}` });
-    }
-  }
+  // A key to a table still in the trash (dropped with this one, which is recalled alone) waits for that table's recall.
+  const trashed = await inTrash(
+    c,
+    keys.flatMap((key) => (key.references === undefined ? [] : [key.references])),
+  );
+  const waiting = keys.filter((key) => key.references !== undefined && trashed.has(key.references));
+  const back = keys.filter((key) => !waiting.includes(key));
+  const errors = await eachOnItsOwn(
+    c,
+    back.map((key) => addKeyStatement(live, key)),
+  );
+  const restored = back.map((key, i): DetachedKey => (errors[i] === null ? key : { name: key.name, definition: `!${errors[i]}` }));
   if (keys.length > 0)
     await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [
       oid,
@@ -136,24 +134,17 @@ export async function restoreWaitingKeys(
   );
   for (const row of rows) {
     const on: LiveName = { schema: row.schema_name, table: row.table_name };
-    for (const key of row.foreign_keys) {
-      const waited = key.references === undefined ? undefined : all.get(key.references);
-      if (!waited) continue;
-      const notValid = /\bNOT VALID$/.test(key.definition) ? '' : ' NOT VALID';
-      await c.query('SAVEPOINT tablefate_key');
-      try {
-        await c.query(`ALTER TABLE ${qualified(on.schema, on.table)} ADD CONSTRAINT ${ident(key.name)} ${key.definition}${notValid}`);
-        await c.query('RELEASE SAVEPOINT tablefate_key');
-        waited.keys.push({ name: key.name, definition: key.definition, on });
-      } catch (err) {
-        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw err;
-        await c.query('ROLLBACK TO SAVEPOINT tablefate_key');
-        waited.notes.push(
-          `foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${(err as Error).message} (${key.definition})`,
-        );
-      }
+    const waited = row.foreign_keys.filter((key) => key.references !== undefined && all.has(key.references));
+    const errors = await eachOnItsOwn(
+      c,
+      waited.map((key) => addKeyStatement(on, key)),
+    );
+    for (const [i, key] of waited.entries()) {
+      const answer = all.get(key.references!)!;
+      if (errors[i] === null) answer.keys.push({ name: key.name, definition: key.definition, on });
+      else answer.notes.push(`foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${errors[i]} (${key.definition})`);
     }
-    const left = row.foreign_keys.filter((key) => key.references === undefined || !all.has(key.references));
+    const left = row.foreign_keys.filter((key) => !waited.includes(key));
     await c.query(`UPDATE ${SHARDS} SET foreign_keys = $2 WHERE table_oid = $1`, [
       Number(row.table_oid),
       left.length > 0 ? JSON.stringify(left) : null,
