@@ -38,6 +38,26 @@ const LOCK_TRY = '100ms';
 const FIRST_PAUSE_MS = 50;
 const LONGEST_PAUSE_MS = 1_000;
 export const LOCK_NOT_AVAILABLE = '55P03';
+const UNDEFINED_TABLE = '42P01';
+const INVALID_SCHEMA_NAME = '3F000';
+
+/**
+ * Locks relations (qualified names) ACCESS EXCLUSIVE, by the names this transaction read a moment before: one that
+ * another transaction renamed, moved or dropped since (another move taking it along, its schema set aside) is no longer
+ * there. That try ends as a lock not had does, and the next one reads the names again.
+ */
+export async function lockNamed(c: PoolClient, names: readonly string[]): Promise<void> {
+  if (names.length === 0) return;
+  try {
+    await c.query(`LOCK TABLE ${names.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code !== UNDEFINED_TABLE && code !== INVALID_SCHEMA_NAME) throw err;
+    throw Object.assign(new Error(`${(err as Error).message}, though read in this try: the move is tried again`), {
+      code: LOCK_NOT_AVAILABLE,
+    });
+  }
+}
 
 /** Makes the transaction's next lock requests brief tries: refused (55P03) rather than queued for long. */
 export async function tryLocksBriefly(c: PoolClient): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
 import type { ShardTableLocation } from './postgres-audit';
-import { DEFAULT_DRAIN_TIMEOUT_MS, eachOnItsOwn, tryLocksBriefly, withBriefLocks } from './postgres-drain';
+import { DEFAULT_DRAIN_TIMEOUT_MS, eachOnItsOwn, lockNamed, tryLocksBriefly, withBriefLocks } from './postgres-drain';
 import { AREA_SCHEMAS, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
@@ -41,7 +41,7 @@ export async function lockParents(c: PoolClient, oid: number, attempt: number, o
   if (rows.length === 0) return;
   const first = attempt % rows.length;
   const inTurn = [...rows.slice(first), ...rows.slice(0, first)].map((r) => r.name);
-  await c.query(`LOCK TABLE ${inTurn.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+  await lockNamed(c, inTurn);
 }
 
 /**

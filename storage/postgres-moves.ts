@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { locate, locateAll, type ShardTableLocation } from './postgres-audit';
 import { dependentsOfAll, type Dependents } from './postgres-dependents';
 import { dropMembers, recordedFamilyNotes, recordedMembers } from './postgres-family';
-import { tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
+import { lockNamed, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
 import { lockParents, validateKeys, type DetachedKey, type KeyToValidate } from './postgres-foreign-keys';
 import { moveIn, moveOut, type LockedTable, type MoveAttempt, type Moved } from './postgres-move-locked';
 import { dropParkedSchema, parkedSchemaOf, parkSchema } from './postgres-namespace';
@@ -76,7 +76,7 @@ export async function moveTables(pool: Pool, moves: readonly TableMove[], to: Ta
     const plans = new Map<TableMove, LockPlan>();
     for (const move of ordered) plans.set(move, await lockPlan(c, move, placed.get(move) ?? null, to, attemptOf, dependents));
     const toLock = [...new Set(ordered.flatMap((move) => plans.get(move)!.locks ?? []))];
-    if (toLock.length > 0) await c.query(`LOCK TABLE ${toLock.join(', ')} IN ACCESS EXCLUSIVE MODE`);
+    await lockNamed(c, toLock);
     // Found again under the lock: a user may have renamed a table while we waited for it.
     const locked = ordered.filter((move) => !plans.get(move)!.done);
     const found = await locateAll(
