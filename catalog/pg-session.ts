@@ -35,15 +35,13 @@ export function newPool(config: PoolConfig): Pool {
 }
 
 /**
- * Runs `fn` in a transaction of its own on a connection of `pool`, after the `setup` statements: committed if `fn`
- * resolves, rolled back (and the error thrown) if it does not. A connection that cannot even roll back is closed rather
- * than given back to the pool.
+ * Runs `fn` in a transaction of its own on a connection of `pool`: committed if `fn` resolves, rolled back (and the error
+ * thrown) if it does not. A connection that cannot even roll back is closed rather than given back to the pool.
  */
-export async function inPgTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>, setup: string[] = []): Promise<T> {
+export async function inPgTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>): Promise<T> {
   const client = await begun(pool);
   let broken: Error | undefined;
   try {
-    for (const statement of setup) await client.query(statement);
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

@@ -5,8 +5,8 @@ import { describeShard, type ShardTableId } from './postgres-record';
 /** How the PostgreSQL driver's changes run on a node: each in a transaction, one change of a shard at a time. */
 
 export function inNodeTransaction<T>(pool: Pool, fn: (c: PoolClient) => Promise<T>): Promise<T> {
-  // Strings read as domain/columns.ts reads them.
-  return inPgTransaction(pool, fn, ['SET LOCAL standard_conforming_strings = on']);
+  // (Strings are read as domain/columns.ts reads them: the storage sessions' own setting, STORAGE_SESSION in postgres.ts.)
+  return inPgTransaction(pool, fn);
 }
 
 /** Of two workers preparing one node at once (its record, its SQL door), the second waits for the first's transaction. */

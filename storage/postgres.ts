@@ -52,7 +52,8 @@ function classified(err: unknown, op: string, ref: ShardRef): unknown {
 /**
  * The storage sessions are the worker's own, on a database its users share. `search_path` is PostgreSQL's catalog alone
  * (then pg_temp, last, where nothing is looked up first): a function, operator or type a user made in `public` can
- * never stand in for a built-in one in our statements. A statement runs 5 minutes at most; a transaction left idle by
+ * never stand in for a built-in one in our statements. Strings are read as domain/columns.ts reads a table's definition
+ * (`standard_conforming_strings`, whatever the database or role says). A statement runs 5 minutes at most; a transaction left idle by
  * a stalled worker (after its LOCK TABLE, say) is ended after a minute instead of holding a live table for hours; and
  * keepalives, both ways, find a peer that is gone (a worker's host lost mid-transaction) in about a minute. Every
  * statement is planned once for any values (`plan_cache_mode`): each looks things up by key in PostgreSQL's catalog or
@@ -62,7 +63,7 @@ function classified(err: unknown, op: string, ref: ShardRef): unknown {
  */
 export const STORAGE_SESSION = {
   options:
-    '-c search_path=pg_catalog,pg_temp -c plan_cache_mode=force_generic_plan -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
+    '-c search_path=pg_catalog,pg_temp -c standard_conforming_strings=on -c plan_cache_mode=force_generic_plan -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
   statement_timeout: 5 * 60_000,
   idle_in_transaction_session_timeout: 60_000,
   keepAlive: true,

@@ -341,12 +341,14 @@ describe("the driver's own sessions", () => {
     try {
       const { rows } = await client.query<{ name: string; setting: string }>(
         `SELECT name, setting FROM pg_settings
-          WHERE name IN ('search_path', 'statement_timeout', 'idle_in_transaction_session_timeout', 'tcp_keepalives_idle', 'plan_cache_mode') ORDER BY name`,
+          WHERE name IN ('search_path', 'statement_timeout', 'idle_in_transaction_session_timeout', 'tcp_keepalives_idle', 'plan_cache_mode',
+                         'standard_conforming_strings') ORDER BY name`,
       );
       expect(rows).toEqual([
         { name: 'idle_in_transaction_session_timeout', setting: '60000' },
         { name: 'plan_cache_mode', setting: 'force_generic_plan' },
         { name: 'search_path', setting: 'pg_catalog,pg_temp' },
+        { name: 'standard_conforming_strings', setting: 'on' },
         { name: 'statement_timeout', setting: '300000' },
         // (0 on a unix socket, where there is no TCP to keep alive; the tests connect over TCP.)
         { name: 'tcp_keepalives_idle', setting: '30' },
