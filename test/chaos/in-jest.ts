@@ -1,5 +1,6 @@
 import { formatReport } from './report';
-import { runChaos, type ChaosOptions, type ChaosReport } from './runner';
+import { runChaos } from './runner';
+import type { ChaosOptions, ChaosReport } from './run-options';
 
 /**
  * A chaos run inside a jest test: the run's progress is kept quiet unless the run found a problem, and then printed

@@ -1,5 +1,5 @@
 import fs from 'node:fs';
-import type { ChaosReport } from './runner';
+import type { ChaosReport } from './run-options';
 import type { OpKind, OpRecord } from './ops';
 
 /** The summary a person reads after a run: what was done, what was broken, and where the evidence is. */

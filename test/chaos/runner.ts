@@ -5,187 +5,36 @@ import { Client, Connection } from '@temporalio/client';
 import { catalogLocation, openCatalog } from '../../catalog/open';
 import { LocalFileStorage } from '../../storage/local-files';
 import { loadConfig, statePaths, TASK_QUEUE } from '../../worker/config';
-import { waitForConvergence, type Convergence } from './convergence';
+import { waitForConvergence } from './convergence';
 import { sharedPostgres, type TestPostgres } from '../support/postgres';
 import { TableFateClient } from '../../client/client';
 import { checkFiles, ShardFingerprints } from './files';
 import { checkInvariants, type StorageFindings } from './invariants';
-import { CHAOS_COLUMNS, RowInserter, type InsertStats, type NodeDatabase } from './rows';
-import { FamilyMaker, type FamilyStats } from './families';
-import { FamilyChecks } from './family-checks';
-import { RowsOnAnswer } from './rows-on-answer';
-import { checkTables, ConnectionCutter, makeUserTables, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
-import { ChaosMonkey, workerSpecs, type MonkeyStats, type ProcessSpec } from './monkey';
+import { checkStorageAtRest } from './storage-at-rest';
+import type { ChaosOptions, ChaosReport } from './run-options';
+import { Progress, restartServerDuringOps } from './server-restarts';
+import { preparePostgresLoad } from './user-load';
+import { CHAOS_COLUMNS, type NodeDatabase } from './rows';
+import { makeUserTables, USER_TABLE_TABLEFATE_NAMES, type UserTable } from './tables';
+import { ChaosMonkey, workerSpecs, type ProcessSpec } from './monkey';
 import { storageQueue } from '../../domain/operations';
-import type { Problem } from './problems';
 import { summarizeWorkerLog } from './report';
 import { ChaosCluster, ChaosServer, type ChaosTemporal } from './processes';
 import { Random } from './random';
 import { runScenario } from './scenario';
-import { idsMentioned, type OpRecord, type Outcome } from './ops';
+import { idsMentioned, type Outcome } from './ops';
 import { classify } from './callers';
 import { checkHolds, type FinalRelease } from './policies';
-import { allTables, LockWaitWatch, type LockWait } from './observe';
+import { allTables, LockWaitWatch } from './observe';
 import { countDoorAnswers, DOOR_COUNT_SCHEMA, makeDoorCallerRole, urlAs } from './sql-caller';
-import type { DoorSummary } from './invariants';
 import type { Catalog } from '../../catalog/catalog';
-import { toTableInfo, type TableInfo } from '../../domain/table';
-import { afterRecalls, PartitionLoad, unitHints, UnitKeys, unitsAtRest } from './units';
-import { checkNamespaces, inRunNamespace, NamespaceLoad } from './namespaces';
+import { unitHints } from './units';
 
 /**
  * One chaos run, start to end: its own dev server and state directory, a worker child killed again and again,
  * a server crashed and restarted, clients issuing operations, then the wait for rest and every invariant.
  * Whatever happens, the processes it started are stopped before it returns or throws.
  */
-
-export interface ChaosOptions {
-  seed: number;
-  ops: number;
-  clients: number;
-  /** How many times the Temporal server is SIGKILLed and restarted (a cluster: one history process at a time). */
-  serverRestarts: number;
-  /**
-   * The Temporal server: a dev server of the run's own (default), or a cluster of the run's own on the run's
-   * PostgreSQL (frontend, two history processes, matching, worker: servers/cluster.ts).
-   */
-  temporal?: 'dev' | 'cluster';
-  /** Where the catalog is: the SQLite file under the state directory (default), or a throwaway PostgreSQL. */
-  catalog?: 'sqlite' | 'postgres';
-  /**
-   * What a shard is: files under the storage nodes' directories (default), or a real PostgreSQL table, each node a
-   * database of its own on a throwaway server (the catalog's, with `catalog: 'postgres'`), into whose live tables
-   * the run inserts rows while the operations go on.
-   */
-  driver?: 'files' | 'postgres';
-  /** postgres driver: how often tablefate's storage connections are cut (pg_terminate_backend); false: never. Default 3 to 8 s. */
-  connectionCutsEveryMs?: readonly [number, number] | false;
-  /** How many orchestrating `tablefate worker` processes run at once (same home, same catalog). Default 1. */
-  workers?: number;
-  /**
-   * `local` (default): the workers serve the storage nodes from the home's storage directory. `remote`: they serve
-   * none; each of the three nodes has a `tablefate storage-node` process of its own, with a directory of its own.
-   */
-  storage?: 'local' | 'remote';
-  /** How many of the workers the monkey kills (the first ones); default all. */
-  killWorkers?: number;
-  /** With remote storage, how many of the storage nodes the monkey kills (node-0 first); default 1. */
-  killNodes?: number;
-  /**
-   * Who issues the operations: SDK clients (default), `tablefate` commands run from an empty directory, or (postgres
-   * driver) the SQL door for its calls (drop, recall, purge, hold, release, retention) and the SDK for the others.
-   */
-  caller?: 'sdk' | 'cli' | 'sql';
-  /** A call without an answer after this long is an unknown outcome. Default 60 s. */
-  callTimeoutMs?: number;
-  /** No operation starts after this long (the product may stall); default 10 min. */
-  opsTimeLimitMs?: number;
-  /** How long to wait for the system to come to rest after the operations. Default 3 min. */
-  convergenceTimeoutMs?: number;
-  /** A worker lives this long after it starts polling before it is killed. Default 1.5 to 5 s. */
-  killAfterReadyMs?: readonly [number, number];
-  /** Keep the state directory (catalog, storage, logs) even when no problem was found. */
-  keepState?: boolean;
-  /** Stops issuing operations and skips to the cleanup. */
-  signal?: AbortSignal;
-  /** Progress lines, with the time since the start. */
-  log?: (line: string) => void;
-}
-
-export interface ChaosReport {
-  seed: number;
-  options: Required<
-    Pick<
-      ChaosOptions,
-      | 'ops'
-      | 'clients'
-      | 'serverRestarts'
-      | 'temporal'
-      | 'catalog'
-      | 'driver'
-      | 'workers'
-      | 'storage'
-      | 'killWorkers'
-      | 'killNodes'
-      | 'caller'
-      | 'callTimeoutMs'
-      | 'opsTimeLimitMs'
-      | 'convergenceTimeoutMs'
-    >
-  > & {
-    /** postgres driver: whether tablefate's storage connections were cut during the operations. */
-    connectionCuts: boolean;
-  };
-  ops: OpRecord[];
-  stats: MonkeyStats;
-  /** At rest with the run's holds still on (a held table past its expiry counts as at rest): where the holds were checked. */
-  holdCheckpoint: Convergence | undefined;
-  /** What the look at the holds found before their release, and the releases the run made then. */
-  holds?: { held: number; heldPastExpiry: number; released: FinalRelease[] };
-  /** At rest after every hold was released: where every other invariant is checked. */
-  convergence: Convergence | undefined;
-  problems: Problem[];
-  notes: string[];
-  tables: number;
-  /** What the storage checks compared (checksums of files, or rows of tables). */
-  storageSummary: string;
-  /** `--caller sql`: the calls through the SQL door, and what the end of the run found of their requests. */
-  door?: DoorSummary;
-  /** postgres driver: the user's service's inserts, the storage connections cut, the user's tables. */
-  postgres?: {
-    inserts: InsertStats;
-    rowsCommitted: number;
-    /** Shards whose rows were compared right after a trash, recall or purge of their table answered. */
-    shardsCheckedOnAnswer: number;
-    connectionCuts: number;
-    userTables: string[];
-    /** Sessions of the node databases seen waiting more than 5 s for a lock, and for whom (observe.ts, LockWaitWatch). */
-    lockWaits: LockWait[];
-    /** The views, keys and policies the user made on the tables (families.ts). */
-    families: FamilyStats;
-  };
-  opsPhaseMs: number;
-  durationMs: number;
-  aborted: boolean;
-  /** Where the catalog, the storage nodes, the logs and ops.json (every call and answer) are; removed unless kept. */
-  dir: string;
-  kept: boolean;
-  workerLog: string;
-  /** The worker log's warnings and errors, by message (read before the state directory is removed). */
-  workerLogSummary: string[];
-  serverLog: string;
-}
-
-/** Resolves waiters once enough operations have been answered (or the operations are over). */
-class Progress {
-  private done = 0;
-  private finished = false;
-  private readonly waiters: Array<{ count: number; resolve: () => void }> = [];
-
-  set(done: number): void {
-    this.done = done;
-    this.release();
-  }
-
-  finish(): void {
-    this.finished = true;
-    this.release();
-  }
-
-  reached(count: number): Promise<void> {
-    return new Promise((resolve) => {
-      this.waiters.push({ count, resolve });
-      this.release();
-    });
-  }
-
-  private release(): void {
-    for (const waiter of this.waiters.splice(0)) {
-      if (this.finished || this.done >= waiter.count) waiter.resolve();
-      else this.waiters.push(waiter);
-    }
-  }
-}
 
 const NAMESPACE = 'default';
 /** postgres driver: how often tablefate's storage connections are cut, by default. */
@@ -245,25 +94,6 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
     serverLog:
       options.temporal === 'cluster' ? path.join(dir, 'temporal', 'cluster', 'logs', 'frontend.log') : path.join(dir, 'temporal.log'),
   };
-}
-
-/** Crashes and restarts the server `count` times, spread evenly over the operations; resolves with what failed. */
-async function restartServerDuringOps(
-  monkey: ChaosMonkey,
-  progress: Progress,
-  ops: number,
-  count: number,
-  signal: AbortSignal,
-): Promise<Error | undefined> {
-  try {
-    for (let i = 1; i <= count && !signal.aborted; i++) {
-      await progress.reached(Math.ceil((ops * i) / (count + 1)));
-      if (!signal.aborted) await monkey.restartServer();
-    }
-    return undefined;
-  } catch (err) {
-    return err instanceof Error ? err : new Error(String(err));
-  }
 }
 
 /**
@@ -432,19 +262,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     cleanups.push(() => catalog.close());
     const files = settings.driver === 'files' ? new LocalFileStorage({ root: viewRoot, nodeCount: NODES.length }) : undefined;
     const fingerprints = files ? new ShardFingerprints(files) : undefined;
-    // postgres driver: the user's service writing into the live tables, and the storage connections cut now and then.
-    const inserter =
-      settings.driver === 'postgres'
-        ? new RowInserter({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('inserter'), lanes: 2 })
-        : undefined;
-    const cutEvery = options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS;
-    const cutter =
-      settings.connectionCuts && cutEvery !== false
-        ? new ConnectionCutter((await postgres()).url, nodeDbs, rng.fork('cutter'), cutEvery)
-        : undefined;
-    const rowsOnAnswer = inserter ? new RowsOnAnswer(nodeDbs, catalog.id, inserter.ledger) : undefined;
-    // And the user's views and keys on those tables: families, which drops with cascade take along.
-    const families = inserter ? new FamilyMaker({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('families') }) : undefined;
     // Watched until the checks begin: a stall of the operations, or of the rest after them, shows whom it waited for.
     const lockWatch =
       settings.driver === 'postgres'
@@ -454,54 +271,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           )
         : undefined;
     cleanups.push(async () => lockWatch?.stop());
-    // Several tables as one (units.ts): keys between live tables, and leaves of a partitioned table adopted alone,
-    // written through their partitioned table meanwhile.
-    const unitKeys = inserter ? new UnitKeys({ nodes: nodeDbs, catalog, catalogId: catalog.id, rng: rng.fork('unit-keys') }) : undefined;
-    const partitions = inserter
-      ? new PartitionLoad({
-          node: nodeDbs[0]!,
-          nodes: nodeDbs,
-          sdk: new TableFateClient({ client: temporal, catalog, storageDriver: settings.driver }),
-          catalog,
-          catalogId: catalog.id,
-          ledger: inserter.ledger,
-          rng: rng.fork('partitions'),
-        })
-      : undefined;
-    if (partitions) {
-      await partitions.setUp();
-      log(`the user's partitioned table chaos_p.events on ${nodeDbs[0]!.node}; leaves adopted alone: ${partitions.names().join(', ')}`);
-    }
-    // Whole namespaces (namespaces.ts): each schema of the run's namespaces furnished with a sequence, a function and a view.
-    const namespaces =
-      inserter && families
-        ? new NamespaceLoad({
+    const load =
+      settings.driver === 'postgres'
+        ? await preparePostgresLoad({
             nodes: nodeDbs,
             catalog,
-            catalogId: catalog.id,
-            rng: rng.fork('namespaces'),
-            onView: (view) => families.dependents.push(view),
+            sdk: new TableFateClient({ client: temporal, catalog, storageDriver: settings.driver }),
+            rng,
+            cutConnections: settings.connectionCuts
+              ? { serverUrl: (await postgres()).url, everyMs: options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS }
+              : undefined,
+            log,
           })
         : undefined;
-    const stopLoad = async () => {
-      await namespaces?.stop();
-      await partitions?.stop();
-      await unitKeys?.stop();
-      await families?.stop();
-      await inserter?.stop();
-      await cutter?.stop();
-      await rowsOnAnswer?.close();
-    };
+    const { inserter, cutter, rowsOnAnswer, families, unitKeys, partitions, namespaces } = load ?? {};
+    const stopLoad = async () => load?.stop();
     cleanups.push(stopLoad);
 
     monkey.unleash();
     lockWatch?.start();
-    inserter?.start();
-    families?.start();
-    unitKeys?.start();
-    partitions?.start();
-    namespaces?.start();
-    cutter?.start();
+    load?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
     const opsStarted = Date.now();
@@ -642,137 +431,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           `(a lost storage connection ended the process instead of failing one activity); see ${workerLog}`,
       });
     }
-    const checkStorage = async (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> => {
-      // Before the checker recalls anything: every drop of several tables as one still whole.
-      const units = unitsAtRest(tables, report.ops);
-      const togetherDrops = report.ops.filter((op) => op.request.kind === 'trash' && op.request.together).length;
-      const aloneRecalls = report.ops.filter((op) => op.request.kind === 'undelete' && op.request.alone).length;
-      const namespaceDrops = report.ops.filter((op) => op.request.kind === 'trash' && op.request.namespace !== undefined);
-      const intoRecalls = report.ops.filter((op) => op.request.kind === 'undelete' && op.request.newNamespace !== undefined).length;
-      const unitLine =
-        `${togetherDrops} drops of several tables, ${namespaceDrops.length} of a whole namespace ` +
-        `(${namespaceDrops.filter((op) => op.outcome.kind === 'ok').length} answered, ${namespaceDrops.filter((op) => op.cli).length} by the CLI), ` +
-        `${aloneRecalls} recalls alone, ${intoRecalls} into another namespace; ${units.units} units in the trash at rest`;
-      if (files && fingerprints) {
-        const found = await checkFiles(files, tables, fingerprints);
-        return {
-          ...found,
-          problems: [...units.problems, ...found.problems],
-          summary: `shard checksums compared for ${found.fingerprintsChecked}; ${unitLine}`,
-        };
-      }
-      // The checker's recalls: a table dropped with others that came back with an earlier one is READY already; one
-      // recalled under a fresh name comes alone. What each recall said, for the checks of keys and leaves after them.
-      const recallNotes = new Map<number, string[]>();
-      const unitRecallProblems: Problem[] = [];
-      const recall = async (tableId: number, newName?: string): Promise<TableInfo> => {
-        const now = await catalog.getTable(tableId);
-        if (now?.state === 'READY' && newName === undefined) return { ...toTableInfo(now), notes: recallNotes.get(tableId) ?? [] };
-        const mates = now?.droppedWith ?? [];
-        const unit: number[] = [];
-        for (const id of mates) {
-          const mate = await catalog.getTable(id);
-          if (mate?.state === 'TRASHED' && mate.droppedWith?.includes(tableId)) unit.push(id);
-        }
-        let answer: TableInfo;
-        // A table of the run's namespaces whose schema's name was made again meanwhile: with its drop's others (and its
-        // schema) into a namespace of their own.
-        const into = newName !== undefined && now && inRunNamespace(now) ? `recalled_ns${tableId}` : undefined;
-        try {
-          answer = await sdk.undelete(
-            into !== undefined
-              ? { table: tableId, newNamespace: into }
-              : { table: tableId, ...(newName ? { newName, ...(mates.length > 0 ? { alone: true } : {}) } : {}) },
-            { timeoutMs: 60_000 },
-          );
-        } catch (err) {
-          // Refused: all of them still in the trash, none left half way back (RESTORING) or back alone. (Those that had
-          // left the trash before, recalled alone or purged, are no longer of its unit.)
-          const type = (err as { type?: string }).type;
-          if (type !== undefined && !newName && unit.length > 0) {
-            const left = [];
-            for (const id of [tableId, ...unit]) {
-              const t = await catalog.getTable(id);
-              if (t && t.state !== 'TRASHED' && t.state !== 'PURGED') left.push(`table ${id} (${t.namespace}.${t.name}) ${t.state}`);
-            }
-            if (left.length > 0) {
-              unitRecallProblems.push({
-                invariant: 'units',
-                detail:
-                  `the checker's recall of table ${tableId} (dropped with ${unit.join(', ')}) was refused ${type} ` +
-                  `(${(err as Error).message}), and left ${left.join(', ')}: not all of them back in the trash`,
-              });
-            }
-          }
-          throw err;
-        }
-        for (const id of [tableId, ...(newName && !into ? [] : mates)])
-          recallNotes.set(id, [...(recallNotes.get(id) ?? []), ...(answer.notes ?? [])]);
-        return answer;
-      };
-      // The checker recalls the trashed tables as a user would: through the SDK, with the deployment's driver.
-      const namespacesBefore = await checkNamespaces({
-        incarnations: namespaces!.incarnations,
-        nodes: nodeDbs,
-        catalog,
-        catalogId: catalog.id,
-        ops: report.ops,
-        when: 'before the recalls',
-      });
-      const familyChecks = new FamilyChecks(
-        { dependents: families!.dependents, orphaned: families!.orphaned, ops: report.ops, unitKeys: unitKeys!.keys },
-        nodeDbs,
-        catalog.id,
-      );
-      const found = await checkTables(
+    const checkStorage = (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> =>
+      checkStorageAtRest(
         {
-          nodes: nodeDbs,
-          catalogId: catalog.id,
-          ledger: inserter!.ledger,
-          userTables,
-          recall,
-          getTable: (tableId) => catalog.getTable(tableId),
-          families: familyChecks,
+          ops: report.ops,
+          catalog,
+          sdk,
+          ...(files && fingerprints ? { files: { files, fingerprints } } : {}),
+          ...(inserter
+            ? {
+                postgres: {
+                  nodes: nodeDbs,
+                  userTables,
+                  inserter,
+                  families: families!,
+                  unitKeys: unitKeys!,
+                  partitions: partitions!,
+                  namespaces: namespaces!,
+                },
+              }
+            : {}),
         },
         tables,
       );
-      const after = await afterRecalls({
-        keys: unitKeys!.keys,
-        leaves: partitions!.adopted,
-        nodes: nodeDbs,
-        catalog,
-        ops: report.ops,
-        recallNotes,
-      });
-      const namespacesAfter = await checkNamespaces({
-        incarnations: namespaces!.incarnations,
-        nodes: nodeDbs,
-        catalog,
-        catalogId: catalog.id,
-        ops: report.ops,
-        when: 'after the recalls',
-      });
-      const nsStats = namespaces!.stats;
-      const p = partitions!.stats;
-      return {
-        ...found,
-        problems: [
-          ...units.problems,
-          ...namespacesBefore.problems,
-          ...found.problems,
-          ...unitRecallProblems,
-          ...after.problems,
-          ...namespacesAfter.problems,
-        ],
-        summary:
-          `rows compared for ${found.tablesChecked} tables (${found.rowsChecked} rows seen committed looked for), ` +
-          `${found.recalled} trashed tables recalled; ${familyChecks.summary()}; ${unitLine}; ${after.summary}; ` +
-          `${namespacesBefore.summary}; ${namespacesAfter.summary}; ${nsStats.ticks} sequence ticks (missed furnishing: ` +
-          `${[...nsStats.missed.entries()].map(([m, n]) => `${n}x ${m}`).join('; ') || 'none'}); ` +
-          `${p.rowsCommitted} rows committed through chaos_p.events into adopted leaves, ${p.remade} leaves made again ` +
-          `(refused: ${[...p.refused.entries()].map(([m, n]) => `${n}x ${m}`).join('; ') || 'none'})`,
-      };
-    };
     const findings = await checkInvariants(
       { catalog, temporal, checkStorage, ...(doorCallerRole === undefined ? {} : { doorNodes: nodeDbs }) },
       {
