@@ -14,12 +14,11 @@ import {
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import { recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { detachKeys, restoreKeys, restoreWaitingKeys, type DetachedKey } from './postgres-foreign-keys';
-import type { TableMove } from './postgres-moves';
 import { companionsOfAll, parkSteps, refuseStrangers, unparkSteps } from './postgres-names';
 import { unparkSchema } from './postgres-namespace';
 import { ensureSchema } from './postgres-node';
 import { detachPartition, refuseManagedPartitions, restorePartition } from './postgres-partition';
-import { AREA_SCHEMAS, parkedName, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+import { AREA_SCHEMAS, parkedName, SHARDS, type LiveName, type ShardTableId, type TableArea, type TableMove } from './postgres-record';
 import { moveTableSteps, StepPlan } from './postgres-steps';
 
 /**

@@ -8,7 +8,16 @@ import { moveIn, moveOut, type LockedTable, type MoveAttempt, type Moved } from 
 import { dropParkedSchema, parkedSchemaOf, parkSchema } from './postgres-namespace';
 import { lockShard, lockShards } from './postgres-node';
 import { recordedPartitionNotes, validateBoundChecks } from './postgres-partition';
-import { AREA_SCHEMAS, missing, qualified, SHARDS, type LiveName, type ShardTableId, type TableArea } from './postgres-record';
+import {
+  AREA_SCHEMAS,
+  missing,
+  qualified,
+  SHARDS,
+  type LiveName,
+  type ShardTableId,
+  type TableArea,
+  type TableMove,
+} from './postgres-record';
 
 /**
  * A shard table's moves between the live area, the trash and the garbage, and its drop: each one transaction of renames
@@ -19,12 +28,6 @@ import { AREA_SCHEMAS, missing, qualified, SHARDS, type LiveName, type ShardTabl
 /** What a move did beyond the move: foreign keys it could not put back as they were (recall only). */
 export interface MoveOutcome {
   notes: string[];
-}
-
-/** One table of a move: its shard, and under what name it comes back into the live area. */
-export interface TableMove {
-  id: ShardTableId;
-  live?: LiveName;
 }
 
 /**

@@ -23,6 +23,12 @@ export interface LiveName {
 
 export type TableArea = 'live' | 'trash' | 'garbage';
 
+/** One table of a move: its shard, and under what name it comes back into the live area. */
+export interface TableMove {
+  id: ShardTableId;
+  live?: LiveName;
+}
+
 export const { own: OWN_SCHEMA, trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA } = POSTGRES_OWN_SCHEMAS;
 export const AREA_SCHEMAS: Record<Exclude<TableArea, 'live'>, string> = { trash: TRASH_SCHEMA, garbage: GARBAGE_SCHEMA };
 /** The record's table, qualified. */

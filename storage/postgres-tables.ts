@@ -2,8 +2,8 @@ import type { Pool, PoolClient } from 'pg';
 import { audit, listPlaced, locate, type ShardTableAudit, type ShardTableLocation } from './postgres-audit';
 import { adoptTable, createTable, releaseTable, type TableDefinition } from './postgres-create';
 import type { MoveOptions } from './postgres-drain';
-import { dropTable, moveTable, moveTables, type MoveOutcome, type TableMove } from './postgres-moves';
-import type { LiveName, ShardTableId, TableArea } from './postgres-record';
+import { dropTable, moveTable, moveTables, type MoveOutcome } from './postgres-moves';
+import type { LiveName, ShardTableId, TableArea, TableMove } from './postgres-record';
 import { prepareRecord } from './postgres-record-schema';
 
 /**
