@@ -33,7 +33,7 @@ export type AlterStep = { alter: RelationKind; schema: string; name: string } & 
 export type Step = RecordStep | AlterStep;
 
 /** Runs the steps in order, on the move's transaction; answers the name each rename gave (null for other steps). */
-export async function applySteps(c: PoolClient, steps: readonly Step[]): Promise<Array<string | null>> {
+async function applySteps(c: PoolClient, steps: readonly Step[]): Promise<Array<string | null>> {
   if (steps.length === 0) return [];
   const { rows } = await c.query<{ took: Array<string | null> }>({
     name: 'tablefate.apply-steps',
