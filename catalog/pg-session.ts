@@ -20,6 +20,12 @@ export interface Queryable {
 export const ident = (name: string): string => `"${name.replace(/"/g, '""')}"`;
 
 /**
+ * A string constant, where SQL takes no parameter (a comment, an option's value in DDL), as tablefate's sessions read
+ * it: with `standard_conforming_strings` on, which each pins, a backslash is itself and only a quote is doubled.
+ */
+export const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
+
+/**
  * A pool whose connections can never end the process. A server that ends a session (a restart, `pg_terminate_backend`)
  * fails the query in flight, and also emits 'error' on the connection; pg-pool listens only while a connection is idle
  * in it, and not in the moment between handing a new one out and its first query. So every connection gets a listener

@@ -108,11 +108,11 @@ export function formatGuard(results: readonly GuardNodeResult[]): string {
   return [line(header), ...rows.map(line)].join('\n');
 }
 
-/** A session of the guard's own: search_path pinned, bounded waits, named. */
+/** A session of the guard's own: search_path and how strings read pinned, bounded waits, named. */
 function session(url: string): Client {
   return new Client({
     connectionString: url,
-    options: '-c search_path=pg_catalog,pg_temp -c lock_timeout=10s',
+    options: '-c search_path=pg_catalog,pg_temp -c standard_conforming_strings=on -c lock_timeout=10s',
     application_name: 'tablefate guard',
     statement_timeout: 60_000,
     connectionTimeoutMillis: 15_000,

@@ -1,7 +1,7 @@
 import type { ClientBase } from 'pg';
 import { InvalidInputError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
-import { ident } from '../catalog/pg-session';
+import { ident, literal } from '../catalog/pg-session';
 
 /**
  * The guard (issue 29): an event trigger pair on a node's database that refuses the bare DDL that would lose or strand a
@@ -74,8 +74,6 @@ const { own: OWN, trash: TRASH, garbage: GARBAGE } = POSTGRES_OWN_SCHEMAS;
 const RECORD = `${OWN}.shards`;
 const INSUFFICIENT_PRIVILEGE = '42501';
 
-/** A literal, always quoted (of the constants above only). */
-const literal = (text: string) => `'${text.replace(/'/g, "''")}'`;
 const G = ident(GUARD_SCHEMA);
 const OWN_SCHEMAS = `ARRAY[${[OWN, TRASH, GARBAGE].map(literal).join(', ')}]`;
 const FUNCTION_OPTIONS = 'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp';

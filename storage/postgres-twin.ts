@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import { ident } from '../catalog/pg-session';
+import { ident, literal } from '../catalog/pg-session';
 import { qualified, type LiveName } from './postgres-record';
 import type { TwinAcl, TwinColumn, TwinGrant, TwinPlan, TwinSequence } from './postgres-twin-read';
 
@@ -266,9 +266,6 @@ function option(text: string): string {
   const [name, value] = eq < 0 ? [text, 'true'] : [text.slice(0, eq), text.slice(eq + 1)];
   return `${name.split('.').map(ident).join('.')} = ${literal(value)}`;
 }
-
-/** A string constant that reads the same whatever standard_conforming_strings is: an escape string. */
-const literal = (text: string) => `E'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
 
 /** `base` + `suffix`, `base` cut short (at a character) to keep it within PostgreSQL's 63 bytes. */
 function withSuffix(base: string, suffix: string): string {
