@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionRequest } from '../catalog/catalog';
+import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionRequest, type TruncateCommit } from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
@@ -69,6 +69,17 @@ export function createActivities(deps: ActivityDeps) {
     const table = await catalog.transition({ ...request, owner, step: stepOf(owner, input) });
     if (input.releaseLocks) await catalog.releaseLocks(owner);
     return table;
+  };
+
+  /** A truncate's commit (Catalog.commitTruncate): the trash entry its rows went to, as committed. */
+  const truncateCommitted = async (
+    input: CallScope & { releaseLocks?: boolean },
+    request: Omit<TruncateCommit, 'owner' | 'step'>,
+  ): Promise<TableRecord> => {
+    const owner = inScope(input);
+    const entry = await catalog.commitTruncate({ ...request, owner, step: stepOf(owner, input) });
+    if (input.releaseLocks) await catalog.releaseLocks(owner);
+    return entry;
   };
 
   const activities = {
@@ -174,13 +185,19 @@ export function createActivities(deps: ActivityDeps) {
         droppedBy?: string;
         family?: string[];
         droppedWith?: number[];
+        truncateInto?: number;
         releaseLocks?: boolean;
         startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
       },
     ): Promise<TrashCommitted> {
       const owner = inScope(input);
-      const { policy, request } = await committing(input, stepOf(owner, input));
-      const trashed = { ...(await change(input, request)), policy };
+      const step = stepOf(owner, input);
+      const { policy, request } = await committing(input, step);
+      const committed =
+        input.truncateInto === undefined
+          ? await change(input, request)
+          : await truncateCommitted(input, { ...request, retentionSeconds: request.retentionSeconds!, into: input.truncateInto });
+      const trashed = { ...committed, policy };
       if (input.startExpiry) await startExpiryOf(catalog, trashed, { ...input.startExpiry, catalogId: input.catalogId });
       return trashed;
     },
@@ -230,9 +247,19 @@ export function createActivities(deps: ActivityDeps) {
       return answers;
     },
 
-    /** A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING (Catalog.startDrain). */
+    /**
+     * A drop's first change: READY to DRAINING while leases are live, else straight to TRASHING; a truncate's: READY to
+     * TRUNCATING (Catalog.startDrain).
+     */
     async startDrain(
-      input: CallScope & { tableId: number; now: number; expectName?: TableName; takeLock?: boolean; droppedWith?: number[] },
+      input: CallScope & {
+        tableId: number;
+        now: number;
+        expectName?: TableName;
+        takeLock?: boolean;
+        droppedWith?: number[];
+        truncate?: boolean;
+      },
     ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }> {
       const owner = inScope(input);
       const result = await catalog.startDrain(
@@ -243,6 +270,7 @@ export function createActivities(deps: ActivityDeps) {
           expectName: input.expectName,
           takeLock: input.takeLock,
           ...(input.droppedWith ? { droppedWith: input.droppedWith } : {}),
+          ...(input.truncate ? { truncate: true } : {}),
           step: stepOf(owner, input),
         },
         isOwnerClosed,
@@ -340,7 +368,8 @@ export function createActivities(deps: ActivityDeps) {
       const table = await catalog.getTable(input.tableId);
       if (!table || (input.states && !input.states.includes(table.state))) return false;
       const lock = lockFor.table(table.id);
-      const drainer = table.state === 'DRAINING' ? (await catalog.listLocks()).find((held) => held.resource === lock) : undefined;
+      const drains = table.state === 'DRAINING' || table.state === 'TRUNCATING';
+      const drainer = drains ? (await catalog.listLocks()).find((held) => held.resource === lock) : undefined;
       return wakeTrashRuns(table, input.catalogId, drainer?.workflowId);
     },
 

@@ -56,6 +56,7 @@ export interface StepParts {
       expectName?: { namespace: string; name: string };
       takeLock?: boolean;
       droppedWith?: number[];
+      truncate?: boolean;
     },
   ): Promise<{ table: TableRecord; leases: Lease[] } | { busy: string }>;
   commitTrash(

@@ -1,5 +1,5 @@
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
-import { diagnoseSets, judgeSet, type Finding, type SetOnDisk } from '../domain/health';
+import { diagnoseSets, judgeSet, truncatingInto, type Finding, type SetOnDisk } from '../domain/health';
 import type { ChangeNotes, FatalStorageError, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
@@ -111,7 +111,9 @@ export function createStorageActivities(deps: StorageActivityDeps) {
         const sets = (await setsOf(set.node)) ?? [];
         const now = sets.find((s) => s.tableId === set.tableId && s.shard === set.shard && s.area === set.area);
         if (!now || now.changedAt + orphanGraceMs > Date.now()) return;
-        if (judgeSet(now, await catalog.getTable(set.tableId), sets)?.kind !== 'orphan') return;
+        const table =
+          (await catalog.getTable(set.tableId)) ?? truncatingInto(await catalog.listTables({ includeTrashed: false })).get(set.tableId);
+        if (judgeSet(now, table, sets)?.kind !== 'orphan') return;
         await storage.discardSet(shard, set.area, watch);
         outcome = 'collected';
       });
@@ -268,11 +270,18 @@ const moveOptions = ({ drainTimeoutMs, cascade, namespace }: Extract<ShardChange
 
 /** Makes one shard's change, answering what it said beyond doing it (a move's notes; nothing for the others). */
 async function applyChange(storage: StorageDriver, change: ShardChange, shard: ShardRef, watch: Watch): Promise<ChangeNotes> {
-  if (change.method !== 'moveShard') {
-    await storage[change.method](shard, watch);
-    return [];
+  switch (change.method) {
+    case 'moveShard':
+      return (await storage.moveShard(movedAs(change, shard), change.from, change.to, watch, moveOptions(change))) ?? [];
+    case 'truncateShard':
+      return (await storage.truncateShard(shard, change.into, watch, { drainTimeoutMs: change.drainTimeoutMs })) ?? [];
+    case 'untruncateShard':
+      await storage.untruncateShard(shard, change.into, watch);
+      return [];
+    default:
+      await storage[change.method](shard, watch);
+      return [];
   }
-  return (await storage.moveShard(movedAs(change, shard), change.from, change.to, watch, moveOptions(change))) ?? [];
 }
 
 /** The names of the storage activities: what a node's task queue serves. */

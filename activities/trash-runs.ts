@@ -47,16 +47,14 @@ export function endTrashTimer(tableId: number, end: EndOfTrash, catalogId: strin
 }
 
 /**
- * Tells the runs waiting on the table to read it again: a DRAINING table's drop (a lease released), a TRASHED table's
- * expiry (a hold released). A drop run that a v19 client started is its table's `trash:` run: it is told too. The drop
- * is the run holding the table's lock (`drainer`), whatever its id (a request's own run has one of its own), else the
- * drop's usual run.
+ * Tells the runs waiting on the table to read it again: a DRAINING table's drop or a TRUNCATING one's truncate (a lease
+ * released), a TRASHED table's expiry (a hold released). A drop run that a v19 client started is its table's `trash:`
+ * run: it is told too. The drop (or truncate) is the run holding the table's lock (`drainer`), whatever its id (a
+ * request's own run has one of its own), else the operation's usual run.
  */
 export async function wakeTrashRuns(table: TableRecord, catalogId: string | undefined, drainer?: string): Promise<boolean> {
-  const ids = [
-    workflowIdFor.expiry(table.id, catalogId),
-    ...(table.state === 'DRAINING' ? [drainer ?? workflowIdFor.trash(table.id, catalogId)] : []),
-  ];
+  const usual = table.state === 'DRAINING' ? workflowIdFor.trash : table.state === 'TRUNCATING' ? workflowIdFor.truncate : undefined;
+  const ids = [workflowIdFor.expiry(table.id, catalogId), ...(usual ? [drainer ?? usual(table.id, catalogId)] : [])];
   const told = await Promise.all(
     ids.map((workflowId) => tell(workflowId, (id) => client().workflow.getHandle(id).signal(trashChangedSignal))),
   );

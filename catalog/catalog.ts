@@ -102,6 +102,23 @@ export interface TransitionRequest {
   rename?: TableName;
   /** The name the caller believes the table has: a table bearing another name is refused. */
   expectName?: TableName;
+  /** Entering TRUNCATING: the trash entry its rows go to (TableRecord.truncateInto). */
+  truncateInto?: number;
+  step?: StepKey;
+}
+
+/** A truncate's commit (Catalog.commitTruncate). */
+export interface TruncateCommit {
+  /** The table truncating; must hold its lock. */
+  tableId: number;
+  owner: LockOwner;
+  now: number;
+  /** How long the trash keeps the rows. */
+  retentionSeconds: number;
+  /** Who truncated it, recorded as the entry's dropper. */
+  droppedBy?: string;
+  /** The entry the caller read the truncate as making (its truncateInto), by which a repeated commit finds it made. */
+  into?: number;
   step?: StepKey;
 }
 
@@ -171,6 +188,8 @@ export interface DrainStart {
   takeLock?: boolean;
   /** The other tables of a drop of several as one (TableRecord.droppedWith), recorded from its start: a drop resumed takes them all. */
   droppedWith?: number[];
+  /** A truncate's first change rather than a drop's: READY to TRUNCATING, its trash entry's id chosen and locked. */
+  truncate?: boolean;
   step?: StepKey;
 }
 
@@ -239,8 +258,13 @@ export interface Catalog extends CatalogReader {
   changeHold(req: HoldChange): Promise<TableRecord>;
   /** Moves the expiry of the trash at `droppedAt`; WrongState if the table is no longer in it or another operation holds it. */
   changeExpiry(req: ExpiryChange): Promise<TableRecord>;
-  /** A drop's first change (see DrainStart), with the leases it must wait for. A table DRAINING or TRASHING is answered as it is. */
+  /**
+   * A drop's first change (see DrainStart), or a truncate's, with the leases it must wait for. A table DRAINING or
+   * TRASHING (TRUNCATING) is answered as it is.
+   */
   startDrain(req: DrainStart, isOwnerClosed: IsOwnerClosed): Promise<DrainResult>;
+  /** A truncate's commit: its rows' trash entry recorded TRASHED, the table READY; answers the entry. */
+  commitTruncate(req: TruncateCommit): Promise<TableRecord>;
   /**
    * A lease taken (the table must be READY: WrongState otherwise), renewed (it must not have expired) or released
    * (LeaseNotFound if there is none by that id): the lease as the change leaves it (a released one as it was).

@@ -118,9 +118,25 @@ ALTER TABLE tables ADD COLUMN family TEXT;
 ALTER TABLE tables ADD COLUMN dropped_with TEXT;
 `,
   },
+  {
+    version: 6,
+    description:
+      'truncates into the trash: TRUNCATING holds its name; truncate_into, the trash entry a truncating table moves its rows to; ' +
+      'truncated_from, the table whose rows a trash entry holds',
+    sql: `
+ALTER TABLE tables DROP CONSTRAINT tables_state_check;
+ALTER TABLE tables ADD CONSTRAINT tables_state_check
+  CHECK (state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'TRASHED', 'RESTORING', 'PURGING', 'PURGED', 'CREATE_FAILED', 'TRUNCATING'));
+DROP INDEX tables_name_holder;
+CREATE UNIQUE INDEX tables_name_holder ON tables (namespace, name)
+  WHERE state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED', 'TRUNCATING');
+ALTER TABLE tables ADD COLUMN truncate_into BIGINT;
+ALTER TABLE tables ADD COLUMN truncated_from BIGINT;
+`,
+  },
 ];
 
-/** The states migration 2 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */
+/** The states migration 2 lets a table be in, and those in which it holds its name (released: never edited). */
 export const MIGRATION_2_STATES = [
   'CREATING',
   'READY',
@@ -133,6 +149,10 @@ export const MIGRATION_2_STATES = [
   'CREATE_FAILED',
 ];
 export const MIGRATION_2_NAME_HOLDING_STATES = ['CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
+
+/** The states migration 6 lets a table be in, and those in which it holds its name: TABLE_STATES and NAME_HOLDING_STATES now. */
+export const MIGRATION_6_STATES = [...MIGRATION_2_STATES, 'TRUNCATING'];
+export const MIGRATION_6_NAME_HOLDING_STATES = [...MIGRATION_2_NAME_HOLDING_STATES, 'TRUNCATING'];
 
 /** The schema version this code needs: the last migration's. */
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -33,6 +33,9 @@ export interface TableRow {
   family: string | string[] | null;
   /** Since schema version 5: a JSON list of table ids, as text (SQLite) or already parsed (PostgreSQL's json). */
   dropped_with: string | number[] | null;
+  /** Since schema version 6: a truncate's trash entry (on the table truncating) and its table (on the entry). */
+  truncate_into: number | string | null;
+  truncated_from: number | string | null;
 }
 
 export interface LockRow {
@@ -57,6 +60,8 @@ export function toRecord(row: TableRow): TableRecord {
     droppedBy: row.dropped_by ?? null,
     ...(row.family === null || row.family === undefined ? {} : { family: json(row.family) }),
     ...(row.dropped_with === null || row.dropped_with === undefined ? {} : { droppedWith: json(row.dropped_with) }),
+    ...(row.truncate_into === null || row.truncate_into === undefined ? {} : { truncateInto: Number(row.truncate_into) }),
+    ...(row.truncated_from === null || row.truncated_from === undefined ? {} : { truncatedFrom: Number(row.truncated_from) }),
     expireAt: row.expire_at,
     purgedAt: row.purged_at,
     updatedAt: row.updated_at,
@@ -86,6 +91,8 @@ const TABLE_ROW: Array<[column: string, value: (t: TableRecord) => unknown]> = [
   ['dropped_by', (t) => t.droppedBy ?? null],
   ['family', (t) => (t.family ? JSON.stringify(t.family) : null)],
   ['dropped_with', (t) => (t.droppedWith ? JSON.stringify(t.droppedWith) : null)],
+  ['truncate_into', (t) => t.truncateInto ?? null],
+  ['truncated_from', (t) => t.truncatedFrom ?? null],
 ];
 
 /** The columns of an INSERT into `tables`, in the order of tableRowValues. */

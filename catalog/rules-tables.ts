@@ -13,6 +13,7 @@ import {
   type PrepareCreateRequest,
   type PrepareResult,
   type TransitionRequest,
+  type TruncateCommit,
 } from './catalog';
 import { assertHolds, sameOwner, tryLock } from './rules-locks';
 import { RetryTransaction, type CatalogTx } from './tx';
@@ -128,6 +129,10 @@ export async function changeExpiry(tx: CatalogTx, req: ExpiryChange): Promise<Ta
  * A drop's first change, under the table's lock: READY to DRAINING while leases are live, so that none is taken after
  * it, and the drop waits for them; straight to TRASHING when there are none. A table found DRAINING or TRASHING (a
  * drop resumed) is answered as it is, with the leases still live.
+ *
+ * A truncate's (`truncate`): READY to TRUNCATING, leases or not (none is taken after it), with the id of the trash entry
+ * its rows will be (`truncateInto`), chosen now and locked for the run, so that nothing else acts on that id's shards
+ * before the entry is recorded. A table found TRUNCATING (a truncate resumed) is answered as it is, with its entry's id.
  */
 export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainResult> {
   if (req.takeLock) {
@@ -137,8 +142,15 @@ export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainR
   const current = await tx.tableById(req.tableId, { forUpdate: true });
   if (!current) throw tableNotFound(req.tableId);
   const leases = await tx.liveLeases({ tableId: req.tableId, now: req.now });
-  const resumed = current.state === 'DRAINING' || current.state === 'TRASHING';
-  const to = resumed ? current.state : leases.length > 0 ? 'DRAINING' : 'TRASHING';
+  const resumed = req.truncate ? current.state === 'TRUNCATING' : current.state === 'DRAINING' || current.state === 'TRASHING';
+  const to = resumed ? current.state : req.truncate ? 'TRUNCATING' : leases.length > 0 ? 'DRAINING' : 'TRASHING';
+  const truncateInto = req.truncate && !resumed && current.state === 'READY' ? await tx.nextTableId() : undefined;
+  // (Resumed, the entry's lock is taken again: the lost run's, closed, is taken over as its table's is.)
+  const entry = truncateInto ?? (resumed && req.truncate ? current.truncateInto : undefined);
+  if (entry !== undefined) {
+    const lock = await tryLock(tx, lockFor.table(entry), req.owner, req.now);
+    if (isBusy(lock)) return lock;
+  }
   const table = await transition(tx, {
     tableId: req.tableId,
     from: ['READY'],
@@ -147,8 +159,48 @@ export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainR
     now: req.now,
     expectName: req.expectName,
     droppedWith: req.droppedWith,
+    ...(truncateInto !== undefined ? { truncateInto } : {}),
   });
   return { table, leases };
+}
+
+/**
+ * A truncate's commit, under the table's lock: its rows' trash entry (`truncateInto`) recorded TRASHED under the
+ * table's name, definition and placement, with its drop time, expiry and dropper, and the table READY again (its shards
+ * are the empty ones the truncate left). Answers the entry. Made already (the table READY, the entry there): answered
+ * as it is.
+ */
+export async function commitTruncate(tx: CatalogTx, req: TruncateCommit): Promise<TableRecord> {
+  const current = await tx.tableById(req.tableId, { forUpdate: true });
+  if (!current) throw tableNotFound(req.tableId);
+  await assertHolds(tx, lockFor.table(req.tableId), req.owner);
+  if (current.state !== 'TRUNCATING') {
+    const made = req.into === undefined ? undefined : await tx.tableById(req.into);
+    if (made?.truncatedFrom === req.tableId) return made;
+    throw new WrongStateError(`table ${req.tableId} is ${current.state}; expected TRUNCATING to commit its truncate`);
+  }
+  const into = current.truncateInto!;
+  const stamped = columnsOnEntering('TRASHING', 'TRASHED', req.now, { retentionSeconds: req.retentionSeconds, droppedBy: req.droppedBy });
+  const entry: TableRecord = {
+    id: into,
+    namespace: current.namespace,
+    name: current.name,
+    state: 'TRASHED',
+    params: current.params,
+    placement: current.placement,
+    createdAt: current.createdAt,
+    droppedAt: stamped.droppedAt!,
+    droppedBy: stamped.droppedBy ?? null,
+    expireAt: stamped.expireAt!,
+    purgedAt: null,
+    updatedAt: req.now,
+    hold: null,
+    truncatedFrom: current.id,
+  };
+  // (TRASHED holds no name: the entry and its table bear the same one.)
+  if (!(await tx.insertTable(entry))) throw new Error(`the trash entry ${into} of table ${current.id}'s truncate could not be recorded`);
+  await transition(tx, { tableId: current.id, from: ['TRUNCATING'], to: 'READY', owner: req.owner, now: req.now });
+  return mustGet(tx, into);
 }
 
 /** WrongState unless the table still bears the name the caller resolved. */
@@ -182,7 +234,7 @@ type TransitionPlan =
   | {
       made: false;
       name: TableName;
-      columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'droppedWith' | 'expireAt' | 'purgedAt'>;
+      columns: Pick<TableRecord, 'droppedAt' | 'droppedBy' | 'family' | 'droppedWith' | 'expireAt' | 'purgedAt' | 'truncateInto'>;
     };
 
 /**
@@ -210,6 +262,7 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     droppedBy: req.droppedBy,
     family: req.family,
     droppedWith: req.droppedWith,
+    truncateInto: req.truncateInto,
   });
   const columns = {
     droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,
@@ -219,6 +272,7 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     droppedWith: set.droppedWith === null ? undefined : (set.droppedWith ?? current.droppedWith),
     expireAt: set.expireAt !== undefined ? set.expireAt : current.expireAt,
     purgedAt: set.purgedAt !== undefined ? set.purgedAt : current.purgedAt,
+    truncateInto: set.truncateInto === null ? undefined : (set.truncateInto ?? current.truncateInto),
   };
   return { made: false, name: wanted, columns };
 }

@@ -22,11 +22,12 @@ import {
   type PrepareResult,
   type StepKey,
   type TransitionRequest,
+  type TruncateCommit,
 } from './catalog';
 import { journaled, unwrap } from './rules-journal';
 import { changeLease } from './rules-leases';
 import { busyHolder, busyHolderOf, sameOwner, tryLock } from './rules-locks';
-import { changeExpiry, changeHold, prepare, startDrain, transition } from './rules-tables';
+import { changeExpiry, changeHold, commitTruncate, prepare, startDrain, transition } from './rules-tables';
 import { RetryTransaction, type CatalogTx } from './tx';
 
 /**
@@ -158,6 +159,10 @@ export abstract class TransactionalCatalog implements Catalog {
 
   startDrain(req: DrainStart, isOwnerClosed: IsOwnerClosed): Promise<DrainResult> {
     return this.withTakeOver(isOwnerClosed, req.step, (tx) => startDrain(tx, req)).then(({ result }) => unwrap(result));
+  }
+
+  commitTruncate(req: TruncateCommit): Promise<TableRecord> {
+    return this.transaction((tx) => journaled(tx, req.step, () => commitTruncate(tx, req))).then(unwrap);
   }
 
   changeLease(req: LeaseRequest): Promise<Lease> {

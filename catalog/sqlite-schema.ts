@@ -104,6 +104,19 @@ ALTER TABLE tables ADD COLUMN family TEXT;
 ALTER TABLE tables ADD COLUMN dropped_with TEXT;
 `,
   },
+  {
+    version: 6,
+    description:
+      'truncates into the trash: TRUNCATING holds its name; truncate_into, the trash entry a truncating table moves its rows to; ' +
+      'truncated_from, the table whose rows a trash entry holds',
+    sql: `
+DROP INDEX tables_name_holder;
+CREATE UNIQUE INDEX tables_name_holder ON tables (namespace, name)
+  WHERE state IN ('CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED', 'TRUNCATING');
+ALTER TABLE tables ADD COLUMN truncate_into INTEGER;
+ALTER TABLE tables ADD COLUMN truncated_from INTEGER;
+`,
+  },
 ];
 
 export const SCHEMA_VERSION = latestVersion(MIGRATIONS);

@@ -19,6 +19,7 @@ export const COMMANDS: readonly (CommandRecord | string)[] = [
   tables.create,
   tables.adopt,
   tables.drop,
+  tables.truncate,
   tables.recall,
   tables.purge,
   tables.retention,

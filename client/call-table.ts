@@ -4,6 +4,7 @@ import { getSettings, setSettingCall, unsetSettingCall } from './settings';
 import { adoptCall, createCall, describe, list, renameCall } from './tables';
 import { purgeCall, retentionCall, trashCall } from './trash';
 import { undeleteCall } from './recall';
+import { truncateCall } from './truncate';
 import { readCall } from './calls';
 
 /**
@@ -14,6 +15,7 @@ export const CALLS = {
   create: createCall,
   adopt: adoptCall,
   trash: trashCall,
+  truncate: truncateCall,
   undelete: undeleteCall,
   purge: purgeCall,
   rename: renameCall,

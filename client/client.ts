@@ -26,6 +26,7 @@ import type {
   RenameRequest,
   RetentionRequest,
   TrashRequest,
+  TruncateRequest,
   UndeleteRequest,
 } from '../domain/requests';
 import type { TableInfo } from '../domain/table';
@@ -148,6 +149,14 @@ export class TableFateClient {
    */
   adopt(request: AdoptRequest, opts: WriteOptions = {}): Promise<TableInfo> {
     return perform(this.ctx, CALLS.adopt, request, opts);
+  }
+
+  /**
+   * Truncates a live table into the trash: its rows become a trash entry of their own (a new id, under the table's name:
+   * recall it under a new name, hold it, purge it), and the table stays live and empty. Answers that entry, TRASHED.
+   */
+  truncate(request: TruncateRequest, opts: WriteOptions = {}): Promise<TableInfo> {
+    return perform(this.ctx, CALLS.truncate, request, opts);
   }
 
   /** Moves a live table to the trash; answers once it is TRASHED, while its expiry timer runs on. */

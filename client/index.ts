@@ -62,5 +62,6 @@ export type {
   PurgeRequest,
   RenameRequest,
   TrashRequest,
+  TruncateRequest,
   UndeleteRequest,
 } from '../domain/requests';

@@ -21,6 +21,7 @@ import {
   renewLeaseRequestSchema,
   retentionRequestSchema,
   trashRequestSchema,
+  truncateRequestSchema,
   undeleteRequestSchema,
 } from '../domain/requests';
 import type { EffectiveSetting } from '../domain/settings';
@@ -136,6 +137,26 @@ export const CALL_TERMS = {
       ShardMissing: 'postgres driver: a shard table is not where tablefate put it',
     },
     example: { input: { table: 'shop.orders', retentionSeconds: 86_400 }, output: trashedOrders },
+  },
+  truncate: {
+    does:
+      'truncates a table into the trash: its rows become a trash entry of their own (a new id under its name, recalled under a new name, held or purged as a dropped table), and the table stays live and empty under its id; answers that entry',
+    request: truncateRequestSchema,
+    answer: tableInfoSchema,
+    starts: { op: 'truncate', knows: WHOLE_TABLE },
+    run: 'shards',
+    failures: {
+      TableNotFound: 'no table of that id, or no live table of that name',
+      TableInTrash: 'the table of that name is in the trash',
+      WrongState: 'the table is not READY, no longer bears the name, or another operation holds it',
+      TableBusy: 'leases (or PostgreSQL sessions) held it past the drain timeout: it is READY again, its rows in it',
+      HasDependents: 'postgres driver: something the empty table could not stand in for depends on it, or it is of a kind it cannot be (named)',
+      ShardMissing: 'postgres driver: a shard table is not where tablefate put it',
+    },
+    example: {
+      input: { table: 'shop.orders', retentionSeconds: 86_400 },
+      output: { ...trashedOrders, id: 57, truncatedFrom: 42 },
+    },
   },
   undelete: {
     does: 'recalls a table from the trash, under its name or a new one',

@@ -79,6 +79,14 @@ export const tableInfoSchema = z
       .describe(
         'the ids of the other tables dropped with it as one (a drop of several tables): a recall of it recalls those still in the trash from that drop with it, unless asked for it alone; absent when it was dropped alone, and once it is back',
       ),
+    truncatedFrom: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe(
+        'a trash entry a truncate made: the id of the table whose rows it holds, which stayed live (empty) under the same name; absent otherwise',
+      ),
     notes: z
       .array(z.string())
       .optional()

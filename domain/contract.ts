@@ -20,6 +20,7 @@ export const CONTRACT_WRITES = [
   'create',
   'adopt',
   'trash',
+  'truncate',
   'undelete',
   'purge',
   'rename',

@@ -73,7 +73,18 @@ export type ShardChange =
        * what else it holds, is set aside until their recall).
        */
       namespace?: string;
-    };
+    }
+  | {
+      /**
+       * The live shard's rows into the trash as the same shard of table `into` (the trash entry a truncate makes), and an
+       * empty shard of the same definition left live in their place, as one change (PostgreSQL: one transaction).
+       */
+      method: 'truncateShard';
+      into: number;
+      drainTimeoutMs?: number;
+    }
+  /** A truncate taken back: the trashed shard of table `into` live again in place of the empty one, if that is still empty. */
+  | { method: 'untruncateShard'; into: number };
 
 /**
  * The early return of a trash run as v19 made it (workflows/legacy/v19/): answers as soon as the table is TRASHED,

@@ -192,9 +192,10 @@ export function diagnoseSets(facts: Omit<HealthFacts, 'trashTimers'>): Finding[]
   const findings: Finding[] = [];
   const busy = busyTables(facts.locks);
   const byId = new Map(facts.tables.map((t) => [t.id, t]));
+  const truncating = truncatingInto(facts.tables);
   for (const set of facts.sets) {
     if (busy(set.tableId)) continue;
-    const verdict = judgeSet(set, byId.get(set.tableId), facts.sets);
+    const verdict = judgeSet(set, byId.get(set.tableId) ?? truncating.get(set.tableId), facts.sets);
     if (!verdict) continue;
     if (verdict.kind === 'misplaced') {
       findings.push({ kind: 'misplaced', set, why: verdict.why });
@@ -267,13 +268,25 @@ function placedOn(table: TableRecord, shard: number, node: string): boolean {
   return table.placement.some((p) => p.shard === shard && p.node === node);
 }
 
-/** Whether a set belongs where it is; if not, whether it is a spare copy (orphan) or the table's data (misplaced). */
+/**
+ * The tables truncating, by the id of the trash entry each moves its rows into: that entry has no row of its own before
+ * the truncate commits, and its sets are the truncating table's until then.
+ */
+export function truncatingInto(tables: readonly TableRecord[]): Map<number, TableRecord> {
+  return new Map(tables.flatMap((t) => (t.state === 'TRUNCATING' && t.truncateInto !== undefined ? [[t.truncateInto, t]] : [])));
+}
+
+/**
+ * Whether a set belongs where it is; if not, whether it is a spare copy (orphan) or the table's data (misplaced). `table`:
+ * the set's table, or, for a truncate's trash entry not committed yet, the table truncating into it (in transition).
+ */
 export function judgeSet(
   set: SetOnDisk,
   table: TableRecord | undefined,
   allSets: readonly SetOnDisk[],
 ): { kind: 'orphan' | 'misplaced'; why: string } | undefined {
   if (!table) return { kind: 'orphan', why: `no table ${set.tableId} in the catalog` };
+  // (A truncating table's entry has its placement.)
   const placed = table.placement.some((p) => p.shard === set.shard && p.node === set.node);
   if (!placed) return { kind: 'orphan', why: `table ${table.id} places no shard ${set.shard} on ${set.node}` };
   // A table in transition has its sets in either area, by design; the operation (or its resumption) settles them.

@@ -95,6 +95,16 @@ export interface TrashInput extends OperationScope {
 }
 
 /**
+ * A truncate into the trash: the table's rows become a trash entry of their own (a new table id, under the table's name,
+ * recallable, held, purged and expiring as a dropped table is), and the table stays live, empty, with its id, name and
+ * definition. Drains as a drop does.
+ */
+export type TruncateInput = Pick<
+  TrashInput,
+  'tableId' | 'expectedName' | 'retentionSeconds' | 'drainTimeoutSeconds' | 'expiryRetry' | 'droppedBy' | keyof OperationScope
+>;
+
+/**
  * PostgreSQL driver: a table tablefate does not keep yet, adopted and dropped into the trash in one operation: the
  * adopt's record and refusals, then the drop's move, drain and retention. Nothing of the table changes before the move.
  */

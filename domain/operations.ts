@@ -17,6 +17,7 @@ import {
   type TableKey,
   type TrashExpiryInput,
   type TrashInput,
+  type TruncateInput,
   type UndeleteInput,
 } from './operation-inputs';
 
@@ -176,6 +177,30 @@ const trash: OperationRecord<'trash', number, TrashInput> = {
   },
   start: { workflowIdConflictPolicy: 'USE_EXISTING' },
   searchAttributes: tableAttributes('trash'),
+};
+
+/**
+ * A truncate into the trash: the table's rows to a trash entry of their own, the table live and empty. Its run ends when
+ * the entry is TRASHED (or, the trash off, purged), and starts the entry's expiry as a drop does. The entry's id is chosen,
+ * and locked, by its first change (TableRecord.truncateInto): a run resumed moves the rows to the same one.
+ */
+const truncate: OperationRecord<'truncate', number, TruncateInput> = {
+  name: 'truncate',
+  workflowType: 'truncateTable',
+  workflowId: (tableId, catalogId) => scoped(`truncate:${tableId}`, catalogId),
+  locks: (input) => [lockFor.table(input.tableId)],
+  resume: {
+    from: ['TRUNCATING'],
+    subject: byTableId,
+    input: (table, { catalogId, retentionSeconds, droppedBy }) => ({
+      tableId: table.id,
+      catalogId,
+      retentionSeconds,
+      ...(droppedBy !== undefined ? { droppedBy } : {}),
+    }),
+  },
+  start: { workflowIdConflictPolicy: 'USE_EXISTING' },
+  searchAttributes: tableAttributes('truncate'),
 };
 
 /**
@@ -374,7 +399,7 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The records of the operations on a table: each is named once, by its record's `name`. */
-const TABLE_OPERATION_RECORDS = [create, adopt, trash, adoptTrash, undelete, purge, rename, hold, release, lease] as const;
+const TABLE_OPERATION_RECORDS = [create, adopt, trash, adoptTrash, truncate, undelete, purge, rename, hold, release, lease] as const;
 
 type ByName<Records extends ReadonlyArray<{ name: string }>> = { [R in Records[number] as R['name']]: R };
 const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Records): ByName<Records> =>

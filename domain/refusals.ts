@@ -74,9 +74,17 @@ export function notRenamable(table: Table): WrongStateError {
   return notReady(table, 'renamed');
 }
 
+/** A truncate of a table that is not READY (a table in the trash is recalled, or purged, not truncated). */
+export function notTruncatable(table: Table): WrongStateError {
+  return notReady(table, 'truncated');
+}
+
 /** A lease on a table that is not READY: DRAINING, a drop waits already, and nothing new should be scheduled on it. */
 export function notLeasable(table: Table): WrongStateError {
-  const why = table.state === 'DRAINING' ? ': a drop waits for its leases to end, and it takes no new one' : '';
+  const why =
+    table.state === 'DRAINING' || table.state === 'TRUNCATING'
+      ? `: a ${table.state === 'DRAINING' ? 'drop' : 'truncate'} waits for its leases to end, and it takes no new one`
+      : '';
   return notReady(table, 'leased', why);
 }
 

@@ -207,6 +207,24 @@ export const renameRequestSchema = z.strictObject({
   drainTimeoutSeconds: drainTimeoutSchema('the rename waits for PostgreSQL sessions'),
 });
 
+/**
+ * A truncate into the trash: the table's rows become a trash entry of their own (recalled under a new name, held, purged,
+ * expiring as a dropped table is); the table stays live and empty.
+ */
+export const truncateRequestSchema = z.strictObject({
+  /** An id, or `<ns>.<name>`: a live table. */
+  table: tableRefSchema,
+  /** Seconds the trash keeps the rows (the bounds of a drop's retention); the deployment's setting when absent. */
+  retentionSeconds: z
+    .number()
+    .int()
+    .min(MIN_RETENTION_SECONDS)
+    .max(MAX_RETENTION_SECONDS)
+    .meta({ description: "seconds the trash keeps the truncated rows before they are purged; the deployment's setting when absent" })
+    .optional(),
+  drainTimeoutSeconds: drainTimeoutSchema('the truncate waits for leases (and PostgreSQL sessions)'),
+});
+
 /** Free text a person gives (a hold's reason, a lease's holder): printable, on one line. */
 const noteSchema = (what: string, max: number) =>
   z
@@ -326,6 +344,7 @@ export const OPERATION_REQUESTS = {
   trash: trashRequestSchema,
   // (Asked as a drop with its node named, of a table tablefate does not keep yet.)
   adoptTrash: trashRequestSchema,
+  truncate: truncateRequestSchema,
   undelete: undeleteRequestSchema,
   purge: purgeRequestSchema,
   rename: renameRequestSchema,
@@ -395,6 +414,7 @@ export const backoffSchema = z
 export type CreateRequest = z.input<typeof createRequestSchema>;
 export type AdoptRequest = z.input<typeof adoptRequestSchema>;
 export type TrashRequest = z.input<typeof trashRequestSchema>;
+export type TruncateRequest = z.input<typeof truncateRequestSchema>;
 export type UndeleteRequest = z.input<typeof undeleteRequestSchema>;
 export type PurgeRequest = z.input<typeof purgeRequestSchema>;
 export type RenameRequest = z.input<typeof renameRequestSchema>;

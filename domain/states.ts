@@ -9,6 +9,7 @@ export const TABLE_STATES = [
   'PURGING',
   'PURGED',
   'CREATE_FAILED',
+  'TRUNCATING',
 ] as const;
 
 export type TableState = (typeof TABLE_STATES)[number];
@@ -18,7 +19,15 @@ export type TableState = (typeof TABLE_STATES)[number];
  * A trashed table lets go of its name at once, so the name can be created again (Pegasus);
  * a failed create keeps it, so that the same create can resume (CeresDB's prepare record).
  */
-export const NAME_HOLDING_STATES: readonly TableState[] = ['CREATING', 'READY', 'DRAINING', 'TRASHING', 'RESTORING', 'CREATE_FAILED'];
+export const NAME_HOLDING_STATES: readonly TableState[] = [
+  'CREATING',
+  'READY',
+  'DRAINING',
+  'TRASHING',
+  'RESTORING',
+  'CREATE_FAILED',
+  'TRUNCATING',
+];
 
 /** Every move a table may make; anything else is a bug or a race and is refused. */
 export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = {
@@ -28,13 +37,15 @@ export const TRANSITIONS: Readonly<Record<TableState, readonly TableState[]>> = 
   // READY to READY: a rename, the one move that changes the name and nothing else.
   // READY to DRAINING: a drop waits for the table's leases (Qserv's drain), taking no new one; straight to TRASHING
   // when none is held.
-  READY: ['DRAINING', 'TRASHING', 'READY'],
+  // READY to TRUNCATING: a truncate takes no new lease, waits for those held, and moves the rows out (back to READY).
+  READY: ['DRAINING', 'TRASHING', 'READY', 'TRUNCATING'],
   DRAINING: ['TRASHING', 'READY'],
   TRASHING: ['TRASHED', 'READY', 'CREATING'],
   TRASHED: ['RESTORING', 'PURGING'],
   RESTORING: ['READY', 'TRASHED'],
   PURGING: ['PURGED', 'TRASHED'],
   PURGED: [],
+  TRUNCATING: ['READY'],
 };
 
 export function canTransition(from: TableState, to: TableState): boolean {
@@ -52,19 +63,21 @@ export interface StateColumns {
   family?: string[] | null;
   /** The tables dropped with it as one (TableRecord.droppedWith). */
   droppedWith?: number[] | null;
+  /** The trash entry a truncate moves its rows into (TableRecord.truncateInto). */
+  truncateInto?: number | null;
 }
 
 /**
  * What moving from `from` to `to` at time `at` stamps on the row, beside the transition table so that the
  * rules of a state live in one place: a trash stamps its drop time, who dropped it (null: the drop did not say) and
  * the expiry its timer waits for (a table going back to the trash from a failed recall or purge keeps all three); a
- * table back from the trash has none of them any more; a purge leaves its time on the tombstone, beside the drop's.
+ * table back from the trash has none of them any more; a truncate names the trash entry its rows go to until it ends; a purge leaves its time on the tombstone, beside the drop's.
  */
 export function columnsOnEntering(
   from: TableState,
   to: TableState,
   at: number,
-  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[]; droppedWith?: number[] } = {},
+  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[]; droppedWith?: number[]; truncateInto?: number } = {},
 ): StateColumns {
   switch (to) {
     case 'TRASHED': {
@@ -75,7 +88,10 @@ export function columnsOnEntering(
       return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family, droppedWith };
     }
     case 'READY':
-      return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null };
+      return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null, truncateInto: null };
+    case 'TRUNCATING':
+      if (opts.truncateInto === undefined) throw new Error('entering TRUNCATING needs the id of the trash entry its rows go to');
+      return { truncateInto: opts.truncateInto };
     case 'DRAINING':
     case 'TRASHING':
       // (A drop of several as one names the others from its start: a drop resumed by the reconciler takes them all.)

@@ -55,8 +55,11 @@ export type CatalogChange =
   | { kind: 'transition'; from: TableState[]; to: TableState; rename?: TableName; expectName?: TableName }
   /** A create's record: id and placement chosen once, the name's lock and the table's taken (busy: wait; found made: finish). */
   | { kind: 'prepareCreate'; table: TableName; params: CreateParams; nameLock: string }
-  /** A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases live, else TRASHING. */
-  | { kind: 'startDrain'; tableId: number; expectName?: TableName; droppedWith?: number[] }
+  /**
+   * A drop's first change, which takes the table's lock (busy: wait): READY to DRAINING while leases are live, else
+   * TRASHING; a truncate's (`truncate`): READY to TRUNCATING, the id of its rows' trash entry chosen and locked.
+   */
+  | { kind: 'startDrain'; tableId: number; expectName?: TableName; droppedWith?: number[]; truncate?: true }
   /**
    * TRASHING to TRASHED with the retention asked, else the one in force where the table lives, and who dropped it
    * (`droppedBy`, recorded beside the drop time; null when absent); `startExpiry`: then the trash's expiry, a run of its
@@ -71,6 +74,11 @@ export type CatalogChange =
       family?: string[];
       /** The other tables of a drop of several as one (TableRecord.droppedWith). */
       droppedWith?: number[];
+      /**
+       * A truncate's commit (TRUNCATING to READY): the trash entry its rows went to (TableRecord.truncateInto), recorded
+       * TRASHED as a drop's table would be; the entry is what the commit answers, and whose expiry it starts.
+       */
+      truncateInto?: number;
       startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
     }
   /** A legal hold placed (`hold`) or released (null). */

@@ -51,6 +51,13 @@ export interface TableRecord {
    * that drop with it, unless asked to recall it alone.
    */
   droppedWith?: number[];
+  /**
+   * While TRUNCATING: the id of the trash entry its rows are moving into, chosen (and locked) when the truncate began, so
+   * that a truncate resumed moves them to the same one.
+   */
+  truncateInto?: number;
+  /** A trash entry a truncate made: the table whose rows it holds (which stayed live, empty). Kept on the tombstone. */
+  truncatedFrom?: number;
   expireAt: number | null;
   purgedAt: number | null;
   updatedAt: number;
@@ -87,6 +94,8 @@ export interface TableInfo {
   family?: string[];
   /** The ids of the tables dropped with it as one (TableRecord.droppedWith): present while it is in the trash (or purged). */
   droppedWith?: number[];
+  /** A trash entry a truncate made: the id of the table whose rows it holds (TableRecord.truncatedFrom). */
+  truncatedFrom?: number;
   /**
    * With `withSizes`: the bytes its shards take on their nodes (for PostgreSQL the total relation size: heap, indexes
    * and TOAST; for files the files), 0 once purged; null when a node holding one did not answer. Absent otherwise.
@@ -121,6 +130,7 @@ export function toTableInfo(table: TableRecord): TableInfo {
     hold: table.hold ? { reason: table.hold.reason, since: iso(table.hold.since)! } : null,
     ...(table.family && table.family.length > 0 ? { family: table.family } : {}),
     ...(table.droppedWith && table.droppedWith.length > 0 ? { droppedWith: table.droppedWith } : {}),
+    ...(table.truncatedFrom !== undefined ? { truncatedFrom: table.truncatedFrom } : {}),
   };
 }
 

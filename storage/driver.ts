@@ -107,6 +107,20 @@ export interface StorageDriver {
     opts?: { drainTimeoutMs?: number; cascade?: boolean; namespace?: string },
   ): Promise<ChangeNotes>;
   /**
+   * A truncate into the trash: the live shard's set (its rows) becomes the trashed shard `{ tableId: into, shard, node }`,
+   * and an empty shard of the same definition is left live as `shard`, never a moment without one for a user of the
+   * table (PostgreSQL: in one transaction, after the same drain as a drop's move, `drainTimeoutMs`). Idempotent: with
+   * `into`'s trashed set already there, the truncate is made, and only a live shard missing (a crash between the two
+   * halves, files) is created; it never truncates twice.
+   */
+  truncateShard(shard: ShardRef, into: number, watch?: Watch, opts?: { drainTimeoutMs?: number }): Promise<ChangeNotes | void>;
+  /**
+   * truncateShard's undo: `into`'s trashed set live again as `shard`, in place of the empty one the truncate left, which
+   * is removed. Refused (PermanentStorageError, nothing changed) once anything was written to that empty one: its rows
+   * are never thrown away. Nothing of `into` in the trash is success (the truncate was never made, or is taken back).
+   */
+  untruncateShard(shard: ShardRef, into: number, watch?: Watch): Promise<void>;
+  /**
    * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take
    * along or detach beyond the shard itself, in words ("would move into the trash with it: ..."), as its move would say
    * it; or the refusal that move would meet, thrown as it would throw it (HasDependents, ShardMissing). A read: no lock,

@@ -1,6 +1,6 @@
 import { PermanentStorageError } from './errors';
 
-export type StorageOp = 'createShard' | 'dropShard' | 'moveShard' | 'markGarbage' | 'deleteGarbage';
+export type StorageOp = 'createShard' | 'dropShard' | 'moveShard' | 'truncateShard' | 'untruncateShard' | 'markGarbage' | 'deleteGarbage';
 
 export interface Fault {
   op: StorageOp;

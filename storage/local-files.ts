@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { promises as fs, statSync } from 'node:fs';
 import path from 'node:path';
 import {
@@ -22,10 +22,12 @@ import {
   type QuarantineMarker,
 } from './errors';
 import { FaultInjector, type StorageOp } from './faults';
-import { changedAtOf, exists, hashFile, listDir, removeAll, writeDurably } from './files';
+import { changedAtOf, hashFile, listDir, removeAll } from './files';
+import { filesChangedSinceFresh, writeFreshSet } from './fresh-set';
 import { byNodeNumber, NODE_NAME } from './nodes';
 import { clearQuarantine, listQuarantined, readQuarantine, writeQuarantine } from './quarantine';
 import { renameSet, type RenameOps, type RenamePair } from './rename-set';
+import { AREAS, count, presenceOf, renameToGarbage, transferSet, type Presence, type SetPlace, type SetStore } from './set-transfer';
 import { areaDir, GARBAGE_SUFFIX, parseShardFileName, shardFileNames, shardLabel, shardPaths } from './shard-files';
 import { inTurn } from './shard-turns';
 
@@ -38,8 +40,6 @@ export interface LocalFileStorageOptions {
   faults?: FaultInjector;
   renameOps?: RenameOps;
 }
-
-const AREAS: readonly StorageArea[] = ['live', 'trash', 'garbage'];
 
 /** How many files `sizesOf` stats before it lets the event loop turn. */
 const STATS_PER_BATCH = 256;
@@ -55,11 +55,6 @@ function injectable(op: GuardedOp): op is StorageOp {
   return op !== 'unmarkGarbage' && op !== 'inspect' && op !== 'discardSet';
 }
 
-/** Which of the set's files (by position in shardFileNames) exist in each area. */
-type Presence = Record<StorageArea, boolean[]>;
-
-const count = (flags: readonly boolean[]): number => flags.filter(Boolean).length;
-
 /**
  * Storage nodes as directories on one local disk: <root>/<node>/live and <root>/<node>/trash.
  * Every state change of a set is a renameSet, so after a crash a set is either where it was, where it was
@@ -73,7 +68,7 @@ export class LocalFileStorage implements StorageDriver {
   readonly nodes: readonly string[];
   readonly faults: FaultInjector;
   readonly root: string;
-  private readonly renameOps: RenameOps | undefined;
+  private readonly store: SetStore;
 
   constructor(opts: LocalFileStorageOptions) {
     const nodeCount = opts.nodeCount ?? 3;
@@ -84,36 +79,11 @@ export class LocalFileStorage implements StorageDriver {
     }
     this.nodes = Object.freeze(opts.nodes ? [...opts.nodes] : Array.from({ length: nodeCount }, (_, i) => `node-${i}`));
     this.faults = opts.faults ?? new FaultInjector();
-    this.renameOps = opts.renameOps;
+    this.store = { root: this.root, renameOps: opts.renameOps };
   }
 
   createShard(ref: ShardRef, watch?: Watch): Promise<void> {
-    return this.guarded('createShard', ref, watch, async () => {
-      const presence = await this.presence(ref);
-      // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
-      const parked = (['trash', 'garbage'] as const).filter((area) => count(presence[area]) > 0);
-      if (parked.length > 0) {
-        throw new PermanentStorageError(`cannot create ${shardLabel(ref)}: it already exists in ${parked.join(' and ')}`);
-      }
-      if (count(presence.live) === presence.live.length) return;
-      // No set, or a partial one from a crashed create that never returned: it holds no data, so replacing it is
-      // safe. The live directory first: if the node cannot hold it, no temporary file is left behind.
-      await fs.mkdir(areaDir(this.root, ref.node, 'live'), { recursive: true });
-      const temps = await this.writeFreshSet(ref);
-      const live = shardPaths(this.root, ref, 'live');
-      try {
-        await renameSet(
-          temps.map((temp, i): RenamePair => [temp, live[i]!]),
-          this.renameOps,
-          watch,
-        );
-      } catch (error) {
-        // After a roll-back the temps are back under their names; they are ours alone, so clear them.
-        // Not after a fatal one: nothing may touch the files until someone has looked.
-        if (!(error instanceof FatalStorageError)) await removeAll(temps).catch(() => undefined);
-        throw error;
-      }
-    });
+    return this.guarded('createShard', ref, watch, () => this.placeFreshLive(ref, watch));
   }
 
   dropShard(ref: ShardRef, watch?: Watch): Promise<void> {
@@ -126,13 +96,63 @@ export class LocalFileStorage implements StorageDriver {
     return this.guarded('moveShard', ref, watch, async () => {
       // A set is named by its table's id, not its name: a renamed table's set stays where it is.
       if (from === to) return;
-      await this.transfer(ref, from, to, watch);
+      await transferSet(this.store, { ref, area: from }, { ref, area: to }, watch);
     });
+  }
+
+  truncateShard(ref: ShardRef, into: number, watch?: Watch): Promise<void> {
+    return this.guarded('truncateShard', ref, watch, () =>
+      this.withTrashedRows(ref, into, async (rows, own, trashed) => {
+        // Refused before the rows move, as the empty set's create would refuse after.
+        refuseIfParked(`truncate ${shardLabel(ref)}`, own, ['trash', 'garbage']);
+        // Whole in the trash, or already being purged: the truncate is made, and whatever is live is the empty set it
+        // left, maybe written to since. Moving that too would truncate twice.
+        const made = count(trashed.trash) === trashed.trash.length || count(trashed.garbage) > 0;
+        if (!made) {
+          // Permanent, unlike a move's "in neither": both shards' turns are held, so no change of this process can
+          // have a file in flight, and a table whose rows are nowhere will not find them on a retry.
+          if (count(own.live) === 0 && count(trashed.trash) === 0)
+            throw new PermanentStorageError(
+              `cannot truncate ${shardLabel(ref)} into table ${into}: it is neither live nor in the trash as t${into}`,
+            );
+          // (A set split between the two by a crash mid-rename is finished forwards.)
+          await transferSet(this.store, { ref, area: 'live' }, rows, watch);
+        }
+        // Missing after a crash between the halves, or torn by a crash in its create: none of it was ever given out.
+        await this.placeFreshLive(ref, watch);
+      }),
+    );
+  }
+
+  untruncateShard(ref: ShardRef, into: number, watch?: Watch): Promise<void> {
+    return this.guarded('untruncateShard', ref, watch, () =>
+      this.withTrashedRows(ref, into, async (rows, own, trashed) => {
+        const undoing = `untruncate ${shardLabel(ref)} from table ${into}`;
+        // Reported success here would leave the catalog believing the rows live while they are being deleted.
+        if (count(trashed.garbage) > 0)
+          throw new PermanentStorageError(`cannot ${undoing}: a purge of its rows (t${into}) has begun; nothing was changed`);
+        if (count(trashed.trash) === 0) return;
+        // Live beside a trashed set of the same shard, the rows would stand in the way of that set's restore.
+        refuseIfParked(undoing, own, ['trash']);
+        // Only a whole trashed set has an empty one beside it: a part of one is the rows themselves, split by a crash
+        // mid-rename (this undo's or the truncate's), and their other part is what is live.
+        if (count(trashed.trash) === trashed.trash.length) {
+          const changed = await filesChangedSinceFresh(ref, shardPaths(this.root, ref, 'live'));
+          if (changed.length > 0)
+            throw new PermanentStorageError(
+              `cannot ${undoing}: its live shard was written to since the truncate (${changed.join(', ')}); its rows are kept, and nothing was changed`,
+            );
+          // Garbage first, as a discard does: a crash while deleting leaves files no one mistakes for the shard.
+          await this.discard(ref, 'live', watch);
+        }
+        await transferSet(this.store, rows, { ref, area: 'live' }, watch);
+      }),
+    );
   }
 
   markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guarded('markGarbage', ref, watch, async () => {
-      const presence = await this.presence(ref);
+      const presence = await presenceOf(this.root, ref);
       // Purge marks what the trash holds; a file of the set in live means the table is (partly) back in use,
       // and no purge may touch it.
       const live = shardFileNames(ref).filter((_, i) => presence.live[i]);
@@ -143,17 +163,19 @@ export class LocalFileStorage implements StorageDriver {
       }
       // Nothing left in the trash: marked already, or a resumed purge already deleted some or all of it.
       if (count(presence.trash) === 0) return;
-      await this.transfer(ref, 'trash', 'garbage', watch);
+      await transferSet(this.store, { ref, area: 'trash' }, { ref, area: 'garbage' }, watch);
     });
   }
 
   unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
-    return this.guarded('unmarkGarbage', ref, watch, () => this.transfer(ref, 'garbage', 'trash', watch));
+    return this.guarded('unmarkGarbage', ref, watch, () =>
+      transferSet(this.store, { ref, area: 'garbage' }, { ref, area: 'trash' }, watch),
+    );
   }
 
   deleteGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guarded('deleteGarbage', ref, watch, async () => {
-      const presence = await this.presence(ref);
+      const presence = await presenceOf(this.root, ref);
       // Files still in trash mean markGarbage has not finished: deleting only the marked part would leave a
       // torn set behind while the caller believes the shard purged.
       if (count(presence.trash) > 0) {
@@ -169,7 +191,7 @@ export class LocalFileStorage implements StorageDriver {
     return this.guarded('inspect', ref, undefined, async () => {
       const names = shardFileNames(ref);
       const byArea = Object.fromEntries(AREAS.map((a) => [a, shardPaths(this.root, ref, a)])) as Record<StorageArea, string[]>;
-      const presence = await this.presence(ref);
+      const presence = await presenceOf(this.root, ref);
       // A set split by a crash is reported where its first file was found, live before trash before garbage.
       const area = AREAS.find((a) => presence[a].some(Boolean)) ?? null;
 
@@ -263,8 +285,7 @@ export class LocalFileStorage implements StorageDriver {
       // The area decides which files are deleted, and shardPaths reads anything but live and garbage as
       // trash: a misspelt area from an activity's JSON input must not discard some other copy.
       if (!AREAS.includes(area)) throw new PermanentStorageError(`cannot discard ${shardLabel(ref)}: unknown area ${JSON.stringify(area)}`);
-      if (area !== 'garbage') await this.renameToGarbage(ref, area, watch);
-      await removeAll(shardPaths(this.root, ref, 'garbage'), watch);
+      await this.discard(ref, area, watch);
     });
   }
 
@@ -291,9 +312,11 @@ export class LocalFileStorage implements StorageDriver {
   private async guarded<T>(op: GuardedOp, ref: ShardRef, watch: Watch | undefined, body: () => Promise<T>): Promise<T> {
     this.assertValid(ref);
     // A look changes nothing; a change waits for the shard's turn (see inTurn).
-    return op === 'inspect'
-      ? this.unguardedTurn(op, ref, watch, body)
-      : inTurn(`${this.root}:${ref.node}:${ref.tableId}:${ref.shard}`, () => this.unguardedTurn(op, ref, watch, body));
+    return op === 'inspect' ? this.unguardedTurn(op, ref, watch, body) : this.inTurnOf(ref, () => this.unguardedTurn(op, ref, watch, body));
+  }
+
+  private inTurnOf<T>(ref: ShardRef, change: () => Promise<T>): Promise<T> {
+    return inTurn(`${this.root}:${ref.node}:${ref.tableId}:${ref.shard}`, change);
   }
 
   private async unguardedTurn<T>(op: GuardedOp, ref: ShardRef, watch: Watch | undefined, body: () => Promise<T>): Promise<T> {
@@ -343,60 +366,6 @@ export class LocalFileStorage implements StorageDriver {
     }
   }
 
-  /**
-   * Moves whatever part of the set is still at `from` to `to`. All at `to` is success; a set split by a crash
-   * is completed forwards. A set with no file at either place, or a file at both, is an error: the data is
-   * not where the caller thinks, and that must not pass silently. Transient (StorageInvariantError), because a
-   * concurrent attempt on the same shard can make the check see a file in flight.
-   */
-  private async transfer(ref: ShardRef, from: StorageArea, to: StorageArea, watch?: Watch): Promise<void> {
-    const presence = await this.presence(ref);
-    const names = shardFileNames(ref);
-    const fromPaths = shardPaths(this.root, ref, from);
-    const toPaths = shardPaths(this.root, ref, to);
-
-    const both = names.filter((_, i) => presence[from][i] && presence[to][i]);
-    if (both.length > 0)
-      throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: ${both.join(', ')} exist in both`);
-    const missing = names.filter((_, i) => !presence[from][i] && !presence[to][i]);
-    if (missing.length === names.length) {
-      const elsewhere = AREAS.filter((a) => a !== from && a !== to && presence[a].some(Boolean));
-      const hint = elsewhere.length > 0 ? ` (found in ${elsewhere.join(', ')})` : '';
-      throw new StorageInvariantError(`cannot move ${shardLabel(ref)} from ${from} to ${to}: it is in neither${hint}`);
-    }
-    if (missing.length > 0)
-      throw new StorageInvariantError(
-        `cannot move ${shardLabel(ref)} from ${from} to ${to}: the set is incomplete, missing ${missing.join(', ')}`,
-      );
-
-    const pending = fromPaths.flatMap((file, i): RenamePair[] => (presence[from][i] ? [[file, toPaths[i]!]] : []));
-    if (pending.length === 0) return;
-    await fs.mkdir(areaDir(this.root, ref.node, to), { recursive: true });
-    await renameSet(pending, this.renameOps, watch);
-  }
-
-  /**
-   * discardSet's first half, purge's mark for either area: renames the part of the set that is in `area` to
-   * its garbage names, so that a crash while deleting leaves files everyone knows to be garbage, never a torn
-   * set that looks like a damaged shard. Not transfer: a set that is partial (a crashed create's leftovers),
-   * or already gone, is no error here, only less to do.
-   */
-  private async renameToGarbage(ref: ShardRef, area: ShardArea, watch?: Watch): Promise<void> {
-    const presence = await this.presence(ref);
-    const garbage = shardPaths(this.root, ref, 'garbage');
-    const pending = shardPaths(this.root, ref, area).flatMap((file, i): RenamePair[] => (presence[area][i] ? [[file, garbage[i]!]] : []));
-    // Nothing (left) in the area: what garbage there is, discardSet deletes next.
-    if (pending.length === 0) return;
-    // Garbage now is left over (no purge runs while the caller holds the table's lock): from a purge or a
-    // discard that crashed, maybe this very discard, half renamed. It is deleted first, so that no rename
-    // below finds its target taken; the set in the other area shares no name with it and is not touched.
-    if (count(presence.garbage) > 0) await removeAll(garbage, watch);
-    // Garbage lives in the trash directory, which a live set's node may not have yet; live -> garbage is a
-    // rename between two directories of one node, so of one file system.
-    await fs.mkdir(areaDir(this.root, ref.node, 'garbage'), { recursive: true });
-    await renameSet(pending, this.renameOps, watch);
-  }
-
   /** The sets in a node's live and trash directories (garbage is in the latter), in no particular order. */
   private async setsOn(node: string): Promise<StoredSet[]> {
     const sets = new Map<string, StoredSet>();
@@ -423,30 +392,58 @@ export class LocalFileStorage implements StorageDriver {
     return [...sets.values()];
   }
 
-  private async presence(ref: ShardRef): Promise<Presence> {
-    const entries = await Promise.all(
-      AREAS.map(async (area) => [area, await Promise.all(shardPaths(this.root, ref, area).map(exists))] as const),
-    );
-    return Object.fromEntries(entries) as Presence;
+  /**
+   * createShard's work, and a truncate's second half: a whole live set is left as it is; none, or a part of one, is
+   * replaced by a fresh one.
+   */
+  private async placeFreshLive(ref: ShardRef, watch?: Watch): Promise<void> {
+    const presence = await presenceOf(this.root, ref);
+    // A trashed or garbage shard must never be shadowed by a fresh empty one: that would be silent data loss.
+    refuseIfParked(`create ${shardLabel(ref)}`, presence, ['trash', 'garbage']);
+    if (count(presence.live) === presence.live.length) return;
+    // No set, or a partial one from a crashed create that never returned: it holds no data, so replacing it is
+    // safe. The live directory first: if the node cannot hold it, no temporary file is left behind.
+    await fs.mkdir(areaDir(this.root, ref.node, 'live'), { recursive: true });
+    const temps = await writeFreshSet(this.root, ref);
+    const live = shardPaths(this.root, ref, 'live');
+    try {
+      await renameSet(
+        temps.map((temp, i): RenamePair => [temp, live[i]!]),
+        this.store.renameOps,
+        watch,
+      );
+    } catch (error) {
+      // After a roll-back the temps are back under their names; they are ours alone, so clear them.
+      // Not after a fatal one: nothing may touch the files until someone has looked.
+      if (!(error instanceof FatalStorageError)) await removeAll(temps).catch(() => undefined);
+      throw error;
+    }
   }
 
-  /** Writes a complete new set under names no one else uses, so a crash mid-write never looks like a shard. */
-  private async writeFreshSet(ref: ShardRef): Promise<string[]> {
-    const tmpDir = path.join(this.root, ref.node, 'tmp');
-    await fs.mkdir(tmpDir, { recursive: true });
-    // Unique per call: a retried activity running alongside a stale attempt must not rename the other's files.
-    const nonce = randomBytes(6).toString('hex');
-    const temps = shardFileNames(ref).map((name) => path.join(tmpDir, `${name}.${nonce}.tmp`));
-    const meta = JSON.stringify({ tableId: ref.tableId, shard: ref.shard, createdAt: Date.now() });
-    const contents = shardFileNames(ref).map((name) => (name.endsWith('.meta') ? meta : ''));
-    // The three files at once: each waits for its own sync, and the syncs overlap.
-    const written = await Promise.allSettled(temps.map((temp, i) => writeDurably(temp, contents[i]!)));
-    const failed = written.find((w): w is PromiseRejectedResult => w.status === 'rejected');
-    if (failed) {
-      await removeAll(temps).catch(() => undefined);
-      throw failed.reason;
-    }
-    return temps;
+  /** Removes the shard's set in `area` through garbage (discardSet's work, and an untruncate's of the empty set). */
+  private async discard(ref: ShardRef, area: StorageArea, watch?: Watch): Promise<void> {
+    if (area !== 'garbage') await renameToGarbage(this.store, ref, area, watch);
+    await removeAll(shardPaths(this.root, ref, 'garbage'), watch);
+  }
+
+  /**
+   * Runs a truncate's change, or its undo's, with the place of the shard's rows in the trash (the same shard of table
+   * `into`, on the same node) and where both shards' files are. The rows' shard takes turns too, as a purge of the entry
+   * renames the same files; always after the table's, so that no two changes wait for each other.
+   */
+  private withTrashedRows(
+    ref: ShardRef,
+    into: number,
+    change: (rows: SetPlace, own: Presence, trashed: Presence) => Promise<void>,
+  ): Promise<void> {
+    const rows: SetPlace = { ref: { tableId: into, shard: ref.shard, node: ref.node }, area: 'trash' };
+    this.assertValid(rows.ref);
+    // (Its own turn, taken again inside, would wait for itself.)
+    if (into === ref.tableId) throw new InvalidShardRefError(`${shardLabel(ref)} cannot be truncated into its own table ${into}`);
+    return this.inTurnOf(rows.ref, async () => {
+      const [own, trashed] = await Promise.all([presenceOf(this.root, ref), presenceOf(this.root, rows.ref)]);
+      return change(rows, own, trashed);
+    });
   }
 
   private assertValid(ref: ShardRef): void {
@@ -459,6 +456,12 @@ export class LocalFileStorage implements StorageDriver {
       );
     }
   }
+}
+
+/** Refuses `action` while the shard has a set (or a part of one) in any of `areas`. */
+function refuseIfParked(action: string, presence: Presence, areas: ReadonlyArray<'trash' | 'garbage'>): void {
+  const parked = areas.filter((area) => count(presence[area]) > 0);
+  if (parked.length > 0) throw new PermanentStorageError(`cannot ${action}: it already exists in ${parked.join(' and ')}`);
 }
 
 /** listSets' order: node number, then area in AREAS order, then tableId and shard. */

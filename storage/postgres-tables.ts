@@ -5,6 +5,7 @@ import type { MoveOptions } from './postgres-drain';
 import { dropTable, moveTable, moveTables, type MoveOutcome } from './postgres-moves';
 import type { LiveName, ShardTableId, TableArea, TableMove } from './postgres-record';
 import { prepareRecord } from './postgres-record-schema';
+import { truncateTable, untruncateTable } from './postgres-truncate';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -70,6 +71,16 @@ export class PostgresTables {
   /** Moves several shard tables to `to` in one transaction, after draining them (see moveTables). */
   moveTogether(moves: readonly TableMove[], to: TableArea, options: MoveOptions = {}): Promise<MoveOutcome[]> {
     return moveTables(this.pool, moves, to, options);
+  }
+
+  /** Truncates the live shard table into the trash as the same shard of table `into`, an empty twin in its place (see truncateTable). */
+  truncate(id: ShardTableId, into: number, options: MoveOptions = {}): Promise<MoveOutcome> {
+    return truncateTable(this.pool, id, into, options);
+  }
+
+  /** Takes a truncate back while its twin is empty (see untruncateTable). */
+  untruncate(id: ShardTableId, into: number, options: MoveOptions = {}): Promise<MoveOutcome> {
+    return untruncateTable(this.pool, id, into, options);
   }
 
   /** Drops the shard table and forgets it (see dropTable). */

@@ -158,6 +158,25 @@ export class PostgresStorage implements StorageDriver {
     return notes;
   }
 
+  /** The live shard table into the trash as the same shard of `into`, an empty twin at its name (postgres-truncate.ts). */
+  async truncateShard(ref: ShardRef, into: number, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<ChangeNotes> {
+    let notes: ChangeNotes = [];
+    await this.guard('truncateShard', ref, async () => {
+      checkWatch(watch);
+      const outcome = await (await this.tablesOf(ref)).truncate(this.idOf(ref), into, { watch, ...opts });
+      notes = this.named(ref, outcome.notes);
+    });
+    return notes;
+  }
+
+  /** A truncate taken back while its twin is empty (postgres-truncate.ts). */
+  untruncateShard(ref: ShardRef, into: number, watch?: Watch): Promise<void> {
+    return this.guard('untruncateShard', ref, async () => {
+      checkWatch(watch);
+      await (await this.tablesOf(ref)).untruncate(this.idOf(ref), into, { watch });
+    });
+  }
+
   /**
    * A drop's dry run on one shard (StorageDriver.dependentsOf): what depends on its table now, sorted by the rules its
    * move out of the live area applies under its lock (`wouldTake`), read here without one; each note naming the table

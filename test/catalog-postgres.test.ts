@@ -6,6 +6,8 @@ import {
   MIGRATION_1_STATES,
   MIGRATION_2_NAME_HOLDING_STATES,
   MIGRATION_2_STATES,
+  MIGRATION_6_NAME_HOLDING_STATES,
+  MIGRATION_6_STATES,
   MIGRATIONS as PG_MIGRATIONS,
   SCHEMA_VERSION,
 } from '../catalog/postgres-schema';
@@ -230,19 +232,22 @@ describe('PostgreSQL catalog shared by several workers', () => {
   });
 
   test("the latest migration spells the domain's states as they are; migration 1 keeps those it was released with", () => {
-    expect(MIGRATION_2_STATES).toEqual([...TABLE_STATES]);
-    expect(MIGRATION_2_NAME_HOLDING_STATES).toEqual([...NAME_HOLDING_STATES]);
+    expect(MIGRATION_6_STATES).toEqual([...TABLE_STATES]);
+    expect(MIGRATION_6_NAME_HOLDING_STATES).toEqual([...NAME_HOLDING_STATES]);
     // The last migration that builds the state check, and the last that builds the name index, are the one these
     // lists come from (a later one that rebuilds either needs lists of its own, and this test moved to them).
     const check = lastMigrationWith(PG_MIGRATIONS, 'CHECK (state IN (');
-    expect(check.version).toBe(2);
-    expect(check.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_2_STATES)}))`);
+    expect(check.version).toBe(6);
+    expect(check.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_6_STATES)}))`);
     const index = lastMigrationWith(PG_MIGRATIONS, 'CREATE UNIQUE INDEX tables_name_holder');
-    expect(index.version).toBe(2);
-    expect(index.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_2_NAME_HOLDING_STATES)})`);
+    expect(index.version).toBe(6);
+    expect(index.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_6_NAME_HOLDING_STATES)})`);
+    // Migration 2 is released: it spells the states as they were then (before TRUNCATING), never edited since.
+    expect(PG_MIGRATIONS[1]!.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_2_STATES)}))`);
+    expect(PG_MIGRATIONS[1]!.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_2_NAME_HOLDING_STATES)})`);
     // Migration 1 is released: it spells the states as they were then (before DRAINING), never edited since.
-    expect(MIGRATION_1_STATES).toEqual(TABLE_STATES.filter((s) => s !== 'DRAINING'));
-    expect(MIGRATION_1_NAME_HOLDING_STATES).toEqual(NAME_HOLDING_STATES.filter((s) => s !== 'DRAINING'));
+    expect(MIGRATION_1_STATES).toEqual(MIGRATION_2_STATES.filter((s) => s !== 'DRAINING'));
+    expect(MIGRATION_1_NAME_HOLDING_STATES).toEqual(MIGRATION_2_NAME_HOLDING_STATES.filter((s) => s !== 'DRAINING'));
     expect(PG_MIGRATIONS[0]!.sql).toContain(`CHECK (state IN (${sqlList(MIGRATION_1_STATES)}))`);
     expect(PG_MIGRATIONS[0]!.sql).toContain(`WHERE state IN (${sqlList(MIGRATION_1_NAME_HOLDING_STATES)})`);
   });

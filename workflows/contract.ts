@@ -51,6 +51,7 @@ const call =
 const create = call('create');
 const adopt = call('adopt');
 const trash = call('trash');
+const truncate = call('truncate');
 const undelete = call('undelete');
 const purge = call('purge');
 const rename = call('rename');
@@ -71,6 +72,7 @@ export {
   create as 'tablefate.v1.create',
   adopt as 'tablefate.v1.adopt',
   trash as 'tablefate.v1.trash',
+  truncate as 'tablefate.v1.truncate',
   undelete as 'tablefate.v1.undelete',
   purge as 'tablefate.v1.purge',
   rename as 'tablefate.v1.rename',

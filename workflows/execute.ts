@@ -283,6 +283,8 @@ export function describeShardChange(change: ShardChange, shards: readonly ShardR
     unmarkGarbage: `take back the garbage mark of ${which}`,
     deleteGarbage: `delete ${which} (purge)`,
     moveShard: change.method !== 'moveShard' ? '' : change.from === change.to ? `rename ${which}` : `move ${which} to ${change.to}`,
+    truncateShard: change.method !== 'truncateShard' ? '' : `truncate ${which} into the trash as table ${change.into}`,
+    untruncateShard: change.method !== 'untruncateShard' ? '' : `take back the truncate of ${which} (table ${change.into} live again)`,
   }[change.method];
   return `${doing} on ${node}`;
 }

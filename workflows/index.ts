@@ -29,6 +29,7 @@ export const purgeTable = sinceV19(purge, v18.purgeTable);
 export const renameTable = sinceV19(rename, v18.renameTable);
 export const holdTable = sinceV19(hold, v18.holdTable);
 export { adoptTrashTable } from './adopt-trash';
+export { truncateTable } from './truncate';
 export { trashExpiry } from './trash-expiry';
 export { reconcileTables } from './reconcile';
 export { measureTables } from './measure';

@@ -28,6 +28,6 @@ export async function leaseTable(input: LeaseInput): Promise<Lease> {
           ? { action: 'renew', leaseId: input.leaseId, now, ...(input.ttlSeconds !== undefined ? { ttlSeconds: input.ttlSeconds } : {}) }
           : { action: 'release', leaseId: input.leaseId },
   });
-  if (input.action === 'release') await calls.wakeTrash(lease.tableId, ['DRAINING']);
+  if (input.action === 'release') await calls.wakeTrash(lease.tableId, ['DRAINING', 'TRUNCATING']);
   return lease;
 }

@@ -6,11 +6,12 @@ import { hold } from './hold';
 import { purge } from './purge';
 import { rename } from './rename';
 import { trash } from './trash';
+import { truncate } from './truncate';
 import { undelete } from './undelete';
 import { trashV19 } from './legacy/v19/trash-steps';
 
 export const OPERATION_STEPS: OperationRegistry = Object.fromEntries(
-  [create, trash, adoptTrash, undelete, purge, rename, hold, trashV19].map((operation) => [
+  [create, trash, adoptTrash, truncate, undelete, purge, rename, hold, trashV19].map((operation) => [
     operation.name,
     operation as OperationRegistry[string],
   ]),

@@ -43,7 +43,7 @@ export const trash: Operation<TrashInput> = {
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash },
     },
-    commitTrashed(({ input, tableId }) => tablesOf(input).filter((id) => id !== tableId)),
+    commitTrashed({ droppedWith: ({ input, tableId }) => tablesOf(input).filter((id) => id !== tableId) }),
   ],
 };
 
@@ -86,14 +86,17 @@ export function toTrashWithinDrain(
  * A drop's last step: TRASHED, with its retention, who dropped it (the drop's starter; a drop resumed by the
  * reconciler carries its lost run's), what its move took along (its family, as the move said it) and the tables dropped
  * with it as one (`droppedWith`), then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and
- * retention changes address.
+ * retention changes address. A truncate's (`truncated`): its rows' trash entry (the table's truncateInto) TRASHED so,
+ * and the table READY.
  */
-export function commitTrashed<I extends DropSettings>(droppedWith?: (context: StepContext<I>) => number[]): Step<I> {
+export function commitTrashed<I extends DropSettings>(
+  opts: { droppedWith?: (context: StepContext<I>) => number[]; truncated?: true } = {},
+): Step<I> {
   return {
     name: 'commit trashed, start its expiry',
     change: (context) => {
       const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
-      const others = droppedWith?.(context) ?? [];
+      const others = opts.droppedWith?.(context) ?? [];
       return {
         kind: 'commitTrash',
         tableId: context.table!.id,
@@ -101,6 +104,7 @@ export function commitTrashed<I extends DropSettings>(droppedWith?: (context: St
         droppedBy: droppedBy ?? startedBy,
         ...(context.said.length > 0 ? { family: context.said } : {}),
         ...(others.length > 0 ? { droppedWith: others } : {}),
+        ...(opts.truncated ? { truncateInto: context.table!.truncateInto! } : {}),
         startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
       };
     },
@@ -108,19 +112,21 @@ export function commitTrashed<I extends DropSettings>(droppedWith?: (context: St
 }
 
 /**
- * Qserv's drain: a DRAINING table waits until every lease is released (the release wakes the run) or has expired (it
- * looks again at the soonest expiry). Past the deadline the drop is TableBusy, naming the leases, and taken back.
+ * Qserv's drain: a DRAINING table (a drop's) or a TRUNCATING one waits until every lease is released (the release wakes
+ * the run) or has expired (it looks again at the soonest expiry). Past the deadline the operation is TableBusy, naming
+ * the leases, and taken back.
  */
-export function drained(context: StepContext<TrashInput>): Readiness {
+export function drained(context: StepContext<Pick<TrashInput, 'drainTimeoutSeconds'>>): Readiness {
   const { table, leases, now } = context;
-  if (table!.state !== 'DRAINING' || leases.length === 0) return { ready: true };
+  if ((table!.state !== 'DRAINING' && table!.state !== 'TRUNCATING') || leases.length === 0) return { ready: true };
+  const operation = table!.state === 'DRAINING' ? 'drop' : 'truncate';
   const deadline = drainDeadline(context);
   const until = new Date(deadline).toISOString();
   if (now >= deadline) {
     return {
       refuse: new TableBusyError(
-        `table ${table!.id} is still leased at the drop's drain deadline, ${until}: ` +
-          `${leases.map(describeLease).join('; ')}; the drop was taken back, the table is READY`,
+        `table ${table!.id} is still leased at the ${operation}'s drain deadline, ${until}: ` +
+          `${leases.map(describeLease).join('; ')}; the ${operation} was taken back, the table is READY`,
       ),
     };
   }

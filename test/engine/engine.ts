@@ -66,7 +66,17 @@ export interface DriverChange {
   change: string;
 }
 
-const SHARD_CHANGES = new Set(['createShard', 'dropShard', 'moveShard', 'markGarbage', 'unmarkGarbage', 'deleteGarbage', 'discardSet']);
+const SHARD_CHANGES = new Set([
+  'createShard',
+  'dropShard',
+  'moveShard',
+  'truncateShard',
+  'untruncateShard',
+  'markGarbage',
+  'unmarkGarbage',
+  'deleteGarbage',
+  'discardSet',
+]);
 
 /** Where the trash run of a table is: waiting out its expiry, ended (or never started) otherwise, or ended how. */
 export type TrashRunLook = 'waiting' | 'ended' | NonNullable<TrashTimerState['ended']>;

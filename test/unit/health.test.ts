@@ -92,8 +92,15 @@ describe('diagnose', () => {
     ]);
   });
 
-  test('the five transitional states, and no other, are resumed, each by the operation that enters it', () => {
-    expect(RESUMED_BY).toEqual({ CREATING: 'create', DRAINING: 'trash', TRASHING: 'trash', RESTORING: 'undelete', PURGING: 'purge' });
+  test('the six transitional states, and no other, are resumed, each by the operation that enters it', () => {
+    expect(RESUMED_BY).toEqual({
+      CREATING: 'create',
+      DRAINING: 'trash',
+      TRASHING: 'trash',
+      TRUNCATING: 'truncate',
+      RESTORING: 'undelete',
+      PURGING: 'purge',
+    });
   });
 
   test('a transitional table held by a running operation is not stuck; held by a closed one, it is (and the lock is stale)', () => {

@@ -10,15 +10,16 @@ import type { FirstChangeFor } from '../../../domain/legacy-v18-checks';
 export function describeShardChange(change: ShardChange, tableId: number, shards: readonly number[], node: string): string {
   const listed = shards.length <= 8 ? shards.join(', ') : `${shards.slice(0, 8).join(', ')} and ${shards.length - 8} more`;
   const which = `${shards.length === 1 ? 'shard' : 'shards'} ${listed} of table ${tableId}`;
-  const doing = {
+  // (v18 makes no other change: a truncate is of later code.)
+  const doing: Partial<Record<ShardChange['method'], string>> = {
     createShard: `create ${which}`,
     dropShard: `drop ${which}`,
     markGarbage: `mark ${which} as garbage`,
     unmarkGarbage: `take back the garbage mark of ${which}`,
     deleteGarbage: `delete ${which} (purge)`,
     moveShard: change.method === 'moveShard' ? (change.to === 'trash' ? `move ${which} to trash` : `move ${which} back from trash`) : '',
-  }[change.method];
-  return `${doing} on ${node}`;
+  };
+  return `${doing[change.method] ?? change.method} on ${node}`;
 }
 
 export function describeFirstChange(first: FirstChange): string {

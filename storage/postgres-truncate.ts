@@ -1,0 +1,115 @@
+import type { Pool, PoolClient } from 'pg';
+import { PermanentStorageError } from './errors';
+import { locateAll, type ShardTableLocation } from './postgres-audit';
+import { lockNamed, tryLocksBriefly, withBriefLocks, type MoveOptions } from './postgres-drain';
+import { lockParents } from './postgres-foreign-keys';
+import { moveIn, moveOut, type MoveAttempt } from './postgres-move-locked';
+import type { MoveOutcome } from './postgres-moves';
+import { lockShards } from './postgres-node';
+import { describeShard, missing, parkedName, qualified, SHARDS, TRASH_SCHEMA, type LiveName, type ShardTableId } from './postgres-record';
+import { makeTwin, planTwin } from './postgres-twin';
+
+/**
+ * A truncate into the trash on one node (StorageDriver.truncateShard), in one transaction after a drop's drain: the
+ * table, with its rows, indexes and sequences, moves into the trash as a drop moves it, under the trash entry's identity
+ * (`into`: its record is the entry's from then on), and an empty twin of it (postgres-twin.ts) takes its name, recorded
+ * as the shard's. No row is copied. A reader or writer of the table waits for the one lock, then finds the twin, as after
+ * PostgreSQL's own TRUNCATE; what no twin could stand in for (a view on the table, another table's key to it, a partition)
+ * is refused before anything changes (planTwin), named.
+ */
+
+/** The shard's trash entry: the same shard, of the table `into`. */
+const entryOf = (id: ShardTableId, into: number): ShardTableId => ({ ...id, tableId: into });
+
+const freshAttempt = (attempt: number): MoveAttempt => ({ attempt, cascade: false, ensured: new Set(), unparked: new Set() });
+
+/**
+ * Truncates the live shard table `id` into the trash as the same shard of table `into`. Made already (the entry is
+ * recorded: a truncate made again after a crash before its caller heard it) is success, and the table at the shard's name
+ * (the twin, written to since, maybe) is left alone: a truncate never empties a table twice.
+ */
+export async function truncateTable(pool: Pool, id: ShardTableId, into: number, options: MoveOptions): Promise<MoveOutcome> {
+  const entry = entryOf(id, into);
+  return withBriefLocks(pool, id, options, async (c, attempt) => {
+    await lockShards(c, [id, entry]);
+    await tryLocksBriefly(c);
+    const [placed, made] = await locateAll(c, [id, entry]);
+    if (made) return { notes: [] };
+    const at = liveTable(id, placed ?? null);
+    // Its parents first, as a drop takes them (a writer of both holds the parent while it waits for the table).
+    if (at.hasKeys) await lockParents(c, at.oid, attempt);
+    await lockNamed(c, [qualified(at.schema, at.table)]);
+    const locked = liveTable(id, (await locateAll(c, [id]))[0] ?? null);
+    if (locked.oid !== at.oid) throw missing(id, 'it changed while this truncate waited for it');
+    // Read under the lock, which keeps the table as it is until the commit; refused, nothing has changed.
+    const twin = await planTwin(c, locked.oid);
+    await c.query(`UPDATE ${SHARDS} SET table_id = $4 WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [
+      id.catalogId,
+      id.tableId,
+      id.shard,
+      into,
+    ]);
+    const moved = await moveOut(c, [{ move: { id: entry }, at: locked }], 'trash', freshAttempt(attempt));
+    await makeTwin(c, twin, { schema: TRASH_SCHEMA, table: parkedName(entry) });
+    await recordTwin(c, id, { schema: twin.schema, table: twin.table });
+    return { notes: [...moved.values()].flatMap((m) => m.notes) };
+  });
+}
+
+/**
+ * A truncate taken back (StorageDriver.untruncateShard): the twin dropped, and the trash entry's table live again as the
+ * shard, with its rows, as a recall brings it back. Refused, nothing changed, once a row was written to the twin: those
+ * rows are kept. No entry in the trash is success: the truncate was never made, or is taken back already.
+ */
+export async function untruncateTable(pool: Pool, id: ShardTableId, into: number, options: MoveOptions): Promise<MoveOutcome> {
+  const entry = entryOf(id, into);
+  return withBriefLocks(pool, id, options, async (c, attempt) => {
+    await lockShards(c, [id, entry]);
+    await tryLocksBriefly(c);
+    const [placed, trashed] = await locateAll(c, [id, entry]);
+    if (!trashed) return { notes: [] };
+    if (trashed.drift) throw missing(entry, trashed.drift);
+    if (trashed.area !== 'trash') {
+      throw new PermanentStorageError(`${describeShard(entry)} is in the ${trashed.area}, not the trash: its truncate is not taken back`);
+    }
+    const twin = liveTable(id, placed ?? null);
+    await lockNamed(c, [qualified(twin.schema, twin.table)]);
+    const { rows } = await c.query<{ written: boolean }>(`SELECT EXISTS (SELECT FROM ${qualified(twin.schema, twin.table)}) AS written`);
+    if (rows[0]!.written) {
+      throw new PermanentStorageError(
+        `${twin.schema}.${twin.table} has rows written since its truncate: the truncate is not taken back, and both are kept ` +
+          `(its truncated rows in the trash, ${describeShard(entry)})`,
+      );
+    }
+    // The record first: the guard then sees the twin's DROP as tablefate's.
+    await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
+    await c.query(`DROP TABLE ${qualified(twin.schema, twin.table)}`);
+    await c.query(`UPDATE ${SHARDS} SET table_id = $2 WHERE catalog_id = $1 AND table_id = $3 AND shard = $4`, [
+      id.catalogId,
+      id.tableId,
+      into,
+      id.shard,
+    ]);
+    const back = (await locateAll(c, [id]))[0]!;
+    const moved = await moveIn(c, [{ move: { id, live: { schema: twin.schema, table: twin.table } }, at: back }], freshAttempt(attempt));
+    return { notes: [...moved.values()].flatMap((m) => m.notes) };
+  });
+}
+
+/** The shard's table as a truncate takes it: where its record says, in the live area. */
+function liveTable(id: ShardTableId, at: ShardTableLocation | null): ShardTableLocation {
+  if (!at) throw missing(id, 'tablefate placed no table for it on this node');
+  if (at.drift) throw missing(id, at.drift);
+  if (at.area !== 'live')
+    throw new PermanentStorageError(`${describeShard(id)} is in the ${at.area}, not live: there is nothing to truncate`);
+  return at;
+}
+
+/** The twin recorded as the shard's live table, by its oid, as a create records the table it made. */
+async function recordTwin(c: PoolClient, id: ShardTableId, live: LiveName): Promise<void> {
+  await c.query(
+    `INSERT INTO ${SHARDS} (table_oid, catalog_id, table_id, shard, schema_name, table_name, owner_name)
+     SELECT c.oid, $2, $3, $4, $5, $6, c.relowner::pg_catalog.regrole::text FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($1)`,
+    [qualified(live.schema, live.table), id.catalogId, id.tableId, id.shard, live.schema, live.table],
+  );
+}
