@@ -50,7 +50,7 @@ BEGIN
   IF op = 'retention' AND (args ->> 'retentionSeconds') IS NULL THEN
     RAISE EXCEPTION 'tablefate: the retention is NULL: give it in seconds' USING ERRCODE = '22004';
   END IF;
-  IF op NOT IN ('drop', 'recall', 'purge', 'hold', 'release', 'retention') THEN
+  IF op NOT IN ('drop', 'truncate', 'recall', 'purge', 'hold', 'release', 'retention') THEN
     RAISE EXCEPTION 'tablefate: the SQL door takes no request "%"', op USING ERRCODE = '22023';
   END IF;
   IF op <> 'drop' THEN
@@ -247,6 +247,13 @@ const CALLS = {
     args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds, 'cascade', "cascade"))`,
     wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
   },
+  /** A live table by its id or name: its rows into the trash as an entry of their own, the table left empty. */
+  truncate: {
+    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
+    types: 'integer, integer, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
+    wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
+  },
   /** By the table's id or the name it was dropped under, back under that name or `new_name`. */
   recall: {
     params: 'new_name text DEFAULT NULL, ',
@@ -310,7 +317,7 @@ const PROCEDURES = [
 const VIEWS = ['requests', 'trash'];
 
 /** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
-export const DOOR_VERSION = 4;
+export const DOOR_VERSION = 5;
 
 /** How long the door's install waits for a lock on its routines and views: a call waiting for its answer reads them. */
 const INSTALL_LOCK_TIMEOUT_MS = 500;

@@ -119,6 +119,30 @@ test('a drop with cascade => true takes the views along, as the SDK does; withou
   expect(await rowsOf(alice, 'SELECT id FROM shop.viewed_v ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
 });
 
+test('a truncate in SQL: by a role PostgreSQL lets TRUNCATE the table, its rows into the trash as an entry of their own; another role is refused 42501', async () => {
+  const { id, oid } = await door.ownedTable('alice', 'emptied');
+  const alice = await door.sessionOf('alice');
+  const bob = await door.sessionOf('bob');
+  expect(await failureOf(bob, `CALL tablefate_sql.truncate('shop.emptied')`)).toMatchObject({
+    code: '42501',
+    message: expect.stringContaining('TRUNCATE privilege') as unknown,
+  });
+  await alice.query(`GRANT TRUNCATE ON shop.emptied TO ${door.roles.bob!}`);
+  const entry = await firstOf(bob, `CALL tablefate_sql.truncate('shop.emptied', retention_seconds => 600)`);
+  expect(entry).toMatchObject({ table: 'shop.emptied', state: 'TRASHED' });
+  expect(Number(entry?.table_id)).not.toBe(id);
+  expect(await h.catalog.getTable(Number(entry?.table_id))).toMatchObject({ state: 'TRASHED', truncatedFrom: id });
+  // The table at its name is empty, a new one; the rows wait in the trash under the old one's oid.
+  expect(await rowsOf(alice, 'SELECT count(*)::int AS n FROM shop.emptied')).toEqual([{ n: 0 }]);
+  expect((await firstOf(admin, 'SELECT relnamespace::regnamespace::text AS schema FROM pg_class WHERE oid = $1', [oid]))?.schema).toBe(
+    'tablefate_trash',
+  );
+  // The trash view shows the entry to the table's owner, who recalls it under a new name.
+  expect(await trashRowOf(alice, Number(entry?.table_id))).toMatchObject({ table: 'shop.emptied' });
+  await alice.query(`CALL tablefate_sql.recall('${String(entry?.table_id)}', new_name => 'shop.emptied_before')`);
+  expect(await rowsOf(alice, 'SELECT id FROM shop.emptied_before ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+});
+
 test('a name that needs quotes, as psql writes it: dropped and recalled through the door under its exact name', async () => {
   const alice = await door.sessionOf('alice');
   await alice.query(

@@ -11,7 +11,7 @@ import type { TableInfo, TableRecord } from '../domain/table';
 import { TrashCopy } from './sql-door-trash';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
-type DoorCall = 'trash' | 'undelete' | 'purge' | 'hold' | 'release' | 'setRetention';
+type DoorCall = 'trash' | 'truncate' | 'undelete' | 'purge' | 'hold' | 'release' | 'setRetention';
 
 /** What the door asks of the SDK (contract/sdk.ts's client): a call's two halves, in the name of who asked. */
 export interface DoorCaller {
@@ -41,6 +41,7 @@ export interface SqlDoorOptions {
 /** The SDK's call each procedure of the door makes (storage/postgres-door-sql.ts). */
 const CALL_OF: Record<string, DoorCall> = {
   drop: 'trash',
+  truncate: 'truncate',
   recall: 'undelete',
   purge: 'purge',
   hold: 'hold',
@@ -49,8 +50,13 @@ const CALL_OF: Record<string, DoorCall> = {
 };
 
 /** What a request of a table by its id or name asks the SDK (a drop's is made of its table: planDrop). */
-type TableArgs = { table: string; newName?: string; reason?: string; retentionSeconds?: number };
+type TableArgs = { table: string; newName?: string; reason?: string; retentionSeconds?: number; drainTimeoutSeconds?: number };
 const SDK_REQUEST: Record<Exclude<DoorCall, 'trash'>, (args: TableArgs) => unknown> = {
+  truncate: ({ table, retentionSeconds, drainTimeoutSeconds }) => ({
+    table,
+    ...(retentionSeconds === undefined ? {} : { retentionSeconds }),
+    ...(drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds }),
+  }),
   undelete: ({ table, newName }) => ({ table, ...(newName ? { newName } : {}) }),
   purge: ({ table }) => ({ tableId: Number(table) }),
   hold: ({ table, reason }) => ({ table, ...(reason === undefined ? {} : { reason }) }),
@@ -315,10 +321,10 @@ export class SqlDoor {
   }
 
   /**
-   * A call on a table by its id or name (a recall, purge, hold, release or retention change), found by the SDK's plan,
-   * if its shard is on this node and the role asking may: a member of the table's owner (for a table in the trash, the
-   * owner at the drop, which the trash keeps), and for a recall CREATE where it goes (on its schema, or on the database
-   * for a schema to make).
+   * A call on a table by its id or name (a truncate, recall, purge, hold, release or retention change), found by the
+   * SDK's plan, if its shard is on this node and the role asking may: for a truncate, one PostgreSQL lets TRUNCATE the
+   * table; else a member of the table's owner (for a table in the trash, the owner at the drop, which the trash keeps),
+   * and for a recall CREATE where it goes (on its schema, or on the database for a schema to make).
    */
   private async planOfTable(
     request: Taken,
@@ -330,14 +336,15 @@ export class SqlDoor {
     const plan = planned.plan as { tableId: number; target?: { namespace: string } };
     const into = call === 'undelete' ? plan.target!.namespace : null;
     const { rows } = await session.query<{ oid: string; may: boolean; may_create: boolean }>(
-      `SELECT c.oid, pg_catalog.pg_has_role($2::oid, c.relowner, 'MEMBER') AS may,
+      `SELECT c.oid, CASE WHEN $5 THEN pg_catalog.has_table_privilege($2::oid, c.oid, 'TRUNCATE')
+                          ELSE pg_catalog.pg_has_role($2::oid, c.relowner, 'MEMBER') END AS may,
               CASE WHEN $4::text IS NULL THEN true
                    WHEN n.oid IS NULL THEN pg_catalog.has_database_privilege($2::oid, pg_catalog.current_database(), 'CREATE')
                    ELSE pg_catalog.has_schema_privilege($2::oid, n.oid, 'CREATE') END AS may_create
          FROM ${OWN}.shards s JOIN pg_catalog.pg_class c ON c.oid = s.table_oid
          LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = $4::text
         WHERE s.catalog_id = $1 AND s.table_id = $3`,
-      [this.opts.catalogId, request.requester, plan.tableId, into],
+      [this.opts.catalogId, request.requester, plan.tableId, into, call === 'truncate'],
     );
     if (rows.length === 0) return { answer: await this.noTableHere(plan.tableId, request.op) };
     if (rows.length > 1) {
@@ -349,10 +356,10 @@ export class SqlDoor {
       };
     }
     const [shard] = rows;
-    if (!shard!.may)
-      return {
-        answer: notAllowed(`role ${request.requester_name} may not ${request.op} table ${plan.tableId}: only a member of its owner may`),
-      };
+    if (!shard!.may) {
+      const who = call === 'truncate' ? 'a role with the TRUNCATE privilege on it' : 'a member of its owner';
+      return { answer: notAllowed(`role ${request.requester_name} may not ${request.op} table ${plan.tableId}: only ${who} may`) };
+    }
     if (!shard!.may_create) return { answer: notAllowed(`role ${request.requester_name} may not create tables in schema ${into}`) };
     await session.query(`UPDATE ${OWN}.sql_requests SET table_oid = $2 WHERE id = $1`, [request.id, shard!.oid]);
     return { plan };

@@ -1,0 +1,146 @@
+import { execFile } from 'node:child_process';
+import { Client } from 'pg';
+import { postgresProgram } from '../servers/local-postgres';
+import { HasDependentsError, TableBusyError } from '../domain/errors';
+import { Harness } from './support/harness';
+import { sharedPostgres, type TestPostgres } from './support/postgres';
+import type { TableInfo } from '../domain/table';
+
+/*
+ * `truncate` with the PostgreSQL driver, through the SDK and the workflows on the real dev server, judged by what a
+ * user's own client sees: the table at its name is empty, and is to pg_dump and psql's \d+ what it was; ids go on where
+ * they were; the truncated rows come back, whole, under a name of their own.
+ */
+
+let server: TestPostgres;
+let h: Harness;
+let urls: string[];
+/** A user's own client on each node: default settings. */
+const users: Client[] = [];
+
+beforeAll(async () => {
+  server = await sharedPostgres();
+  urls = [await server.freshDatabase('pgtrunc'), await server.freshDatabase('pgtrunc')];
+  for (const url of urls) {
+    const client = new Client({ connectionString: url });
+    await client.connect();
+    users.push(client);
+  }
+  await users[0]!.query(`DO $$ BEGIN CREATE ROLE trunc_svc NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
+  h = await Harness.start({ postgresNodes: urls });
+});
+
+afterAll(async () => {
+  await h?.close();
+  for (const client of users) await client.end();
+  await server?.stop();
+});
+
+const userOn = (table: TableInfo, shard = 0) => users[Number(table.placement[shard]!.node.replace('node-', ''))]!;
+const urlOn = (table: TableInfo, shard = 0) => urls[Number(table.placement[shard]!.node.replace('node-', ''))]!;
+
+/** One of PostgreSQL's own programs on a node's database: what it prints. */
+function run(program: 'psql' | 'pg_dump', args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(postgresProgram(program), args, { env: { ...process.env, PGCLIENTENCODING: 'UTF8' } }, (err, stdout, stderr) =>
+      err ? reject(new Error(`${program} ${args.join(' ')}: ${err.message}\n${stderr}`)) : resolve(stdout),
+    );
+  });
+}
+
+/** What a user's own tools show of a table's definition: pg_dump's schema of it, psql's \d+ and \dp. */
+async function seenBy(url: string, name: string): Promise<{ dump: string; described: string; privileges: string }> {
+  const dump = await run('pg_dump', ['--schema-only', '-t', name, url]);
+  return {
+    dump: dump.replace(/^-- Dumped (from|by) .*$/gm, '').replace(/^\\(un)?restrict .*$/gm, ''),
+    described: await run('psql', ['-X', '-c', `\\d+ ${name}`, url]),
+    privileges: await run('psql', ['-X', '-c', `\\dp ${name}`, url]),
+  };
+}
+
+test('the table at its name is empty and the same to pg_dump and psql; ids go on; the rows come back whole under a name of their own', async () => {
+  const table = await h.client.create({
+    table: 'shop.orders',
+    shards: 1,
+    columns: 'id serial primary key, sku text not null unique, total numeric(12,2) check (total >= 0), placed timestamptz default now()',
+  });
+  const user = userOn(table);
+  await user.query('CREATE INDEX orders_placed ON shop.orders (placed)');
+  await user.query("COMMENT ON TABLE shop.orders IS 'what customers bought'");
+  await user.query('GRANT SELECT, INSERT ON shop.orders TO trunc_svc');
+  await user.query('GRANT USAGE ON SEQUENCE shop.orders_id_seq TO trunc_svc');
+  await user.query("INSERT INTO shop.orders (sku, total) SELECT 'sku-' || g, g FROM generate_series(1, 100) g");
+  const before = await seenBy(urlOn(table), 'shop.orders');
+  const rowsBefore = (await user.query('SELECT id, sku, total FROM shop.orders ORDER BY id')).rows;
+
+  const entry = await h.client.truncate({ table: 'shop.orders' });
+  expect(entry).toMatchObject({ namespace: 'shop', name: 'orders', state: 'TRASHED', truncatedFrom: table.id });
+
+  // What a user sees at the name: no row, and the same table.
+  expect((await user.query('SELECT count(*)::int AS n FROM shop.orders')).rows).toEqual([{ n: 0 }]);
+  expect(await seenBy(urlOn(table), 'shop.orders')).toEqual(before);
+  // Ids go on above every one handed out: no id twice.
+  const { rows: next } = await user.query<{ id: number }>("INSERT INTO shop.orders (sku, total) VALUES ('sku-new', 1) RETURNING id");
+  expect(next[0]!.id).toBe(101);
+  expect(await h.client.describe({ table: 'shop.orders' })).toMatchObject({ id: table.id, state: 'READY' });
+
+  // The rows, recalled under a name of their own, whole; the table keeps what was written to it since.
+  const recalled = await h.client.undelete({ table: entry.id, newName: 'shop.orders_before' });
+  expect(recalled).toMatchObject({ id: entry.id, state: 'READY', name: 'orders_before' });
+  expect((await user.query('SELECT id, sku, total FROM shop.orders_before ORDER BY id')).rows).toEqual(rowsBefore);
+  expect((await user.query('SELECT sku FROM shop.orders')).rows).toEqual([{ sku: 'sku-new' }]);
+  // (Its own sequence came back with it, and does not hand out the twin's ids.)
+  const { rows: theirs } = await user.query<{ id: number }>("INSERT INTO shop.orders_before (sku, total) VALUES ('sku-x', 1) RETURNING id");
+  expect(theirs[0]!.id).toBe(101);
+});
+
+test('a table of two shards: each shard table truncated on its node; the entry has both', async () => {
+  const table = await h.client.create({ table: 'metrics.points', shards: 2, columns: 'at int, value float8' });
+  for (const shard of [0, 1])
+    await userOn(table, shard).query(`INSERT INTO metrics.points_${shard} SELECT g, g FROM generate_series(1, 10) g`);
+  const entry = await h.client.truncate({ table: table.id });
+  for (const shard of [0, 1]) {
+    expect((await userOn(table, shard).query(`SELECT count(*)::int AS n FROM metrics.points_${shard}`)).rows).toEqual([{ n: 0 }]);
+  }
+  expect(await h.shardAreas(entry)).toEqual(['trash', 'trash']);
+  expect(await h.shardAreas(table)).toEqual(['live', 'live']);
+  const reports = await h.shardReports(entry);
+  expect(reports.every((r) => r.bytes > 0)).toBe(true);
+});
+
+test('what no empty table could stand in for is refused before anything changes, named: a view on the table', async () => {
+  const table = await h.client.create({ table: 'shop.items', shards: 1, columns: 'id int primary key, name text' });
+  const user = userOn(table);
+  await user.query("INSERT INTO shop.items VALUES (1, 'a')");
+  await user.query('CREATE VIEW shop.items_v AS SELECT * FROM shop.items');
+  const error = await h.client.truncate({ table: 'shop.items' }).catch((err: unknown) => err);
+  expect(error).toBeInstanceOf(HasDependentsError);
+  expect((error as Error).message).toMatch(/shop\.items_v/);
+  expect(await h.client.describe({ table: 'shop.items' })).toMatchObject({ id: table.id, state: 'READY' });
+  expect((await user.query('SELECT count(*)::int AS n FROM shop.items_v')).rows).toEqual([{ n: 1 }]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  expect((await h.client.list({ includeTrashed: true })).filter((t) => t.truncatedFrom === table.id)).toEqual([]);
+});
+
+test('a session holding the table: the truncate drains as a drop does, naming it, then TableBusy; the table whole', async () => {
+  const table = await h.client.create({ table: 'shop.busy', shards: 1, columns: 'id int' });
+  const url = urlOn(table);
+  const holder = new Client({ connectionString: url, application_name: 'trunc-holder' });
+  await holder.connect();
+  try {
+    await holder.query('INSERT INTO shop.busy VALUES (1)');
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM shop.busy');
+    const error = await h.client.truncate({ table: 'shop.busy', drainTimeoutSeconds: 1 }).catch((err: unknown) => err);
+    expect(error).toBeInstanceOf(TableBusyError);
+    expect((error as Error).message).toMatch(/trunc-holder/);
+    // Readers were never queued behind it: another session reads at once.
+    expect((await userOn(table).query('SELECT count(*)::int AS n FROM shop.busy')).rows).toEqual([{ n: 1 }]);
+    await holder.query('COMMIT');
+  } finally {
+    await holder.end();
+  }
+  expect(await h.client.describe({ table: 'shop.busy' })).toMatchObject({ state: 'READY' });
+  const entry = await h.client.truncate({ table: 'shop.busy' });
+  expect(entry.state).toBe('TRASHED');
+});
