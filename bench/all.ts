@@ -80,6 +80,7 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
     create: '<= 1.0x',
     trash: '<= 1.0x (postgres <= 1.1x)',
     undelete: '<= 1.3x',
+    truncate: '(against trash: the same drain and move, and a table made)',
     purge: '<= 1.3x',
     contract: '(a create by type name; no goal)',
     nexus: '(a create through Nexus; no goal)',
@@ -95,10 +96,12 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
   for (const { report } of reports) {
     const [small, big] = report.bySize;
     if (!small || !big) continue;
-    const [a, b] = [percentile(small.trashMs, 50), percentile(big.trashMs, 50)];
-    console.log(
-      `postgres trash by size: ${small.label} ${a.toFixed(0)} ms, ${big.label} ${b.toFixed(0)} ms (${(((b - a) / a) * 100).toFixed(0)} %; goal within 10 %)`,
-    );
+    for (const op of ['trash', 'truncate'] as const) {
+      const [a, b] = [percentile(small[`${op}Ms`], 50), percentile(big[`${op}Ms`], 50)];
+      console.log(
+        `postgres ${op} by size: ${small.label} ${a.toFixed(0)} ms, ${big.label} ${b.toFixed(0)} ms (${(((b - a) / a) * 100).toFixed(0)} %; goal within 10 %)`,
+      );
+    }
   }
   if (timers) {
     console.log(

@@ -1,5 +1,5 @@
 /**
- * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete and purge, and
+ * What each operation costs against the floor of Temporal itself: create (4 shards), trash, undelete, truncate and purge, and
  * the trash's policies (a hold, its release, a lease taken and released, a trashed table's new retention) through the
  * SDK, each beside a bare one-activity workflow (bench/floor-workflow.ts) on the same server, the same worker process
  * and the same run, interleaved so that drift hits both alike. Reports p50 and p90 of each as a multiple of the
@@ -13,7 +13,7 @@
  *   npm run bench:lifecycle -- --temporal cluster    (a Temporal cluster as `tablefate cluster up` makes it, on a
  *                                                     PostgreSQL it starts, instead of the dev server)
  *   npm run bench:lifecycle -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the
- *                                                     trash of a table of 1 GB against one of 1 MB)
+ *                                                     trash and truncate of a table of 1 GB against one of 1 MB)
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -30,7 +30,20 @@ import { benchWorkerStart } from './worker-start';
 import { benchSqlDoor, type DoorReport } from './sql-door';
 import { percentile, timed } from './samples';
 
-const OPS = ['create', 'trash', 'undelete', 'purge', 'hold', 'release', 'lease', 'unlease', 'retention', 'contract', 'nexus'] as const;
+const OPS = [
+  'create',
+  'trash',
+  'undelete',
+  'truncate',
+  'purge',
+  'hold',
+  'release',
+  'lease',
+  'unlease',
+  'retention',
+  'contract',
+  'nexus',
+] as const;
 type Op = (typeof OPS)[number];
 const FLOOR_QUEUE = 'bench-floor';
 const NEXUS_CALLER_QUEUE = 'bench-nexus-caller';
@@ -52,7 +65,7 @@ export interface LifecycleReport {
   p90: Record<Op | 'floor', number>;
   /** Per second, 32 at once (median of 3 batches). */
   throughput: { floor: number; create: number };
-  bySize: Array<{ label: string; bytes: number; trashMs: number[] }>;
+  bySize: Array<{ label: string; bytes: number; trashMs: number[]; truncateMs: number[] }>;
   /** PostgreSQL: a drop through the SQL door beside the SDK's and a bare move. */
   door?: DoorReport;
   cliRows: CliRow[];
@@ -124,6 +137,8 @@ export async function benchLifecycle(
       await timed(sink('trash'), () => client.trash({ table: name }));
       await timed(sink('floor'), floor);
       await timed(sink('undelete'), () => client.undelete({ table: table.id }));
+      await timed(sink('floor'), floor);
+      await timed(sink('truncate'), () => client.truncate({ table: name }));
       // The trash's policies: a legal hold and its release, a lease taken and released, a trashed table's retention.
       await timed(sink('floor'), floor);
       await timed(sink('hold'), () => client.hold({ table: table.id, reason: 'bench' }));
@@ -198,11 +213,16 @@ export function printLifecycle(report: LifecycleReport): void {
     `throughput, ${CONCURRENCY} at once (median of 3 batches): floor ${throughput.floor.toFixed(1)}/s, create ${throughput.create.toFixed(1)}/s = ` +
       `${(throughput.create / throughput.floor).toFixed(2)}x the floor's`,
   );
-  for (const { label, bytes, trashMs } of report.bySize) {
-    const ms = trashMs.map((t) => t.toFixed(0)).join(', ');
-    console.log(
-      `trash of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(trashMs, 50) / p50.floor).toFixed(2)}x the floor)`,
-    );
+  for (const { label, bytes, trashMs, truncateMs } of report.bySize) {
+    for (const [op, samples] of [
+      ['trash', trashMs],
+      ['truncate', truncateMs],
+    ] as const) {
+      const ms = samples.map((t) => t.toFixed(0)).join(', ');
+      console.log(
+        `${op} of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(samples, 50) / p50.floor).toFixed(2)}x the floor)`,
+      );
+    }
   }
   if (report.door) {
     const { sdkDropMs, doorDropMs, pickUpMs, bareMoveMs } = report.door;
@@ -219,10 +239,11 @@ export function printLifecycle(report: LifecycleReport): void {
 }
 
 /**
- * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB, five times each (trash, then recall):
- * a move is renames in one transaction, so its time must not grow with the rows.
+ * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB (trash, then recall), and its truncate (then
+ * the empty table dropped, and its rows recalled in its place, as the table of that name): a move is renames in one
+ * transaction, and a truncate a move and an empty twin made from the catalog, so neither's time may grow with the rows.
  */
-async function trashBySize(client: TableFateClient, url: string): Promise<Array<{ label: string; bytes: number; trashMs: number[] }>> {
+async function trashBySize(client: TableFateClient, url: string): Promise<LifecycleReport['bySize']> {
   const db = new PgClient({ connectionString: url });
   await db.connect();
   try {
@@ -244,17 +265,22 @@ async function trashBySize(client: TableFateClient, url: string): Promise<Array<
       await db.query(`VACUUM (ANALYZE) bench.${name}`);
       await db.query('CHECKPOINT');
       const bytes = Number((await db.query<{ b: string }>(`SELECT pg_total_relation_size('bench.${name}') AS b`)).rows[0]!.b);
-      sizes.push({ label, bytes, table, name, trashMs: [] as number[] });
+      sizes.push({ label, bytes, table, name, trashMs: [] as number[], truncateMs: [] as number[] });
     }
     // The two sizes in turn, as the operations and the floor are, so that the machine's drift hits both alike; one round
     // to warm up, then SIZE_ROUNDS.
     for (let round = -1; round < SIZE_ROUNDS; round++) {
       for (const size of sizes) {
-        await timed(round < 0 ? [] : size.trashMs, () => client.trash({ table: `bench.${size.name}`, retentionSeconds: 3600 }));
+        const table = `bench.${size.name}`;
+        await timed(round < 0 ? [] : size.trashMs, () => client.trash({ table, retentionSeconds: 3600 }));
         await client.undelete({ table: size.table.id });
+        const entry = await timed(round < 0 ? [] : size.truncateMs, () => client.truncate({ table, retentionSeconds: 3600 }));
+        const emptied = await client.trash({ table, retentionSeconds: 3600 });
+        size.table = await client.undelete({ table: entry.id });
+        await client.purge({ tableId: emptied.id });
       }
     }
-    return sizes.map(({ label, bytes, trashMs }) => ({ label, bytes, trashMs }));
+    return sizes.map(({ label, bytes, trashMs, truncateMs }) => ({ label, bytes, trashMs, truncateMs }));
   } finally {
     await db.end();
   }

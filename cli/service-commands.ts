@@ -109,8 +109,9 @@ export const guard: CommandRecord = {
   usage: `  guard install|status|remove [--node node-N] [--url <url>]
                                               PostgreSQL storage: an event trigger on each node (or node-N)
                                               that refuses DROP TABLE, renames and moves of tablefate's tables
-                                              by anyone but tablefate; install/remove need a superuser (--url:
-                                              connect as one instead of the node's url)`,
+                                              by anyone but tablefate, and a trigger on each that refuses its
+                                              TRUNCATE; install/remove need a superuser (--url: connect as one
+                                              instead of the node's url)`,
   exits: 'guard status exits 0 when the guard is on on every node asked, 1 otherwise; guard install without a superuser exits 2',
   spec: {
     options: { node: { type: 'string' }, url: { type: 'string' } },

@@ -89,23 +89,33 @@ export async function runGuard(action: GuardAction, targets: ReadonlyArray<{ nod
   return results;
 }
 
-/** One line a node: NODE, GUARD (on, disabled, partly there, off), and the database, its password left out. */
+/**
+ * One line a node: NODE, GUARD (on, on but not for some tables' TRUNCATE, disabled, partly there, off), and the
+ * database, its password left out.
+ */
 export function formatGuard(results: readonly GuardNodeResult[]): string {
-  const rows = results.map((r) => [
-    r.node,
-    r.enabled
-      ? 'on'
-      : r.installed
-        ? 'installed, disabled (tablefate guard install enables it)'
-        : r.triggers.length > 0
-          ? `partly there (${r.triggers.map((t) => t.name).join(', ')}): tablefate guard install`
-          : 'off',
-    r.url,
-  ]);
+  const rows = results.map((r) => [r.node, guardWords(r), r.url]);
   const header = ['NODE', 'GUARD', 'DATABASE'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ');
   return [line(header), ...rows.map(line)].join('\n');
+}
+
+const SHOWN_TABLES = 5;
+
+function guardWords(r: GuardNodeResult): string {
+  if (r.enabled) return 'on';
+  const uncovered = r.truncate.uncovered ?? [];
+  if (r.installed && r.triggers.every((t) => t.enabled) && uncovered.length > 0) {
+    const more = uncovered.length > SHOWN_TABLES ? ` and ${uncovered.length - SHOWN_TABLES} more` : '';
+    return (
+      `on, but TRUNCATE is not refused on ${uncovered.length} table(s): ${uncovered.slice(0, SHOWN_TABLES).join(', ')}${more} ` +
+      '(tablefate guard install covers them)'
+    );
+  }
+  if (r.installed) return 'installed, disabled (tablefate guard install enables it)';
+  const parts = [...r.triggers.map((t) => t.name), ...(r.truncate.functions ? ['its TRUNCATE triggers'] : [])];
+  return parts.length > 0 ? `partly there (${parts.join(', ')}): tablefate guard install` : 'off';
 }
 
 /** A session of the guard's own: search_path and how strings read pinned, bounded waits, named. */

@@ -1,7 +1,20 @@
 import type { ClientBase } from 'pg';
-import { InvalidInputError } from '../domain/errors';
+import { InvalidInputError, TableBusyError } from '../domain/errors';
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { ident, literal } from '../catalog/pg-session';
+import {
+  coverTables,
+  FUNCTION_OPTIONS,
+  KEEP_DROPPED_TRIGGERS_CALL,
+  KEEP_TRIGGERS_CALL,
+  TRUNCATE_GUARD_FUNCTIONS,
+  TRUNCATE_GUARD_SQL,
+  truncateGuardState,
+  uncoverTables,
+  type TruncateGuardState,
+} from './postgres-guard-truncate';
+
+export { RECORD_TRIGGER, TRUNCATE_TRIGGER, type TruncateGuardState } from './postgres-guard-truncate';
 
 /**
  * The guard (issue 29): an event trigger pair on a node's database that refuses the bare DDL that would lose or strand a
@@ -32,6 +45,9 @@ import { ident, literal } from '../catalog/pg-session';
  * Only the objects the statement touched are looked up, never the whole record: a table already out of place (see
  * `tablefate doctor`) holds up only DDL of itself, until it is put back.
  *
+ * TRUNCATE, which fires no event trigger, is refused by a trigger of each guarded table (postgres-guard-truncate.ts);
+ * the event triggers above refuse the DDL that would disable, demote, rename, replace or drop it.
+ *
  * The functions are SECURITY DEFINER, owned by the superuser who installed them (the DDL's user may not even see
  * `tablefate.shards`), with search_path pinned to pg_catalog and every name qualified. They live in a schema of their
  * own, `tablefate_guard`, outside tablefate's schemas and owned by no role tablefate runs as: a `DROP SCHEMA tablefate
@@ -44,22 +60,30 @@ export const GUARD_TRIGGERS = [
   { name: 'tablefate_guard_move', event: 'ddl_command_end', fn: 'refuse_move' },
   { name: 'tablefate_guard_drop', event: 'sql_drop', fn: 'refuse_drop' },
 ] as const;
-/** Every function the guard installs: the two triggers' and the two they share. */
+/** Every function the guard installs: the two event triggers', the two they share, and those of TRUNCATE. */
 const GUARD_FUNCTIONS = [
   'refuse_move()',
   'refuse_drop()',
   'refusal(text, text, bigint, integer, text, text, text)',
   'record_names_places()',
+  ...TRUNCATE_GUARD_FUNCTIONS,
 ] as const;
 
 /** Where the guard stands on one database. */
 export interface GuardState {
-  /** Both triggers are there, each running the guard's function. */
+  /**
+   * Every part is there: both event triggers, each running the guard's function, the functions of TRUNCATE, and the
+   * record's trigger that covers each table recorded (once there is a record).
+   */
   installed: boolean;
-  /** Installed, and neither trigger disabled (`ALTER EVENT TRIGGER ... DISABLE`). */
+  /**
+   * Installed, neither event trigger disabled (`ALTER EVENT TRIGGER ... DISABLE`), and every table it guards refusing
+   * TRUNCATE (as far as this session may read tablefate's record).
+   */
   enabled: boolean;
-  /** Each of the guard's triggers found, with whether it fires. */
+  /** Each of the guard's event triggers found, with whether it fires. */
   triggers: Array<{ name: string; event: string; enabled: boolean }>;
+  truncate: TruncateGuardState;
 }
 
 /** A guard command on one node: where (its url without the password) and how the guard stands there afterwards. */
@@ -76,7 +100,6 @@ const INSUFFICIENT_PRIVILEGE = '42501';
 
 const G = ident(GUARD_SCHEMA);
 const OWN_SCHEMAS = `ARRAY[${[OWN, TRASH, GARBAGE].map(literal).join(', ')}]`;
-const FUNCTION_OPTIONS = 'LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp';
 const HINT =
   "tablefate's guard (tablefate guard status) refuses DDL that would drop, rename or move a table tablefate manages; " +
   "tablefate's own statements pass";
@@ -209,6 +232,7 @@ BEGIN
                             hit.schema_name, hit.table_name));
     END IF;
   END IF;
+  ${KEEP_TRIGGERS_CALL}
 END
 $guard$`;
 
@@ -293,6 +317,7 @@ BEGIN
           pg_catalog.format('adopt the partition ("tablefate adopt %I.%I") and drop it with "tablefate drop": the trash keeps it, and its recall attaches it again',
                             hit.part_schema, hit.part_name) END);
   END IF;
+  ${KEEP_DROPPED_TRIGGERS_CALL}
 END
 $guard$`;
 
@@ -317,18 +342,24 @@ export async function guardState(c: ClientBase): Promise<GuardState> {
       WHERE t.evtname = ANY ($1) ORDER BY t.evtname`,
     [GUARD_TRIGGERS.map((t) => t.name), ident(GUARD_SCHEMA), GUARD_TRIGGERS.map((t) => t.fn)],
   );
-  const installed = GUARD_TRIGGERS.every((t) => rows.some((r) => r.name === t.name && r.event === t.event && r.ours));
+  const truncate = await truncateGuardState(c);
+  const installed =
+    GUARD_TRIGGERS.every((t) => rows.some((r) => r.name === t.name && r.event === t.event && r.ours)) &&
+    truncate.functions &&
+    truncate.recordTrigger !== false;
   return {
     installed,
-    enabled: installed && rows.every((r) => r.enabled),
+    enabled: installed && rows.every((r) => r.enabled) && (truncate.uncovered ?? []).length === 0,
     triggers: rows.map((r) => ({ name: r.name, event: r.event, enabled: r.enabled })),
+    truncate,
   };
 }
 
 /**
  * Puts the guard on the database `c` is connected to, in one transaction: its schema, functions (replaced if there) and
  * one trigger of each event (made again, enabled always). Idempotent. Refused, with nothing changed, unless the session's role
- * is a superuser (GuardPrivilegeError).
+ * is a superuser (GuardPrivilegeError). Then the TRUNCATE trigger on each table it guards that lacks it, a table at a
+ * time, each lock tried briefly: a table still busy is left uncovered, and named in the state answered.
  */
 export async function installGuard(c: ClientBase, node: string): Promise<GuardState> {
   await inTransaction(c, 'install', node, async () => {
@@ -336,7 +367,8 @@ export async function installGuard(c: ClientBase, node: string): Promise<GuardSt
     await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.guard']);
     await c.query(`CREATE SCHEMA IF NOT EXISTS ${G}`);
     await c.query(`REVOKE ALL ON SCHEMA ${G} FROM PUBLIC`);
-    for (const statement of [REFUSAL, RECORD_NAMES_PLACES, REFUSE_MOVE, REFUSE_DROP]) await c.query(statement);
+    // (refuse_move and refuse_drop last: once replaced they call functions of TRUNCATE's, which must be there by then.)
+    for (const statement of [REFUSAL, RECORD_NAMES_PLACES, ...TRUNCATE_GUARD_SQL, REFUSE_MOVE, REFUSE_DROP]) await c.query(statement);
     for (const fn of GUARD_FUNCTIONS) await c.query(`REVOKE ALL ON FUNCTION ${G}.${fn} FROM PUBLIC`);
     for (const t of GUARD_TRIGGERS) {
       await c.query(`DROP EVENT TRIGGER IF EXISTS ${ident(t.name)}`);
@@ -345,15 +377,30 @@ export async function installGuard(c: ClientBase, node: string): Promise<GuardSt
       await c.query(`ALTER EVENT TRIGGER ${ident(t.name)} ENABLE ALWAYS`);
     }
   });
+  await coverTables(c);
   return guardState(c);
 }
 
-/** Takes the guard off the database `c` is connected to: its triggers, functions and schema, nothing left. Idempotent. */
+/**
+ * Takes the guard off the database `c` is connected to: its event triggers first (they would refuse the rest), then its
+ * triggers off each table, a table at a time as install puts them on, then its functions and schema, nothing left.
+ * Idempotent. A table still busy after the last try stops it there, named (TableBusy): the guard refuses no DDL any more,
+ * and the tables it could not reach still refuse TRUNCATE until remove is run again.
+ */
 export async function removeGuard(c: ClientBase, node: string): Promise<GuardState> {
   await inTransaction(c, 'remove', node, async () => {
     await refuseUnlessSuperuser(c, 'remove', node);
     await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.guard']);
     for (const t of GUARD_TRIGGERS) await c.query(`DROP EVENT TRIGGER IF EXISTS ${ident(t.name)}`);
+  });
+  const busy = await uncoverTables(c);
+  if (busy.length > 0)
+    throw new TableBusyError(
+      `guard remove on ${node}: the guard refuses no DDL any more, but ${busy.length} table(s) were busy and keep its TRUNCATE trigger ` +
+        `(${busy.join(', ')}): run tablefate guard remove again`,
+    );
+  await inTransaction(c, 'remove', node, async () => {
+    await c.query('SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext($1))', ['tablefate.guard']);
     for (const fn of GUARD_FUNCTIONS) await c.query(`DROP FUNCTION IF EXISTS ${G}.${fn}`);
     // Not CASCADE: anything someone else put in the guard's schema is theirs, and stops the removal (said, nothing changed).
     await c.query(`DROP SCHEMA IF EXISTS ${G}`);

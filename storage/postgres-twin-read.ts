@@ -1,7 +1,10 @@
 import type { PoolClient } from 'pg';
 import { HasDependentsError, InvalidInputError, TableNotFoundError } from '../domain/errors';
 import { formatTableName } from '../domain/names';
+import { literal } from '../catalog/pg-session';
 import { dependentsOf, describeDependent } from './postgres-dependents';
+// (The guard's own trigger is not the twin's to copy: the guard puts it on the twin once the twin is recorded.)
+import { TRUNCATE_TRIGGER } from './postgres-guard-truncate';
 
 /**
  * What an empty twin of a live table is made from, read from PostgreSQL's catalog while the table is still at its name
@@ -275,7 +278,7 @@ SELECT pg_catalog.json_build_object(
   'triggers', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object(
       'name', g.tgname, 'definition', pg_catalog.pg_get_triggerdef(g.oid), 'enabled', g.tgenabled,
       'comment', pg_catalog.obj_description(g.oid, 'pg_trigger')) ORDER BY g.tgname), '[]')
-     FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal),
+     FROM pg_catalog.pg_trigger g WHERE g.tgrelid = c.oid AND NOT g.tgisinternal AND g.tgname <> ${literal(TRUNCATE_TRIGGER)}),
   'policies', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object(
       'name', p.polname, 'permissive', p.polpermissive,
       'command', CASE p.polcmd WHEN 'r' THEN 'SELECT' WHEN 'a' THEN 'INSERT' WHEN 'w' THEN 'UPDATE' WHEN 'd' THEN 'DELETE' ELSE 'ALL' END,

@@ -92,6 +92,8 @@ const refusal = async (client: Client, sql: string): Promise<{ code?: string; me
   )) as { code?: string; message: string; hint?: string };
   return { code: err.code, message: err.message, hint: err.hint };
 };
+/** The TRUNCATE half of a guard that is not there. */
+const OFF = { functions: false, recordTrigger: null, covered: 0, uncovered: [] };
 const guardObjects = async (client: Client) =>
   (
     await client.query<{ triggers: string[]; functions: string[]; schema: boolean }>(
@@ -117,7 +119,7 @@ describe('installing', () => {
       );
       await expect(removeGuard(worker, 'node-3')).rejects.toThrow(`guard remove on node-3: role ${WORKER} may not drop event triggers`);
       expect(await guardObjects(worker)).toEqual({ triggers: [], functions: [], schema: false });
-      expect(await guardState(worker)).toEqual({ installed: false, enabled: false, triggers: [] });
+      expect(await guardState(worker)).toEqual({ installed: false, enabled: false, triggers: [], truncate: OFF });
     } finally {
       await worker.end();
     }
@@ -132,20 +134,35 @@ describe('installing', () => {
         { name: 'tablefate_guard_drop', event: 'sql_drop', enabled: true },
         { name: 'tablefate_guard_move', event: 'ddl_command_end', enabled: true },
       ],
+      // (Its record's trigger, and the TRUNCATE trigger on the record itself: test/postgres-guard-truncate.test.ts.)
+      truncate: { functions: true, recordTrigger: true, covered: 1, uncovered: [] },
     });
     const objects = await guardObjects(dba);
     expect(objects.triggers).toEqual(['tablefate_guard_drop', 'tablefate_guard_move']);
-    expect(objects.functions).toHaveLength(4);
+    expect(objects.functions).toHaveLength(13);
     const functions = await rowsOf(
       dba,
       `SELECT proname, prosecdef, proconfig FROM pg_proc WHERE pronamespace = '${GUARD_SCHEMA}'::regnamespace ORDER BY 1`,
     );
+    const pinned = ['search_path=pg_catalog, pg_temp'];
+    // (Those that put a trigger on a table, or take it off, ask for its lock briefly.)
+    const brief = [...pinned, 'lock_timeout=100ms'];
     expect(functions).toEqual(
-      ['record_names_places', 'refusal', 'refuse_drop', 'refuse_move'].map((proname) => ({
-        proname,
-        prosecdef: true,
-        proconfig: ['search_path=pg_catalog, pg_temp'],
-      })),
+      [
+        ['cover', brief],
+        ['cover_recorded', pinned],
+        ['governing', pinned],
+        ['holds_for_trigger', pinned],
+        ['keep_dropped_triggers', pinned],
+        ['keep_triggers', pinned],
+        ['record_names_places', pinned],
+        ['refusal', pinned],
+        ['refuse_drop', pinned],
+        ['refuse_move', pinned],
+        ['refuse_truncate', pinned],
+        ['trigger_refusal', pinned],
+        ['uncover', brief],
+      ].map(([proname, proconfig]) => ({ proname, prosecdef: true, proconfig })),
     );
     // Nobody but their owner may call them (the triggers do, as the owner).
     expect(
@@ -448,7 +465,8 @@ describe('removing', () => {
     await removeGuard(dba, 'node-0');
     await removeGuard(dba, 'node-0'); // again: nothing to remove
     expect(await guardObjects(dba)).toEqual({ triggers: [], functions: [], schema: false });
-    expect(await guardState(dba)).toEqual({ installed: false, enabled: false, triggers: [] });
+    expect(await guardState(dba)).toEqual({ installed: false, enabled: false, triggers: [], truncate: { ...OFF, recordTrigger: false } });
+    expect(await rowsOf(dba, `SELECT count(*)::int AS n FROM pg_trigger WHERE tgname LIKE 'tablefate_guard%'`)).toEqual([{ n: 0 }]);
     await tables.create(shard(50), { schema: 'tmp', table: 'doomed' }, { columns: 'id int' });
     await dba.query('DROP TABLE tmp.doomed');
     expect((await tables.locate(shard(50)))?.drift).toBe('tmp.doomed was dropped outside tablefate');

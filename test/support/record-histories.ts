@@ -351,6 +351,24 @@ async function main(): Promise<void> {
     await renaming;
     await save('rename-after-lock-wait', renameId);
 
+    // (since v22) a truncate into the trash: the rows to an entry of their own, the table live; one taken back at its
+    // drain deadline, a lease held; one that waits for the lease's release, then goes on
+    const truncated = await h.client.create({ table: 'rec.truncated', shards: 2 });
+    await h.client.truncate({ table: 'rec.truncated', retentionSeconds: 3600 });
+    await save('truncate', workflowIdFor.truncate(truncated.id, h.catalog.id));
+    const truncateLease = await h.client.acquireLease(truncated.id, { ttlSeconds: 300 });
+    await h.client.truncate({ table: truncated.id, drainTimeoutSeconds: 1 }).catch(() => undefined);
+    await save('truncate-drain-timeout', workflowIdFor.truncate(truncated.id, h.catalog.id));
+    const truncating = h.client.truncate({ table: truncated.id, retentionSeconds: 3600 });
+    await waitFor(
+      () => h.catalog.getTable(truncated.id),
+      (t) => t?.state === 'TRUNCATING',
+      { what: 'the truncate to wait for the lease' },
+    );
+    await h.client.releaseLease(truncateLease.id);
+    await truncating;
+    await save('truncate-after-lease', workflowIdFor.truncate(truncated.id, h.catalog.id));
+
     // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
     // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once
     const remote = await Harness.start({ address: server.address, storage: 'remote' });
