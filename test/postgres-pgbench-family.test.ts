@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { Client } from 'pg';
-import { findPostgresBin } from '../servers/local-postgres';
+import { processedOf, startPgbench, type PgbenchResult } from './support/pgbench';
 import { Harness } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { sleep, waitFor } from './support/wait';
@@ -40,60 +38,16 @@ let closing = false;
 
 const TABLES = ['pgbench_accounts', 'pgbench_branches', 'pgbench_history', 'pgbench_tellers'] as const;
 
-/**
- * pgbench, from the installation that holds initdb (Debian: /usr/lib/postgresql/<version>/bin), found beside initdb
- * or beside what initdb links to (a PATH directory with links to initdb and pg_ctl only).
- */
-function pgbenchBin(): string {
-  const bin = findPostgresBin();
-  const dirs = [bin, path.dirname(fs.realpathSync(path.join(bin, 'initdb')))];
-  const found = dirs.map((dir) => path.join(dir, 'pgbench')).find((file) => fs.existsSync(file));
-  if (!found) throw new Error(`pgbench is not installed beside initdb (looked in ${dirs.join(', ')})`);
-  return found;
-}
-
-interface PgbenchResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Starts pgbench with `args` on the test's database (libpq's environment: host, port, user, database). */
-function pgbench(args: string[]): Promise<PgbenchResult> {
-  const at = new URL(url);
-  const child = spawn(pgbenchBin(), args, {
-    env: {
-      ...process.env,
-      PGHOST: at.hostname,
-      PGPORT: at.port,
-      PGUSER: decodeURIComponent(at.username),
-      ...(at.password ? { PGPASSWORD: decodeURIComponent(at.password) } : {}),
-      PGDATABASE: at.pathname.slice(1),
-      PGAPPNAME: 'pgbench',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  running.add(child);
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise<PgbenchResult>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      running.delete(child);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** pgbench on the test's database, to its end. */
+const pgbench = (args: string[]): Promise<PgbenchResult> => startPgbench(url, args, running).done;
 
 /**
  * The transactions a run of pgbench saw commit: its "number of transactions actually processed: N", or 0 for a run that
  * stopped before any client started because it could not read the scale (pgbench_branches not there).
  */
 function processed(run: PgbenchResult): number {
-  const found = /number of transactions actually processed: (\d+)/.exec(run.stdout);
-  if (found) return Number(found[1]);
+  const found = processedOf(run.stdout);
+  if (found !== undefined) return found;
   if (run.code === 1 && /could not count number of branches/.test(run.stderr)) return 0;
   throw new Error(`no processed count in pgbench's output (exit ${String(run.code)}):\n${run.stdout}${run.stderr}`);
 }

@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { Client } from 'pg';
-import { findPostgresBin } from '../servers/local-postgres';
+import { processedOf, startPgbench, tpsOf } from './support/pgbench';
 import { Harness } from './support/harness';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 import { failureOf, waitFor } from './support/wait';
@@ -22,66 +20,17 @@ let db: Client;
 /** The pgbench processes this file started that have not exited: stopped after a failed test, never left running. */
 const running = new Set<ChildProcess>();
 
-/**
- * pgbench, from the installation that holds initdb (Debian: /usr/lib/postgresql/<version>/bin), found beside initdb
- * or beside what initdb links to (a PATH directory with links to initdb and pg_ctl only).
- */
-function pgbenchBin(): string {
-  const bin = findPostgresBin();
-  const dirs = [bin, path.dirname(fs.realpathSync(path.join(bin, 'initdb')))];
-  const found = dirs.map((dir) => path.join(dir, 'pgbench')).find((file) => fs.existsSync(file));
-  if (!found) throw new Error(`pgbench is not installed beside initdb (looked in ${dirs.join(', ')})`);
-  return found;
-}
+/** pgbench on the test's database. */
+const pgbench = (args: string[]) => startPgbench(url, args, running);
 
-interface PgbenchRun {
-  /** Its exit code, and everything it printed. */
-  done: Promise<{ code: number | null; stdout: string; stderr: string }>;
-  /** Whether it has exited yet. */
-  exited: () => boolean;
-}
-
-/** Starts pgbench with `args` on the test's database (libpq's environment: host, port, user, database). */
-function pgbench(args: string[]): PgbenchRun {
-  const at = new URL(url);
-  const child = spawn(pgbenchBin(), args, {
-    env: {
-      ...process.env,
-      PGHOST: at.hostname,
-      PGPORT: at.port,
-      PGUSER: decodeURIComponent(at.username),
-      ...(at.password ? { PGPASSWORD: decodeURIComponent(at.password) } : {}),
-      PGDATABASE: at.pathname.slice(1),
-      PGAPPNAME: 'pgbench',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  let exited = false;
-  running.add(child);
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      exited = true;
-      running.delete(child);
-      resolve({ code, stdout, stderr });
-    });
-  });
-  return { done, exited: () => exited };
-}
-
-/** pgbench's "number of transactions actually processed: N" (N/M with -t): the transactions it saw commit. */
+/** The transactions a run of pgbench saw commit. */
 function processed(output: string): number {
-  const found = /number of transactions actually processed: (\d+)/.exec(output);
-  if (!found) throw new Error(`no processed count in pgbench's output:\n${output}`);
-  return Number(found[1]);
+  const n = processedOf(output);
+  if (n === undefined) throw new Error(`no processed count in pgbench's output:\n${output}`);
+  return n;
 }
 
-/** pgbench's "tps = X (without initial connection time)". */
-const tps = (output: string) => Number(/tps = ([\d.]+)/.exec(output)?.[1] ?? NaN);
+const tps = tpsOf;
 
 const rows = async (sql: string, params: unknown[] = []) => (await db.query(sql, params)).rows as Array<Record<string, unknown>>;
 const count = async (table: string) => Number((await rows(`SELECT count(*) AS n FROM ${table}`))[0]!.n);
