@@ -36,6 +36,17 @@ afterAll(async () => {
   await server?.stop();
 });
 
+/** What each of the table's nodes holds in tablefate's trash: its relations' names. */
+const trashedOn = (table: TableInfo) =>
+  Promise.all(
+    table.placement.map(async (_, shard) =>
+      (
+        await userOn(table, shard).query<{ name: string }>(
+          "SELECT c.relname AS name FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'tablefate_trash' ORDER BY 1",
+        )
+      ).rows.map((row) => row.name),
+    ),
+  );
 const userOn = (table: TableInfo, shard = 0) => users[Number(table.placement[shard]!.node.replace('node-', ''))]!;
 const urlOn = (table: TableInfo, shard = 0) => urls[Number(table.placement[shard]!.node.replace('node-', ''))]!;
 
@@ -106,6 +117,23 @@ test('a table of two shards: each shard table truncated on its node; the entry h
   expect(await h.shardAreas(table)).toEqual(['live', 'live']);
   const reports = await h.shardReports(entry);
   expect(reports.every((r) => r.bytes > 0)).toBe(true);
+});
+
+test("a table of two shards, one of which a view reads: its refusal takes back the other's truncate, every row in place", async () => {
+  const table = await h.client.create({ table: 'metrics.viewed', shards: 2, columns: 'at int, value float8' });
+  for (const shard of [0, 1])
+    await userOn(table, shard).query(`INSERT INTO metrics.viewed_${shard} SELECT g, g FROM generate_series(1, 10) g`);
+  await userOn(table, 1).query('CREATE VIEW metrics.viewed_1_v AS SELECT * FROM metrics.viewed_1');
+  const trashedBefore = await trashedOn(table);
+  await expect(h.client.truncate({ table: table.id })).rejects.toBeInstanceOf(HasDependentsError);
+  expect(await h.client.describe({ table: table.id })).toMatchObject({ state: 'READY' });
+  for (const shard of [0, 1]) {
+    expect((await userOn(table, shard).query(`SELECT count(*)::int AS n FROM metrics.viewed_${shard}`)).rows).toEqual([{ n: 10 }]);
+  }
+  expect(await h.shardAreas(table)).toEqual(['live', 'live']);
+  // Nothing of the truncate is left in the trash on either node.
+  expect(await trashedOn(table)).toEqual(trashedBefore);
+  expect(await h.catalog.listLocks()).toEqual([]);
 });
 
 test('what no empty table could stand in for is refused before anything changes, named: a view on the table', async () => {

@@ -133,3 +133,20 @@ async function waitFor(condition: () => Promise<boolean>, ms = 20_000): Promise<
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+test("one shard's truncate refused: those made are taken back, the table READY with every row, no entry", async () => {
+  const table = await h.client.create({ table: 'trunc.refused', shards: 3 });
+  writeRows(table, 'kept');
+  h.storage.faults.inject({ op: 'truncateShard', tableId: table.id, shard: 2, kind: 'permanent' });
+  try {
+    await expect(h.client.truncate({ table: table.id })).rejects.toThrow(/injected permanent fault on truncateShard/);
+  } finally {
+    h.storage.faults.clear();
+  }
+  expect(await h.client.describe({ table: table.id })).toMatchObject({ state: 'READY' });
+  expect((await h.catalog.getTable(table.id))?.truncateInto).toBeUndefined();
+  expect(dataOf(table, 'live')).toEqual(['kept:0', 'kept:1', 'kept:2']);
+  expect(await h.shardAreas(table)).toEqual(['live', 'live', 'live']);
+  expect((await h.client.list({ includeTrashed: true })).filter((t) => t.truncatedFrom === table.id)).toEqual([]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
