@@ -24,6 +24,7 @@ ANSWERS: dict[str, Callable[[Any], Any]] = {
     "create": TableInfo.from_json,
     "adopt": TableInfo.from_json,
     "trash": TableInfo.from_json,
+    "truncate": TableInfo.from_json,
     "undelete": TableInfo.from_json,
     "purge": TableInfo.from_json,
     "rename": TableInfo.from_json,
@@ -95,6 +96,13 @@ class Calls:
         req = request(table=table, together=together, namespace=namespace, retention_seconds=retention_seconds,
                       drain_timeout_seconds=drain_timeout_seconds, node=node, cascade=cascade, dry_run=dry_run or None)
         return await self.call("trash", req, request_id=request_id)
+
+    async def truncate(self, table: TableRef, *, retention_seconds: Optional[int] = None,
+                       drain_timeout_seconds: Optional[int] = None, request_id: Optional[str] = None) -> TableInfo:
+        """Empties a READY table into the trash: its rows become a trash entry of their own (a new id under the table's
+        name, `truncated_from` naming the table), which this answers; the table stays live under its id, empty."""
+        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds)
+        return await self.call("truncate", req, request_id=request_id)
 
     async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, new_namespace: Optional[str] = None,
                        alone: bool = False, request_id: Optional[str] = None) -> TableInfo:

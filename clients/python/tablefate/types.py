@@ -65,6 +65,8 @@ class TableInfo:
     family: list[str] = field(default_factory=list)
     #: The ids of the other tables dropped with it as one, while it is in the trash.
     dropped_with: list[int] = field(default_factory=list)
+    #: A trash entry a truncate made: the id of the table whose rows it holds.
+    truncated_from: Optional[int] = None
     #: What an operation could not do as the table had it, a sentence each (PostgreSQL).
     notes: list[str] = field(default_factory=list)
 
@@ -91,6 +93,7 @@ class TableInfo:
             bytes=data.get("bytes"),
             family=list(data.get("family") or []),
             dropped_with=list(data.get("droppedWith") or []),
+            truncated_from=data.get("truncatedFrom"),
             notes=list(data.get("notes") or []),
         )
 
