@@ -44,6 +44,11 @@ export type Moved = { restored: DetachedKey[]; notes: string[] };
 export interface LockedTable {
   move: TableMove;
   at: ShardTableLocation;
+  /**
+   * Out of the live area: what depends on it (as postgres-dependents.ts reads it) and stays where it is, neither taken
+   * nor refused, because the caller points it at another table before the commit (a truncate's twin: postgres-repoint.ts).
+   */
+  staying?: Pick<Dependents, 'members' | 'detached'>;
 }
 
 /**
@@ -67,12 +72,15 @@ export async function moveOut(
   const taken = new Set<string>();
   const key = (d: FamilyMember | Detached) => ('depth' in d ? `${d.oid}` : `${d.kind} ${d.tableOid} ${d.name}`);
   const admitted = new Map<TableMove, Dependents>();
-  for (const { move, at } of tables) {
+  for (const { move, at, staying } of tables) {
     const theirs = found.get(at.oid)!;
+    const stays = new Set([...(staying?.members ?? []), ...(staying?.detached ?? [])].map(key));
     const own = {
       ...theirs,
-      members: theirs.members.filter((m) => !taken.has(key(m))),
-      detached: theirs.detached.filter((d) => !taken.has(key(d)) && (d.kind !== 'foreign key' || !leavingWithKeys.has(d.tableOid))),
+      members: theirs.members.filter((m) => !taken.has(key(m)) && !stays.has(key(m))),
+      detached: theirs.detached.filter(
+        (d) => !taken.has(key(d)) && !stays.has(key(d)) && (d.kind !== 'foreign key' || !leavingWithKeys.has(d.tableOid)),
+      ),
     };
     const admits = await admittedDependents(c, move.id, at, own, at.area === 'live' && cascade, what);
     for (const d of [...admits.members, ...admits.detached]) taken.add(key(d));

@@ -7,6 +7,9 @@ import { moveIn, moveOut, type MoveAttempt } from './postgres-move-locked';
 import type { MoveOutcome } from './postgres-moves';
 import { lockShards } from './postgres-node';
 import { describeShard, missing, parkedName, qualified, SHARDS, TRASH_SCHEMA, type LiveName, type ShardTableId } from './postgres-record';
+import { companionsOfAll, parkSteps } from './postgres-names';
+import { describePointers, readPointers, repointStatements, type Pointers } from './postgres-repoint';
+import { StepPlan } from './postgres-steps';
 import { makeTwin, planTwin } from './postgres-twin';
 
 /**
@@ -14,8 +17,9 @@ import { makeTwin, planTwin } from './postgres-twin';
  * table, with its rows, indexes and sequences, moves into the trash as a drop moves it, under the trash entry's identity
  * (`into`: its record is the entry's from then on), and an empty twin of it (postgres-twin.ts) takes its name, recorded
  * as the shard's. No row is copied. A reader or writer of the table waits for the one lock, then finds the twin, as after
- * PostgreSQL's own TRUNCATE; what no twin could stand in for (a view on the table, another table's key to it, a partition)
- * is refused before anything changes (planTwin), named.
+ * PostgreSQL's own TRUNCATE, and so do the views, view rules, policies and defaults that pointed at the table: they stay
+ * where they are, and are pointed at the twin (postgres-repoint.ts). What no twin could stand in for (a materialized view
+ * on the table, another table's key to it, a partition) is refused before anything changes (planTwin), named.
  */
 
 /** The shard's trash entry: the same shard, of the table `into`. */
@@ -49,17 +53,20 @@ export async function truncateTable(pool: Pool, id: ShardTableId, into: number, 
       id.shard,
       into,
     ]);
-    const moved = await moveOut(c, [{ move: { id: entry }, at: locked }], 'trash', freshAttempt(attempt));
+    // What points at the table stays where it is: the twin's making points it at the twin.
+    const moved = await moveOut(c, [{ move: { id: entry }, at: locked, staying: twin.pointers.staying }], 'trash', freshAttempt(attempt));
     await makeTwin(c, twin, { schema: TRASH_SCHEMA, table: parkedName(entry) });
     await recordTwin(c, id, { schema: twin.schema, table: twin.table });
-    return { notes: [...moved.values()].flatMap((m) => m.notes) };
+    return { notes: [...[...moved.values()].flatMap((m) => m.notes), ...repointedNote(twin.pointers, 'its empty twin')] };
   });
 }
 
 /**
- * A truncate taken back (StorageDriver.untruncateShard): the twin dropped, and the trash entry's table live again as the
- * shard, with its rows, as a recall brings it back. Refused, nothing changed, once a row was written to the twin: those
- * rows are kept. No entry in the trash is success: the truncate was never made, or is taken back already.
+ * A truncate taken back (StorageDriver.untruncateShard): the trash entry's table live again as the shard, with its rows,
+ * as a recall brings it back, what points at the twin pointed at it again, and the twin dropped. Refused, nothing
+ * changed, once a row was written to the twin (those rows are kept), or while something no table could take over from
+ * the twin points at it (a materialized view made on it since, another table's key to it). No entry in the trash is
+ * success: the truncate was never made, or is taken back already.
  */
 export async function untruncateTable(pool: Pool, id: ShardTableId, into: number, options: MoveOptions): Promise<MoveOutcome> {
   const entry = entryOf(id, into);
@@ -81,9 +88,21 @@ export async function untruncateTable(pool: Pool, id: ShardTableId, into: number
           `(its truncated rows in the trash, ${describeShard(entry)})`,
       );
     }
-    // The record first: the guard then sees the twin's DROP as tablefate's.
+    // What points at the twin (made so by the truncate, or since) is pointed at the table again, once it is back.
+    const { pointers, keys, cannot } = await readPointers(c, twin.oid);
+    if (keys.length + cannot.length > 0) {
+      throw new PermanentStorageError(
+        `${twin.schema}.${twin.table}'s truncate is not taken back: ${[...keys.map((key) => `${key} references it`), ...cannot].join('; ')}`,
+      );
+    }
+    // The twin steps aside first, with its indexes and sequences (as a live table does before it moves), so that the
+    // table comes back to their names; it is dropped once nothing points at it. Its record goes before the drop: the guard
+    // then sees the DROP as tablefate's.
+    const parking = parkSteps(id, twin, (await companionsOfAll(c, [twin.oid])).get(twin.oid)!);
+    const plan = new StepPlan();
+    plan.add(parking.steps);
+    await plan.apply(c);
     await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
-    await c.query(`DROP TABLE ${qualified(twin.schema, twin.table)}`);
     await c.query(`UPDATE ${SHARDS} SET table_id = $2 WHERE catalog_id = $1 AND table_id = $3 AND shard = $4`, [
       id.catalogId,
       id.tableId,
@@ -92,8 +111,17 @@ export async function untruncateTable(pool: Pool, id: ShardTableId, into: number
     ]);
     const back = (await locateAll(c, [id]))[0]!;
     const moved = await moveIn(c, [{ move: { id, live: { schema: twin.schema, table: twin.table } }, at: back }], freshAttempt(attempt));
-    return { notes: [...moved.values()].flatMap((m) => m.notes) };
+    const repoint = repointStatements(pointers);
+    if (repoint.length > 0) await c.query(repoint.join(';\n'));
+    await c.query(`DROP TABLE ${qualified(twin.schema, parkedName(id))}`);
+    return { notes: [...[...moved.values()].flatMap((m) => m.notes), ...repointedNote(pointers, 'the table again')] };
   });
+}
+
+/** What was pointed at the table that took the name (`at`), said once. */
+function repointedNote(pointers: Pointers, at: string): string[] {
+  const pointed = describePointers(pointers);
+  return pointed.length > 0 ? [`pointed at ${at}: ${pointed.join(', ')}`] : [];
 }
 
 /** The shard's table as a truncate takes it: where its record says, in the live area. */

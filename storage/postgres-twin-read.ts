@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg';
 import { HasDependentsError, InvalidInputError, TableNotFoundError } from '../domain/errors';
 import { formatTableName } from '../domain/names';
 import { literal } from '../catalog/pg-session';
-import { dependentsOf, describeDependent } from './postgres-dependents';
+import { readPointers, type Pointers } from './postgres-repoint';
 // (The guard's own trigger is not the twin's to copy: the guard puts it on the twin once the twin is recorded.)
 import { TRUNCATE_TRIGGER } from './postgres-guard-truncate';
 
@@ -20,9 +20,10 @@ import { TRUNCATE_TRIGGER } from './postgres-guard-truncate';
  * (partitioned, foreign, temporary), a partition, one that inherits or is inherited, a typed table (`OF type`), one
  * with rules or security labels, with a grant made by a role other than its owner, or owned (it, its statistics
  * objects, a publication it is in) by a role the session's is not a member of (InvalidInput); and one that
- * others depend on (HasDependents): a view or materialized view reads it, another table's foreign key, policy or
- * default names it or its sequences, a function with an SQL-standard body or of its row type, or a rule elsewhere.
- * Those would keep pointing at the table in the trash, not at its twin (a later piece re-points views).
+ * others depend on in a way no twin can take over (HasDependents): another table's foreign key to it, as PostgreSQL's
+ * own TRUNCATE refuses it, and what postgres-repoint.ts refuses (a materialized view reading it, a function with an
+ * SQL-standard body or of its row type, a rule of another table...). The views, view rules, other tables' policies and
+ * column defaults that point at it are read with the plan, to be pointed at the twin once it is made.
  */
 
 /** A grant of an ACL: its privileges to one grantee (`null`: PUBLIC), with or without the grant option. */
@@ -171,6 +172,8 @@ export interface TwinPlan {
   policies: TwinPolicy[];
   publications: TwinPublication[];
   statistics: TwinStatistics[];
+  /** What outside the table points at it, pointed at the twin once it is made (postgres-repoint.ts). */
+  pointers: Pointers;
 }
 
 /** What makes a table one no twin can stand in for, read with the plan. */
@@ -340,12 +343,17 @@ const KINDS: Record<string, string> = {
 
 /**
  * Everything the empty twin of table `oid` is made of, read while the table is live at its name, in the caller's
- * transaction and under its ACCESS EXCLUSIVE lock (nothing of it changes until the caller commits). Two statements:
- * the plan with what would refuse it, then what depends on the table (postgres-dependents.ts's own query). Throws
- * InvalidInputError or HasDependentsError, naming each thing a twin could not carry over; reads, never changes.
+ * transaction and under its ACCESS EXCLUSIVE lock (nothing of it changes until the caller commits). Two statements,
+ * three when something depends on the table: the plan with what would refuse it, then what points at the table
+ * (postgres-repoint.ts). Throws InvalidInputError or HasDependentsError, naming each thing a twin could not carry over;
+ * reads, never changes.
  */
 export async function planTwin(c: PoolClient, oid: number): Promise<TwinPlan> {
-  const { rows } = await c.query<{ plan: TwinPlan; facts: TwinFacts }>({ name: 'tablefate.twin-plan', text: PLAN_SQL, values: [oid] });
+  const { rows } = await c.query<{ plan: Omit<TwinPlan, 'pointers'>; facts: TwinFacts }>({
+    name: 'tablefate.twin-plan',
+    text: PLAN_SQL,
+    values: [oid],
+  });
   if (!rows[0]) throw new TableNotFoundError(`no table has oid ${oid}`);
   const { plan, facts } = rows[0];
   const name = formatTableName({ namespace: plan.schema, name: plan.table });
@@ -353,27 +361,22 @@ export async function planTwin(c: PoolClient, oid: number): Promise<TwinPlan> {
   if (cannot.length > 0) {
     throw new InvalidInputError(`${name} cannot be truncated into the trash: ${cannot.join('; ')}; no empty twin can stand in for it`);
   }
-  const found = await dependentsOf(c, oid);
-  const keys = found.detached.filter((d) => d.kind === 'foreign key').map(describeDependent);
-  const others = [
-    // Views reading a view that reads the table go with that view: only the first ones are named.
-    ...found.members.filter((m) => m.depth === 1).map(describeDependent),
-    ...found.detached.filter((d) => d.kind !== 'foreign key').map(describeDependent),
-    ...found.others,
-  ];
-  if (keys.length + others.length === 0) return plan;
-  const why = [
-    others.length > 0 ? `${others.join(', ')} would go on pointing at the table in the trash, not at its empty twin (drop them first)` : '',
-    keys.length > 0
-      ? `PostgreSQL itself refuses TRUNCATE of a table a foreign key references (${keys.join(', ')}): truncate the tables ` +
-        'holding them together with it, as TRUNCATE ... CASCADE does'
-      : '',
-  ].filter((part) => part !== '');
-  throw new HasDependentsError(`${name} cannot be truncated into the trash while others depend on it: ${why.join('; ')}`);
+  const { pointers, keys, cannot: others } = await readPointers(c, oid);
+  if (keys.length > 0) {
+    // In PostgreSQL's own words: its TRUNCATE refuses the same.
+    throw new HasDependentsError(
+      `${name} cannot be truncated into the trash: cannot truncate a table referenced in a foreign key constraint ` +
+        `(${keys.map((key) => `${key} references it`).join(', ')}), as PostgreSQL's own TRUNCATE says: it truncates a table ` +
+        'others reference only together with them (TRUNCATE ... CASCADE)',
+    );
+  }
+  if (others.length > 0)
+    throw new HasDependentsError(`${name} cannot be truncated into the trash while others depend on it: ${others.join('; ')}`);
+  return { ...plan, pointers };
 }
 
 /** What of the table itself no twin can carry over, a clause each. */
-function refusals(plan: TwinPlan, facts: TwinFacts): string[] {
+function refusals(plan: Omit<TwinPlan, 'pointers'>, facts: TwinFacts): string[] {
   const table = (t: { schema: string; name: string }) => `table ${formatTableName({ namespace: t.schema, name: t.name })}`;
   const cannot: string[] = [];
   if (facts.kind !== 'r') cannot.push(`it is ${KINDS[facts.kind] ?? `not a table (relkind ${facts.kind})`}`);

@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import { ident, literal } from '../catalog/pg-session';
 import { qualified, type LiveName } from './postgres-record';
+import { repointStatements } from './postgres-repoint';
 import type { TwinAcl, TwinColumn, TwinGrant, TwinPlan, TwinSequence } from './postgres-twin-read';
 
 export { planTwin, type TwinPlan } from './postgres-twin-read';
@@ -12,7 +13,8 @@ export { planTwin, type TwinPlan } from './postgres-twin-read';
  * indexes, constraints' indexes, statistics objects and identity sequences by its own rules, and copies a serial's
  * default still calling the original's sequence (in the trash with it); it leaves out foreign keys, triggers, policies,
  * grants, publications, storage options, UNLOGGED and statistics targets. What the twin has is what pg_dump and psql's
- * `\d+` show of the original.
+ * `\d+` show of the original; and the views, view rules, policies and defaults outside it that pointed at the original
+ * point at the twin (postgres-repoint.ts).
  *
  * Two round trips, in the caller's transaction: one query finds where the original's sequences and statistics objects
  * are now, then one simple query of many statements makes the twin whole (the table is locked all the while, and by
@@ -158,6 +160,9 @@ function twinStatements(plan: TwinPlan, original: LiveName, found: Found): strin
   }
   out.push(...grantStatements(plan, found));
   out.push(...commentStatements(plan));
+  // Last, the twin whole: what pointed at the original, made again from the text read while the original had the name,
+  // binds to the twin.
+  out.push(...repointStatements(plan.pointers));
   return out;
 }
 

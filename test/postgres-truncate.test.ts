@@ -119,11 +119,11 @@ test('a table of two shards: each shard table truncated on its node; the entry h
   expect(reports.every((r) => r.bytes > 0)).toBe(true);
 });
 
-test("a table of two shards, one of which a view reads: its refusal takes back the other's truncate, every row in place", async () => {
+test("a table of two shards, one of which a materialized view reads: its refusal takes back the other's truncate, every row in place", async () => {
   const table = await h.client.create({ table: 'metrics.viewed', shards: 2, columns: 'at int, value float8' });
   for (const shard of [0, 1])
     await userOn(table, shard).query(`INSERT INTO metrics.viewed_${shard} SELECT g, g FROM generate_series(1, 10) g`);
-  await userOn(table, 1).query('CREATE VIEW metrics.viewed_1_v AS SELECT * FROM metrics.viewed_1');
+  await userOn(table, 1).query('CREATE MATERIALIZED VIEW metrics.viewed_1_v AS SELECT * FROM metrics.viewed_1');
   const trashedBefore = await trashedOn(table);
   await expect(h.client.truncate({ table: table.id })).rejects.toBeInstanceOf(HasDependentsError);
   expect(await h.client.describe({ table: table.id })).toMatchObject({ state: 'READY' });
@@ -136,16 +136,61 @@ test("a table of two shards, one of which a view reads: its refusal takes back t
   expect(await h.catalog.listLocks()).toEqual([]);
 });
 
-test('what no empty table could stand in for is refused before anything changes, named: a view on the table', async () => {
+test('views on the table read its empty twin, to pg_dump and psql the same views; the recalled rows have none', async () => {
   const table = await h.client.create({ table: 'shop.items', shards: 1, columns: 'id int primary key, name text' });
   const user = userOn(table);
-  await user.query("INSERT INTO shop.items VALUES (1, 'a')");
-  await user.query('CREATE VIEW shop.items_v AS SELECT * FROM shop.items');
-  const error = await h.client.truncate({ table: 'shop.items' }).catch((err: unknown) => err);
-  expect(error).toBeInstanceOf(HasDependentsError);
-  expect((error as Error).message).toMatch(/shop\.items_v/);
-  expect(await h.client.describe({ table: 'shop.items' })).toMatchObject({ id: table.id, state: 'READY' });
+  await user.query("INSERT INTO shop.items VALUES (1, 'a'), (2, 'b')");
+  await user.query(`
+    CREATE VIEW shop.items_v WITH (security_barrier) AS SELECT * FROM shop.items WHERE id > 0 WITH LOCAL CHECK OPTION;
+    COMMENT ON VIEW shop.items_v IS 'the items';
+    CREATE VIEW shop.items_vv AS SELECT name FROM shop.items_v;
+    ALTER VIEW shop.items_v OWNER TO trunc_svc;
+    GRANT SELECT, INSERT ON shop.items TO trunc_svc;
+    GRANT SELECT ON shop.items_v TO PUBLIC`);
+  const views = ['shop.items_v', 'shop.items_vv'];
+  const before = await Promise.all(views.map((view) => seenBy(urlOn(table), view)));
+
+  const entry = await h.client.truncate({ table: 'shop.items' });
+
+  expect(await Promise.all(views.map((view) => seenBy(urlOn(table), view)))).toEqual(before);
+  expect((await user.query('SELECT count(*)::int AS n FROM shop.items_vv')).rows).toEqual([{ n: 0 }]);
+  await user.query("INSERT INTO shop.items_v VALUES (3, 'c')");
+  expect((await user.query('SELECT name FROM shop.items_vv')).rows).toEqual([{ name: 'c' }]);
+  // Bound to the twin, by oid: nothing reads the rows in the trash.
+  const { rows: bound } = await user.query(
+    `SELECT DISTINCT r.ev_class::regclass::text AS view, d.refobjid = 'shop.items'::regclass AS twin FROM pg_depend d
+       JOIN pg_rewrite r ON r.oid = d.objid WHERE d.classid = 'pg_rewrite'::regclass AND d.refobjid IN (
+         SELECT oid FROM pg_class WHERE relnamespace IN ('shop'::regnamespace, 'tablefate_trash'::regnamespace) AND relkind = 'r')
+        AND r.ev_class::regclass::text LIKE 'shop.items_v%'`,
+  );
+  expect(bound).toEqual([{ view: 'shop.items_v', twin: true }]);
+
+  // Recalled under a name of its own, the table has the truncated rows and no view: they read the twin, as after
+  // PostgreSQL's TRUNCATE.
+  await h.client.undelete({ table: entry.id, newName: 'shop.items_before' });
+  expect((await user.query('SELECT id FROM shop.items_before ORDER BY id')).rows).toEqual([{ id: 1 }, { id: 2 }]);
   expect((await user.query('SELECT count(*)::int AS n FROM shop.items_v')).rows).toEqual([{ n: 1 }]);
+});
+
+test('what no empty table could take over is refused before anything changes, named: a materialized view, a key to it', async () => {
+  const table = await h.client.create({ table: 'shop.stock', shards: 1, columns: 'id int primary key, qty int' });
+  const user = userOn(table);
+  await user.query('INSERT INTO shop.stock VALUES (1, 10)');
+  await user.query('CREATE MATERIALIZED VIEW shop.stock_total AS SELECT sum(qty) AS qty FROM shop.stock');
+  const error = await h.client.truncate({ table: 'shop.stock' }).catch((err: unknown) => err);
+  expect(error).toBeInstanceOf(HasDependentsError);
+  expect((error as Error).message).toMatch(/materialized view shop\.stock_total reads it: PostgreSQL's TRUNCATE would leave its rows/);
+
+  await user.query('DROP MATERIALIZED VIEW shop.stock_total');
+  await user.query('CREATE TABLE shop.moves (stock_id int CONSTRAINT moves_stock_fk REFERENCES shop.stock)');
+  const keyed = await h.client.truncate({ table: 'shop.stock' }).catch((err: unknown) => err);
+  expect(keyed).toBeInstanceOf(HasDependentsError);
+  expect((keyed as Error).message).toMatch(
+    /^shop\.stock cannot be truncated into the trash: cannot truncate a table referenced in a foreign key constraint \(foreign key moves_stock_fk of shop\.moves references it\)/,
+  );
+
+  expect(await h.client.describe({ table: 'shop.stock' })).toMatchObject({ id: table.id, state: 'READY' });
+  expect((await user.query('SELECT count(*)::int AS n FROM shop.stock')).rows).toEqual([{ n: 1 }]);
   expect(await h.catalog.listLocks()).toEqual([]);
   expect((await h.client.list({ includeTrashed: true })).filter((t) => t.truncatedFrom === table.id)).toEqual([]);
 });

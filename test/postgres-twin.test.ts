@@ -356,7 +356,7 @@ describe('what an empty twin cannot stand in for', () => {
       CREATE TABLE refuse.ruled (id int);
       CREATE RULE no_delete AS ON DELETE TO refuse.ruled DO INSTEAD NOTHING;
       CREATE TABLE refuse.viewed (id int);
-      CREATE VIEW refuse.viewer AS SELECT id FROM refuse.viewed;
+      CREATE MATERIALIZED VIEW refuse.viewer AS SELECT id FROM refuse.viewed;
       CREATE VIEW refuse.viewer_of_viewer AS SELECT id FROM refuse.viewer;
       CREATE TABLE refuse.parent (id int PRIMARY KEY);
       CREATE TABLE refuse.child (parent_id int CONSTRAINT child_parent_fk REFERENCES refuse.parent);
@@ -381,11 +381,15 @@ describe('what an empty twin cannot stand in for', () => {
     ['typed', InvalidInputError, /it is a typed table \(OF refuse\.pair\)/],
     ['ruled', InvalidInputError, /it has rule no_delete/],
     ['granted', InvalidInputError, new RegExp(`SELECT was granted to twin_svc_${suffix} by Twin Auditor ${suffix}, not by its owner`)],
-    ['viewed', HasDependentsError, /while others depend on it: view refuse\.viewer would go on pointing at the table in the trash/],
+    [
+      'viewed',
+      HasDependentsError,
+      /while others depend on it: materialized view refuse\.viewer reads it: PostgreSQL's TRUNCATE would leave/,
+    ],
     [
       'parent',
       HasDependentsError,
-      /PostgreSQL itself refuses TRUNCATE of a table a foreign key references \(foreign key child_parent_fk of refuse\.child\): .* as TRUNCATE \.\.\. CASCADE does$/,
+      /: cannot truncate a table referenced in a foreign key constraint \(foreign key child_parent_fk of refuse\.child references it\), .* \(TRUNCATE \.\.\. CASCADE\)$/,
     ],
     ['counted', HasDependentsError, /function refuse\.how_many\(\)/],
   ])('%s: refused, named, nothing changed', async (table, type, message) => {
@@ -409,7 +413,7 @@ describe('what an empty twin cannot stand in for', () => {
 
   test('a view of a view is not named: the view it reads is', async () => {
     const refused = await inTransaction(async (c) => planTwin(c, await oidOf('refuse.viewed', c))).catch((err: Error) => err);
-    expect((refused as Error).message).toMatch(/view refuse\.viewer would/);
+    expect((refused as Error).message).toMatch(/materialized view refuse\.viewer reads it/);
     expect((refused as Error).message).not.toMatch(/viewer_of_viewer/);
   });
 
