@@ -135,13 +135,15 @@ export const truncate: CommandRecord = {
 export const recall: CommandRecord = {
   name: 'recall',
   aliases: ['undelete'],
-  usage: `  recall|undelete <id|ns.name> [new_name] [--alone] [--into ns]
+  usage: `  recall|undelete <id|ns.name> [new_name] [--alone] [--into ns] [--in-place]
                                               restore a trashed table, maybe under a new name; one dropped with
                                               others as one comes back with those still in the trash, unless
                                               --alone (what ties it to them waits for their recall, as said);
-                                              --into: into namespace ns, each under its own name`,
+                                              --into: into namespace ns, each under its own name; --in-place: a
+                                              truncate's entry back under its table's name, that table (with
+                                              the rows written since) into the trash as a drop puts it`,
   spec: {
-    options: { alone: { type: 'boolean' }, into: { type: 'string' }, ...TIMEOUT },
+    options: { alone: { type: 'boolean' }, into: { type: 'string' }, 'in-place': { type: 'boolean' }, ...TIMEOUT },
     args: { min: 1, max: 2 },
     run: ({ values: v, args: [table, newName], command, withClient, progress }) => {
       const opts = timeoutOption(v);
@@ -155,6 +157,7 @@ export const recall: CommandRecord = {
             newName,
             ...(v.alone === true ? { alone: true } : {}),
             ...(v.into !== undefined ? { newNamespace: str(v.into) } : {}),
+            ...(v['in-place'] === true ? { inPlace: true } : {}),
           },
           show ? { ...opts, onDetails: show, onProgress: (p) => show(`move shards back: ${p.shardsBack}/${p.shards}`) } : opts,
         ),

@@ -14,6 +14,7 @@ import { checkForDriver, expectedName, trashedTable } from './names';
 import type { UndeleteOptions } from './options';
 import { onTable, startAndWait } from './start';
 import type { CallRecord } from './calls';
+import { inPlacePlan, recallInPlaceOf, type InPlacePlan } from './recall-in-place';
 
 /** A trashed table brought back (undelete), with the tables dropped with it as one. */
 
@@ -35,11 +36,15 @@ interface UndeletePlan {
 }
 type Mates = Array<{ tableId: number; expectedName: TableName; newName?: TableName }>;
 
-export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, UndeleteOptions> = {
+export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan | { inPlace: InPlacePlan }, TableInfo, UndeleteOptions> = {
   async plan(ctx, request) {
-    const { table: ref, newName: asked, newNamespace, alone } = parseRequest(OPERATION_REQUESTS.undelete, request);
+    const { table: ref, newName: asked, newNamespace, alone, inPlace } = parseRequest(OPERATION_REQUESTS.undelete, request);
     if (asked && newNamespace !== undefined) throw new InvalidInputError('give a new name, or a new namespace, not both');
+    if (inPlace && (asked || newNamespace !== undefined || alone)) {
+      throw new InvalidInputError("a recall in place comes back under its table's name: it takes no new name, namespace or alone");
+    }
     const trashed = await trashedTable(ctx.catalog, ref);
+    if (inPlace) return { plan: { inPlace: await inPlacePlan(ctx, trashed) } };
     const newName = asked ?? (newNamespace !== undefined ? { namespace: newNamespace, name: trashed.name } : undefined);
     if (newName) checkForDriver(ctx.storageDriver, { table: newName, shards: trashed.params.shards });
     const together = alone ? [] : await matesOf(ctx, trashed, newNamespace);
@@ -61,7 +66,9 @@ export const undeleteCall: CallRecord<UndeleteRequest, UndeletePlan, TableInfo, 
       },
     };
   },
-  execute(ctx, { tableId, newName, newNamespace, expectedName: expected, target, together: planned }, opts) {
+  execute(ctx, plan, opts) {
+    if ('inPlace' in plan) return recallInPlaceOf(ctx, plan.inPlace, opts);
+    const { tableId, newName, newNamespace, expectedName: expected, target, together: planned } = plan;
     const record = OPERATIONS.undelete;
     const { onProgress } = opts;
     const withThem = (mates: Mates) => (mates.length > 0 ? ` with tables ${mates.map((t) => t.tableId).join(', ')}` : '');

@@ -139,8 +139,7 @@ export const CALL_TERMS = {
     example: { input: { table: 'shop.orders', retentionSeconds: 86_400 }, output: trashedOrders },
   },
   truncate: {
-    does:
-      'truncates a table into the trash: its rows become a trash entry of their own (a new id under its name, recalled under a new name, held or purged as a dropped table), and the table stays live and empty under its id; answers that entry',
+    does: 'truncates a table into the trash: its rows become a trash entry of their own (a new id under its name, recalled under a new name, held or purged as a dropped table), and the table stays live and empty under its id; answers that entry',
     request: truncateRequestSchema,
     answer: tableInfoSchema,
     starts: { op: 'truncate', knows: WHOLE_TABLE },
@@ -150,7 +149,8 @@ export const CALL_TERMS = {
       TableInTrash: 'the table of that name is in the trash',
       WrongState: 'the table is not READY, no longer bears the name, or another operation holds it',
       TableBusy: 'leases (or PostgreSQL sessions) held it past the drain timeout: it is READY again, its rows in it',
-      HasDependents: 'postgres driver: something the empty table could not stand in for depends on it, or it is of a kind it cannot be (named)',
+      HasDependents:
+        'postgres driver: something the empty table could not stand in for depends on it, or it is of a kind it cannot be (named)',
       ShardMissing: 'postgres driver: a shard table is not where tablefate put it',
     },
     example: {
@@ -159,15 +159,17 @@ export const CALL_TERMS = {
     },
   },
   undelete: {
-    does: 'recalls a table from the trash, under its name or a new one',
+    does: "recalls a table from the trash, under its name or a new one; with inPlace, a truncate's entry back in its table's place (that table, with the rows written since, into the trash as a drop puts it)",
     request: undeleteRequestSchema,
     answer: tableInfoSchema,
     starts: { op: 'undelete', knows: WHOLE_TABLE },
     run: 'shards',
     failures: {
-      InvalidInput: "also (postgres driver): a new name in a schema tablefate's or PostgreSQL's own",
+      InvalidInput:
+        "also (postgres driver): a new name in a schema tablefate's or PostgreSQL's own; inPlace of a table no truncate made, or with a new name",
       TableNotFound: 'no table of that id, or none of that name in the trash',
-      WrongState: 'it is not in the trash, its expiry passed (it is being purged), it no longer bears the name, or a recall of it runs',
+      WrongState:
+        'it is not in the trash, its expiry passed (it is being purged), it no longer bears the name, or a recall of it runs; inPlace: its table is no longer live under its name, or the trash is off there',
       NameTaken: 'the name it would come back under is held by another table: give newName',
       TableBusy: "postgres driver: other sessions held the table (or a table its keys reference) past a drop's default drain timeout",
       ShardMissing: 'postgres driver: a shard table is not where tablefate put it',

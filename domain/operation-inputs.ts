@@ -105,6 +105,23 @@ export type TruncateInput = Pick<
 >;
 
 /**
+ * A truncate's entry recalled into its table's place: under the name's lock, the table (with the rows written to it
+ * since) dropped into the trash, then the entry recalled under the name, as two runs of their own; the drop taken back
+ * (the table recalled) if the recall is refused.
+ */
+export interface RecallInPlaceInput extends OperationScope {
+  /** The trash entry a truncate made. */
+  entryId: number;
+  /** The table it was truncated from, live under `name`. */
+  tableId: number;
+  name: TableName;
+  /** The table's drop: how long the trash keeps it (the retention in force where it lives when absent), its drain. */
+  retentionSeconds?: number;
+  drainTimeoutSeconds?: number;
+  expiryRetry?: Backoff;
+}
+
+/**
  * PostgreSQL driver: a table tablefate does not keep yet, adopted and dropped into the trash in one operation: the
  * adopt's record and refusals, then the drop's move, drain and retention. Nothing of the table changes before the move.
  */

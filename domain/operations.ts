@@ -13,6 +13,7 @@ import {
   type LeaseInput,
   type PurgeInput,
   type ReconcileInput,
+  type RecallInPlaceInput,
   type RenameInput,
   type TableKey,
   type TrashExpiryInput,
@@ -243,6 +244,20 @@ const undelete: OperationRecord<'undelete', number, UndeleteInput> = {
   searchAttributes: tableAttributes('undelete'),
 };
 
+/**
+ * A truncate's entry recalled into its table's place (workflows/recall-in-place.ts): a drop of the table and a recall of
+ * the entry under its name, each a run of its own (`drop:<id>`, `undelete:<id>`), while this run holds the name's lock,
+ * so that no create or rename takes the name between them.
+ */
+const recallInPlace: OperationRecord<'recallInPlace', number, RecallInPlaceInput> = {
+  name: 'recallInPlace',
+  workflowType: 'recallInPlace',
+  workflowId: (entryId, catalogId) => scoped(`recall-in-place:${entryId}`, catalogId),
+  locks: (input) => [lockFor.name(input.name)],
+  start: { workflowIdConflictPolicy: 'FAIL' },
+  searchAttributes: tableAttributes('recallInPlace'),
+};
+
 const purge: OperationRecord<'purge', number, PurgeInput> = {
   name: 'purge',
   workflowType: 'purgeTable',
@@ -399,7 +414,20 @@ const reconcile: OperationRecord<'reconcile', ReconcileRun, ReconcileInput> = {
 };
 
 /** The records of the operations on a table: each is named once, by its record's `name`. */
-const TABLE_OPERATION_RECORDS = [create, adopt, trash, adoptTrash, truncate, undelete, purge, rename, hold, release, lease] as const;
+const TABLE_OPERATION_RECORDS = [
+  create,
+  adopt,
+  trash,
+  adoptTrash,
+  truncate,
+  undelete,
+  recallInPlace,
+  purge,
+  rename,
+  hold,
+  release,
+  lease,
+] as const;
 
 type ByName<Records extends ReadonlyArray<{ name: string }>> = { [R in Records[number] as R['name']]: R };
 const byName = <Records extends ReadonlyArray<{ name: string }>>(records: Records): ByName<Records> =>

@@ -196,6 +196,17 @@ export const undeleteRequestSchema = z.strictObject({
         'of a table dropped with others as one: recall it by itself (the others stay in the trash; foreign keys between them wait for their recall); without it, those still in the trash from that drop come back with it',
     })
     .optional(),
+  /**
+   * A truncate's entry (`truncatedFrom`) back in its table's place, under the table's name: the table, with the rows
+   * written to it since the truncate, goes to the trash as a drop puts it (kept, recallable under a new name).
+   */
+  inPlace: z
+    .boolean()
+    .meta({
+      description:
+        "of a truncate's entry: back in its table's place, under its name; the table, with the rows written to it since the truncate, goes to the trash as a drop puts it (recallable)",
+    })
+    .optional(),
 });
 
 export const purgeRequestSchema = z.strictObject({ tableId: tableIdSchema });
@@ -346,6 +357,8 @@ export const OPERATION_REQUESTS = {
   adoptTrash: trashRequestSchema,
   truncate: truncateRequestSchema,
   undelete: undeleteRequestSchema,
+  // (Asked as a recall of a truncate's entry with inPlace.)
+  recallInPlace: undeleteRequestSchema,
   purge: purgeRequestSchema,
   rename: renameRequestSchema,
   hold: holdRequestSchema,

@@ -217,3 +217,23 @@ test('a session holding the table: the truncate drains as a drop does, naming it
   const entry = await h.client.truncate({ table: 'shop.busy' });
   expect(entry.state).toBe('TRASHED');
 });
+
+test('recalled in place: the truncated rows are the table again under its name; those written since wait in the trash', async () => {
+  const table = await h.client.create({ table: 'shop.ledger', shards: 1, columns: 'id serial primary key, note text' });
+  const user = userOn(table);
+  await user.query("INSERT INTO shop.ledger (note) SELECT 'old ' || g FROM generate_series(1, 5) g");
+  const entry = await h.client.truncate({ table: 'shop.ledger' });
+  await user.query("INSERT INTO shop.ledger (note) VALUES ('new')");
+  const back = await h.client.undelete({ table: entry.id, inPlace: true });
+  expect(back).toMatchObject({ id: entry.id, name: 'ledger', state: 'READY' });
+  expect((await user.query('SELECT id, note FROM shop.ledger ORDER BY id')).rows.map((r: { note: string }) => r.note)).toEqual([
+    'old 1',
+    'old 2',
+    'old 3',
+    'old 4',
+    'old 5',
+  ]);
+  expect(await h.client.describe({ table: table.id })).toMatchObject({ state: 'TRASHED' });
+  await h.client.undelete({ table: table.id, newName: 'shop.ledger_since' });
+  expect((await user.query('SELECT id, note FROM shop.ledger_since')).rows).toEqual([{ id: 6, note: 'new' }]);
+});

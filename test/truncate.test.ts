@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Harness } from './support/harness';
-import { TableBusyError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
+import { InvalidInputError, TableBusyError, TableInTrashError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { OPERATIONS } from '../domain/operations';
 import type { TableInfo } from '../domain/table';
 
@@ -148,5 +148,61 @@ test("one shard's truncate refused: those made are taken back, the table READY w
   expect(dataOf(table, 'live')).toEqual(['kept:0', 'kept:1', 'kept:2']);
   expect(await h.shardAreas(table)).toEqual(['live', 'live', 'live']);
   expect((await h.client.list({ includeTrashed: true })).filter((t) => t.truncatedFrom === table.id)).toEqual([]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
+test('recalled in place: the rows come back under the name, the table with the rows written since goes to the trash, recallable', async () => {
+  const table = await h.client.create({ table: 'trunc.inplace', shards: 2 });
+  writeRows(table, 'before');
+  const entry = await h.client.truncate({ table: 'trunc.inplace' });
+  writeRows(table, 'since');
+
+  const back = await h.client.undelete({ table: entry.id, inPlace: true });
+  expect(back).toMatchObject({ id: entry.id, namespace: 'trunc', name: 'inplace', state: 'READY' });
+  expect(back.notes?.join(' ')).toMatch(
+    new RegExp(`table ${table.id}, with the rows written to trunc.inplace since its truncate, is in the trash`),
+  );
+  expect(dataOf(back, 'live')).toEqual(['before:0', 'before:1']);
+  expect(await h.client.describe({ table: 'trunc.inplace' })).toMatchObject({ id: entry.id, state: 'READY' });
+  const since = await h.client.describe({ table: table.id });
+  expect(since).toMatchObject({ state: 'TRASHED', name: 'inplace' });
+  expect(dataOf(since, 'trash')).toEqual(['since:0', 'since:1']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  // The rows written since come back too, under a name of their own.
+  const recalled = await h.client.undelete({ table: table.id, newName: 'trunc.inplace_since' });
+  expect(dataOf(recalled, 'live')).toEqual(['since:0', 'since:1']);
+  // Its run: the recall's, with the drop's and the recall's runs of their own.
+  const run = await h.temporal.workflow.getHandle(OPERATIONS.recallInPlace.workflowId(entry.id, h.catalog.id)).describe();
+  expect({ type: run.type, op: run.searchAttributes.TableOp }).toEqual({ type: 'recallInPlace', op: ['recallInPlace'] });
+});
+
+test('refused in place: a table no truncate made, an entry whose table left its name, a new name beside it; nothing changes', async () => {
+  const dropped = await h.client.create({ table: 'trunc.plain', shards: 1 });
+  await h.client.trash({ table: 'trunc.plain' });
+  await expect(h.client.undelete({ table: dropped.id, inPlace: true })).rejects.toThrow(/no truncate's entry/);
+  const table = await h.client.create({ table: 'trunc.moved', shards: 1 });
+  const entry = await h.client.truncate({ table: table.id });
+  await expect(h.client.undelete({ table: entry.id, inPlace: true, newName: 'trunc.x' })).rejects.toBeInstanceOf(InvalidInputError);
+  await h.client.rename({ table: table.id, newName: 'trunc.moved_on' });
+  await expect(h.client.undelete({ table: entry.id, inPlace: true })).rejects.toThrow(/is READY as trunc.moved_on/);
+  expect(await h.client.describe({ table: entry.id })).toMatchObject({ state: 'TRASHED' });
+  expect(await h.client.describe({ table: table.id })).toMatchObject({ state: 'READY', name: 'moved_on' });
+});
+
+test('in place, the entry refused on its way back: the table is recalled under its name with the rows written since', async () => {
+  const table = await h.client.create({ table: 'trunc.undone', shards: 1 });
+  writeRows(table, 'before');
+  const entry = await h.client.truncate({ table: table.id });
+  writeRows(table, 'since');
+  h.storage.faults.inject({ op: 'moveShard', tableId: entry.id, kind: 'permanent', times: 1 });
+  try {
+    await expect(h.client.undelete({ table: entry.id, inPlace: true })).rejects.toThrow(/injected permanent fault on moveShard/);
+  } finally {
+    h.storage.faults.clear();
+  }
+  expect(await h.client.describe({ table: 'trunc.undone' })).toMatchObject({ id: table.id, state: 'READY' });
+  expect(dataOf(table, 'live')).toEqual(['since:0']);
+  expect(await h.client.describe({ table: entry.id })).toMatchObject({ state: 'TRASHED' });
+  expect(dataOf(entry, 'trash')).toEqual(['before:0']);
   expect(await h.catalog.listLocks()).toEqual([]);
 });

@@ -30,6 +30,7 @@ export const renameTable = sinceV19(rename, v18.renameTable);
 export const holdTable = sinceV19(hold, v18.holdTable);
 export { adoptTrashTable } from './adopt-trash';
 export { truncateTable } from './truncate';
+export { recallInPlace } from './recall-in-place';
 export { trashExpiry } from './trash-expiry';
 export { reconcileTables } from './reconcile';
 export { measureTables } from './measure';

@@ -368,6 +368,11 @@ async function main(): Promise<void> {
     await h.client.releaseLease(truncateLease.id);
     await truncating;
     await save('truncate-after-lease', workflowIdFor.truncate(truncated.id, h.catalog.id));
+    // ... and its entry recalled in place: the table (with the rows written since) dropped, the entry recalled under its
+    // name, each a run of its own under this run's lock of the name
+    const inPlace = await h.client.truncate({ table: 'rec.truncated', retentionSeconds: 3600 });
+    await h.client.undelete({ table: inPlace.id, inPlace: true });
+    await save('recall-in-place', workflowIdFor.recallInPlace(inPlace.id, h.catalog.id));
 
     // (since v6) storage served by the nodes' own workers: the first shard change finds none of the nodes served
     // in the orchestrating worker and hands them to the nodes' queues; the run's later changes go there at once

@@ -76,7 +76,7 @@ test('a listed run becomes an OperationInfo: its search attributes name the oper
 
 test("the visibility query asks for the table operations' runs, of one table, running only", () => {
   expect(operationsQuery({})).toBe(
-    "TableOp IN ('create', 'adopt', 'trash', 'adoptTrash', 'truncate', 'undelete', 'purge', 'rename', 'hold', 'release', 'lease')",
+    "TableOp IN ('create', 'adopt', 'trash', 'adoptTrash', 'truncate', 'undelete', 'recallInPlace', 'purge', 'rename', 'hold', 'release', 'lease')",
   );
   expect(operationsQuery({ tableId: 7, running: true })).toMatch(/^TableOp IN \(.*\) AND TableId = 7 AND ExecutionStatus = 'Running'$/);
 });

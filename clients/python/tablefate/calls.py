@@ -105,10 +105,13 @@ class Calls:
         return await self.call("truncate", req, request_id=request_id)
 
     async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, new_namespace: Optional[str] = None,
-                       alone: bool = False, request_id: Optional[str] = None) -> TableInfo:
+                       alone: bool = False, in_place: bool = False, request_id: Optional[str] = None) -> TableInfo:
         """Recalls a trashed table (by id, or by name the most recently trashed), maybe under a new name, or into
-        `new_namespace`. One dropped with others as one comes back with those still in the trash, unless `alone`."""
-        req = request(table=table, new_name=new_name, new_namespace=new_namespace, alone=alone or None)
+        `new_namespace`. One dropped with others as one comes back with those still in the trash, unless `alone`.
+        `in_place`: a truncate's entry back under its table's name, that table (with the rows written since) into the
+        trash as a drop puts it."""
+        req = request(table=table, new_name=new_name, new_namespace=new_namespace, alone=alone or None,
+                      in_place=in_place or None)
         return await self.call("undelete", req, request_id=request_id)
 
     async def purge(self, table_id: int, *, request_id: Optional[str] = None) -> TableInfo:
