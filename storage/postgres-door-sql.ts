@@ -254,11 +254,14 @@ const CALLS = {
     args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
     wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
   },
-  /** By the table's id or the name it was dropped under, back under that name or `new_name`. */
+  /**
+   * By the table's id or the name it was dropped under, back under that name or `new_name`; `in_place`, a truncate's
+   * entry back in its table's place (that table into the trash).
+   */
   recall: {
-    params: 'new_name text DEFAULT NULL, ',
-    types: 'text, ',
-    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'newName', new_name))`,
+    params: 'new_name text DEFAULT NULL, in_place boolean DEFAULT NULL, ',
+    types: 'text, boolean, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'newName', new_name, 'inPlace', in_place))`,
     wait: '60',
   },
   /** By the table's id. */

@@ -139,8 +139,12 @@ test('a truncate in SQL: by a role PostgreSQL lets TRUNCATE the table, its rows 
   );
   // The trash view shows the entry to the table's owner, who recalls it under a new name.
   expect(await trashRowOf(alice, Number(entry?.table_id))).toMatchObject({ table: 'shop.emptied' });
-  await alice.query(`CALL tablefate_sql.recall('${String(entry?.table_id)}', new_name => 'shop.emptied_before')`);
-  expect(await rowsOf(alice, 'SELECT id FROM shop.emptied_before ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+  await alice.query(`INSERT INTO shop.emptied VALUES (3, 'c')`);
+  // ... and in its table's place: the rows written since go to the trash, as a table of their own.
+  const back = await firstOf(alice, `CALL tablefate_sql.recall('${String(entry?.table_id)}', in_place => true)`);
+  expect(back).toMatchObject({ table_id: entry?.table_id, table: 'shop.emptied', state: 'READY' });
+  expect(await rowsOf(alice, 'SELECT id FROM shop.emptied ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+  expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
 });
 
 test('a name that needs quotes, as psql writes it: dropped and recalled through the door under its exact name', async () => {

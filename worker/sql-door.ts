@@ -9,6 +9,7 @@ import { DOOR_CALLER_ROLE, DOOR_CHANNEL, DOOR_SCHEMA, prepareDoor } from '../sto
 import { STORAGE_SESSION } from '../storage/postgres';
 import type { TableInfo, TableRecord } from '../domain/table';
 import { TrashCopy } from './sql-door-trash';
+import type { InPlacePlan } from '../client/recall-in-place';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
 type DoorCall = 'trash' | 'truncate' | 'undelete' | 'purge' | 'hold' | 'release' | 'setRetention';
@@ -50,14 +51,21 @@ const CALL_OF: Record<string, DoorCall> = {
 };
 
 /** What a request of a table by its id or name asks the SDK (a drop's is made of its table: planDrop). */
-type TableArgs = { table: string; newName?: string; reason?: string; retentionSeconds?: number; drainTimeoutSeconds?: number };
+type TableArgs = {
+  table: string;
+  newName?: string;
+  inPlace?: boolean;
+  reason?: string;
+  retentionSeconds?: number;
+  drainTimeoutSeconds?: number;
+};
 const SDK_REQUEST: Record<Exclude<DoorCall, 'trash'>, (args: TableArgs) => unknown> = {
   truncate: ({ table, retentionSeconds, drainTimeoutSeconds }) => ({
     table,
     ...(retentionSeconds === undefined ? {} : { retentionSeconds }),
     ...(drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds }),
   }),
-  undelete: ({ table, newName }) => ({ table, ...(newName ? { newName } : {}) }),
+  undelete: ({ table, newName, inPlace }) => ({ table, ...(newName ? { newName } : {}), ...(inPlace ? { inPlace } : {}) }),
   purge: ({ table }) => ({ tableId: Number(table) }),
   hold: ({ table, reason }) => ({ table, ...(reason === undefined ? {} : { reason }) }),
   release: ({ table }) => ({ table }),
@@ -333,7 +341,9 @@ export class SqlDoor {
   ): Promise<{ plan: unknown } | { answer: Answer }> {
     const planned = await this.callerOf(request).planCall(call, SDK_REQUEST[call](request.args as TableArgs));
     if ('done' in planned) return { answer: { result: planned.done } };
-    const plan = planned.plan as { tableId: number; target?: { namespace: string } };
+    // (A recall in place's plan names the entry and the table it comes back in place of, under that table's name.)
+    const asked = planned.plan as { tableId: number; target?: { namespace: string } } | { inPlace: InPlacePlan };
+    const plan = 'inPlace' in asked ? { tableId: asked.inPlace.entryId, target: asked.inPlace.name } : asked;
     const into = call === 'undelete' ? plan.target!.namespace : null;
     const { rows } = await session.query<{ oid: string; may: boolean; may_create: boolean }>(
       `SELECT c.oid, CASE WHEN $5 THEN pg_catalog.has_table_privilege($2::oid, c.oid, 'TRUNCATE')
@@ -362,7 +372,7 @@ export class SqlDoor {
     }
     if (!shard!.may_create) return { answer: notAllowed(`role ${request.requester_name} may not create tables in schema ${into}`) };
     await session.query(`UPDATE ${OWN}.sql_requests SET table_oid = $2 WHERE id = $1`, [request.id, shard!.oid]);
-    return { plan };
+    return { plan: asked };
   }
 
   /**
