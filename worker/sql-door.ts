@@ -8,8 +8,8 @@ import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { DOOR_CALLER_ROLE, DOOR_CHANNEL, DOOR_SCHEMA, prepareDoor } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
 import type { TableInfo, TableRecord } from '../domain/table';
+import type { RecallInPlaceInput } from '../domain/operation-inputs';
 import { TrashCopy } from './sql-door-trash';
-import type { InPlacePlan } from '../client/recall-in-place';
 
 /** The SDK's calls the door makes (client/call-table.ts), by the names the SDK gives them. */
 type DoorCall = 'trash' | 'truncate' | 'undelete' | 'purge' | 'hold' | 'release' | 'setRetention';
@@ -342,7 +342,8 @@ export class SqlDoor {
     const planned = await this.callerOf(request).planCall(call, SDK_REQUEST[call](request.args as TableArgs));
     if ('done' in planned) return { answer: { result: planned.done } };
     // (A recall in place's plan names the entry and the table it comes back in place of, under that table's name.)
-    const asked = planned.plan as { tableId: number; target?: { namespace: string } } | { inPlace: InPlacePlan };
+    const asked = planned.plan as
+      { tableId: number; target?: { namespace: string } } | { inPlace: Pick<RecallInPlaceInput, 'entryId' | 'name'> };
     const plan = 'inPlace' in asked ? { tableId: asked.inPlace.entryId, target: asked.inPlace.name } : asked;
     const into = call === 'undelete' ? plan.target!.namespace : null;
     const { rows } = await session.query<{ oid: string; may: boolean; may_create: boolean }>(
