@@ -14,7 +14,7 @@ import {
 import { LOCK_NOT_AVAILABLE } from './postgres-drain';
 import { recordedMembers, relocateMembers, restoreFamily, takeFamily } from './postgres-family';
 import { detachKeys, restoreKeys, restoreWaitingKeys, type DetachedKey } from './postgres-foreign-keys';
-import { companionsOfAll, parkSteps, refuseStrangers, unparkSteps } from './postgres-names';
+import { companionsOfAll, parkSteps, refuseStrangers, restoreStatistics, unparkSteps } from './postgres-names';
 import { unparkSchema } from './postgres-namespace';
 import { ensureSchema } from './postgres-node';
 import { detachPartition, refuseManagedPartitions, restorePartition } from './postgres-partition';
@@ -179,6 +179,7 @@ export async function moveIn(
     }
     // (What its record keeps of its way out, read under the lock with `at`: only that is put back.)
     const keeps = at.keeps!;
+    await restoreStatistics(c, at.oid, live, at.liveNames ?? {});
     const partition = keeps.partition ? await restorePartition(c, at.oid, live) : [];
     const theirs = family ? await family() : { notes: [], keys: [] };
     const own = keeps.foreignKeys ? await restoreKeys(c, at.oid, live) : { notes: [], keys: [] };

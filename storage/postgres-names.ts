@@ -1,6 +1,7 @@
 import type { PoolClient } from 'pg';
 import { NameTakenError } from '../domain/errors';
 import type { ShardTableLocation } from './postgres-audit';
+import { ident } from '../catalog/pg-session';
 import { parkedName, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 import { moveTableSteps, type Step } from './postgres-steps';
 
@@ -52,6 +53,34 @@ export function unparkSteps(companions: readonly Companion[], live: LiveName, na
 }
 
 /**
+ * A table's statistics objects that a truncate set aside beside it in the trash (postgres-twin.ts: its twin took their
+ * names), moved into its live schema as it comes back, under the names they had (`names`, as its record kept them), or
+ * names after the table when another has taken one meanwhile (the twin's, for a recall under a new name). A drop leaves
+ * a table's statistics objects in its schema: those need nothing.
+ */
+export async function restoreStatistics(c: PoolClient, oid: number, live: LiveName, names: Record<string, string>): Promise<void> {
+  if (!Object.keys(names).some(isParkedStatistics)) return;
+  const { rows } = await c.query<{ name: string; schema: string; taken: string[] }>(
+    `SELECT x.stxname AS name, n.nspname AS schema,
+            ARRAY(SELECT o.stxname::text FROM pg_catalog.pg_statistic_ext o JOIN pg_catalog.pg_namespace s ON s.oid = o.stxnamespace
+                   WHERE s.nspname = $2) AS taken
+       FROM pg_catalog.pg_statistic_ext x JOIN pg_catalog.pg_namespace n ON n.oid = x.stxnamespace
+      WHERE x.stxrelid = $1 AND n.nspname <> $2 ORDER BY x.stxname`,
+    [oid, live.schema],
+  );
+  const taken = new Set(rows[0]?.taken ?? []);
+  for (const { name, schema } of rows) {
+    const original = names[name];
+    if (original === undefined) continue;
+    const wanted = [original, renamedAfter(original, names.table, live.table), name].find((n) => !taken.has(n))!;
+    // (Its parked name is its own in any schema: moved first, then renamed where `taken` says what is free.)
+    await c.query(`ALTER STATISTICS ${qualified(schema, name)} SET SCHEMA ${ident(live.schema)}`);
+    if (wanted !== name) await c.query(`ALTER STATISTICS ${qualified(live.schema, name)} RENAME TO ${ident(wanted)}`);
+    taken.add(wanted);
+  }
+}
+
+/**
  * A relation already at one of `lives` (a user's table, or another shard tablefate placed): never touched, the change
  * refused. So is one name asked for twice.
  */
@@ -94,6 +123,9 @@ export async function companionsOfAll(c: PoolClient, oids: readonly number[]): P
   for (const row of rows) all.get(Number(row.owner))!.push({ name: row.name, kind: row.kind === 'S' ? 'SEQUENCE' : 'INDEX' });
   return all;
 }
+
+/** A statistics object's name as a truncate set it aside (`<table's name>_x<k>`): the record keeps it beside its companions'. */
+const isParkedStatistics = (name: string) => /_x[0-9]+$/.test(name);
 
 /** An index or sequence name made after its table (`orders_pkey`), made after the table's new name (`orders2_pkey`). */
 function renamedAfter(original: string, oldTable: string | undefined, newTable: string): string {

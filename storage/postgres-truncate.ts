@@ -10,7 +10,7 @@ import { describeShard, missing, parkedName, qualified, SHARDS, TRASH_SCHEMA, ty
 import { companionsOfAll, parkSteps } from './postgres-names';
 import { describePointers, readPointers, repointStatements, type Pointers } from './postgres-repoint';
 import { StepPlan } from './postgres-steps';
-import { makeTwin, planTwin } from './postgres-twin';
+import { makeTwin, parkedStatistics, planTwin } from './postgres-twin';
 
 /**
  * A truncate into the trash on one node (StorageDriver.truncateShard), in one transaction after a drop's drain: the
@@ -55,7 +55,15 @@ export async function truncateTable(pool: Pool, id: ShardTableId, into: number, 
     ]);
     // What points at the table stays where it is: the twin's making points it at the twin.
     const moved = await moveOut(c, [{ move: { id: entry }, at: locked, staying: twin.pointers.staying }], 'trash', freshAttempt(attempt));
-    await makeTwin(c, twin, { schema: TRASH_SCHEMA, table: parkedName(entry) });
+    const original = { schema: TRASH_SCHEMA, table: parkedName(entry) };
+    await makeTwin(c, twin, original);
+    // The names its statistics objects had, which the twin's took: kept beside its companions', for its recall.
+    const statistics = parkedStatistics(twin, original);
+    if (Object.keys(statistics).length > 0)
+      await c.query(`UPDATE ${SHARDS} SET live_names = coalesce(live_names, '{}') || $2::jsonb WHERE table_oid = $1`, [
+        locked.oid,
+        JSON.stringify(statistics),
+      ]);
     await recordTwin(c, id, { schema: twin.schema, table: twin.table });
     return { notes: [...[...moved.values()].flatMap((m) => m.notes), ...repointedNote(twin.pointers, 'its empty twin')] };
   });
@@ -102,6 +110,13 @@ export async function untruncateTable(pool: Pool, id: ShardTableId, into: number
     const plan = new StepPlan();
     plan.add(parking.steps);
     await plan.apply(c);
+    // Its statistics objects too, which hold the table's names: dropped now (they would go with it).
+    const { rows: statistics } = await c.query<LiveName>(
+      `SELECT n.nspname AS schema, x.stxname AS table FROM pg_catalog.pg_statistic_ext x
+         JOIN pg_catalog.pg_namespace n ON n.oid = x.stxnamespace WHERE x.stxrelid = $1`,
+      [twin.oid],
+    );
+    for (const st of statistics) await c.query(`DROP STATISTICS ${qualified(st.schema, st.table)}`);
     await c.query(`DELETE FROM ${SHARDS} WHERE catalog_id = $1 AND table_id = $2 AND shard = $3`, [id.catalogId, id.tableId, id.shard]);
     await c.query(`UPDATE ${SHARDS} SET table_id = $2 WHERE catalog_id = $1 AND table_id = $3 AND shard = $4`, [
       id.catalogId,

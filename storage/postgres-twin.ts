@@ -191,6 +191,14 @@ function sequenceOptions(seq: TwinSequence, typed = true): string {
 }
 
 /**
+ * The names the original's statistics objects take beside it (see freeStatisticsNames), each with the name it had: what
+ * the original's record keeps, for its recall to give them back (restoreStatistics in postgres-names.ts).
+ */
+export function parkedStatistics(plan: TwinPlan, original: LiveName): Record<string, string> {
+  return Object.fromEntries(plan.statistics.map((st, k) => [withSuffix(original.table, `_x${k}`), st.name]));
+}
+
+/**
  * The original's statistics objects, still at the names the twin's take: renamed after the original and moved into its
  * schema (a name taken there, by a statistics object of another table, would fail the transaction).
  */

@@ -131,6 +131,9 @@ describe('what points at the table points at its twin, and back at the table whe
     await tables.create(shard(1), { schema: 'shop', table: 'items' }, { columns: 'id serial primary key, name text, price numeric(10,2)' });
     await dba.query(`
       INSERT INTO shop.items (name, price) VALUES ('pen', 2), ('ink', 5), ('desk', 300);
+      -- A statistics object: the twin takes its name; taken back, the table has it again under that name.
+      CREATE STATISTICS shop.items_name_price ON name, price FROM shop.items;
+      ALTER STATISTICS shop.items_name_price OWNER TO ${WORKER};
       GRANT SELECT, DELETE ON shop.items TO ${OWNER};
       -- A view with a comment, column comment and default, an INSTEAD OF trigger and a rule, owned by a service.
       CREATE VIEW shop.items_v AS SELECT id, name FROM shop.items WHERE price > 0;
@@ -220,6 +223,13 @@ describe('what points at the table points at its twin, and back at the table whe
     expect(await count('shop.cheap')).toBe(2);
     expect(await tables.locate(shard(1))).toMatchObject({ oid: original, area: 'live', schema: 'shop', table: 'items' });
     expect(await tables.locate(shard(11))).toBeNull();
+    expect(
+      await rowsOf(
+        `SELECT format('%I.%I', n.nspname, x.stxname) AS stats FROM pg_statistic_ext x JOIN pg_namespace n ON n.oid = x.stxnamespace
+          WHERE x.stxrelid = $1`,
+        [original],
+      ),
+    ).toEqual([{ stats: 'shop.items_name_price' }]);
   });
 });
 

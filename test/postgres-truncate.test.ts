@@ -237,3 +237,20 @@ test('recalled in place: the truncated rows are the table again under its name; 
   await h.client.undelete({ table: table.id, newName: 'shop.ledger_since' });
   expect((await user.query('SELECT id, note FROM shop.ledger_since')).rows).toEqual([{ id: 6, note: 'new' }]);
 });
+
+test("its statistics objects: the twin's under their names; the truncated rows' back beside them, named after their new table", async () => {
+  const table = await h.client.create({ table: 'shop.stated', shards: 1, columns: 'a int, b int' });
+  const user = userOn(table);
+  await user.query('CREATE STATISTICS shop.stated_ab ON a, b FROM shop.stated');
+  await user.query('INSERT INTO shop.stated SELECT g, g FROM generate_series(1, 10) g');
+  const entry = await h.client.truncate({ table: 'shop.stated' });
+  await h.client.undelete({ table: entry.id, newName: 'shop.stated_before' });
+  const { rows } = await user.query<{ stats: string; of: string }>(
+    `SELECT format('%I.%I', n.nspname, x.stxname) AS stats, x.stxrelid::regclass::text AS of
+       FROM pg_statistic_ext x JOIN pg_namespace n ON n.oid = x.stxnamespace WHERE x.stxname LIKE 'stated%' ORDER BY 1`,
+  );
+  expect(rows).toEqual([
+    { stats: 'shop.stated_ab', of: 'shop.stated' },
+    { stats: 'shop.stated_before_ab', of: 'shop.stated_before' },
+  ]);
+});
