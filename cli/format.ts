@@ -55,10 +55,11 @@ const COLUMNS: Columns<TableInfo> = [
 
 /**
  * What a table's drop took along: the tables dropped with it as one, then its family as the drop said it, without the
- * table's name before each sentence.
+ * table's name before each sentence; for a truncate's entry, the table whose rows it holds.
  */
 function withCell(t: TableInfo): string {
   const parts = [
+    ...(t.truncatedFrom !== undefined ? [`truncated from table ${t.truncatedFrom}`] : []),
     ...(t.droppedWith && t.droppedWith.length > 0 ? [`tables ${t.droppedWith.join(', ')}`] : []),
     ...(t.family ?? []).map((said) => said.replace(/^[^:]*: /, '')),
   ];
@@ -178,6 +179,7 @@ export function formatTable(table: TableInfo): string {
     ['purged', table.purgedAt ?? '-'],
     ['hold', table.hold ? `since ${table.hold.since}${table.hold.reason ? `: ${table.hold.reason}` : ' (no reason given)'}` : '-'],
   ];
+  if (table.truncatedFrom !== undefined) fields.push(['truncated from', `table ${table.truncatedFrom}`]);
   if (table.droppedWith && table.droppedWith.length > 0) fields.push(['dropped with', `tables ${table.droppedWith.join(', ')}`]);
   for (const member of table.family ?? []) fields.push(['with', member]);
   for (const note of table.notes ?? []) fields.push(['note', note]);

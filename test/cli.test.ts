@@ -117,6 +117,25 @@ function tablesOf(r: CliResult): TableInfo[] {
 }
 
 const isoOrNull = (value: unknown) => value === null || (typeof value === 'string' && isIso(value));
+test("truncate: the answer is the rows' trash entry, ls -a shows what it was truncated from; recall --in-place brings the rows back in place", async () => {
+  const table = tableOf(await inProcess('create', 'cli.emptied', '--json'));
+  const entry = tableOf(await cli('truncate', 'cli.emptied', '-r', '3600', '--json'));
+  expect(entry).toMatchObject({ state: 'TRASHED', namespace: 'cli', name: 'emptied', truncatedFrom: table.id });
+  expect(Date.parse(entry.expireAt!) - Date.parse(entry.droppedAt!)).toBe(3600_000);
+  expect(tableOf(await cli('describe', 'cli.emptied', '--json'))).toMatchObject({ id: table.id, state: 'READY' });
+  const rows = parseColumns((await cli('ls', '-a')).stdout).rows;
+  expect(rows.find((row) => row.ID === String(entry.id))?.WITH).toBe(`truncated from table ${table.id}`);
+  expect((await cli('describe', String(entry.id))).stdout).toMatch(new RegExp(`^truncated from +table ${table.id}$`, 'm'));
+
+  const back = tableOf(await cli('recall', String(entry.id), '--in-place', '--json'));
+  expect(back).toMatchObject({ id: entry.id, state: 'READY', name: 'emptied' });
+  expect(tableOf(await cli('describe', String(table.id), '--json'))).toMatchObject({ state: 'TRASHED' });
+
+  expectFailure(await inProcess('truncate', 'cli.none'), 3, 'TableNotFound');
+  expectFailure(await inProcess('truncate', String(table.id)), 4, 'WrongState', /TRASHED; only a READY table can be truncated/);
+  expectFailure(await inProcess('truncate', 'cli.emptied', '-r', '0'), 2, 'InvalidInput', /retentionSeconds/);
+});
+
 test('drop a b: the two as one, ls -a and describe show each with the other; recall --alone brings one, recall the other', async () => {
   const [a, b] = [tableOf(await inProcess('create', 'cli.pair_a', '--json')), tableOf(await inProcess('create', 'cli.pair_b', '--json'))];
   const dropped = tableOf(await cli('drop', 'cli.pair_b', 'cli.pair_a', '--json'));
