@@ -166,9 +166,9 @@ export async function startDrain(tx: CatalogTx, req: DrainStart): Promise<DrainR
 
 /**
  * A truncate's commit, under the table's lock: its rows' trash entry (`truncateInto`) recorded TRASHED under the
- * table's name, definition and placement, with its drop time, expiry and dropper, and the table READY again (its shards
- * are the empty ones the truncate left). Answers the entry. Made already (the table READY, the entry there): answered
- * as it is.
+ * table's name, definition, placement and legal hold, with its drop time, expiry and dropper, and the table READY
+ * again (its shards are the empty ones the truncate left; still held, if it was). Answers the entry. Made already (the
+ * table READY, the entry there): answered as it is.
  */
 export async function commitTruncate(tx: CatalogTx, req: TruncateCommit): Promise<TableRecord> {
   const current = await tx.tableById(req.tableId, { forUpdate: true });
@@ -194,7 +194,8 @@ export async function commitTruncate(tx: CatalogTx, req: TruncateCommit): Promis
     expireAt: stamped.expireAt!,
     purgedAt: null,
     updatedAt: req.now,
-    hold: null,
+    // A held table's rows stay held in the trash, as a held table dropped does: no expiry may purge them.
+    hold: current.hold,
     truncatedFrom: current.id,
   };
   // (TRASHED holds no name: the entry and its table bear the same one.)

@@ -1,6 +1,7 @@
 import { formatTableName, type TableName } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
 import { notTruncatable, tableNotFound } from '../domain/refusals';
+import { WrongStateError } from '../domain/errors';
 import { OPERATION_REQUESTS, parseRequest, type TruncateRequest } from '../domain/requests';
 import type { TableInfo } from '../domain/table';
 import type { truncateTable } from '../workflows';
@@ -39,10 +40,10 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
       },
     };
   },
-  execute(ctx, plan, opts) {
+  async execute(ctx, plan, opts) {
     const { tableId, label, expectedName, retentionSeconds, drainTimeoutSeconds } = plan;
     const record = OPERATIONS.truncate;
-    return startAndWait<typeof truncateTable>(ctx, {
+    const entry = await startAndWait<typeof truncateTable>(ctx, {
       ...onTable(ctx, record, tableId, `truncate of ${label} (id ${tableId})`, drainingTimeout(ctx, plan, opts), opts),
       run: {
         record,
@@ -57,5 +58,13 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
         summary: `truncate ${label} (id ${tableId}) into the trash`,
       },
     });
+    // Joined a truncate of the table that was already running: its retention is the one that holds.
+    const kept = (Date.parse(entry.expireAt!) - Date.parse(entry.droppedAt!)) / 1000;
+    if (entry.state === 'TRASHED' && retentionSeconds !== undefined && kept !== retentionSeconds) {
+      throw new WrongStateError(
+        `table ${label} was truncated meanwhile by another request, with a retention of ${kept} s (entry ${entry.id})`,
+      );
+    }
+    return entry;
   },
 };

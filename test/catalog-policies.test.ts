@@ -123,6 +123,20 @@ describeEachCatalog(
       expect(keptTrashed).toMatchObject({ state: 'TRASHED', hold });
     });
 
+    test("a held table truncated: its rows' entry is held as the table is, so that no expiry purges them; the table stays held", async () => {
+      const hold = { reason: 'litigation 43', since: 40_000 };
+      const table = await readyTable('held');
+      const truncate = await locked(`table:${table.id}`, owner(`truncate:${table.id}`));
+      await catalog.changeHold({ tableId: table.id, hold, owner: truncate });
+      const started = await catalog.startDrain({ tableId: table.id, owner: truncate, now: 41_000, truncate: true }, never);
+      if ('outcome' in started) throw new Error('a truncate that holds the lock is never busy');
+      const into = started.table.truncateInto!;
+      const entry = await catalog.commitTruncate({ tableId: table.id, owner: truncate, now: 42_000, retentionSeconds: 60, into });
+      expect(entry).toMatchObject({ id: into, state: 'TRASHED', truncatedFrom: table.id, expireAt: 102_000, hold });
+      expect(await catalog.getTable(into)).toEqual(entry);
+      expect(await catalog.getTable(table.id)).toMatchObject({ state: 'READY', hold });
+    });
+
     test('the trash expiry run moves its expiry: only the trash at its drop time, and not while another operation holds the table', async () => {
       const trashed = await trashedTable('t', 10_000, 60);
       expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });

@@ -64,6 +64,14 @@ function callSdk(client: TableFateClient, request: OpRequest): Promise<Answer> {
           ...(request.alone ? { alone: true } : {}),
         })
         .then(tableAnswer);
+    case 'truncate':
+      return client
+        .truncate({
+          table: 'tableId' in request ? request.tableId : request.table,
+          retentionSeconds: request.retentionSeconds,
+          ...(request.drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds: request.drainTimeoutSeconds }),
+        })
+        .then(tableAnswer);
     case 'purge':
       return client.purge({ tableId: request.tableId }).then(tableAnswer);
     case 'hold':
@@ -198,6 +206,15 @@ function commandOf(request: OpRequest, timeoutMs: number): string[] {
         ...(request.newName ? [request.newName] : []),
         ...(request.newNamespace ? ['--into', request.newNamespace] : []),
         ...(request.alone ? ['--alone'] : []),
+        ...common,
+      ];
+    case 'truncate':
+      return [
+        'truncate',
+        'tableId' in request ? String(request.tableId) : request.table,
+        '--reserve-seconds',
+        String(request.retentionSeconds),
+        ...(request.drainTimeoutSeconds === undefined ? [] : ['--drain-timeout', String(request.drainTimeoutSeconds)]),
         ...common,
       ];
     case 'purge':

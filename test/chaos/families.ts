@@ -62,8 +62,9 @@ const MOST_PER_TABLE = 5;
  */
 const ORPHAN_CHANCE = 0.06;
 /**
- * How often a turn aims at a table a drop is taking out of the live area (DRAINING, TRASHING) when there is one: its
- * name still holds the live table until the move commits, and a user who does not know adds a view just then.
+ * How often a turn aims at a table a drop is taking out of the live area (DRAINING, TRASHING), or a truncate is emptying
+ * (TRUNCATING), when there is one: its name still holds the live table until the move commits, and a user who does not
+ * know adds a view just then (a truncate that meets it must be refused, nothing changed).
  */
 const LEAVING_CHANCE = 0.5;
 /** Of the dependents made, how often a view on one of the table's views (depth 2) when it has one. */
@@ -145,7 +146,7 @@ export class FamilyMaker {
       }
       const live = await catalog.listTables({ includeTrashed: false }).catch(() => []);
       const ready = live.filter((t) => t.state === 'READY');
-      const leaving = live.filter((t) => t.state === 'DRAINING' || t.state === 'TRASHING');
+      const leaving = live.filter((t) => t.state === 'DRAINING' || t.state === 'TRASHING' || t.state === 'TRUNCATING');
       const aimed = leaving.length > 0 && rng.chance(LEAVING_CHANCE) ? leaving : ready;
       if (aimed.length === 0) continue;
       const table = rng.pick(aimed);

@@ -7,13 +7,16 @@ import type { Problem } from './problems';
 import type { UnitKey } from './units';
 import { quoteIdent, type NodeDatabase } from './rows';
 import type { OpRecord } from './ops';
+import { mayTruncate } from './truncate-lineage';
+import { judgeTruncatesOfFamilies } from './truncate-families';
 
 /**
  * A family is never split (the run's families, families.ts, checked at rest):
  * - a READY table's views are live under their own names in their schema, and readable (a materialized view with its
- *   index); each key and policy the run made on it is on the run's live table, the key referencing the table itself,
- *   left NOT VALID only if a row matching no parent went in while it was detached, or the recall said so; and its
- *   record keeps no family;
+ *   index), and those that read it read its live relation, never one in the trash (a truncate, issue 43, points them
+ *   at its empty twin, or is refused); each key and policy the run made on it is on the run's live table, the key
+ *   referencing the table itself, left NOT VALID only if a row matching no parent went in while it was detached, or the
+ *   recall said so; and its record keeps no family;
  * - a TRASHED table's views are in tablefate_trash, each a member of the family its record keeps, and its keys and
  *   policies are absent from the live tables and recorded there as detached; the catalog's `family` of the table names
  *   each (as the drop said it), and a READY table's has none; recalled by the checker, it is READY and judged so again;
@@ -42,6 +45,8 @@ interface Look {
   keys: Array<{ on: number; name: string; references: number; validated: boolean }>;
   policies: Array<{ on: number; name: string }>;
   indexes: Array<{ on: number; name: string }>;
+  /** The relations each of the run's views reads (its rule's dependencies). */
+  reads: Map<number, Set<number>>;
   records: Array<{ tableId: number; shard: number; oid: number; family: RecordedFamily | null; notes: string[] | null }>;
 }
 
@@ -68,6 +73,12 @@ async function lookAt(url: string, catalogId: string, oids: readonly number[]): 
         WHERE x.indrelid = ANY($1::oid[])`,
       [oids],
     );
+    const reads = await client.query<{ view: string; reads: string }>(
+      `SELECT r.ev_class::int8 AS view, d.refobjid::int8 AS reads FROM pg_rewrite r
+         JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+        WHERE r.ev_class = ANY($1::oid[]) AND d.refobjid <> r.ev_class`,
+      [oids],
+    );
     let records: Look['records'] = [];
     try {
       const { rows } = await client.query<{
@@ -87,6 +98,10 @@ async function lookAt(url: string, catalogId: string, oids: readonly number[]): 
       keys: keys.rows.map((r) => ({ on: Number(r.on), name: r.name, references: Number(r.references), validated: r.validated })),
       policies: policies.rows.map((r) => ({ on: Number(r.on), name: r.name })),
       indexes: indexes.rows.map((r) => ({ on: Number(r.on), name: r.name })),
+      reads: reads.rows.reduce(
+        (map, r) => map.set(Number(r.view), (map.get(Number(r.view)) ?? new Set()).add(Number(r.reads))),
+        new Map<number, Set<number>>(),
+      ),
       records,
     };
   } finally {
@@ -167,7 +182,10 @@ export class FamilyChecks {
           }
         }
         for (const x of r.family?.detached ?? []) {
-          const unitKey = (this.evidence.unitKeys ?? []).some((k) => k.childOid === x.tableOid && k.name === x.name);
+          // (A child truncated since the key was made holds it on its empty twin, another relation under the same name.)
+          const unitKey = (this.evidence.unitKeys ?? []).some(
+            (k) => k.name === x.name && (k.childOid === x.tableOid || this.truncated(k.childId, k.childName)),
+          );
           if (!unitKey && !own.some((d) => !isView(d) && d.oid === x.tableOid && d.part === x.name)) {
             problem(
               `${node}: the family of table ${r.tableId} shard ${r.shard} records ${x.kind} ${x.name} detached, which the run never made on it`,
@@ -177,6 +195,7 @@ export class FamilyChecks {
       }
     }
     problems.push(...this.judgeDrops(byId));
+    problems.push(...judgeTruncatesOfFamilies(this.evidence, byId));
     return problems;
   }
 
@@ -196,6 +215,11 @@ export class FamilyChecks {
       if (problem) problems.push({ invariant: 'families', detail: `${this.label(d, table)} after the checker recalled it: ${problem}` });
     }
     return problems;
+  }
+
+  /** Whether a truncate of table `id` (or of `name`) was called and not refused: its relation may be a twin since. */
+  private truncated(id: number, name: string): boolean {
+    return this.evidence.ops.some((op) => op.outcome.kind !== 'rejected' && mayTruncate(op, id, new Set([name])));
   }
 
   /** The dependents whose COMMIT was heard. */
@@ -246,7 +270,9 @@ export class FamilyChecks {
       if (!at) problem('gone, though its table is READY');
       else if ((at.schema !== d.schema || at.name !== d.name) && !moved)
         problem(`at ${at.schema}.${at.name}, not live as ${d.schema}.${d.name} beside its READY table`);
-      else if (d.kind === 'materialized view' && !look.indexes.some((i) => i.on === d.oid && i.name === d.part)) {
+      else if (d.depth === 1 && record && !look.reads.get(d.oid)?.has(record.oid)) {
+        problem(`reads ${JSON.stringify([...(look.reads.get(d.oid) ?? [])])}, not its table's live relation (oid ${record.oid})`);
+      } else if (d.kind === 'materialized view' && !look.indexes.some((i) => i.on === d.oid && i.name === d.part)) {
         problem(
           `back without its index ${d.part} (it has ${
             look.indexes

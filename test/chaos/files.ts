@@ -7,11 +7,16 @@ import type { LocalFileStorage } from '../../storage/local-files';
 import { shardFileNames } from '../../storage/shard-files';
 import type { Problem } from './problems';
 import { TRANSITIONAL_STATES } from './observe';
+import { namesOf } from './answers';
+import type { OpRecord } from './ops';
+import { truncatesAfter } from './truncate-lineage';
 
 /**
  * The files must say what the catalog says: a READY table's shards complete in the live area, a TRASHED
  * one's complete in the trash, nothing at all of a PURGED or CREATE_FAILED table, and no file that belongs to
- * no table. Also: a table's bytes never change after its create answered (moves keep the checksum).
+ * no table. Also: a table's bytes never change after its create answered (moves keep the checksum), unless a truncate
+ * (issue 43) gave it a fresh set since; a truncate's entry's, after the truncate answered (truncate-files.ts judges what
+ * the sets hold).
  */
 
 type Area = NonNullable<ShardReport['area']>;
@@ -62,29 +67,38 @@ async function inspect(storage: LocalFileStorage, ref: { tableId: number; shard:
   }
 }
 
-/** The checksums of each table's shards right after its create answered. */
+/**
+ * The checksums of each table's shards right after its create answered; of a truncate's entry right after the truncate
+ * answered, and of its table again then (its fresh empty set).
+ */
 export class ShardFingerprints {
-  private readonly byTable = new Map<number, string[]>();
+  private readonly byTable = new Map<number, { checksums: string[]; at: number }>();
 
   constructor(private readonly storage: LocalFileStorage) {}
 
   /** Records a new table's checksums, unless its files are already being deleted (then there is nothing to keep). */
-  async record(table: TableInfo): Promise<void> {
+  async record(table: Pick<TableInfo, 'id' | 'placement'>): Promise<void> {
     if (this.byTable.has(table.id)) return;
+    await this.renew(table);
+  }
+
+  /** Records the table's checksums as they are now, in place of those it had (a truncate gave it a fresh set). */
+  async renew(table: Pick<TableInfo, 'id' | 'placement'>): Promise<void> {
+    const at = Date.now();
     try {
       const reports = await Promise.all(table.placement.map((p) => inspect(this.storage, { tableId: table.id, ...p })));
       // Only whole sets: a set in the garbage area may be half deleted already.
       if (reports.every((r) => r.area === 'live' || r.area === 'trash'))
-        this.byTable.set(
-          table.id,
-          reports.map((r) => r.checksum),
-        );
+        this.byTable.set(table.id, { checksums: reports.map((r) => r.checksum), at });
+      else this.byTable.delete(table.id);
     } catch {
       // Moving too fast to read: no fingerprint for this one.
+      this.byTable.delete(table.id);
     }
   }
 
-  get(tableId: number): readonly string[] | undefined {
+  /** The checksums, and when they were read (a truncate that began before may have changed them since). */
+  get(tableId: number): { checksums: readonly string[]; at: number } | undefined {
     return this.byTable.get(tableId);
   }
 
@@ -104,6 +118,7 @@ export async function checkFiles(
   storage: LocalFileStorage,
   tables: readonly TableRecord[],
   fingerprints: ShardFingerprints,
+  ops: readonly OpRecord[],
 ): Promise<FileFindings> {
   const problems: Problem[] = [];
   const files = await scanStorage(storage.root);
@@ -115,8 +130,10 @@ export async function checkFiles(
   for (const table of tables) {
     const label = `table ${table.id} (${table.namespace}.${table.name}, ${table.state})`;
     if (TRANSITIONAL_STATES.includes(table.state)) {
-      // Reported as stuck already; its files may be anywhere between two areas.
-      for (const f of files) if (SHARD_FILE.exec(f.name)?.[1] === String(table.id)) accounted.add(f.relative);
+      // Reported as stuck already; its files may be anywhere between two areas (a truncate's: its entry's too, whose
+      // row the catalog has only once the truncate commits).
+      const ids = [table.id, ...(table.state === 'TRUNCATING' && table.truncateInto !== undefined ? [table.truncateInto] : [])];
+      for (const f of files) if (ids.map(String).includes(SHARD_FILE.exec(f.name)?.[1] ?? '')) accounted.add(f.relative);
       continue;
     }
     const expected: Area | null = table.state === 'READY' ? 'live' : table.state === 'TRASHED' ? 'trash' : null;
@@ -154,10 +171,15 @@ export async function checkFiles(
       for (const f of ofShard) if (f.area === expected) accounted.add(f.relative);
     }
     const fingerprint = fingerprints.get(table.id);
-    if (expected !== null && fingerprint) {
+    // (A truncate that may have acted since gave the table a fresh set: its checksums are another set's.)
+    const truncated = fingerprint && truncatesAfter(ops, table.id, namesOf(ops, table.id, table), fingerprint.at - 1).length > 0;
+    if (expected !== null && fingerprint && !truncated) {
       fingerprintsChecked++;
-      if (fingerprint.join() !== checksums.join()) {
-        problems.push({ invariant: 'checksums', detail: `${label}: shard checksums changed since its create answered` });
+      if (fingerprint.checksums.join() !== checksums.join()) {
+        problems.push({
+          invariant: 'checksums',
+          detail: `${label}: shard checksums changed since they were read after its create or truncate answered`,
+        });
       }
     }
   }

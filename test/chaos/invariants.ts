@@ -19,6 +19,7 @@ import { idsMentioned, type OpRecord } from './ops';
 import { checkPolicyAnswers, type FinalRelease } from './policies';
 import type { NodeDatabase } from './rows';
 import { DOOR_COUNT_SCHEMA } from './sql-caller';
+import { checkTruncateAnswers } from './truncate-answers';
 
 /**
  * Every invariant, checked after the run came to rest (or gave up waiting). All of them are checked, and
@@ -200,6 +201,7 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
   const policies = checkPolicyAnswers(evidence.ops, byId, { driver: evidence.driver ?? 'files' });
   problems.push(...policies.problems);
   notes.push(...policies.notes);
+  problems.push(...checkTruncateAnswers(evidence.ops, byId).problems);
 
   for (const exit of evidence.workerExits) {
     if (exit.code === EX_SOFTWARE) {

@@ -29,6 +29,12 @@ export type OpRequest =
   /** `alone`: a table dropped with others comes back alone (without it the others still in the trash from that drop come too). */
   /** `newNamespace`: into another namespace, each table under its own name (with the schema, postgres). */
   | { kind: 'undelete'; tableId: number; newName?: string; alone?: boolean; newNamespace?: string }
+  /**
+   * A truncate into the trash (issue 43): the table's rows become a trash entry of their own (a new id, answered), the
+   * table stays live and empty. By its id, or (`table`) by the name a live table holds when the call is made.
+   * `drainTimeoutSeconds`: as a drop's.
+   */
+  | ({ kind: 'truncate'; retentionSeconds: number; drainTimeoutSeconds?: number } & ({ tableId: number } | { table: string }))
   | { kind: 'purge'; tableId: number }
   | { kind: 'hold'; tableId: number; reason: string }
   | { kind: 'release'; tableId: number }
@@ -92,12 +98,20 @@ export function requestedId(request: OpRequest): number | undefined {
   return 'tableId' in request ? request.tableId : undefined;
 }
 
+/** The table name a request names, when it names one by name (a create, a drop, a truncate by name). */
+export function requestedName(request: OpRequest): string | undefined {
+  return request.kind === 'create' || request.kind === 'trash' || (request.kind === 'truncate' && 'table' in request)
+    ? request.table
+    : undefined;
+}
+
 /** Every table id the calls aimed at or were answered with. */
 export function idsMentioned(ops: readonly OpRecord[]): number[] {
   const ids: number[] = [];
   for (const op of ops) {
     if (op.before) ids.push(op.before.id);
-    if (op.outcome.kind === 'ok') ids.push(op.outcome.table.id);
+    if (op.outcome.kind === 'ok')
+      ids.push(op.outcome.table.id, ...(op.outcome.table.truncatedFrom === undefined ? [] : [op.outcome.table.truncatedFrom]));
     if (op.outcome.kind === 'leased') ids.push(op.outcome.lease.tableId);
     const requested = requestedId(op.request);
     if (requested !== undefined) ids.push(requested);

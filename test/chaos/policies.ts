@@ -3,11 +3,12 @@ import type { TableInfo, TableRecord } from '../../domain/table';
 import { couldActAfter, describeOp, explainers, namesOf } from './answers';
 import type { Problem } from './problems';
 import type { OpRecord, Outcome } from './ops';
+import { entriesOf, lineageOf } from './truncate-lineage';
 
 /**
  * The trash's policies under chaos (issue 17): legal holds, retention changes of trashed tables, and leases with the
- * drops that drain them. What each answer promised must still be true, judged as answers.ts does: a later call that
- * may have acted (answered, or without an answer) excuses a change, a refusal never does.
+ * drops and truncates (issue 43) that drain them. What each answer promised must still be true, judged as answers.ts
+ * does: a later call that may have acted (answered, or without an answer) excuses a change, a refusal never does.
  *
  * The rule for holds at the end of a run: once the operations are over and the product is at rest (a held table past
  * its expiry counts as at rest: it must stay in the trash), `checkHolds` looks at the catalog while every hold the run
@@ -45,7 +46,9 @@ const releasesOf = (ops: readonly OpRecord[], tableId: number) =>
 
 /**
  * Before the run releases the holds: a table a hold answered for, with no release that may have acted since that hold
- * began, is still held (for that hold's reason) and not purged, nor being purged: not by its expiry, not by a purge.
+ * began, is still held (for that hold's reason) and not purged, nor being purged: not by its expiry, not by a purge. Nor
+ * are its rows, when a truncate moved them into the trash meanwhile: an entry truncated from it after the hold answered
+ * (and not recalled since: then it is a table of its own) is not purged either, whatever its expiry.
  */
 export function checkHolds(ops: readonly OpRecord[], tables: ReadonlyMap<number, TableRecord>, at: number): HoldFindings {
   const findings: HoldFindings = { problems: [], held: 0, heldPastExpiry: 0 };
@@ -84,21 +87,53 @@ export function checkHolds(ops: readonly OpRecord[], tables: ReadonlyMap<number,
       }
     }
     if (now.state === 'TRASHED' && now.expireAt !== null && now.expireAt < at) findings.heldPastExpiry++;
+    const heldSince = Math.min(...standing.map((hold) => hold.endedAt));
+    for (const entry of entriesOf(tables.values(), id)) {
+      // (Recalled since, it is a table of its own; released since, a call lifted its hold.)
+      const recalled = ops.some(
+        (op) =>
+          (op.request.kind === 'undelete' || op.request.kind === 'release') &&
+          op.request.tableId === entry.id &&
+          op.outcome.kind !== 'rejected',
+      );
+      // (Its drop time is its truncate's commit, kept on the tombstone: after the hold answered, the table was held then.)
+      if (recalled || entry.droppedAt === null || entry.droppedAt <= heldSince) continue;
+      if (entry.state === 'PURGED' || entry.state === 'PURGING') {
+        problem(
+          `the rows truncated from ${label} at ${iso(entry.droppedAt)}, while it was held, are entry ${entry.id}, ${entry.state} ` +
+            `(expiry ${iso(entry.expireAt)}, purged ${iso(entry.purgedAt)}): a held table's rows were purged`,
+        );
+      }
+    }
   }
   return findings;
 }
 
 /**
  * Whether a hold may have been on table `id` at some time between `from` and `to`: a hold that did not fail to place
- * it began before `to`, and no release that answered began after that hold had answered and ended before `from`.
+ * it began before `to`, and no release that answered began after that hold had answered and ended before `from`. A
+ * truncate's entry is held as its table was (issue 43): a hold of that table (or of the one it came from) that began
+ * before `to` may be on it too, whatever the table's releases since.
  */
-function mayBeHeldDuring(ops: readonly OpRecord[], id: number, from: number, to: number): boolean {
+function mayBeHeldDuring(
+  ops: readonly OpRecord[],
+  id: number,
+  from: number,
+  to: number,
+  tables: ReadonlyMap<number, TableRecord>,
+): boolean {
   const releases = releasesOf(ops, id).filter((op) => op.outcome.kind === 'ok');
-  return holdsOf(ops, id).some(
-    (hold) =>
-      hold.outcome.kind !== 'rejected' &&
-      hold.startedAt < to &&
-      !releases.some((release) => release.startedAt > hold.endedAt && release.endedAt < from),
+  const inherited = lineageOf(tables, id)
+    .slice(1)
+    .some((ancestor) => holdsOf(ops, ancestor).some((hold) => hold.outcome.kind !== 'rejected' && hold.startedAt < to));
+  return (
+    inherited ||
+    holdsOf(ops, id).some(
+      (hold) =>
+        hold.outcome.kind !== 'rejected' &&
+        hold.startedAt < to &&
+        !releases.some((release) => release.startedAt > hold.endedAt && release.endedAt < from),
+    )
   );
 }
 
@@ -139,15 +174,27 @@ function knownLeases(ops: readonly OpRecord[]): KnownLease[] {
   return [...leases.values()];
 }
 
-/** Every drop the run knows of, as (table, drop time): those answered, and those the catalog holds at the end. */
+/**
+ * Every drop the run knows of, as (table, drop time): those answered, and those the catalog holds at the end; and every
+ * truncate, which drains its table as a drop does, as (its table, its entry's commit): those answered, and the entries
+ * the catalog holds (whose drop time is their truncate's, unless a recall of the entry was called since).
+ */
 function knownDrops(ops: readonly OpRecord[], tables: ReadonlyMap<number, TableRecord>): Array<{ tableId: number; droppedAt: number }> {
   const drops = new Map<string, { tableId: number; droppedAt: number }>();
   const add = (tableId: number, droppedAt: number | null) => {
     if (droppedAt !== null) drops.set(`${tableId}@${droppedAt}`, { tableId, droppedAt });
   };
-  for (const op of ops)
-    if (op.request.kind === 'trash' && op.outcome.kind === 'ok') add(op.outcome.table.id, ms(op.outcome.table.droppedAt));
-  for (const t of tables.values()) add(t.id, t.droppedAt);
+  for (const op of ops) {
+    if (op.outcome.kind !== 'ok') continue;
+    if (op.request.kind === 'trash') add(op.outcome.table.id, ms(op.outcome.table.droppedAt));
+    const from = op.request.kind === 'truncate' ? op.outcome.table.truncatedFrom : undefined;
+    if (from !== undefined) add(from, ms(op.outcome.table.droppedAt));
+  }
+  for (const t of tables.values()) {
+    add(t.id, t.droppedAt);
+    const recalled = ops.some((op) => op.request.kind === 'undelete' && op.request.tableId === t.id && op.outcome.kind !== 'rejected');
+    if (t.truncatedFrom !== undefined && !recalled) add(t.truncatedFrom, t.droppedAt);
+  }
   return [...drops.values()];
 }
 
@@ -225,14 +272,14 @@ export function checkPolicyAnswers(
 
     // A purge refused OnHold: some hold may have been on the table then.
     if (request.kind === 'purge' && outcome.kind === 'rejected' && outcome.type === 'OnHoldError') {
-      if (!mayBeHeldDuring(ops, request.tableId, op.startedAt, op.endedAt)) {
+      if (!mayBeHeldDuring(ops, request.tableId, op.startedAt, op.endedAt, tables)) {
         problem('holds', op, `answered OnHold (${outcome.message}), but no hold of table ${request.tableId} may have been on then`);
       }
     }
 
-    // A drop refused TableBusy: taken back, so the table is READY unless a later drop explains it; and (files) some
-    // lease of it may have been live during the drop.
-    if (request.kind === 'trash' && outcome.kind === 'rejected' && outcome.type === 'TableBusyError') {
+    // A drop or a truncate refused TableBusy: taken back, so the table is READY unless a later drop explains it; and
+    // (files) some lease of it may have been live during the drain.
+    if ((request.kind === 'trash' || request.kind === 'truncate') && outcome.kind === 'rejected' && outcome.type === 'TableBusyError') {
       const id = busyTableOf(op as OpRecord & { outcome: { kind: 'rejected' } });
       if (id === undefined) {
         problem('leases', op, `answered TableBusy (${outcome.message}) for a table the run cannot name`);
@@ -240,11 +287,14 @@ export function checkPolicyAnswers(
       }
       const now = tables.get(id);
       const names = namesOf(ops, id, now);
-      if (now?.state !== 'READY' && explainers(ops, 'trash', id, names, op.startedAt).length === 0) {
+      // (TRUNCATING: left so by a truncate called after this one, if any: the finding is that one's.)
+      const later = now?.state === 'TRUNCATING' && explainers(ops, 'truncate', id, names, op.endedAt).some((o) => o !== op);
+      if (now?.state !== 'READY' && !later && explainers(ops, 'trash', id, names, op.startedAt).length === 0) {
         problem(
           'leases',
           op,
-          `answered TableBusy (the drop taken back), but table ${id} is ${now?.state ?? 'not in the catalog'} now, and no drop of it was called after`,
+          `answered TableBusy (the ${request.kind === 'trash' ? 'drop' : 'truncate'} taken back), but table ${id} is ` +
+            `${now?.state ?? 'not in the catalog'} now, and no drop of it was called after`,
         );
       }
       if (options.driver === 'files') {
@@ -274,7 +324,7 @@ export function checkPolicyAnswers(
           problem(
             'leases',
             op,
-            `answered TableBusy (${outcome.message}), but no lease the run took on table ${id} may have been live during the drop`,
+            `answered TableBusy (${outcome.message}), but no lease the run took on table ${id} may have been live during the drain`,
           );
         }
       }
@@ -295,7 +345,8 @@ export function checkPolicyAnswers(
     }
   }
 
-  // No drop went past a lease: a lease answered before the table was dropped was released, or had expired, by then.
+  // No drop (nor truncate) went past a lease: a lease answered before the table was dropped (or truncated) was released,
+  // or had expired, by then.
   const drops = knownDrops(ops, tables);
   for (const lease of leases) {
     const info = lease.acquire.outcome.lease;
@@ -307,14 +358,22 @@ export function checkPolicyAnswers(
       problems.push({
         invariant: 'leases',
         detail:
-          `table ${info.tableId} was dropped at ${iso(drop.droppedAt)} while ${describeOp(lease.acquire)}'s lease ${info.id} ` +
-          `(${info.holder}, taken ${info.acquiredAt}) was live until at least ${iso(until)} and not released: the drop did not wait for it`,
+          `table ${info.tableId} was dropped (or truncated) at ${iso(drop.droppedAt)} while ${describeOp(lease.acquire)}'s lease ` +
+          `${info.id} (${info.holder}, taken ${info.acquiredAt}) was live until at least ${iso(until)} and not released: ` +
+          'the drain did not wait for it',
       });
     }
   }
 
-  const busy = ops.filter((op) => op.request.kind === 'trash' && op.outcome.kind === 'rejected' && op.outcome.type === 'TableBusyError');
-  if (busy.length > 0) notes.push(`${busy.length} drop(s) answered TableBusy (a lease outlived the drain timeout), each found taken back`);
+  const busy = ops.filter(
+    (op) =>
+      (op.request.kind === 'trash' || op.request.kind === 'truncate') &&
+      op.outcome.kind === 'rejected' &&
+      op.outcome.type === 'TableBusyError',
+  );
+  if (busy.length > 0) {
+    notes.push(`${busy.length} drop(s) or truncate(s) answered TableBusy (a lease outlived the drain timeout), each found taken back`);
+  }
   return { problems, notes };
 }
 

@@ -7,6 +7,7 @@ import type { OpKind, OpRecord } from './ops';
 const KINDS: readonly OpKind[] = [
   'create',
   'trash',
+  'truncate',
   'undelete',
   'purge',
   'hold',
@@ -75,6 +76,43 @@ function doorLines(report: ChaosReport): string[] {
     );
   }
   return lines;
+}
+
+/**
+ * The truncates (issue 43): how they were asked, what they answered, how many had a worker SIGKILLed while they ran (or
+ * their table's node, with remote storage), their entries at rest, and how many were looked at right after the answer.
+ */
+function truncateLines(report: ChaosReport): string[] {
+  const truncates = report.ops.filter((op) => op.request.kind === 'truncate');
+  if (truncates.length === 0) return [];
+  const byName = truncates.filter((op) => op.request.kind === 'truncate' && 'table' in op.request).length;
+  const previous = new Map<number, OpRecord>();
+  let afterLease = 0;
+  let afterCreate = 0;
+  for (const op of report.ops) {
+    const before = previous.get(op.client);
+    if (op.request.kind === 'truncate' && before?.outcome.kind === 'leased' && before.request.kind === 'lease') afterLease++;
+    const created = before?.request.kind === 'create' && before.outcome.kind === 'ok' ? before.outcome.table.id : undefined;
+    if (op.request.kind === 'truncate' && 'tableId' in op.request && op.request.tableId === created) afterCreate++;
+    previous.set(op.client, op);
+  }
+  const kills = [...report.stats.killedAt.values()];
+  const killed = truncates.filter((op) => kills.some((at) => at >= op.startedAt && at <= op.endedAt));
+  const entries = (report.convergence?.snapshot.tables ?? []).filter((t) => t.truncatedFrom !== undefined);
+  const states = countBy(entries, (t) => t.state)
+    .map(([state, n]) => `${state} ${n}`)
+    .join(', ');
+  return [
+    `  truncates: ${truncates.length} (${truncates.length - byName} by id, ${byName} by name, ${afterLease} right after a lease, ` +
+      `${afterCreate} right after their table's create); ` +
+      `${killed.length} had a process SIGKILLed while they ran (${
+        countBy(killed, outcomeLabel)
+          .map(([label, n]) => `${label} ${n}`)
+          .join(', ') || '-'
+      }); ` +
+      `entries at rest: ${entries.length}${states ? ` (${states})` : ''}; ${report.truncatesCheckedOnAnswer ?? 0} of their shards ` +
+      'looked at right after the answer',
+  ];
 }
 
 /** The user's views and keys on the tables (postgres driver), and the drops that met them. */
@@ -171,16 +209,19 @@ export function formatReport(report: ChaosReport): string {
     const outcomes = countBy(ops, outcomeLabel).map(([label, n]) => `${label} ${n}`);
     lines.push(`  ${kind.padEnd(12)} ${String(ops.length).padStart(4)}: ${outcomes.join(', ') || '-'}`);
   }
-  const drains = report.ops.filter((op) => op.request.kind === 'trash' && op.request.drainTimeoutSeconds !== undefined);
+  const drains = report.ops.filter(
+    (op) => (op.request.kind === 'trash' || op.request.kind === 'truncate') && op.request.drainTimeoutSeconds !== undefined,
+  );
   const aims = countBy(
     report.ops.filter((op) => op.request.kind === 'retention' && op.outcome.kind === 'ok'),
     (op) => (op.request.kind === 'retention' ? op.request.aim : ''),
   );
   lines.push(
-    `  policies: ${drains.length} drops with a short drain timeout (${countBy(drains, outcomeLabel)
+    `  policies: ${drains.length} drops or truncates with a short drain timeout (${countBy(drains, outcomeLabel)
       .map(([label, n]) => `${label} ${n}`)
       .join(', ')}); retentions answered: ${aims.map(([aim, n]) => `${aim} ${n}`).join(', ') || 'none'}`,
   );
+  lines.push(...truncateLines(report));
   if (report.holds) {
     const { held, heldPastExpiry, released } = report.holds;
     lines.push(

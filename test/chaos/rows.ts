@@ -37,7 +37,15 @@ export interface CommittedRow {
   tableId: number;
   shard: number;
   node: string;
+  /** When its COMMIT was heard: it was committed before. */
   at: number;
+  /**
+   * When its transaction began: it was committed after. A truncate (issue 43) moves the table's rows of before it into
+   * the trash, and those of after it go into the empty twin: the two times say on which side a row was.
+   */
+  startedAt?: number;
+  /** The relation it went into (its `tableoid`): one relation is one side of every truncate, and OIDs only grow. */
+  oid?: number;
 }
 
 export interface InsertStats {
@@ -76,6 +84,11 @@ export class RowLedger {
       byShard.set(row.shard, [...(byShard.get(row.shard) ?? []), row]);
     }
     return byShard;
+  }
+
+  /** Every row seen committed. */
+  all(): IterableIterator<CommittedRow> {
+    return this.rows.values();
   }
 
   get size(): number {
@@ -164,6 +177,7 @@ export class RowInserter {
   ): Promise<void> {
     const id = this.nextId++;
     const live = liveTableOf(table, shard);
+    const startedAt = Date.now();
     let client: Client;
     try {
       client = await this.clientOf(clients, node, lane);
@@ -194,7 +208,8 @@ export class RowInserter {
       }
       committing = true;
       await client.query('COMMIT');
-      this.ledger.add({ id, tableId: Number(found.table_id), shard: found.shard, node, at: Date.now() });
+      const oid = Number(inserted.rows[0]!.oid);
+      this.ledger.add({ id, tableId: Number(found.table_id), shard: found.shard, node, at: Date.now(), startedAt, oid });
       this.stats.committed++;
     } catch (err) {
       if (committing) {

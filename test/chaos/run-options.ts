@@ -102,6 +102,8 @@ export interface ChaosReport {
   storageSummary: string;
   /** `--caller sql`: the calls through the SQL door, and what the end of the run found of their requests. */
   door?: DoorSummary;
+  /** Shards of truncates' entries (with their tables) looked at right after the truncate answered: files' sets, or rows. */
+  truncatesCheckedOnAnswer?: number;
   /** postgres driver: the user's service's inserts, the storage connections cut, the user's tables. */
   postgres?: {
     inserts: InsertStats;

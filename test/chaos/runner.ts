@@ -29,6 +29,8 @@ import { allTables, LockWaitWatch } from './observe';
 import { countDoorAnswers, DOOR_COUNT_SCHEMA, makeDoorCallerRole, urlAs } from './sql-caller';
 import type { Catalog } from '../../catalog/catalog';
 import { unitHints } from './units';
+import { AnswerChecks } from './on-answer';
+import { TruncatedSets } from './truncate-files';
 
 /**
  * One chaos run, start to end: its own dev server and state directory, a worker child killed again and again,
@@ -285,6 +287,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           })
         : undefined;
     const { inserter, cutter, rowsOnAnswer, families, unitKeys, partitions, namespaces } = load ?? {};
+    const truncatedSets = files && fingerprints ? new TruncatedSets(files, fingerprints, catalog) : undefined;
+    const answerChecks = new AnswerChecks({ fingerprints, truncatedSets, families, rowsOnAnswer });
     const stopLoad = async () => load?.stop();
     cleanups.push(stopLoad);
 
@@ -314,20 +318,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               : undefined,
         catalog,
         units: unitHints(unitKeys, partitions, catalog),
+        ...(load ? { truncatable: (table) => load.truncatable(table) } : {}),
         callTimeoutMs: settings.callTimeoutMs,
         deadline: Date.now() + settings.opsTimeLimitMs,
         signal,
         onOpStarted: () => monkey.onOperationStarted(),
-        onAnswer: async (record) => {
-          if (fingerprints && record.outcome.kind === 'ok' && record.request.kind === 'create') {
-            await fingerprints.record(record.outcome.table);
-          }
-          if (families && record.outcome.kind === 'ok' && record.request.kind === 'create') families.afterCreate(record.outcome.table);
-          const { kind } = record.request;
-          if (rowsOnAnswer && record.outcome.kind === 'ok' && (kind === 'trash' || kind === 'undelete' || kind === 'purge')) {
-            await rowsOnAnswer.afterAnswer(`op #${record.seq} ${record.request.kind}`, record.outcome.table);
-          }
-        },
+        onAnswer: (record) => answerChecks.onAnswer(record),
         onProgress: (done) => {
           progress.set(done);
           if (done % 10 === 0) log(`${done}/${settings.ops} operations answered`);
@@ -339,7 +335,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       await stopLoad();
     }
     report.opsPhaseMs = Date.now() - opsStarted;
-    if (rowsOnAnswer) report.problems.push(...rowsOnAnswer.problems);
+    report.problems.push(...answerChecks.problems);
+    report.truncatesCheckedOnAnswer = answerChecks.truncatesChecked;
     if (inserter) {
       report.postgres = {
         shardsCheckedOnAnswer: rowsOnAnswer?.checked ?? 0,

@@ -10,7 +10,7 @@ import type { NodeDatabase } from './rows';
 import { SqlCaller } from './sql-caller';
 import { NAMESPACE_NAMES, NAMESPACES } from './namespaces';
 import { CallerClient, CommandLineCaller, type Caller } from './callers';
-import { requestedId, type OpKind, type OpRecord, type OpRequest, type RetentionAim } from './ops';
+import { requestedId, requestedName, type OpKind, type OpRecord, type OpRequest, type RetentionAim } from './ops';
 
 /**
  * The load: several SDK clients, each in its own loop, issuing mixed operations on a small pool of names
@@ -18,7 +18,8 @@ import { requestedId, type OpKind, type OpRecord, type OpRequest, type Retention
  * (create, trash, undelete, purge) the mix has the trash's policies (issue 17): legal holds placed and released on
  * live and trashed tables, retention changes of trashed tables (into the past, a few seconds on, or past the run),
  * and short leases (1 to 5 s), some released, some renewed, some left to expire, often followed at once by a drop of
- * their table with a short drain timeout (TableBusy is then a fair answer).
+ * their table with a short drain timeout (TableBusy is then a fair answer). Truncates into the trash (issue 43) aim at
+ * live tables, by id or by name, now and then right after a lease too, so that they drain it as a drop does.
  */
 
 export interface ScenarioOptions {
@@ -49,6 +50,12 @@ export interface ScenarioOptions {
    * and recalls at more often (partitions adopted alone). Absent: drops together draw their companions at random only.
    */
   units?: UnitHints;
+  /**
+   * Whether a READY table has nothing of the run's that a truncate refuses (postgres: a materialized view, another table's
+   * key to it, a partition): truncates aim at such tables mostly, the others being refused, nothing changed
+   * (HasDependents, as PostgreSQL refuses TRUNCATE of a table a key references; InvalidInput). Absent: every table is.
+   */
+  truncatable?: (table: TableRecord) => boolean;
   callTimeoutMs: number;
   /**
    * Absent: SDK clients. `cli`: each call is a `tablefate` command run from `cwd` (a directory with nothing in it) with
@@ -124,6 +131,8 @@ const USER_NAME_CHANCE = 0.1;
 const OP_WEIGHTS: Readonly<Record<OpKind, number>> = {
   create: 30,
   trash: 26,
+  // A little less than a drop: each one leaves a trash entry beside its table, and the pool of names is small.
+  truncate: 18,
   undelete: 16,
   purge: 12,
   hold: 7,
@@ -156,10 +165,32 @@ const SHORT_DRAIN_CHANCE = 0.3;
  */
 const CASCADE_CHANCE = 0.8;
 /**
- * Right after a lease is taken, how often its client drops the table at once (it waits in DRAINING), releases the
- * lease, or renews it; otherwise the lease is left to expire (or to another client's renewal or release).
+ * Right after a lease is taken, how often its client drops the table at once (it waits in DRAINING) or truncates it (it
+ * waits in TRUNCATING), releases the lease, or renews it; otherwise the lease is left to expire (or to another client's
+ * renewal or release).
  */
-const AFTER_LEASE: Readonly<Record<'drop' | 'release' | 'renew' | 'nothing', number>> = { drop: 55, release: 10, renew: 10, nothing: 25 };
+const AFTER_LEASE: Readonly<Record<'drop' | 'truncate' | 'release' | 'renew' | 'nothing', number>> = {
+  drop: 45,
+  truncate: 20,
+  release: 10,
+  renew: 10,
+  nothing: 15,
+};
+/** How often a truncate names its table by name rather than by id. */
+const TRUNCATE_BY_NAME_CHANCE = 0.3;
+/**
+ * How often a truncate keeps its rows past the run: those entries are still in the trash at rest, where the checker
+ * recalls them and reads their rows; the others expire during the run, checked right after their answer.
+ */
+const TRUNCATE_LONG_RETENTION_CHANCE = 0.4;
+/** How often a truncate aims at a table with nothing depending on it (when there is one), rather than at any READY one. */
+const TRUNCATABLE_CHANCE = 0.85;
+/**
+ * How often a client truncates the table its create was just answered with: on PostgreSQL nodes the user gives most
+ * tables a key or a materialized view within seconds (which refuse a truncate), and often right after the create, so
+ * that such a truncate meets one being made.
+ */
+const TRUNCATE_AFTER_CREATE_CHANCE = 0.2;
 
 const nameOf = (t: { namespace: string; name: string }) => `${t.namespace}.${t.name}`;
 
@@ -192,6 +223,7 @@ async function pickOperation(
   holder: string,
   shared: Shared,
   units?: UnitHints,
+  truncatable?: (table: TableRecord) => boolean,
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
   // Only tables of real PostgreSQL tables have families (the files driver refuses a cascade).
@@ -271,6 +303,13 @@ async function pickOperation(
       const request: OpRequest = newName ? { kind, tableId: target.id, newName, ...alone } : { kind, tableId: target.id, ...alone };
       return { request, before: await catalog.getTable(target.id) };
     }
+    case 'truncate': {
+      const free = truncatable ? ready.filter(truncatable) : ready;
+      const target = aimAt(free.length > 0 && rng.chance(TRUNCATABLE_CHANCE) ? free : ready, 0.1);
+      const request = truncateOf(rng, target, undefined);
+      // By name, the table holding the name when the call is made (another than `target` if it is in the trash).
+      return { request, before: 'table' in request ? await byName(request.table) : await catalog.getTable(target.id) };
+    }
     case 'purge': {
       const target = aimAt(trashed, 0.2);
       return { request: { kind, tableId: target.id }, before: await catalog.getTable(target.id) };
@@ -313,13 +352,31 @@ function trashOf(rng: Random, table: string, drainTimeoutSeconds: number | undef
 }
 
 /**
- * What a client does right after a lease was taken: often drop its table at once, with a short drain timeout (the
- * drop waits in DRAINING for the lease: it ends released, expired, or the drop is TableBusy), or release or renew it.
+ * A truncate of `table`, by id or by name, with a short retention mostly (its entry expires during the run), and now and
+ * then (always right after a lease: `drainTimeoutSeconds`) a short drain timeout of its own.
+ */
+function truncateOf(
+  rng: Random,
+  table: { id: number; namespace: string; name: string },
+  drainTimeoutSeconds: number | undefined,
+): OpRequest {
+  const retentionSeconds = rng.chance(TRUNCATE_LONG_RETENTION_CHANCE) ? LONG_RETENTION_S : rng.int(...SHORT_RETENTION_S);
+  const drain = drainTimeoutSeconds ?? (rng.chance(SHORT_DRAIN_CHANCE) ? rng.int(...DRAIN_TIMEOUT_S) : undefined);
+  const target = rng.chance(TRUNCATE_BY_NAME_CHANCE) ? { table: nameOf(table) } : { tableId: table.id };
+  return { kind: 'truncate', ...target, retentionSeconds, ...(drain === undefined ? {} : { drainTimeoutSeconds: drain }) };
+}
+
+/**
+ * What a client does right after a lease was taken: often drop or truncate its table at once, with a short drain timeout
+ * (the operation waits in DRAINING or TRUNCATING for the lease: it ends released, expired, or the operation is
+ * TableBusy), or release or renew it.
  */
 function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | undefined, cascades: boolean): OpRequest | undefined {
   switch (rng.weighted(AFTER_LEASE)) {
     case 'drop':
       return table ? trashOf(rng, nameOf(table), rng.int(...DRAIN_TIMEOUT_S), cascades) : undefined;
+    case 'truncate':
+      return table ? truncateOf(rng, table, rng.int(...DRAIN_TIMEOUT_S)) : undefined;
     case 'release':
       return { kind: 'releaseLease', leaseId: lease.id, tableId: lease.tableId };
     case 'renew':
@@ -333,8 +390,9 @@ function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | und
 async function targetNow(catalog: Catalog, request: OpRequest): Promise<TableRecord | undefined> {
   const requested = requestedId(request);
   if (requested !== undefined) return catalog.getTable(requested);
-  if (request.kind !== 'trash' && request.kind !== 'create') return undefined;
-  const [namespace, name] = request.table.split('.') as [string, string];
+  const table = requestedName(request);
+  if (table === undefined) return undefined;
+  const [namespace, name] = table.split('.') as [string, string];
   return catalog.findByName({ namespace, name });
 }
 
@@ -372,7 +430,7 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       const seq = issued++;
       const { request, before } = planned
         ? { request: planned, before: await targetNow(opts.catalog, planned) }
-        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared, opts.units);
+        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared, opts.units, opts.truncatable);
       planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();
@@ -394,6 +452,9 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       if (outcome.kind === 'leased' && request.kind === 'lease') {
         shared.leases.push(outcome.lease);
         planned = followUpOfLease(rng, outcome.lease, before, opts.columns !== undefined);
+      }
+      if (outcome.kind === 'ok' && request.kind === 'create' && rng.chance(TRUNCATE_AFTER_CREATE_CHANCE)) {
+        planned = truncateOf(rng, outcome.table, undefined);
       }
       await opts.onAnswer(record);
       opts.onProgress(records.length);

@@ -10,8 +10,8 @@ import type { DoorCallRecord, OpRequest, Outcome } from './ops';
 import type { CallAnswer, Caller } from './callers';
 
 /**
- * The SQL caller of a chaos run (`--caller sql`, postgres driver; issue 41): the drops, recalls, purges, holds, releases
- * and retention changes go through the SQL door, `CALL tablefate_sql.<call>(...)` on the database of the node where
+ * The SQL caller of a chaos run (`--caller sql`, postgres driver; issue 41): the drops, truncates (issue 43), recalls,
+ * purges, holds, releases and retention changes go through the SQL door, `CALL tablefate_sql.<call>(...)` on the database of the node where
  * the table's shard lives, as a DBA's or an application's session would; what the door has no call for (create, leases)
  * and a table of several shards (the door takes a table of one shard: it refuses the others) go through the SDK. A drop
  * of a name no table of the catalog holds goes to a node where the user has no table of that name (the door would adopt
@@ -19,7 +19,8 @@ import type { CallAnswer, Caller } from './callers';
  *
  * It connects as a login role of the run's own, granted `tablefate_caller` (the door) and membership in the worker's
  * role (the tables' owner, which creates them: the throwaway server's `postgres`), so that it may drop, recall and
- * purge them as their owner's member may; it is no superuser. Each call is a session of its own, committed at once
+ * purge them as their owner's member may, and truncate them (the owner's TRUNCATE privilege, inherited); it is no
+ * superuser. Each call is a session of its own, committed at once
  * (outside a transaction block): the procedure commits its request and waits for its answer.
  *
  * How a call's end maps onto what the scenario expects of an outcome, as CommandLineCaller maps exit codes:
@@ -140,6 +141,17 @@ function statementOf(
             ? []
             : [['drain_timeout_seconds', request.drainTimeoutSeconds] as [string, number]]),
           ...(request.cascade ? [['cascade', true] as [string, boolean]] : []),
+        ]),
+      );
+    case 'truncate':
+      // By the table's id or its name, as the door takes either.
+      return on(
+        call('truncate', [
+          [null, 'tableId' in request ? String(request.tableId) : request.table],
+          ['retention_seconds', request.retentionSeconds],
+          ...(request.drainTimeoutSeconds === undefined
+            ? []
+            : [['drain_timeout_seconds', request.drainTimeoutSeconds] as [string, number]]),
         ]),
       );
     case 'undelete':

@@ -11,6 +11,7 @@ import type { OpRecord } from './ops';
 import type { Problem } from './problems';
 import type { NodeDatabase, RowInserter } from './rows';
 import { checkTables, type UserTable } from './tables';
+import { checkGenerations } from './truncate-files';
 import { afterRecalls, unitsAtRest, type PartitionLoad, type UnitKeys } from './units';
 
 /**
@@ -48,11 +49,13 @@ export async function checkStorageAtRest(at: StorageAtRest, tables: Parameters<t
     `(${namespaceDrops.filter((op) => op.outcome.kind === 'ok').length} answered, ${namespaceDrops.filter((op) => op.cli).length} by the CLI), ` +
     `${aloneRecalls} recalls alone, ${intoRecalls} into another namespace; ${units.units} units in the trash at rest`;
   if (at.files) {
-    const found = await checkFiles(at.files.files, tables, at.files.fingerprints);
+    const found = await checkFiles(at.files.files, tables, at.files.fingerprints, ops);
+    // What each set holds (a truncate moves a table's set into the trash as its entry's): never in two places.
+    const generations = await checkGenerations(at.files.files, tables);
     return {
       ...found,
-      problems: [...units.problems, ...found.problems],
-      summary: `shard checksums compared for ${found.fingerprintsChecked}; ${unitLine}`,
+      problems: [...units.problems, ...found.problems, ...generations.problems],
+      summary: `shard checksums compared for ${found.fingerprintsChecked}; ${generations.sets} sets' generations judged; ${unitLine}`,
     };
   }
   if (!at.postgres) throw new Error('the storage at rest is checked on files or on PostgreSQL nodes');
@@ -125,6 +128,7 @@ export async function checkStorageAtRest(at: StorageAtRest, tables: Parameters<t
       nodes,
       catalogId: catalog.id,
       ledger: inserter.ledger,
+      ops,
       userTables,
       recall,
       getTable: (tableId) => catalog.getTable(tableId),

@@ -5,15 +5,18 @@ import type { FamilyChecks } from './family-checks';
 import type { Problem } from './problems';
 import type { Random } from './random';
 import { TRANSITIONAL_STATES } from './observe';
+import type { OpRecord } from './ops';
+import { judgeRows, readShards, type ShardRead } from './row-homes';
 import { CHAOS_COLUMNS, liveTableOf, quoteIdent, type NodeDatabase, type RowLedger } from './rows';
 
 /**
  * The PostgreSQL storage checks of a chaos run (they stand in for files.ts with `--driver postgres`): the real
  * tables must say what the catalog says, and hold what the user's service wrote.
  *
- * - a READY table's shard tables are live under its name and hold every row seen committed into them;
- * - a TRASHED table's are in tablefate_trash; recalled by the checker (under a fresh name when its own is taken),
- *   it comes back live with every row seen committed before its drop;
+ * - a READY table's shard tables are live under its name; a TRASHED table's are in tablefate_trash, and recalled by
+ *   the checker (under a fresh name when its own is taken: a truncate's entry's is its table's) it comes back live;
+ * - every row seen committed is then in the one table where it belongs, or gone with a purged one (row-homes.ts:
+ *   a truncate's rows are in its entry, those written after it in the table);
  * - a PURGED or CREATE_FAILED table has none, anywhere;
  * - nothing in tablefate_trash or tablefate_garbage, nor in tablefate.shards, that the catalog does not account for
  *   (a view there is accounted for by the family a record keeps, family-checks.ts judges whose);
@@ -245,6 +248,8 @@ export interface TableChecks {
   nodes: readonly NodeDatabase[];
   catalogId: string;
   ledger: RowLedger;
+  /** The calls of the run: a truncate's answer says on which side of it a row was. */
+  ops: readonly OpRecord[];
   userTables: readonly UserTable[];
   /** Recalls a trashed table (under `newName` if given) as a user would, through the SDK; throws its error. */
   recall: (tableId: number, newName?: string) => Promise<TableInfo>;
@@ -272,6 +277,9 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
     for (const { shard, node } of t.placement) {
       const record = recordOf(node, t.id, shard);
       if (record) accounted.add(record);
+      // (A truncate's shards already moved are its entry's, recorded before the entry's row is: the truncate's own.)
+      const moved = t.state === 'TRUNCATING' && t.truncateInto !== undefined ? recordOf(node, t.truncateInto, shard) : undefined;
+      if (moved) accounted.add(moved);
       // Reported as stuck already: its shards may be on either side of a move.
       if (transitional) continue;
       const at = `shard ${shard} on ${node}`;
@@ -332,7 +340,14 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
   }
 
   // READY tables: the rows where they are.
-  for (const t of tables.filter((x) => x.state === 'READY')) await checkRows(checks, t, findings);
+  const reads: ShardRead[] = [];
+  const read = async (t: TableRecord, when: string) => {
+    const found = await readShards(checks.nodes, t, when);
+    reads.push(...found.reads);
+    findings.problems.push(...found.problems);
+    findings.tablesChecked++;
+  };
+  for (const t of tables.filter((x) => x.state === 'READY')) await read(t, '');
 
   // TRASHED tables: recalled as a user would, then their rows where they came back.
   for (const t of tables.filter((x) => x.state === 'TRASHED')) {
@@ -362,57 +377,11 @@ export async function checkTables(checks: TableChecks, tables: readonly TableRec
       problem('recall', `${label}: the recall answered ${recalled.state}, and the catalog says ${String(now?.state)}`);
       continue;
     }
-    await checkRows(checks, now, findings, ' after its recall');
+    await read(now, ' after its recall');
     if (checks.families) findings.problems.push(...(await checks.families.afterRecall(now, renamed, recalled.notes ?? [])));
   }
+  const rows = judgeRows(checks.ledger, tables, reads, checks.ops);
+  findings.problems.push(...rows.problems);
+  findings.rowsChecked = rows.rowsChecked;
   return findings;
-}
-
-/** Every row seen committed into each of the live table's shards is there, and none of another table's. */
-async function checkRows(checks: TableChecks, t: TableRecord, findings: TableFindings, when = ''): Promise<void> {
-  const label = `table ${t.id} (${t.namespace}.${t.name})`;
-  const seen = checks.ledger.ofTable(t.id);
-  findings.tablesChecked++;
-  for (const { shard, node } of t.placement) {
-    const live = liveTableOf(t, shard);
-    const url = checks.nodes.find((n) => n.node === node)!.url;
-    let ids: Set<number>;
-    try {
-      ids = await withNode(url, async (client) => {
-        const { rows } = await client.query<{ id: string }>(`SELECT id FROM ${qualified(live.schema, live.table)}`);
-        return new Set(rows.map((r) => Number(r.id)));
-      });
-    } catch (err) {
-      findings.problems.push({
-        invariant: 'rows',
-        detail: `${label}: shard ${shard} on ${node} cannot be read as ${live.schema}.${live.table}${when}: ${(err as Error).message}`,
-      });
-      continue;
-    }
-    const expected = seen.get(shard) ?? [];
-    findings.rowsChecked += expected.length;
-    const missing = expected.filter((r) => !ids.has(r.id)).map((r) => r.id);
-    if (missing.length > 0) {
-      findings.problems.push({
-        invariant: 'rows',
-        detail:
-          `${label}: shard ${shard} on ${node}${when} lacks ${missing.length} of the ${expected.length} rows seen committed into it ` +
-          `(ids ${missing.slice(0, 10).join(', ')}${missing.length > 10 ? ', ...' : ''})`,
-      });
-    }
-    const strangers = [...ids].filter((id) => {
-      const row = checks.ledger.get(id);
-      return row ? row.tableId !== t.id || row.shard !== shard : !checks.ledger.uncertain.has(id);
-    });
-    if (strangers.length > 0) {
-      const sample = strangers.slice(0, 5).map((id) => {
-        const row = checks.ledger.get(id);
-        return row ? `${id} (into table ${row.tableId} shard ${row.shard})` : `${id} (never seen committed)`;
-      });
-      findings.problems.push({
-        invariant: 'rows',
-        detail: `${label}: shard ${shard} on ${node}${when} holds ${strangers.length} rows that were not written into it: ${sample.join(', ')}`,
-      });
-    }
-  }
 }

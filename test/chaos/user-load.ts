@@ -1,9 +1,10 @@
 import type { Catalog } from '../../catalog/catalog';
+import type { TableRecord } from '../../domain/table';
 import type { TableFateClient } from '../../client/client';
 import { FamilyMaker } from './families';
 import { NamespaceLoad } from './namespaces';
 import type { Random } from './random';
-import { RowInserter, type NodeDatabase } from './rows';
+import { PARTITION_SCHEMA, RowInserter, type NodeDatabase } from './rows';
 import { RowsOnAnswer } from './rows-on-answer';
 import { ConnectionCutter } from './tables';
 import { PartitionLoad, UnitKeys } from './units';
@@ -13,7 +14,8 @@ import { PartitionLoad, UnitKeys } from './units';
  * live tables (and the rows checked on each answer), the storage connections cut now and then, views and keys made on
  * the tables (families, which drops with cascade take along), keys between live tables and leaves of a partitioned table
  * adopted alone and written through it (several tables as one, units.ts), and the run's namespaces furnished with a
- * sequence, a function and a view.
+ * sequence, a function and a view. And which tables have nothing of the user's that a truncate (issue 43) refuses, as
+ * PostgreSQL refuses TRUNCATE of a table another's key references.
  */
 export interface PostgresLoad {
   inserter: RowInserter;
@@ -23,6 +25,12 @@ export interface PostgresLoad {
   unitKeys: UnitKeys;
   partitions: PartitionLoad;
   namespaces: NamespaceLoad;
+  /**
+   * Whether the user made nothing on the table (by its id) that a truncate refuses: no materialized view reading it, no
+   * key of theirs or between tablefate's tables to it, and not a leaf of their partitioned table. (Its views a truncate
+   * points at its empty twin.)
+   */
+  truncatable(table: TableRecord): boolean;
   start(): void;
   stop(): Promise<void>;
 }
@@ -41,7 +49,7 @@ export async function preparePostgresLoad(o: {
   const inserter = new RowInserter({ nodes, catalog, catalogId, rng: rng.fork('inserter'), lanes: 2 });
   const cuts = o.cutConnections;
   const cutter = cuts && cuts.everyMs !== false ? new ConnectionCutter(cuts.serverUrl, nodes, rng.fork('cutter'), cuts.everyMs) : undefined;
-  const rowsOnAnswer = new RowsOnAnswer(nodes, catalogId, inserter.ledger);
+  const rowsOnAnswer = new RowsOnAnswer(nodes, catalogId, inserter.ledger, catalog);
   const families = new FamilyMaker({ nodes, catalog, catalogId, rng: rng.fork('families') });
   const unitKeys = new UnitKeys({ nodes, catalog, catalogId, rng: rng.fork('unit-keys') });
   const partitions = new PartitionLoad({
@@ -70,6 +78,10 @@ export async function preparePostgresLoad(o: {
     unitKeys,
     partitions,
     namespaces,
+    truncatable: (table) =>
+      table.namespace !== PARTITION_SCHEMA &&
+      !families.dependents.some((d) => d.tableId === table.id && (d.kind === 'materialized view' || d.kind === 'foreign key')) &&
+      !unitKeys.keys.some((k) => k.parentId === table.id),
     start() {
       inserter.start();
       families.start();
