@@ -17,6 +17,8 @@ interface TruncatePlan {
   expectedName?: TableName;
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
+  /** When the table last changed as the plan read it: an entry committed by then is an earlier truncate's, not this one's. */
+  readAt: number;
 }
 
 /**
@@ -37,6 +39,7 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
         expectedName: nameAsked(ref),
         ...(retentionSeconds !== undefined ? { retentionSeconds } : {}),
         ...(drainTimeoutSeconds !== undefined ? { drainTimeoutSeconds } : {}),
+        readAt: table.updatedAt,
       },
     };
   },
@@ -56,6 +59,13 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
         },
         target: { tableId, ...(expectedName ?? {}) },
         summary: `truncate ${label} (id ${tableId}) into the trash`,
+      },
+      // Joined a truncate that had committed before this call read the table (READY again at the entry's drop time) and
+      // was still ending: its entry is that truncate's rows, not this call's. Once that run has closed, start a fresh one.
+      again: async (outcome) => {
+        if (!('answer' in outcome) || outcome.answer.droppedAt === null || Date.parse(outcome.answer.droppedAt) > plan.readAt) return false;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        return true;
       },
     });
     // Joined a truncate of the table that was already running: its retention is the one that holds.

@@ -217,7 +217,8 @@ function rowFor(t: TableInfo): Record<string, string> {
     BY: t.droppedBy ?? (t.droppedAt === null ? '-' : '?'),
     EXPIRES: t.expireAt ?? '-',
     HOLD: t.hold ? (t.hold.reason ?? 'held') : '-',
-    WITH: '-',
+    // (This file drops no table with others or a family: only a truncate's entry, recalled or not, says anything here.)
+    WITH: t.truncatedFrom !== undefined ? `truncated from table ${t.truncatedFrom}` : '-',
   };
 }
 
