@@ -93,7 +93,8 @@ export const OPERATIONS: readonly OperationCase[] = [
     run: (client, _subject, tableId) => client.purge({ tableId: tableId! }),
     before: trashed,
     after: { state: 'PURGED', area: null, trashRun: 'purged' },
-    stuck: { state: 'PURGING', trashRun: 'waiting' },
+    // Past its point of no return the purge has told the trash's run that the trash is over (it ends once it begins).
+    stuck: { state: 'PURGING', trashRun: 'purged' },
   },
   {
     // More shards than one call changes: its marks take two calls, the deletes join the second and end in a third.
@@ -106,7 +107,8 @@ export const OPERATIONS: readonly OperationCase[] = [
     run: (client, _subject, tableId) => client.purge({ tableId: tableId! }),
     before: trashed,
     after: { state: 'PURGED', area: null, trashRun: 'purged' },
-    stuck: { state: 'PURGING', trashRun: 'waiting' },
+    // Past its point of no return the purge has told the trash's run that the trash is over (it ends once it begins).
+    stuck: { state: 'PURGING', trashRun: 'purged' },
   },
   {
     title: 'rename',
