@@ -273,7 +273,7 @@ class RunHere {
             if (!change) return undefined;
             // The operation's last change releases its locks, unless shards follow it: they change under the locks. (A run
             // over several releases them once every change is made, at its end.)
-            const last = !group && index === this.steps.length - 1 && !step.shards;
+            const last = !group && index === this.steps.length - 1 && !step.shards && !step.checkShards;
             const changed = await this.make(change, member ? `${index}.change.${member.id}` : `${index}.change`, last, member);
             if (member && 'table' in changed && !member.changed?.includes(index)) member.changed = [...(member.changed ?? []), index];
             return changed;
@@ -297,8 +297,11 @@ class RunHere {
           if (ends) this.send(this.tableId(member), ends);
         }
       }
-      if (step.shards) {
-        const left = await this.changeShards(valueOf(step.shards, this.context()), `${index}.shards`, this.progress.shardsDone);
+      // (A step's reads of its shards, `checkShards`, go the way its changes would: a call's share at a time, each node's
+      // on its queue when this worker does not serve it.)
+      const onShards = step.shards ?? step.checkShards;
+      if (onShards) {
+        const left = await this.changeShards(valueOf(onShards, this.context()), `${index}.shards`, this.progress.shardsDone);
         if (left) return left;
         ranSomething = true;
       }

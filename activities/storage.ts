@@ -278,6 +278,10 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
     case 'untruncateShard':
       await storage.untruncateShard(shard, change.into, watch);
       return [];
+    case 'checkTruncateShard':
+      // (A driver with nothing a truncate could refuse before it starts has no check: files.)
+      await storage.checkTruncate?.(shard, change.into);
+      return [];
     default:
       await storage[change.method](shard, watch);
       return [];

@@ -84,7 +84,12 @@ export type ShardChange =
       drainTimeoutMs?: number;
     }
   /** A truncate taken back: the trashed shard of table `into` live again in place of the empty one, if that is still empty. */
-  | { method: 'untruncateShard'; into: number };
+  | { method: 'untruncateShard'; into: number }
+  /**
+   * A read, changing nothing: refuses as `truncateShard` into `into` would refuse on the shard now (PostgreSQL: what no
+   * empty twin can stand in for), so that a truncate of several shards is refused before any of them is emptied.
+   */
+  | { method: 'checkTruncateShard'; into: number };
 
 /**
  * The early return of a trash run as v19 made it (workflows/legacy/v19/): answers as soon as the table is TRASHED,

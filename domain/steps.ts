@@ -105,6 +105,11 @@ export interface Step<I> {
   change?: Of<I, CatalogChange | undefined>;
   /** The change on every shard of the table, once `change` is made. */
   shards?: Of<I, ShardChange>;
+  /**
+   * FATE's isReady asked of every shard: a read (no change) that refuses what the next step's shards would refuse, so
+   * that a change of several shards is refused before any of them is made. It rides along in any call, as a check does.
+   */
+  checkShards?: Of<I, ShardChange>;
   /** How the step is taken back: its shards' change on every shard, then the catalog's change back. */
   undo?: { shards?: Of<I, ShardChange>; change?: Of<I, CatalogChange> };
   /** From this step on the operation only goes forward: nothing before it is undone, and it has no undo itself. */

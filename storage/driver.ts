@@ -121,6 +121,13 @@ export interface StorageDriver {
    */
   untruncateShard(shard: ShardRef, into: number, watch?: Watch): Promise<void>;
   /**
+   * Refuses, as truncateShard into `into` would now, a truncate of the live shard (thrown as it would throw it), and
+   * changes nothing: asked of every shard before any is truncated, so that one shard refusing leaves none emptied. A
+   * shard truncated into `into` already passes. A read: no lock. Absent from a driver whose truncate refuses nothing
+   * ahead of its change (files).
+   */
+  checkTruncate?(shard: ShardRef, into: number): Promise<void>;
+  /**
    * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take
    * along or detach beyond the shard itself, in words ("would move into the trash with it: ..."), as its move would say
    * it; or the refusal that move would meet, thrown as it would throw it (HasDependents, ShardMissing). A read: no lock,

@@ -5,7 +5,7 @@ import type { MoveOptions } from './postgres-drain';
 import { dropTable, moveTable, moveTables, type MoveOutcome } from './postgres-moves';
 import type { LiveName, ShardTableId, TableArea, TableMove } from './postgres-record';
 import { prepareRecord } from './postgres-record-schema';
-import { truncateTable, untruncateTable } from './postgres-truncate';
+import { checkTruncateTable, truncateTable, untruncateTable } from './postgres-truncate';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -76,6 +76,11 @@ export class PostgresTables {
   /** Truncates the live shard table into the trash as the same shard of table `into`, an empty twin in its place (see truncateTable). */
   truncate(id: ShardTableId, into: number, options: MoveOptions = {}): Promise<MoveOutcome> {
     return truncateTable(this.pool, id, into, options);
+  }
+
+  /** Refuses what a truncate of the shard table into `into` would refuse now, changing nothing (see checkTruncateTable). */
+  checkTruncate(id: ShardTableId, into: number): Promise<void> {
+    return checkTruncateTable(this.pool, id, into);
   }
 
   /** Takes a truncate back while its twin is empty (see untruncateTable). */

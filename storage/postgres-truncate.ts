@@ -70,6 +70,21 @@ export async function truncateTable(pool: Pool, id: ShardTableId, into: number, 
 }
 
 /**
+ * Whether the live shard table `id` could be truncated into `into` now (StorageDriver.checkTruncate): refused as
+ * truncateTable would refuse it, under no lock and changing nothing. Made already passes.
+ */
+export async function checkTruncateTable(pool: Pool, id: ShardTableId, into: number): Promise<void> {
+  const c = await pool.connect();
+  try {
+    const [placed, made] = await locateAll(c, [id, entryOf(id, into)]);
+    if (made) return;
+    await planTwin(c, liveTable(id, placed ?? null).oid);
+  } finally {
+    c.release();
+  }
+}
+
+/**
  * A truncate taken back (StorageDriver.untruncateShard): the trash entry's table live again as the shard, with its rows,
  * as a recall brings it back, what points at the twin pointed at it again, and the twin dropped. Refused, nothing
  * changed, once a row was written to the twin (those rows are kept), or while something no table could take over from

@@ -169,6 +169,13 @@ export class PostgresStorage implements StorageDriver {
     return notes;
   }
 
+  /** Refuses what a truncate of the shard would refuse now, changing nothing (postgres-truncate.ts). */
+  checkTruncate(ref: ShardRef, into: number): Promise<void> {
+    return this.guard('checkTruncate', ref, async () => {
+      await (await this.tablesOf(ref)).checkTruncate(this.idOf(ref), into);
+    });
+  }
+
   /** A truncate taken back while its twin is empty (postgres-truncate.ts). */
   untruncateShard(ref: ShardRef, into: number, watch?: Watch): Promise<void> {
     return this.guard('untruncateShard', ref, async () => {

@@ -246,11 +246,15 @@ test("two drops of one table at once, one with cascade: each is answered as it a
   lease = await h.client.acquireLease(table.id, { ttlSeconds: 60, holder: 'test' });
   const first = h.client.trash({ table: 'twice.items', retentionSeconds: 3600, cascade: true });
   await untilDraining();
-  const second = h.client.trash({ table: 'twice.items', retentionSeconds: 3600 });
+  // (Its refusal is taken as it comes: it may come while the test still awaits the first.)
+  const second = h.client.trash({ table: 'twice.items', retentionSeconds: 3600 }).then(
+    () => undefined,
+    (err: Error & { type?: string }) => err,
+  );
   await new Promise((resolve) => setTimeout(resolve, 500));
   await h.client.releaseLease(lease.id);
   expect(await first).toMatchObject({ state: 'TRASHED' });
-  await expect(second).rejects.toMatchObject({
+  expect(await second).toMatchObject({
     type: 'WrongState',
     message: expect.stringContaining('was trashed meanwhile by another request, with cascade') as unknown,
   });

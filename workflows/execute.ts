@@ -285,6 +285,7 @@ export function describeShardChange(change: ShardChange, shards: readonly ShardR
     moveShard: change.method !== 'moveShard' ? '' : change.from === change.to ? `rename ${which}` : `move ${which} to ${change.to}`,
     truncateShard: change.method !== 'truncateShard' ? '' : `truncate ${which} into the trash as table ${change.into}`,
     untruncateShard: change.method !== 'untruncateShard' ? '' : `take back the truncate of ${which} (table ${change.into} live again)`,
+    checkTruncateShard: `check that ${which} can be truncated into the trash`,
   }[change.method];
   return `${doing} on ${node}`;
 }

@@ -25,14 +25,18 @@ export const truncate: Operation<TruncateInput> = {
         truncate: true,
         ...(input.expectedName ? { expectName: input.expectedName } : {}),
       }),
-      undo: { change: transition('TRUNCATING', 'READY') },
+      // (The entry's rows back in the table too: a truncate resumed may find some shards emptied by the run it resumes.)
+      undo: { shards: rowsBack, change: transition('TRUNCATING', 'READY') },
     },
     { name: 'wait for leases', waitsForLeases: drained },
     {
+      name: 'every shard can be emptied',
+      checkShards: ({ table }) => ({ method: 'checkTruncateShard', into: table!.truncateInto! }),
+    },
+    {
       name: 'rows to the trash entry, empty shards in place',
       shards: rowsToTrash,
-      // (Refused once anything was written to the empty shard: its rows are never thrown away.)
-      undo: { shards: ({ table }) => ({ method: 'untruncateShard', into: table!.truncateInto! }) },
+      undo: { shards: rowsBack },
     },
     commitTrashed({ truncated: true }),
   ],
@@ -45,6 +49,14 @@ function rowsToTrash(context: StepContext<TruncateInput>): ShardChange {
     into: context.table!.truncateInto!,
     drainTimeoutMs: Math.max(drainDeadline(context) - context.now, 1000),
   };
+}
+
+/**
+ * Each shard's rows back from the entry, in place of the empty shard; refused once anything was written to that one (its
+ * rows are never thrown away). A shard whose rows are not in the entry is left as it is.
+ */
+function rowsBack({ table }: StepContext<TruncateInput>): ShardChange {
+  return { method: 'untruncateShard', into: table!.truncateInto! };
 }
 
 /**

@@ -222,6 +222,14 @@ export class FamilyChecks {
     return this.evidence.ops.some((op) => op.outcome.kind !== 'rejected' && mayTruncate(op, id, new Set([name])));
   }
 
+  /** Whether a recall of table `id` into namespace `schema` was asked and went unanswered (it may have been made). */
+  private mayHaveRecalledInto(id: number, schema: string): boolean {
+    return this.evidence.ops.some(
+      (op) =>
+        op.request.kind === 'undelete' && op.request.tableId === id && op.request.newNamespace === schema && op.outcome.kind === 'unknown',
+    );
+  }
+
   /** The dependents whose COMMIT was heard. */
   private judgeable(): Dependent[] {
     return this.evidence.dependents.filter((d) => !d.uncertain);
@@ -265,8 +273,12 @@ export class FamilyChecks {
     if ((t.family ?? []).length > 0) problem(`the table is READY, and the catalog still keeps its family: ${JSON.stringify(t.family)}`);
     if (isView(d)) {
       const at = look.relations.get(d.oid);
-      // (Recalled under a name in another schema, a view of the table's schema follows it there, and the recall says so.)
-      const moved = at !== undefined && this.aliases(d, answerNotes).has(`${d.kind} ${at.schema}.${at.name}`);
+      // (Recalled under a name in another schema, a view of the table's schema follows it there, and the recall says so;
+      // a recall into another namespace that went unanswered may have taken it there, under its own name.)
+      const moved =
+        at !== undefined &&
+        (this.aliases(d, answerNotes).has(`${d.kind} ${at.schema}.${at.name}`) ||
+          (at.name === d.name && this.mayHaveRecalledInto(d.tableId, at.schema)));
       if (!at) problem('gone, though its table is READY');
       else if ((at.schema !== d.schema || at.name !== d.name) && !moved)
         problem(`at ${at.schema}.${at.name}, not live as ${d.schema}.${d.name} beside its READY table`);

@@ -8,6 +8,7 @@ import { hold } from '../../workflows/hold';
 import { purge } from '../../workflows/purge';
 import { rename } from '../../workflows/rename';
 import { trash } from '../../workflows/trash';
+import { truncate } from '../../workflows/truncate';
 import { undelete } from '../../workflows/undelete';
 import { textOf, type Disturbance, type Engine, type PartMade, type TrashRunLook } from './engine';
 
@@ -22,6 +23,8 @@ export interface Look {
   held?: boolean;
   /** Where the table's trash run is (test/engine/engine.ts's trashRunOf). */
   trashRun?: TrashRunLook;
+  /** A truncate's entry of the table's rows: none, or one, TRASHED, every shard's set whole in the trash. */
+  truncatedInto?: 'none' | 'trash';
 }
 
 /** The table a case works on: a name of its own, and the name a rename gives it. */
@@ -47,6 +50,8 @@ export interface OperationCase {
   before: Look;
   /** The table once the operation is done. */
   after: Look;
+  /** The state the operation answers, where it is not the table's (a truncate answers its rows' entry, TRASHED). */
+  answers?: TableState;
   /** Where a run that stops past the operation's point of no return leaves the table (the next run goes forward). */
   stuck?: Look;
 }
@@ -143,6 +148,20 @@ export const OPERATIONS: readonly OperationCase[] = [
     // Taken back, the table is READY again, and its trash run has ended (answering the caller why).
     before: { state: 'READY', area: 'live', trashRun: 'ended' },
     after: trashed,
+  },
+  {
+    title: 'truncate',
+    slug: 'truncate',
+    operation: truncate,
+    shards: 3,
+    given: 'READY',
+    workflowId: (engine, _subject, tableId) => engine.workflowIdOf('truncate', tableId!),
+    run: (client, { name }) => client.truncate({ table: textOf(name), retentionSeconds: RETENTION_SECONDS }),
+    // Taken back, the rows are where they were, and no entry holds them; done, the table is live (its sets fresh) and
+    // its rows are an entry of their own in the trash.
+    before: { state: 'READY', area: 'live', truncatedInto: 'none' },
+    after: { state: 'READY', area: 'live', truncatedInto: 'trash' },
+    answers: 'TRASHED',
   },
 ];
 

@@ -216,6 +216,11 @@ export class Engine {
       .sort();
   }
 
+  /** The trash entries a truncate of table `tableId` made of its rows. */
+  async truncatesOf(tableId: number): Promise<TableRecord[]> {
+    return (await this.catalog.listTables({ includeTrashed: true })).filter((table) => table.truncatedFrom === tableId);
+  }
+
   /** The locks held on a table or on any of `names`, by anyone. */
   async locksOn(tableId: number | undefined, names: TableName[]): Promise<string[]> {
     const resources = new Set([...(tableId === undefined ? [] : [lockFor.table(tableId)]), ...names.map(lockFor.name)]);
@@ -247,8 +252,8 @@ export class Engine {
 
   /** The workflow id of a table operation's run, in this catalog. */
   workflowIdOf(op: 'create', table: TableName): string;
-  workflowIdOf(op: 'trash' | 'undelete' | 'purge' | 'rename' | 'hold', tableId: number): string;
-  workflowIdOf(op: 'create' | 'trash' | 'undelete' | 'purge' | 'rename' | 'hold', subject: TableName | number): string {
+  workflowIdOf(op: 'trash' | 'undelete' | 'purge' | 'rename' | 'hold' | 'truncate', tableId: number): string;
+  workflowIdOf(op: 'create' | 'trash' | 'undelete' | 'purge' | 'rename' | 'hold' | 'truncate', subject: TableName | number): string {
     if (op === 'create') return workflowIdFor.create(subject as TableName, this.catalog.id);
     return workflowIdFor[op](subject as number, this.catalog.id);
   }

@@ -92,6 +92,15 @@ export async function expectLook(engine: Engine, run: Run, look: Look): Promise<
     if (look.name) expect({ name: textOf(record) }).toEqual({ name: textOf(look.name === 'new' ? run.subject.newName : run.subject.name) });
     if (look.held !== undefined) expect({ held: record.hold !== null }).toEqual({ held: look.held });
     if (look.trashRun) expect({ trashRun: await engine.trashRunOf(record.id, look.trashRun) }).toEqual({ trashRun: look.trashRun });
+    if (look.truncatedInto) {
+      const entries = await engine.truncatesOf(record.id);
+      if (look.truncatedInto === 'none')
+        expect({ entries, truncateInto: record.truncateInto }).toEqual({ entries: [], truncateInto: undefined });
+      else {
+        expect(entries.map((entry) => entry.state)).toEqual(['TRASHED']);
+        expect({ files: await engine.filesOf(entries[0]!.id) }).toEqual({ files: engine.filesIn(entries[0]!, 'trash') });
+      }
+    }
   }
   expect({ locks: await engine.locksOn(record?.id, [run.subject.name, run.subject.newName]) }).toEqual({ locks: [] });
 }
@@ -101,7 +110,7 @@ export async function expectLook(engine: Engine, run: Run, look: Look): Promise<
  * part once, its parts in the order of the steps, and each shard change once.
  */
 export async function expectUndisturbed(engine: Engine, op: OperationCase, run: Run): Promise<void> {
-  expect(outcomeOf(run)).toBe([op.after.state].flat()[0]);
+  expect(outcomeOf(run)).toBe(op.answers ?? [op.after.state].flat()[0]);
   await expectLook(engine, run, op.after);
   expect(run.parts.filter((made) => made.repeat)).toEqual([]);
   // (The table's lock comes first; a release of the run's locks after the last step's shards, last.)
