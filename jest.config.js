@@ -2,10 +2,34 @@
  * Three projects. `unit`: pure code and the storage driver on real files, no server of any kind (test/unit/;
  * `npx jest --selectProjects unit` runs in seconds). `engine`: the step executor's every way through each operation
  * (a failure, a cancel, a lost workflow task at each part; every part run twice), each file on a Temporal server of
- * its own that the SDK's test environment starts (test/engine/; no global setup, no PostgreSQL). `integration`:
- * everything else, against the Temporal dev server, the PostgreSQL server and the workflow bundle its global setup
- * starts once for the run (a project's global setup runs only when one of its tests is selected).
+ * its own that the SDK's test environment starts (test/engine/; its global setup makes the workflow bundle once; no
+ * PostgreSQL). `integration`: everything else, against the Temporal dev server, the PostgreSQL server and the
+ * workflow bundle its global setup starts once for the run (a project's global setup runs only when one of its tests
+ * is selected).
  */
+const fs = require('node:fs');
+const path = require('node:path');
+
+/**
+ * The run's temp files (every test's home, catalog and file storage, the servers' state, the processes the tests start)
+ * go to memory where there is room, unless TMPDIR says otherwise: the catalogs, the storage and the Temporal server
+ * sync every commit to files that the run throws away. (Jest's workers, and what they start, inherit TMPDIR.)
+ */
+function memoryTmpdir() {
+  const shm = '/dev/shm';
+  try {
+    const { bavail, bsize } = fs.statfsSync(shm);
+    if (bavail * bsize < 4 * 1024 ** 3) return undefined;
+    const dir = path.join(shm, 'tablefate-tests');
+    fs.mkdirSync(dir, { recursive: true });
+    return dir;
+  } catch {
+    return undefined;
+  }
+}
+const memory = process.env.TMPDIR ? undefined : memoryTmpdir();
+if (memory) process.env.TMPDIR = memory;
+
 const shared = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
@@ -23,6 +47,9 @@ module.exports = {
       ...shared,
       displayName: 'engine',
       testMatch: ['<rootDir>/test/engine/**/*.test.ts'],
+      // The engine's workflow bundle, made once for the run (webpack takes seconds of a busy core each time).
+      globalSetup: '<rootDir>/test/engine/global-setup.ts',
+      globalTeardown: '<rootDir>/test/engine/global-teardown.ts',
     },
     {
       ...shared,

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Pool } from 'pg';
-import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { asRole, connect, startGuardedNode, type GuardedNode } from './support/guarded-node';
 import { parkedName, type ShardTableId } from '../storage/postgres-record';
 import { PostgresTables } from '../storage/postgres-tables';
 import {
@@ -26,52 +26,22 @@ const WORKER = `gtrunc_worker_${SUFFIX}`;
 /** A service whose tables tablefate adopts; the worker is a member of it. */
 const OWNER = `gtrunc_owner_${SUFFIX}`;
 
-let server: TestPostgres;
-let admin: Client;
-const databases: string[] = [];
+let node: GuardedNode;
 let url: string;
 let dba: Client;
-let pool: Pool;
 let tables: PostgresTables;
 
-const as = (u: string, role: string) => u.replace('postgres://postgres@', `postgres://${role}@`);
-const dbName = (u: string) => new URL(u).pathname.slice(1);
-
-async function connect(u: string): Promise<Client> {
-  const client = new Client({ connectionString: u });
-  await client.connect();
-  return client;
-}
-
-async function database(prefix: string): Promise<string> {
-  const made = await server.freshDatabase(prefix);
-  databases.push(dbName(made));
-  await admin.query(`GRANT CREATE ON DATABASE ${dbName(made)} TO ${WORKER}`);
-  return made;
-}
+const as = (u: string, role: string) => asRole(u, role);
+const database = (prefix: string) => node.database(prefix);
 
 beforeAll(async () => {
-  server = await sharedPostgres();
-  admin = await connect(server.url);
-  await admin.query(`CREATE ROLE ${WORKER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  await admin.query(`CREATE ROLE ${OWNER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  await admin.query(`GRANT ${OWNER} TO ${WORKER}`);
-  url = await database('pgguardtrunc');
-  dba = await connect(url);
-  pool = new Pool({ connectionString: as(url, WORKER), max: 2, options: '-c search_path=pg_catalog,pg_temp' });
-  tables = new PostgresTables(pool);
-  await tables.prepare();
-  await installGuard(dba, 'node-0');
+  node = await startGuardedNode({ worker: WORKER, owner: OWNER, prefix: 'pgguardtrunc' });
+  ({ url, dba, tables } = node);
   await dba.query(`CREATE SCHEMA shop AUTHORIZATION ${WORKER}; GRANT USAGE, CREATE ON SCHEMA shop TO ${OWNER}`);
 });
 
 afterAll(async () => {
-  await pool?.end();
-  await dba?.end();
-  for (const name of databases) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  for (const role of [WORKER, OWNER]) await admin.query(`DROP ROLE IF EXISTS ${role}`);
-  await admin?.end();
-  await server?.stop();
+  await node?.stop();
 });
 
 const shard = (tableId: number, n = 0): ShardTableId => ({ catalogId: 'cat1', tableId, shard: n });

@@ -4,7 +4,7 @@ import { Connection } from '@temporalio/client';
 import { Client, Pool } from 'pg';
 import { jsonOf, runCliInProcess, type CliProcess } from './support/cli';
 import { cliTestHome, ensureNamespace, startCliWorker } from './support/cli-worker';
-import { sharedPostgres, type TestPostgres } from './support/postgres';
+import { asRole, connect, dbName, startGuardedNode, type GuardedNode } from './support/guarded-node';
 import { testServerAddress } from './support/test-server';
 import { PostgresStorage } from '../storage/postgres';
 import { parkedName, type ShardTableId } from '../storage/postgres-record';
@@ -28,54 +28,23 @@ const OWNER = `guard_owner_${SUFFIX}`;
 const PASSWORD = 'guard-secret-51c9';
 const NAMESPACE = 'tablefate-postgres-guard-test';
 
-let server: TestPostgres;
-let admin: Client;
-const databases: string[] = [];
-/** The node's database: `dba` is its superuser (psql), `worker` tablefate's role there. */
+let node: GuardedNode;
+/** The node's database: `dba` is its superuser (psql), `tables` tablefate's worker's tables there. */
 let url: string;
 let dba: Client;
-let pool: Pool;
 let tables: PostgresTables;
 
-const as = (u: string, role: string) => u.replace('postgres://postgres@', `postgres://${role}:${PASSWORD}@`);
-const dbName = (u: string) => new URL(u).pathname.slice(1);
-
-async function connect(u: string): Promise<Client> {
-  const client = new Client({ connectionString: u });
-  await client.connect();
-  return client;
-}
-
+const as = (u: string, role: string) => asRole(u, role, PASSWORD);
 /** A database of the test server where WORKER may create schemas. */
-async function database(prefix: string): Promise<string> {
-  const made = await server.freshDatabase(prefix);
-  databases.push(dbName(made));
-  await admin.query(`GRANT CREATE ON DATABASE ${dbName(made)} TO ${WORKER}`);
-  return made;
-}
+const database = (prefix: string) => node.database(prefix);
 
 beforeAll(async () => {
-  server = await sharedPostgres();
-  admin = await connect(server.url);
-  await admin.query(`CREATE ROLE ${WORKER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  await admin.query(`CREATE ROLE ${OWNER} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-  // The worker may move a table OWNER owns (adopt's condition), as a member of OWNER.
-  await admin.query(`GRANT ${OWNER} TO ${WORKER}`);
-  url = await database('pgguard');
-  dba = await connect(url);
-  pool = new Pool({ connectionString: as(url, WORKER), max: 2, options: '-c search_path=pg_catalog,pg_temp' });
-  tables = new PostgresTables(pool);
-  await tables.prepare();
-  await installGuard(dba, 'node-0');
+  node = await startGuardedNode({ worker: WORKER, owner: OWNER, prefix: 'pgguard', password: PASSWORD });
+  ({ url, dba, tables } = node);
 });
 
 afterAll(async () => {
-  await pool?.end();
-  await dba?.end();
-  for (const name of databases) await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  for (const role of [WORKER, OWNER]) await admin.query(`DROP ROLE IF EXISTS ${role}`);
-  await admin?.end();
-  await server?.stop();
+  await node?.stop();
 });
 
 const shard = (tableId: number, n = 0): ShardTableId => ({ catalogId: 'cat1', tableId, shard: n });

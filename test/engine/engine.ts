@@ -7,7 +7,7 @@ import { Client, WorkflowNotFoundError, type WorkflowClientInterceptor } from '@
 import { ApplicationFailure } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import type { Activities, CallScope, StepParts } from '../../activities';
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { TableFateClient } from '../../client/client';
@@ -22,10 +22,9 @@ import { EMBEDDED_DYNAMIC_CONFIG, ONE_PARTITION } from '../../servers/dev-server
 import { findTemporalCli } from '../../servers/go-tools';
 import { LocalFileStorage, shardPaths, type ShardRef, type StorageDriver } from '../../storage';
 import { createLogger } from '../../worker/logger';
-import { WORKFLOW_CODE } from '../../worker/workflow-bundle';
 import { createTableFateWorker, type TableFateWorker } from '../../worker/worker';
-import { quietBundlerLogger } from '../support/quiet-bundler';
 import { filesUnder } from '../support/temp-root';
+import { ENGINE_BUNDLE_ENV } from './global-setup';
 import { LOSE_TASK } from './lost-task-mark';
 
 // Failures are what these tests provoke (and the SDK's core warns of each workflow task they lose): only errors are
@@ -126,7 +125,7 @@ export class Engine {
     this.client = new TableFateClient({ client: this.temporal, catalog, taskQueue, storageDriver: 'files' });
   }
 
-  /** Starts the server (and bundles the workflows meanwhile), opens the catalog and the storage, and runs the worker. */
+  /** Starts the server (and reads the run's workflow bundle meanwhile), opens the catalog and the storage, and runs the worker. */
   static async start(): Promise<Engine> {
     const cli = await findTemporalCli({ stateDir: PROJECT_STATE_DIR });
     // The embedded server's settings (servers/dev-server.ts): tasks dispatched at once, one partition per task queue.
@@ -140,11 +139,7 @@ export class Engine {
           extraArgs: Object.entries(dynamicConfig).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]),
         },
       }),
-      bundleWorkflowCode({
-        ...WORKFLOW_CODE,
-        workflowInterceptorModules: [...WORKFLOW_CODE.workflowInterceptorModules, require.resolve('./lose-task')],
-        logger: quietBundlerLogger,
-      }),
+      engineBundle(),
       fs.promises.mkdtemp(path.join(os.tmpdir(), 'tablefate-engine-')),
     ]);
     const catalog = new SqliteCatalog(catalogPath(home));
@@ -346,6 +341,13 @@ export class Engine {
         }),
     };
   }
+}
+
+/** The workflows as the engine's worker runs them: the bundle ./global-setup.ts made for the run. */
+async function engineBundle(): Promise<{ code: string }> {
+  const file = process.env[ENGINE_BUNDLE_ENV];
+  if (!file) throw new Error(`${ENGINE_BUNDLE_ENV} is not set: the engine project's global setup (./global-setup.ts) did not run`);
+  return { code: await fs.promises.readFile(file, 'utf8') };
 }
 
 /** The table's name as a person types it. */
