@@ -1,5 +1,6 @@
 /**
- * `npm run test:cluster`: the lifecycle and crash tests again, on a Temporal cluster instead of the dev server (its
+ * `npm run test:cluster`: the lifecycle test again and the crash-point tests (a worker killed at each point of each
+ * operation; not in `npm test`, for their time), on a Temporal cluster instead of the dev server (its
  * global setup brings one up as `tablefate cluster up` does: frontend, two history processes, matching and worker, on
  * the run's PostgreSQL), and the cluster's own tests (test/cluster/): its command line, and two chaos runs on clusters
  * of their own with the PostgreSQL catalog: three workers and three storage nodes, killing a worker and each history
@@ -12,7 +13,12 @@ module.exports = {
   displayName: 'cluster',
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
-  testMatch: ['<rootDir>/test/lifecycle.test.ts', '<rootDir>/test/crash-points.test.ts', '<rootDir>/test/cluster/**/*.test.ts'],
+  testMatch: [
+    '<rootDir>/test/lifecycle.test.ts',
+    '<rootDir>/test/crash-points.test.ts',
+    '<rootDir>/test/truncate-crash.test.ts',
+    '<rootDir>/test/cluster/**/*.test.ts',
+  ],
   globalSetup: '<rootDir>/test/support/cluster-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   maxWorkers: 1,

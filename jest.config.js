@@ -30,6 +30,9 @@ function memoryTmpdir() {
 const memory = process.env.TMPDIR ? undefined : memoryTmpdir();
 if (memory) process.env.TMPDIR = memory;
 
+/** The crash-point tests, which `npm run test:cluster` runs (jest.cluster.config.js). */
+const CRASH_POINTS = ['<rootDir>/test/crash-points.test.ts', '<rootDir>/test/truncate-crash.test.ts'];
+
 const shared = {
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['@swc/jest'] },
@@ -55,8 +58,16 @@ module.exports = {
       ...shared,
       displayName: 'integration',
       testMatch: ['<rootDir>/test/**/*.test.ts'],
-      // test/cluster/ is `npm run test:cluster`'s (jest.cluster.config.js), with a Temporal cluster of its own.
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/engine/', '<rootDir>/test/cluster/'],
+      // test/cluster/ is `npm run test:cluster`'s (jest.cluster.config.js), with a Temporal cluster of its own, and so are
+      // the crash-point tests, which kill a worker process at each point (some 100 s of a core each run here): they run
+      // there on the cluster, where the history and matching services are processes of their own.
+      testPathIgnorePatterns: [
+        '/node_modules/',
+        '<rootDir>/test/unit/',
+        '<rootDir>/test/engine/',
+        '<rootDir>/test/cluster/',
+        ...CRASH_POINTS,
+      ],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },

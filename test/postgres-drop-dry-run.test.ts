@@ -27,6 +27,13 @@ beforeAll(async () => {
   db = new Client({ connectionString: url });
   await db.connect();
   h = await Harness.start({ postgresNodes: [url] });
+  // The worker opens the node's SQL door beside it, in a transaction of its own: its views are of the node as psql sees
+  // it, so what a test sees before a dry run waits for them.
+  await waitFor(
+    () => oidOf('tablefate_sql.trash'),
+    (oid) => oid !== null,
+    { what: "the node's SQL door" },
+  );
 });
 
 afterAll(async () => {
