@@ -34,6 +34,7 @@ export default tseslint.config(
       'eslint.config.mjs',
       'jest.config.js',
       'jest.cluster.config.js',
+      'jest.chaos.config.js',
     ],
   },
   js.configs.recommended,

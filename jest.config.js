@@ -30,8 +30,12 @@ function memoryTmpdir() {
 const memory = process.env.TMPDIR ? undefined : memoryTmpdir();
 if (memory) process.env.TMPDIR = memory;
 
-/** The crash-point tests, which `npm run test:cluster` runs (jest.cluster.config.js). */
-const CRASH_POINTS = ['<rootDir>/test/crash-points.test.ts', '<rootDir>/test/truncate-crash.test.ts'];
+/**
+ * What `npm test` leaves to suites of their own, for their time, which `.ci/run` runs after it: the crash-point tests
+ * (`npm run test:cluster`, jest.cluster.config.js) and the chaos runner's short forms (`npm run test:chaos`,
+ * jest.chaos.config.js).
+ */
+const ELSEWHERE = ['<rootDir>/test/crash-points.test.ts', '<rootDir>/test/truncate-crash.test.ts', '<rootDir>/test/chaos.test.ts'];
 
 const shared = {
   testEnvironment: 'node',
@@ -60,14 +64,9 @@ module.exports = {
       testMatch: ['<rootDir>/test/**/*.test.ts'],
       // test/cluster/ is `npm run test:cluster`'s (jest.cluster.config.js), with a Temporal cluster of its own, and so are
       // the crash-point tests, which kill a worker process at each point (some 100 s of a core each run here): they run
-      // there on the cluster, where the history and matching services are processes of their own.
-      testPathIgnorePatterns: [
-        '/node_modules/',
-        '<rootDir>/test/unit/',
-        '<rootDir>/test/engine/',
-        '<rootDir>/test/cluster/',
-        ...CRASH_POINTS,
-      ],
+      // there on the cluster, where the history and matching services are processes of their own. The chaos short forms
+      // are `npm run test:chaos`'s.
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/engine/', '<rootDir>/test/cluster/', ...ELSEWHERE],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
