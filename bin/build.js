@@ -87,6 +87,13 @@ async function build() {
   // servers/cluster-config.ts finds Temporal's configuration at `__dirname/../deploy/temporal`.
   fs.symlinkSync(path.join('..', 'deploy'), path.join(tmp, 'deploy'), 'dir');
   fs.writeFileSync(path.join(tmp, path.basename(STAMP)), String(started));
+  // The command line's code cache (bin/compile-cache.js), recorded in the build before it takes dist/'s place (a command,
+  // or a test, that finds dist/ finds its cache): a build without it still runs.
+  try {
+    execFileSync(process.execPath, [path.join(__dirname, 'compile-cache.js'), 'record', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+  } catch (err) {
+    process.stderr.write(`tablefate build: no code cache for the command line (${err && err.message ? err.message : err})\n`);
+  }
   const old = `${DIST}.old-${process.pid}`;
   try {
     fs.renameSync(DIST, old);
@@ -101,12 +108,6 @@ async function build() {
     if (!fs.existsSync(STAMP)) throw err;
   }
   fs.rmSync(old, { recursive: true, force: true });
-  // The command line's code cache (bin/compile-cache.js), recorded where dist/ now is: a build without it still runs.
-  try {
-    execFileSync(process.execPath, [path.join(__dirname, 'compile-cache.js'), 'record'], { stdio: ['ignore', 'ignore', 'inherit'] });
-  } catch (err) {
-    process.stderr.write(`tablefate build: no code cache for the command line (${err && err.message ? err.message : err})\n`);
-  }
 }
 
 build().catch((err) => {

@@ -3,9 +3,9 @@
 // Node 20 we run on lacks). V8 then skips parsing and compiling them: a command that talks to Temporal loads some 200
 // modules (the Temporal client, gRPC, protobufjs, zod, ours), and compiling them took some 40 ms of each such command.
 //
-// `npm run build` records it into dist/.compile-cache/ (`node bin/compile-cache.js record`, after dist/ is in place): a
-// process that requires the command line's modules and writes each one's cached data, with a manifest of each file's
-// size and modification time. bin/tablefate.js installs it (`install()`) before it requires dist/: a module whose file
+// `npm run build` records it into dist/.compile-cache/ (`node bin/compile-cache.js record <build>`, before the build
+// takes dist/'s place, so that a dist/ is never without its cache): a process that requires the command line's modules
+// and writes each one's cached data, with a manifest of each file's size and modification time. bin/tablefate.js installs it (`install()`) before it requires dist/: a module whose file
 // is as recorded runs from its cached data; any other (a file changed since, a module never recorded, one that uses
 // `import()`, which a script compiled here could not serve) compiles as ever, and so does every module where the Node
 // that recorded the cache is not the one running (V8 would refuse its data anyway). TABLEFATE_COMPILE_CACHE=0 turns it
@@ -89,14 +89,16 @@ function install({ cache = CACHE, root = ROOT } = {}) {
 
 /**
  * Requires `modules` (and what they require), compiling each here, and writes into `cache` their cached data and the
- * manifest: the files under `root`, each with its size and modification time.
+ * manifest: the files under `root`, each with its size and modification time. `builtAt`: the build being made (the
+ * directory that becomes dist/ once its cache is in it), whose files are recorded under their names in dist/.
  */
-function record({ cache = CACHE, root = ROOT, modules = recordedModules() } = {}) {
+function record({ builtAt = DIST, cache = path.join(builtAt, '.compile-cache'), root = ROOT, modules = recordedModules(builtAt) } = {}) {
   const scripts = [];
   const compile = Module.prototype._compile;
+  const asInDist = (filename) => (filename.startsWith(builtAt + path.sep) ? path.join(DIST, path.relative(builtAt, filename)) : filename);
   Module.prototype._compile = function compileToRecord(content, filename) {
     const script = new vm.Script(Module.wrap(content), { filename });
-    const relative = path.relative(root, filename);
+    const relative = path.relative(root, asInDist(filename));
     if (cacheable(content) && !relative.startsWith('..')) scripts.push({ filename, relative, script });
     return run(this, script, filename);
   };
@@ -117,11 +119,11 @@ function record({ cache = CACHE, root = ROOT, modules = recordedModules() } = {}
   fs.writeFileSync(path.join(cache, 'manifest.json'), JSON.stringify({ node: process.version, arch: process.arch, files }));
 }
 
-/** RECORDED in dist/, and the client of Temporal, which the SDK loads only when a command first needs the server. */
-function recordedModules() {
-  return [...RECORDED.map((file) => path.join(DIST, file)), require.resolve('@temporalio/client', { paths: [DIST] })];
+/** RECORDED in the build, and the client of Temporal, which the SDK loads only when a command first needs the server. */
+function recordedModules(builtAt) {
+  return [...RECORDED.map((file) => path.join(builtAt, file)), require.resolve('@temporalio/client', { paths: [builtAt] })];
 }
 
 module.exports = { install, record, CACHE };
 
-if (require.main === module && process.argv[2] === 'record') record();
+if (require.main === module && process.argv[2] === 'record') record(process.argv[3] ? { builtAt: path.resolve(process.argv[3]) } : {});
