@@ -1,5 +1,13 @@
 import { Context } from '@temporalio/activity';
-import { isBusy, type Catalog, type LockHolder, type StepKey, type TransitionRequest, type TruncateCommit } from '../catalog/catalog';
+import {
+  isBusy,
+  type Catalog,
+  type LockHolder,
+  type StepKey,
+  type TogetherRequest,
+  type TransitionRequest,
+  type TruncateCommit,
+} from '../catalog/catalog';
 import type { TableState } from '../domain/states';
 import { placeTable, type CreateParams, type ShardPlacement, type TableRecord } from '../domain/table';
 import type { TableName } from '../domain/names';
@@ -217,23 +225,27 @@ export function createActivities(deps: ActivityDeps) {
             change,
           }): Promise<{
             key?: StepKey;
-            request: Omit<TransitionRequest, 'owner' | 'step'>;
+            request: TogetherRequest;
             policy?: TrashPolicy;
             startExpiry?: CommitTrashChange['startExpiry'];
           }> => {
             const key = stepOf(owner, { ...input, step });
+            const journal = { owner, ...(key ? { step: key } : {}) };
             if (change.kind === 'transition') {
               const { kind: _kind, ...move } = change;
-              return { key, request: { ...move, tableId, now: input.now } };
+              return { key, request: { transition: { ...move, tableId, now: input.now, ...journal } } };
             }
             const { kind: _kind, ...commit } = change;
-            return { key, startExpiry: commit.startExpiry, ...(await committing({ ...commit, tableId, now: input.now }, key)) };
+            const { policy, request } = await committing({ ...commit, tableId, now: input.now }, key);
+            const asked: TogetherRequest =
+              commit.truncateInto === undefined
+                ? { transition: { ...request, ...journal } }
+                : { commitTruncate: { ...request, retentionSeconds: request.retentionSeconds!, into: commit.truncateInto, ...journal } };
+            return { key, startExpiry: commit.startExpiry, policy, request: asked };
           },
         ),
       );
-      const tables = await catalog.transitionTogether(
-        asked.map(({ key, request }) => ({ ...request, owner, ...(key ? { step: key } : {}) })),
-      );
+      const tables = await catalog.changeTogether(asked.map(({ request }) => request));
       const answers = tables.map((table, i) => {
         const { policy } = asked[i]!;
         return policy ? { ...table, policy } : table;

@@ -173,6 +173,7 @@ class RunHere {
       leases,
       said,
       ...(tableId !== undefined ? { tableId } : {}),
+      ...(this.progress.group ? { group: this.progress.group.map((m) => m.table ?? m.checked) } : {}),
     };
   }
 
@@ -404,8 +405,9 @@ class RunHere {
    */
   private async changeShards(asked: ShardChange, part: string, done: number[]): Promise<StepsAnswer | undefined> {
     // A move's shards of one node in a call go together (in one transaction, where its driver can): several tables'
-    // dropped as one, and one table's too (a view reading two of its shards goes with the first, not beside it).
-    const together = asked.method === 'moveShard';
+    // dropped as one, and one table's too (a view reading two of its shards goes with the first, not beside it). So do a
+    // truncate's of several tables (their keys to one another are made again between their twins).
+    const together = asked.method === 'moveShard' || (asked.method === 'truncateShard' && this.progress.group !== undefined);
     const change: ShardChange = together ? { ...asked, together: true } : asked;
     const all = shardsOfRun(this.progress);
     const placeOf = (shard: ShardRef) => all.indexOf(shard);

@@ -1,6 +1,7 @@
 import type { Catalog, IsOwnerClosed } from '../catalog/catalog';
 import { diagnoseSets, judgeSet, truncatingInto, type Finding, type SetOnDisk } from '../domain/health';
-import type { ChangeNotes, FatalStorageError, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
+import type { ChangeNotes, FatalStorageError, ReferencingTable, ShardChange, ShardRef, StorageDriver, Watch } from '../storage/driver';
+import { entryFor, truncatedTables } from '../domain/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import { toActivityFailure, withFailureMapping, type FailureMappingOptions } from './failures';
@@ -91,6 +92,16 @@ export function createStorageActivities(deps: StorageActivityDeps) {
         table ? { ...s, table: { namespace: table.namespace, name: table.name, shards: table.placement.length, params: table.params } } : s,
       );
       return settleAll(described, (shard) => dependentsOf(shard, input.cascade ? { cascade: true } : {}));
+    },
+
+    /**
+     * A cascade truncate's family on this node: the tables whose foreign keys reference the shards' tables, and theirs in
+     * turn, each with the tablefate table it is a shard of, if any (none from a driver whose tables no key references:
+     * files). A read: no lock, no journal, nothing changed.
+     */
+    async referencingTables(input: CallScope & { shards: ShardRef[] }): Promise<ReferencingTable[]> {
+      inScope(input);
+      return (await storage.referencingTables?.(input.shards)) ?? [];
     },
 
     /** The reconciler's look at one node's sets against the catalog (read-only, so the doctor runs it too). */
@@ -239,13 +250,21 @@ async function changeEvery(
   shards: readonly ShardRef[],
   change: ShardChange,
 ): Promise<ChangeNotes> {
-  const said = await fenced(scope, shards, (watch, described) =>
-    change.method === 'moveShard' && change.together && storage.moveShards
-      ? settleAll(byNode(described.map((shard) => movedAs(change, shard))), (held) =>
-          storage.moveShards!(held, change.from, change.to, watch, moveOptions(change)),
-        )
-      : settleAll(described, (shard) => applyChange(storage, change, shard, watch)),
-  );
+  const said = await fenced(scope, shards, (watch, described) => {
+    if (change.method === 'moveShard' && change.together && storage.moveShards)
+      return settleAll(byNode(described.map((shard) => movedAs(change, shard))), (held) =>
+        storage.moveShards!(held, change.from, change.to, watch, moveOptions(change)),
+      );
+    if (change.method === 'truncateShard' && change.together && storage.truncateShards)
+      return settleAll(byNode(described), (held) =>
+        storage.truncateShards!(
+          held.map((shard) => ({ shard, into: entryFor(change.into, shard.tableId) })),
+          watch,
+          { drainTimeoutMs: change.drainTimeoutMs },
+        ),
+      );
+    return settleAll(described, (shard) => applyChange(storage, change, shard, watch));
+  });
   return said.flat();
 }
 
@@ -273,15 +292,19 @@ async function applyChange(storage: StorageDriver, change: ShardChange, shard: S
   switch (change.method) {
     case 'moveShard':
       return (await storage.moveShard(movedAs(change, shard), change.from, change.to, watch, moveOptions(change))) ?? [];
-    case 'truncateShard':
-      return (await storage.truncateShard(shard, change.into, watch, { drainTimeoutMs: change.drainTimeoutMs })) ?? [];
+    case 'truncateShard': {
+      const into = entryFor(change.into, shard.tableId);
+      return (await storage.truncateShard(shard, into, watch, { drainTimeoutMs: change.drainTimeoutMs })) ?? [];
+    }
     case 'untruncateShard':
-      await storage.untruncateShard(shard, change.into, watch);
+      await storage.untruncateShard(shard, entryFor(change.into, shard.tableId), watch);
       return [];
-    case 'checkTruncateShard':
+    case 'checkTruncateShard': {
       // (A driver with nothing a truncate could refuse before it starts has no check: files.)
-      await storage.checkTruncate?.(shard, change.into);
+      const others = truncatedTables(change.into).filter((id) => id !== shard.tableId);
+      await storage.checkTruncate?.(shard, entryFor(change.into, shard.tableId), others);
       return [];
+    }
     default:
       await storage[change.method](shard, watch);
       return [];
@@ -295,4 +318,5 @@ export const STORAGE_ACTIVITY_NAMES = [
   'collectOrphan',
   'measureShards',
   'dependentsOfShards',
+  'referencingTables',
 ] as const satisfies ReadonlyArray<keyof StorageActivities>;

@@ -107,6 +107,9 @@ export interface TransitionRequest {
   step?: StepKey;
 }
 
+/** One table's share of a change made on several at once (Catalog.changeTogether). */
+export type TogetherRequest = { transition: TransitionRequest } | { commitTruncate: TruncateCommit };
+
 /** A truncate's commit (Catalog.commitTruncate). */
 export interface TruncateCommit {
   /** The table truncating; must hold its lock. */
@@ -223,10 +226,11 @@ export interface Catalog extends CatalogReader {
   transition(req: TransitionRequest): Promise<TableRecord>;
 
   /**
-   * Several tables' transitions (a step of an operation over several tables that cannot be taken back: a drop's commit,
-   * a recall's), all in one transaction: made on all of them, or on none. Each is journaled under its own step.
+   * Several tables' changes (a step of an operation over several tables that cannot be taken back: a drop's commit, a
+   * recall's, a truncate's), all in one transaction: made on all of them, or on none. Each is journaled under its own
+   * step. Answers each table as its change answers it (a truncate's commit: the trash entry it recorded).
    */
-  transitionTogether(reqs: readonly TransitionRequest[]): Promise<TableRecord[]>;
+  changeTogether(reqs: readonly TogetherRequest[]): Promise<TableRecord[]>;
 
   /** With `step`, the read is journaled: the same step asked again answers what it answered the first time. */
   getTable(tableId: number, step?: StepKey): Promise<TableRecord | undefined>;

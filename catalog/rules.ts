@@ -22,6 +22,7 @@ import {
   type PrepareResult,
   type StepKey,
   type TransitionRequest,
+  type TogetherRequest,
   type TruncateCommit,
 } from './catalog';
 import { journaled, unwrap } from './rules-journal';
@@ -62,12 +63,18 @@ export abstract class TransactionalCatalog implements Catalog {
     return this.transaction((tx) => journaled(tx, req.step, () => transition(tx, req))).then(unwrap);
   }
 
-  async transitionTogether(reqs: readonly TransitionRequest[]): Promise<TableRecord[]> {
+  async changeTogether(reqs: readonly TogetherRequest[]): Promise<TableRecord[]> {
     // (A refusal of one is thrown inside the transaction: it takes the others back with it, their journal included, so
     // that the same call made again tries them all again.)
     return this.transaction(async (tx) => {
       const made: TableRecord[] = [];
-      for (const req of reqs) made.push(unwrap(await journaled(tx, req.step, () => transition(tx, req))));
+      for (const req of reqs) {
+        const changed =
+          'transition' in req
+            ? await journaled(tx, req.transition.step, () => transition(tx, req.transition))
+            : await journaled(tx, req.commitTruncate.step, () => commitTruncate(tx, req.commitTruncate));
+        made.push(unwrap(changed));
+      }
       return made;
     });
   }

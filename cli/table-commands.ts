@@ -112,21 +112,30 @@ export const drop: CommandRecord = {
 
 export const truncate: CommandRecord = {
   name: 'truncate',
-  usage: `  truncate <id|ns.name> [-r|--reserve-seconds N] [--drain-timeout S]
+  usage: `  truncate <id|ns.name> [-r|--reserve-seconds N] [--drain-timeout S] [--cascade]
                                               empty a READY table into the trash: its rows become a trash entry
                                               of their own (a new id, under the table's name, kept N s as a drop
                                               is: recall it under a new name, hold it, purge it), and the table
                                               stays live under its id, empty; waits for leases and, PostgreSQL,
-                                              sessions as a drop does (up to S, default 60, then TableBusy)`,
+                                              sessions as a drop does (up to S, default 60, then TableBusy);
+                                              PostgreSQL, with --cascade: the tables whose foreign keys reference
+                                              it, and theirs in turn, too, each into an entry of its own (one
+                                              tablefate does not keep refuses it, named)`,
   spec: {
-    options: { 'reserve-seconds': { type: 'string', short: 'r' }, 'drain-timeout': { type: 'string' }, ...TIMEOUT },
+    options: {
+      'reserve-seconds': { type: 'string', short: 'r' },
+      'drain-timeout': { type: 'string' },
+      cascade: { type: 'boolean' },
+      ...TIMEOUT,
+    },
     args: { min: 1, max: 1 },
     run: ({ values: v, args: [table], command, withClient, progress }) => {
       const opts = timeoutOption(v);
       const retentionSeconds = numberArg(v['reserve-seconds']) as number;
       const drainTimeoutSeconds = numberArg(v['drain-timeout']) as number;
+      const cascade = v.cascade === true ? { cascade: true } : {};
       return withClient((c) =>
-        c.truncate({ table: table!, retentionSeconds, drainTimeoutSeconds }, { ...opts, onDetails: progress(command) }),
+        c.truncate({ table: table!, retentionSeconds, drainTimeoutSeconds, ...cascade }, { ...opts, onDetails: progress(command) }),
       );
     },
   },

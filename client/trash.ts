@@ -253,13 +253,14 @@ async function droppedAsOne(ctx: ClientContext, names: readonly TableName[]): Pr
 }
 
 /** How many drops without cascade a drop with it starts again after (each one it met running refused it). */
-const MAX_PLAIN_JOINED = 3;
+export const MAX_PLAIN_JOINED = 3;
 
 /**
- * Whether the drop run at `workflowId` (`runId`: that run; else its latest) was asked for cascade, as its start says;
+ * Whether the drop (or truncate) run at `workflowId` (`runId`: that run; else its latest) was asked for cascade, as its
+ * start says;
  * false when unreadable.
  */
-async function askedCascade(ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<boolean> {
+export async function askedCascade(ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<boolean> {
   try {
     const history = await ctx.client.workflow.getHandle(workflowId, runId).fetchHistory();
     const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
@@ -269,7 +270,8 @@ async function askedCascade(ctx: ClientContext, workflowId: string, runId: strin
   }
 }
 
-const isHasDependents = (err: unknown) => (err instanceof TableFateError ? err.type : applicationFailureOf(err)?.type) === 'HasDependents';
+export const isHasDependents = (err: unknown) =>
+  (err instanceof TableFateError ? err.type : applicationFailureOf(err)?.type) === 'HasDependents';
 
 /** Refuses a table a drop cannot start on. DRAINING, TRASHING: an earlier drop stopped half way, which a drop resumes. */
 function checkDroppable(table: TableRecord, name: TableName): void {

@@ -1,14 +1,15 @@
 import { formatTableName, type TableName } from '../domain/names';
 import { OPERATIONS } from '../domain/operations';
+import { TRUNCATED_WITH_IT } from '../domain/operation-inputs';
 import { notTruncatable, tableNotFound } from '../domain/refusals';
-import { WrongStateError } from '../domain/errors';
+import { InvalidInputError, WrongStateError } from '../domain/errors';
 import { OPERATION_REQUESTS, parseRequest, type TruncateRequest } from '../domain/requests';
 import type { TableInfo } from '../domain/table';
 import type { truncateTable } from '../workflows';
 import type { CallRecord } from './calls';
 import { expectedName as nameAsked, liveTable } from './names';
 import { onTable, startAndWait } from './start';
-import { drainingTimeout } from './trash';
+import { askedCascade, drainingTimeout, isHasDependents, MAX_PLAIN_JOINED } from './trash';
 
 /** What a truncate starts: the live table, by id, with the name it was asked by, and the truncate's own settings. */
 interface TruncatePlan {
@@ -17,6 +18,8 @@ interface TruncatePlan {
   expectedName?: TableName;
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
+  /** As `TRUNCATE ... CASCADE`: the tables whose foreign keys reference it are truncated with it. */
+  cascade?: true;
   /** When the table last changed as the plan read it: an entry committed by then is an earlier truncate's, not this one's. */
   readAt: number;
 }
@@ -27,7 +30,10 @@ interface TruncatePlan {
  */
 export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> = {
   async plan(ctx, request) {
-    const { table: ref, retentionSeconds, drainTimeoutSeconds } = parseRequest(OPERATION_REQUESTS.truncate, request);
+    const { table: ref, retentionSeconds, drainTimeoutSeconds, cascade } = parseRequest(OPERATION_REQUESTS.truncate, request);
+    if (cascade && ctx.storageDriver !== 'postgres') {
+      throw new InvalidInputError('cascade is for the postgres storage driver: no foreign key references a table kept as files');
+    }
     const table = ref.kind === 'id' ? await ctx.catalog.getTable(ref.id) : await liveTable(ctx.catalog, ref);
     if (!table || table.state === 'PURGED') throw tableNotFound(ref.kind === 'id' ? ref.id : ref);
     // Checked again under the lock by the workflow; here, to refuse at once what cannot be truncated.
@@ -39,13 +45,16 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
         expectedName: nameAsked(ref),
         ...(retentionSeconds !== undefined ? { retentionSeconds } : {}),
         ...(drainTimeoutSeconds !== undefined ? { drainTimeoutSeconds } : {}),
+        ...(cascade ? { cascade: true as const } : {}),
         readAt: table.updatedAt,
       },
     };
   },
   async execute(ctx, plan, opts) {
-    const { tableId, label, expectedName, retentionSeconds, drainTimeoutSeconds } = plan;
+    const { tableId, label, expectedName, retentionSeconds, drainTimeoutSeconds, cascade } = plan;
     const record = OPERATIONS.truncate;
+    const workflowId = record.workflowId(tableId, ctx.catalog.id);
+    let joinedPlain = 0;
     const entry = await startAndWait<typeof truncateTable>(ctx, {
       ...onTable(ctx, record, tableId, `truncate of ${label} (id ${tableId})`, drainingTimeout(ctx, plan, opts), opts),
       run: {
@@ -55,14 +64,23 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
           ...(expectedName ? { expectedName } : {}),
           ...(retentionSeconds !== undefined ? { retentionSeconds } : {}),
           ...(drainTimeoutSeconds !== undefined ? { drainTimeoutSeconds } : {}),
+          // (Only when asked: a truncate without it starts with the input it always had.)
+          ...(cascade ? { cascade } : {}),
           expiryRetry: ctx.expiryRetry,
         },
         target: { tableId, ...(expectedName ?? {}) },
         summary: `truncate ${label} (id ${tableId}) into the trash`,
       },
-      // Joined a truncate that had committed before this call read the table (READY again at the entry's drop time) and
-      // was still ending: its entry is that truncate's rows, not this call's. Once that run has closed, start a fresh one.
       again: async (outcome) => {
+        // Joined a truncate of the table without cascade, refused for a table cascade would take: once it has closed, this
+        // one starts again, and runs, or joins the truncate running then.
+        if ('error' in outcome && cascade && isHasDependents(outcome.error)) {
+          if (joinedPlain >= MAX_PLAIN_JOINED || (await askedCascade(ctx, workflowId, outcome.runId))) return false;
+          joinedPlain++;
+          return true;
+        }
+        // Joined a truncate that had committed before this call read the table (READY again at the entry's drop time) and
+        // was still ending: its entry is that truncate's rows, not this call's. Once that run has closed, start a fresh one.
         if (!('answer' in outcome) || outcome.answer.droppedAt === null || Date.parse(outcome.answer.droppedAt) > plan.readAt) return false;
         await new Promise((resolve) => setTimeout(resolve, 200));
         return true;
@@ -74,6 +92,14 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
       throw new WrongStateError(
         `table ${label} was truncated meanwhile by another request, with a retention of ${kept} s (entry ${entry.id})`,
       );
+    }
+    // And its cascade: a truncate asked without it must not pass for one that emptied other tables too.
+    if (
+      !cascade &&
+      (entry.notes ?? []).some((note) => note.startsWith(TRUNCATED_WITH_IT)) &&
+      (await askedCascade(ctx, workflowId, undefined))
+    ) {
+      throw new WrongStateError(`table ${label} was truncated meanwhile by another request, with cascade: ${entry.notes!.join('; ')}`);
     }
     return entry;
   },

@@ -150,7 +150,7 @@ export const CALL_TERMS = {
       WrongState: 'the table is not READY, no longer bears the name, or another operation holds it',
       TableBusy: 'leases (or PostgreSQL sessions) held it past the drain timeout: it is READY again, its rows in it',
       HasDependents:
-        'postgres driver: something the empty table could not stand in for depends on it, or it is of a kind it cannot be (named)',
+        "postgres driver: another table's foreign key references it (without cascade; with cascade, a table tablefate does not keep), something the empty table could not stand in for depends on it, or it is of a kind it cannot be (named)",
       ShardMissing: 'postgres driver: a shard table is not where tablefate put it',
     },
     example: {

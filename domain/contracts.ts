@@ -76,20 +76,44 @@ export type ShardChange =
     }
   | {
       /**
-       * The live shard's rows into the trash as the same shard of table `into` (the trash entry a truncate makes), and an
-       * empty shard of the same definition left live in their place, as one change (PostgreSQL: one transaction).
+       * The live shard's rows into the trash as the same shard of its entry (`into`: the trash entry a truncate makes),
+       * and an empty shard of the same definition left live in their place, as one change (PostgreSQL: one transaction).
        */
       method: 'truncateShard';
-      into: number;
+      into: TruncateEntries;
       drainTimeoutMs?: number;
+      /**
+       * The shards of several tables truncated as one (a cascade): each node truncates its shards of them in one
+       * transaction where its driver can (`StorageDriver.truncateShards`), the referenced tables' twins made first.
+       */
+      together?: true;
     }
-  /** A truncate taken back: the trashed shard of table `into` live again in place of the empty one, if that is still empty. */
-  | { method: 'untruncateShard'; into: number }
+  /** A truncate taken back: the trashed shard of its entry live again in place of the empty one, if that is still empty. */
+  | { method: 'untruncateShard'; into: TruncateEntries }
   /**
    * A read, changing nothing: refuses as `truncateShard` into `into` would refuse on the shard now (PostgreSQL: what no
-   * empty twin can stand in for), so that a truncate of several shards is refused before any of them is emptied.
+   * empty twin can stand in for; another table's key to it, unless that table is truncated with it), so that a truncate
+   * of several shards is refused before any of them is emptied.
    */
-  | { method: 'checkTruncateShard'; into: number };
+  | { method: 'checkTruncateShard'; into: TruncateEntries };
+
+/**
+ * The trash entry a truncate moves each table's rows into: of one table, its entry's id; of several as one (a cascade),
+ * each table's, by table id.
+ */
+export type TruncateEntries = number | Readonly<Record<string, number>>;
+
+/** The trash entry of table `tableId`'s rows. */
+export function entryFor(into: TruncateEntries, tableId: number): number {
+  const entry = typeof into === 'number' ? into : into[String(tableId)];
+  if (entry === undefined) throw new Error(`the truncate names no trash entry for table ${tableId}`);
+  return entry;
+}
+
+/** The tables a truncate addresses (their keys to one another refuse nothing): of one table, none but the shard's own. */
+export function truncatedTables(into: TruncateEntries): number[] {
+  return typeof into === 'number' ? [] : Object.keys(into).map(Number);
+}
 
 /**
  * The early return of a trash run as v19 made it (workflows/legacy/v19/): answers as soon as the table is TRASHED,

@@ -102,7 +102,21 @@ export interface TrashInput extends OperationScope {
 export type TruncateInput = Pick<
   TrashInput,
   'tableId' | 'expectedName' | 'retentionSeconds' | 'drainTimeoutSeconds' | 'expiryRetry' | 'droppedBy' | keyof OperationScope
->;
+> & {
+  /**
+   * As `TRUNCATE ... CASCADE`: the tables whose foreign keys reference it, and theirs in turn (found on the nodes when the
+   * run starts, each one tablefate's, or the truncate is refused naming the one that is not), are truncated with it.
+   */
+  cascade?: true;
+  /**
+   * The other tables truncated with it as one (a cascade's, as found; a truncate resumed, as its tables record them):
+   * each one's rows an entry of its own, all of them or none; each node moves its shards of them in one transaction.
+   */
+  together?: Array<{ tableId: number }>;
+};
+
+/** How a truncate's answer begins its note of the other tables a cascade truncated with it. */
+export const TRUNCATED_WITH_IT = 'truncated with it, each into an entry of its own: ';
 
 /**
  * A truncate's entry recalled into its table's place: under the name's lock, the table (with the rows written to it

@@ -109,7 +109,7 @@ function tableAttributes(op: TableOp): (table: OperationTarget) => SearchAttribu
   return (table) => searchAttributesFor(op, table);
 }
 
-/** The tables a drop resumed takes: the table, and those of its drop of several as one, under the lowest id. */
+/** The tables a drop (or truncate) resumed takes: the table, and those of its drop of several as one, under the lowest id. */
 function resumedTables(table: TableKey): Pick<TrashInput, 'tableId' | 'together'> {
   const [lead, ...others] = [table.id, ...(table.droppedWith ?? [])].sort((a, b) => a - b);
   return { tableId: lead!, ...(others.length > 0 ? { together: others.map((tableId) => ({ tableId })) } : {}) };
@@ -192,9 +192,10 @@ const truncate: OperationRecord<'truncate', number, TruncateInput> = {
   locks: (input) => [lockFor.table(input.tableId)],
   resume: {
     from: ['TRUNCATING'],
-    subject: byTableId,
+    // (A cascade's tables together, under the lowest id, as a drop of several.)
+    subject: (table) => Math.min(table.id, ...(table.droppedWith ?? [])),
     input: (table, { catalogId, retentionSeconds, droppedBy }) => ({
-      tableId: table.id,
+      ...resumedTables(table),
       catalogId,
       retentionSeconds,
       ...(droppedBy !== undefined ? { droppedBy } : {}),

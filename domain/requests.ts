@@ -234,6 +234,18 @@ export const truncateRequestSchema = z.strictObject({
     .meta({ description: "seconds the trash keeps the truncated rows before they are purged; the deployment's setting when absent" })
     .optional(),
   drainTimeoutSeconds: drainTimeoutSchema('the truncate waits for leases (and PostgreSQL sessions)'),
+  /**
+   * PostgreSQL driver: as `TRUNCATE ... CASCADE`, the tables whose foreign keys reference it, and theirs in turn, are
+   * truncated with it, each one's rows an entry of its own; one of them tablefate does not keep refuses the whole
+   * truncate, named. Without it, a table another table's foreign key references is HasDependents (as PostgreSQL refuses it).
+   */
+  cascade: z
+    .boolean()
+    .meta({
+      description:
+        'PostgreSQL driver: as TRUNCATE ... CASCADE, the tables whose foreign keys reference it (and theirs in turn) are truncated with it, each into a trash entry of its own; one tablefate does not keep refuses the truncate, named',
+    })
+    .optional(),
 });
 
 /** Free text a person gives (a hold's reason, a lease's holder): printable, on one line. */

@@ -91,7 +91,11 @@ export function columnsOnEntering(
       return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null, truncateInto: null };
     case 'TRUNCATING':
       if (opts.truncateInto === undefined) throw new Error('entering TRUNCATING needs the id of the trash entry its rows go to');
-      return { truncateInto: opts.truncateInto };
+      // (A truncate of several as one, a cascade's, names the others from its start: resumed, it takes them all.)
+      return {
+        truncateInto: opts.truncateInto,
+        ...(opts.droppedWith && opts.droppedWith.length > 0 ? { droppedWith: opts.droppedWith } : {}),
+      };
     case 'DRAINING':
     case 'TRASHING':
       // (A drop of several as one names the others from its start: a drop resumed by the reconciler takes them all.)

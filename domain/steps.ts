@@ -33,6 +33,8 @@ export interface StepContext<I> {
    * on each of them in turn, and `checked` and `table` are that table's.
    */
   tableId?: number;
+  /** Every table of a run over several (`Operation.tables`), as the last change left each (null: not read yet). */
+  group?: ReadonlyArray<TableRecord | null>;
 }
 
 /** What a check decides on the table read under the lock. */

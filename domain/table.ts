@@ -48,7 +48,7 @@ export interface TableRecord {
   /**
    * The other tables dropped with it as one (`drop a b c`), by id: set by the drop's commit, kept on the PURGED tombstone,
    * absent once back from the trash and when it was dropped alone. A recall of it recalls those still in the trash from
-   * that drop with it, unless asked to recall it alone.
+   * that drop with it, unless asked to recall it alone. While TRUNCATING: the other tables of its truncate (a cascade's).
    */
   droppedWith?: number[];
   /**

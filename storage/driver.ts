@@ -121,12 +121,30 @@ export interface StorageDriver {
    */
   untruncateShard(shard: ShardRef, into: number, watch?: Watch): Promise<void>;
   /**
+   * Truncates several shards of one node as truncateShard truncates one, in one transaction (tables truncated as one: a
+   * cascade), each into its own entry (`into`): none of them is ever seen emptied without the others, and their keys to
+   * one another hold (PostgreSQL: the twins' keys point at the twins). Absent from a driver with nothing to tie (files):
+   * the shards are truncated one by one.
+   */
+  truncateShards?(
+    shards: ReadonlyArray<{ shard: ShardRef; into: number }>,
+    watch?: Watch,
+    opts?: { drainTimeoutMs?: number },
+  ): Promise<ChangeNotes>;
+  /**
    * Refuses, as truncateShard into `into` would now, a truncate of the live shard (thrown as it would throw it), and
    * changes nothing: asked of every shard before any is truncated, so that one shard refusing leaves none emptied. A
-   * shard truncated into `into` already passes. A read: no lock. Absent from a driver whose truncate refuses nothing
-   * ahead of its change (files).
+   * shard truncated into `into` already passes. `with`: the other tables truncated with it (a cascade), whose keys to
+   * it refuse nothing. A read: no lock. Absent from a driver whose truncate refuses nothing ahead of its change (files).
    */
-  checkTruncate?(shard: ShardRef, into: number): Promise<void>;
+  checkTruncate?(shard: ShardRef, into: number, withTables?: readonly number[]): Promise<void>;
+  /**
+   * A cascade truncate's family, as found on this node: the tables whose foreign keys reference a live shard of
+   * `shards`, and theirs in turn, each with the tablefate table it is a shard of (`tableId`), or none (a table tablefate
+   * does not keep: the truncate is refused naming it). A read: no lock. Absent from a driver whose tables no key
+   * references (files).
+   */
+  referencingTables?(shards: readonly ShardRef[]): Promise<ReferencingTable[]>;
   /**
    * A drop's dry run (`drop --dry-run`): what a move of the live shard into the trash, with the same `cascade`, would take
    * along or detach beyond the shard itself, in words ("would move into the trash with it: ..."), as its move would say
@@ -164,3 +182,13 @@ export interface StorageDriver {
 // The driver's errors live in errors.ts (with the one function that classifies them); re-exported here for
 // the callers that have always imported them from the driver.
 export { FatalStorageError, PermanentStorageError } from './errors';
+
+/** A table whose foreign key references a table a cascade truncates (StorageDriver.referencingTables). */
+export interface ReferencingTable {
+  /** As a person reads it: `shop.order_items`. */
+  name: string;
+  /** The tablefate table it is a shard of; absent for a table tablefate does not keep. */
+  tableId?: number;
+  /** The key that makes it one of the family, as a person reads it: `order_items_order_id_fkey references shop.orders`. */
+  key: string;
+}

@@ -247,11 +247,14 @@ const CALLS = {
     args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds, 'cascade', "cascade"))`,
     wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
   },
-  /** A live table by its id or name: its rows into the trash as an entry of their own, the table left empty. */
+  /**
+   * A live table by its id or name: its rows into the trash as an entry of their own, the table left empty; `cascade`:
+   * with the tables whose foreign keys reference it, as the SDK's truncate with `cascade`.
+   */
   truncate: {
-    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, ',
-    types: 'integer, integer, ',
-    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds))`,
+    params: 'retention_seconds integer DEFAULT NULL, drain_timeout_seconds integer DEFAULT NULL, "cascade" boolean DEFAULT NULL, ',
+    types: 'integer, integer, boolean, ',
+    args: `pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object('table', tbl, 'retentionSeconds', retention_seconds, 'drainTimeoutSeconds', drain_timeout_seconds, 'cascade', "cascade"))`,
     wait: `(COALESCE(drain_timeout_seconds, 60) OPERATOR(pg_catalog.+) 30)`,
   },
   /**
@@ -320,7 +323,7 @@ const PROCEDURES = [
 const VIEWS = ['requests', 'trash'];
 
 /** This code's door: a node whose door is newer (a worker of a later release installed it) keeps that one. */
-export const DOOR_VERSION = 5;
+export const DOOR_VERSION = 6;
 
 /** How long the door's install waits for a lock on its routines and views: a call waiting for its answer reads them. */
 const INSTALL_LOCK_TIMEOUT_MS = 500;

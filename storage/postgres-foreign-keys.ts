@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { ident } from '../catalog/pg-session';
 import type { ShardTableLocation } from './postgres-audit';
 import { DEFAULT_DRAIN_TIMEOUT_MS, eachOnItsOwn, lockNamed, tryLocksBriefly, withBriefLocks } from './postgres-drain';
-import { AREA_SCHEMAS, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
+import { AREA_SCHEMAS, areaOf, qualified, SHARDS, type LiveName, type ShardTableId } from './postgres-record';
 
 /**
  * A table frozen in the trash: its own foreign keys to other tables would let those tables' cascades (and SET NULL)
@@ -67,15 +67,56 @@ async function recordedKeys(c: PoolClient, oid: number): Promise<DetachedKey[]> 
   return rows[0]?.foreign_keys ?? [];
 }
 
-/** Which of the relations of `oids` are in tablefate's trash (tables dropped, maybe with others, not recalled yet). */
-async function inTrash(c: PoolClient, oids: readonly number[]): Promise<Set<number>> {
-  if (oids.length === 0) return new Set();
-  const { rows } = await c.query<{ oid: string }>(
-    `SELECT c.oid::int8 AS oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-      WHERE c.oid = ANY ($1::pg_catalog.oid[]) AND n.nspname = $2`,
-    [[...oids], AREA_SCHEMAS.trash],
+/** Where each relation of `oids` is now, and whether it is a table (one a key can reference), by oid (none for one dropped). */
+async function whereNow(c: PoolClient, oids: readonly number[]): Promise<Map<number, LiveName & { isTable: boolean }>> {
+  if (oids.length === 0) return new Map();
+  const { rows } = await c.query<LiveName & { oid: string; is_table: boolean }>(
+    `SELECT c.oid::int8 AS oid, n.nspname AS schema, c.relname AS table, c.relkind IN ('r', 'p') AS is_table
+       FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY ($1::pg_catalog.oid[])`,
+    [[...oids]],
   );
-  return new Set(rows.map((r) => Number(r.oid)));
+  return new Map(rows.map(({ oid, schema, table, is_table }) => [Number(oid), { schema, table, isTable: is_table }]));
+}
+
+const referenced = (keys: readonly DetachedKey[]) => keys.flatMap((key) => (key.references === undefined ? [] : [key.references]));
+
+/** An identifier as PostgreSQL's deparsers write it: double-quoted, its quotes doubled, or plain. */
+const QUOTED = String.raw`"(?:[^"]|"")*"(?!")`;
+const IDENT = String.raw`(?:${QUOTED}|[A-Za-z_\u0080-\uFFFF][\w$\u0080-\uFFFF]*)`;
+/** What pg_get_constraintdef writes before the referenced table's name: `FOREIGN KEY (<columns>) REFERENCES `. */
+const KEY_HEAD = new RegExp(String.raw`\s*FOREIGN\s+KEY\s*\((?:[^"()]|${QUOTED})*\)\s+REFERENCES\s+`, 'iy');
+/** The referenced table's name, one to three parts; its column list follows. */
+const KEY_TARGET = new RegExp(String.raw`${IDENT}(?:\.${IDENT}){0,2}(?=\s*\()`, 'y');
+
+/**
+ * The key's definition with the table it references named `to` (qualified, quoted), in place of the name it had when
+ * the key was detached; null when the definition does not read as `FOREIGN KEY (<columns>) REFERENCES <name>(...`.
+ *
+ * A detached key's text names its parent by name, while the record knows the parent by oid (`references`), and the
+ * name may have gone to another table by the recall: the parent went through the trash and came back under a new
+ * name, or a truncate moved it into the trash and its empty twin took its name. Run as recorded, the key would bind
+ * to whatever has the name now (the twin, a table made since), or fail. Only the name after the column list is
+ * replaced: a quoted column may hold anything, `REFERENCES x.y(` too.
+ */
+export function retargeted(definition: string, to: string): string | null {
+  KEY_HEAD.lastIndex = 0;
+  if (!KEY_HEAD.test(definition)) return null;
+  const start = KEY_HEAD.lastIndex;
+  KEY_TARGET.lastIndex = start;
+  if (!KEY_TARGET.test(definition)) return null;
+  return `${definition.slice(0, start)}${to}${definition.slice(KEY_TARGET.lastIndex)}`;
+}
+
+/**
+ * The key as it is put back: referencing its parent where that is now, when the record knows the parent (by oid) and
+ * it is live; as recorded otherwise (older records, without `references`; a parent dropped, its oid gone; a parent
+ * in tablefate's areas), which then binds or fails as the recorded name decides, as it always did.
+ */
+function aimed(key: DetachedKey, now: ReadonlyMap<number, LiveName & { isTable: boolean }>): DetachedKey {
+  const parent = key.references === undefined ? undefined : now.get(key.references);
+  if (!parent?.isTable || areaOf(parent.schema) !== 'live') return key;
+  const definition = retargeted(key.definition, qualified(parent.schema, parent.table));
+  return definition === null ? key : { ...key, definition };
 }
 
 /** The statement that puts a detached key back on `on`: NOT VALID, its rows validated after the move. */
@@ -91,13 +132,10 @@ export function addKeyStatement(on: LiveName, key: Pick<DetachedKey, 'name' | 'd
  */
 export async function restoreKeys(c: PoolClient, oid: number, live: LiveName): Promise<{ keys: DetachedKey[]; notes: string[] }> {
   const keys = await recordedKeys(c, oid);
+  const now = await whereNow(c, referenced(keys));
   // A key to a table still in the trash (dropped with this one, which is recalled alone) waits for that table's recall.
-  const trashed = await inTrash(
-    c,
-    keys.flatMap((key) => (key.references === undefined ? [] : [key.references])),
-  );
-  const waiting = keys.filter((key) => key.references !== undefined && trashed.has(key.references));
-  const back = keys.filter((key) => !waiting.includes(key));
+  const waiting = keys.filter((key) => key.references !== undefined && now.get(key.references)?.schema === AREA_SCHEMAS.trash);
+  const back = keys.filter((key) => !waiting.includes(key)).map((key) => aimed(key, now));
   const errors = await eachOnItsOwn(
     c,
     back.map((key) => addKeyStatement(live, key)),
@@ -132,14 +170,17 @@ export async function restoreWaitingKeys(
         AND EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(foreign_keys) k WHERE (k->>'references')::int8 = ANY ($1::int8[]))`,
     [oids, Object.values(AREA_SCHEMAS)],
   );
+  if (rows.length === 0) return all;
+  const now = await whereNow(c, [...all.keys()]);
   for (const row of rows) {
     const on: LiveName = { schema: row.schema_name, table: row.table_name };
     const waited = row.foreign_keys.filter((key) => key.references !== undefined && all.has(key.references));
+    const put = waited.map((key) => aimed(key, now));
     const errors = await eachOnItsOwn(
       c,
-      waited.map((key) => addKeyStatement(on, key)),
+      put.map((key) => addKeyStatement(on, key)),
     );
-    for (const [i, key] of waited.entries()) {
+    for (const [i, key] of put.entries()) {
       const answer = all.get(key.references!)!;
       if (errors[i] === null) answer.keys.push({ name: key.name, definition: key.definition, on });
       else answer.notes.push(`foreign key ${key.name} of ${on.schema}.${on.table} was not put back: ${errors[i]} (${key.definition})`);

@@ -92,6 +92,9 @@ DECLARE
   shown text;
   effect text;
   advice text;
+  flag text;
+  argument text;
+  moved text;
 BEGIN
   IF TG_RELID = pg_catalog.to_regclass(${literal(RECORD)}) THEN
     RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(TRUNCATE_HINT)},
@@ -116,11 +119,22 @@ BEGIN
     -- (tablefate's truncate makes no twin of a partitioned table or a partition: a drop keeps the rows as well.)
     advice := pg_catalog.format('drop it with "tablefate drop %s" instead: the trash keeps it, rows and all, and "tablefate recall" brings it back', shown);
   ELSE
+    -- The statement truncates the tables whose keys reference it too: PostgreSQL refuses one that leaves any out before
+    -- a trigger fires (CASCADE or not, which no trigger is told); tablefate's truncate takes them along with cascade only.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_constraint k WHERE k.contype = 'f' AND k.confrelid = TG_RELID AND k.conrelid <> TG_RELID) THEN
+      flag := ' --cascade';
+      argument := ', cascade => true';
+      moved := 'its rows, and those of the tables whose foreign keys reference it, to the trash instead, leaving each table empty in its place';
+    ELSE
+      flag := '';
+      argument := '';
+      moved := 'its rows to the trash instead, leaving the table empty in its place';
+    END IF;
     -- A table of several shards is <name>_<shard> live: its tablefate name is not the table's, and describe says it.
     advice := CASE WHEN hit.managed_table LIKE '%\\_' || hit.managed_shard
-                   THEN pg_catalog.format('"tablefate truncate" of table %s ("tablefate describe %s" names it)', hit.managed_id, hit.managed_id)
-                   ELSE pg_catalog.format('"tablefate truncate %s" (in SQL: CALL ${DOOR}.truncate(%L))', shown, shown) END
-      || ' moves its rows to the trash instead, leaving the table empty in its place, and "tablefate recall" brings them back';
+                   THEN pg_catalog.format('"tablefate truncate%s" of table %s ("tablefate describe %s" names it)', flag, hit.managed_id, hit.managed_id)
+                   ELSE pg_catalog.format('"tablefate truncate %s%s" (in SQL: CALL ${DOOR}.truncate(%L%s))', shown, flag, shown, argument) END
+      || ' moves ' || moved || ', and "tablefate recall" brings them back';
   END IF;
   RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege', HINT = ${literal(TRUNCATE_HINT)},
     MESSAGE = ${G}.refusal(hit.managed_schema, hit.managed_table, hit.managed_id, hit.managed_shard, 'TRUNCATE', effect, advice);

@@ -171,9 +171,10 @@ interface PointerRow {
  * its ACCESS EXCLUSIVE lock (nothing new can point at it until the commit). Reads, never changes; a table nothing
  * depends on costs one statement (postgres-dependents.ts's), any other two.
  */
-export async function readPointers(c: PoolClient, oid: number): Promise<PointersRead> {
+export async function readPointers(c: PoolClient, oid: number, truncatedWith: ReadonlySet<number> = new Set()): Promise<PointersRead> {
   const found = await dependentsOf(c, oid);
-  const keys = found.detached.filter((d) => d.kind === 'foreign key').map(describeDependent);
+  // (The keys of tables truncated with it, a cascade's, go on to their twins, made from their own plans.)
+  const keys = found.detached.filter((d) => d.kind === 'foreign key' && !truncatedWith.has(d.tableOid)).map(describeDependent);
   const cannot = found.others.map((other) => `${other} would go on pointing at it, not at the table that takes its name (drop it first)`);
   if (found.members.length + found.detached.length === 0) return { pointers: noPointers(), keys, cannot };
   const { rows } = await c.query<{ pointer: PointerRow }>({ name: 'tablefate.pointers', text: POINTERS_SQL, values: [oid] });

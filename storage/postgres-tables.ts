@@ -5,7 +5,8 @@ import type { MoveOptions } from './postgres-drain';
 import { dropTable, moveTable, moveTables, type MoveOutcome } from './postgres-moves';
 import type { LiveName, ShardTableId, TableArea, TableMove } from './postgres-record';
 import { prepareRecord } from './postgres-record-schema';
-import { checkTruncateTable, truncateTable, untruncateTable } from './postgres-truncate';
+import type { ReferencingTable } from './driver';
+import { checkTruncateTable, referencingTables, truncateTables, untruncateTable, type TruncateOf } from './postgres-truncate';
 
 /**
  * The moves of the PostgreSQL storage driver (issue 16), on one node: a shard is a real table that services query
@@ -73,14 +74,22 @@ export class PostgresTables {
     return moveTables(this.pool, moves, to, options);
   }
 
-  /** Truncates the live shard table into the trash as the same shard of table `into`, an empty twin in its place (see truncateTable). */
-  truncate(id: ShardTableId, into: number, options: MoveOptions = {}): Promise<MoveOutcome> {
-    return truncateTable(this.pool, id, into, options);
+  /**
+   * Truncates each live shard table into the trash as the same shard of its `into`, empty twins in their places, in one
+   * transaction (see truncateTables).
+   */
+  truncate(truncates: readonly TruncateOf[], options: MoveOptions = {}): Promise<MoveOutcome[]> {
+    return truncateTables(this.pool, truncates, options);
   }
 
   /** Refuses what a truncate of the shard table into `into` would refuse now, changing nothing (see checkTruncateTable). */
-  checkTruncate(id: ShardTableId, into: number): Promise<void> {
-    return checkTruncateTable(this.pool, id, into);
+  checkTruncate(id: ShardTableId, into: number, withTables: readonly number[] = []): Promise<void> {
+    return checkTruncateTable(this.pool, id, into, withTables);
+  }
+
+  /** The tables whose keys reference the shard tables, transitively: a cascade truncate's family (see referencingTables). */
+  referencing(ids: readonly ShardTableId[]): Promise<ReferencingTable[]> {
+    return referencingTables(this.pool, ids);
   }
 
   /** Takes a truncate back while its twin is empty (see untruncateTable). */

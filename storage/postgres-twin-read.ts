@@ -91,6 +91,8 @@ export interface TwinConstraint {
   /** pg_constraint.contype: c, p, u, x or f. */
   type: string;
   definition: string;
+  /** A foreign key's: the oid of the table it references (null for the other kinds). */
+  references: number | null;
   comment: string | null;
 }
 
@@ -263,6 +265,7 @@ SELECT pg_catalog.json_build_object(
      JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = o.refobjsubid),
   'constraints', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object(
       'name', k.conname, 'type', k.contype, 'definition', pg_catalog.pg_get_constraintdef(k.oid),
+      'references', CASE WHEN k.contype = 'f' THEN k.confrelid::int8 END,
       'comment', pg_catalog.obj_description(k.oid, 'pg_constraint')) ORDER BY k.conname), '[]')
      FROM pg_catalog.pg_constraint k WHERE k.conrelid = c.oid AND k.contype IN ('c', 'p', 'u', 'x', 'f')),
   'indexes', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object(
@@ -345,10 +348,11 @@ const KINDS: Record<string, string> = {
  * Everything the empty twin of table `oid` is made of, read while the table is live at its name, in the caller's
  * transaction and under its ACCESS EXCLUSIVE lock (nothing of it changes until the caller commits). Two statements,
  * three when something depends on the table: the plan with what would refuse it, then what points at the table
- * (postgres-repoint.ts). Throws InvalidInputError or HasDependentsError, naming each thing a twin could not carry over;
- * reads, never changes.
+ * (postgres-repoint.ts). Another table's key to it refuses it unless that table is one of `truncatedWith` (oids: a
+ * cascade's, truncated in the same transaction). Throws InvalidInputError or HasDependentsError, naming each thing a twin
+ * could not carry over; reads, never changes.
  */
-export async function planTwin(c: PoolClient, oid: number): Promise<TwinPlan> {
+export async function planTwin(c: PoolClient, oid: number, truncatedWith: ReadonlySet<number> = new Set()): Promise<TwinPlan> {
   const { rows } = await c.query<{ plan: Omit<TwinPlan, 'pointers'>; facts: TwinFacts }>({
     name: 'tablefate.twin-plan',
     text: PLAN_SQL,
@@ -361,13 +365,13 @@ export async function planTwin(c: PoolClient, oid: number): Promise<TwinPlan> {
   if (cannot.length > 0) {
     throw new InvalidInputError(`${name} cannot be truncated into the trash: ${cannot.join('; ')}; no empty twin can stand in for it`);
   }
-  const { pointers, keys, cannot: others } = await readPointers(c, oid);
+  const { pointers, keys, cannot: others } = await readPointers(c, oid, truncatedWith);
   if (keys.length > 0) {
     // In PostgreSQL's own words: its TRUNCATE refuses the same.
     throw new HasDependentsError(
       `${name} cannot be truncated into the trash: cannot truncate a table referenced in a foreign key constraint ` +
         `(${keys.map((key) => `${key} references it`).join(', ')}), as PostgreSQL's own TRUNCATE says: it truncates a table ` +
-        'others reference only together with them (TRUNCATE ... CASCADE)',
+        'others reference only together with them (TRUNCATE ... CASCADE): truncate it with --cascade to truncate them too',
     );
   }
   if (others.length > 0)

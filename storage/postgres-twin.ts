@@ -2,7 +2,7 @@ import type { PoolClient } from 'pg';
 import { ident, literal } from '../catalog/pg-session';
 import { qualified, type LiveName } from './postgres-record';
 import { repointStatements } from './postgres-repoint';
-import type { TwinAcl, TwinColumn, TwinGrant, TwinPlan, TwinSequence } from './postgres-twin-read';
+import type { TwinAcl, TwinColumn, TwinConstraint, TwinGrant, TwinPlan, TwinSequence } from './postgres-twin-read';
 
 export { planTwin, type TwinPlan } from './postgres-twin-read';
 
@@ -49,16 +49,34 @@ SELECT pg_catalog.to_regclass($1) IS NOT DISTINCT FROM $2::pg_catalog.oid AS the
       GROUP BY d.defaclobjtype) t) AS defaults`;
 
 /**
- * Makes the empty twin of `plan`'s table at its live name, in the caller's transaction, once the caller has moved the
- * original away: to `original`, its indexes and owned sequences renamed so that their names are free. The original's
- * statistics objects stay in the live schema when it moves (ALTER TABLE ... SET SCHEMA leaves them): they are renamed
- * here after the original (`<its name>_x<k>`) and moved into its schema, for the twin's to take their names.
+ * Makes the empty twin of each plan's table at its live name, in the caller's transaction, once the caller has moved the
+ * originals away: each to its `original`, its indexes and owned sequences renamed so that their names are free. The
+ * original's statistics objects stay in the live schema when it moves (ALTER TABLE ... SET SCHEMA leaves them): they are
+ * renamed here after the original (`<its name>_x<k>`) and moved into its schema, for the twin's to take their names.
+ *
+ * Several tables truncated as one (a cascade) are made whole one by one, all but their keys to one another, which are
+ * made once every twin is (so that each binds to a twin, whatever their order, cycles included); then, last, what
+ * pointed at the originals (a view may read two of them).
  *
  * No id is handed out twice by the original's sequences and the twin's, with one exception: a session that read a
  * sequence's name into its oid before the caller's rename (`SELECT nextval('shop.orders_id_seq')` waiting on the lock)
  * takes its value, once the caller commits, from the original's, in the trash.
  */
-export async function makeTwin(c: PoolClient, plan: TwinPlan, original: LiveName): Promise<void> {
+export async function makeTwins(c: PoolClient, twins: ReadonlyArray<{ plan: TwinPlan; original: LiveName }>): Promise<void> {
+  const family = new Set(twins.map(({ plan }) => plan.oid));
+  const whole: string[] = [];
+  const keys: string[] = [];
+  const pointers = new Set<string>();
+  for (const { plan, original } of twins) {
+    whole.push(...twinStatements(plan, original, await foundOf(c, plan, original), family));
+    keys.push(...familyKeyStatements(plan, family));
+    for (const statement of repointStatements(plan.pointers)) pointers.add(statement);
+  }
+  await c.query([...whole, ...keys, ...pointers].join(';\n'));
+}
+
+/** Where the original's sequences and statistics objects are, read once it has moved to `original` (checked). */
+async function foundOf(c: PoolClient, plan: TwinPlan, original: LiveName): Promise<Found> {
   const { rows } = await c.query<Found>(FOUND_SQL, [
     qualified(original.schema, original.table),
     plan.oid,
@@ -72,11 +90,27 @@ export async function makeTwin(c: PoolClient, plan: TwinPlan, original: LiveName
       `the table of oid ${plan.oid} is not at ${original.schema}.${original.table}: its twin is made only once it has moved there`,
     );
   }
-  await c.query(twinStatements(plan, original, found).join(';\n'));
+  return found;
+}
+
+/** A foreign key of the table to another table truncated with it: made once that one's twin is. */
+const toFamily = (plan: TwinPlan, family: ReadonlySet<number>) => (k: TwinConstraint) =>
+  k.type === 'f' && k.references !== null && k.references !== plan.oid && family.has(k.references);
+
+/** The twin's keys to the other twins, with their comments. */
+function familyKeyStatements(plan: TwinPlan, family: ReadonlySet<number>): string[] {
+  const twin = qualified(plan.schema, plan.table);
+  return plan.constraints
+    .filter(toFamily(plan, family))
+    .flatMap((k) => [
+      `ALTER TABLE ${twin} ADD CONSTRAINT ${ident(k.name)} ${k.definition}`,
+      ...(k.comment === null ? [] : [`COMMENT ON CONSTRAINT ${ident(k.name)} ON ${twin} IS ${literal(k.comment)}`]),
+    ]);
 }
 
 /** The statements that make the twin, in an order each can run in: what one names is made before it. */
-function twinStatements(plan: TwinPlan, original: LiveName, found: Found): string[] {
+function twinStatements(plan: TwinPlan, original: LiveName, found: Found, family: ReadonlySet<number>): string[] {
+  const ownKey = (k: TwinConstraint) => !toFamily(plan, family)(k);
   const twin = qualified(plan.schema, plan.table);
   const alter = `ALTER TABLE ${twin}`;
   const out: string[] = [];
@@ -131,7 +165,7 @@ function twinStatements(plan: TwinPlan, original: LiveName, found: Found): strin
     if (index.clustered) out.push(`${alter} CLUSTER ON ${ident(index.name)}`);
     if (index.replicaIdentity && plan.replicaIdentity === 'i') out.push(`${alter} REPLICA IDENTITY USING INDEX ${ident(index.name)}`);
   }
-  out.push(...plan.constraints.filter((k) => k.type === 'f').map(constraint));
+  out.push(...plan.constraints.filter((k) => k.type === 'f' && ownKey(k)).map(constraint));
   if (plan.replicaIdentity === 'f') out.push(`${alter} REPLICA IDENTITY FULL`);
   if (plan.replicaIdentity === 'n') out.push(`${alter} REPLICA IDENTITY NOTHING`);
   if (plan.rowSecurity) out.push(`${alter} ENABLE ROW LEVEL SECURITY`);
@@ -159,10 +193,7 @@ function twinStatements(plan: TwinPlan, original: LiveName, found: Found): strin
     if (st.target !== null) out.push(`ALTER STATISTICS ${qualified(st.schema, st.name)} SET STATISTICS ${st.target}`);
   }
   out.push(...grantStatements(plan, found));
-  out.push(...commentStatements(plan));
-  // Last, the twin whole: what pointed at the original, made again from the text read while the original had the name,
-  // binds to the twin.
-  out.push(...repointStatements(plan.pointers));
+  out.push(...commentStatements(plan, ownKey));
   return out;
 }
 
@@ -256,14 +287,14 @@ function aclStatements(on: string, acl: TwinAcl | null, owner: string): string[]
   return out;
 }
 
-function commentStatements(plan: TwinPlan): string[] {
+function commentStatements(plan: TwinPlan, ownKey: (k: TwinConstraint) => boolean): string[] {
   const twin = qualified(plan.schema, plan.table);
   const on = (what: string, comment: string | null) => (comment === null ? [] : [`COMMENT ON ${what} IS ${literal(comment)}`]);
   return [
     ...on(`TABLE ${twin}`, plan.comment),
     ...plan.columns.flatMap((col) => on(`COLUMN ${twin}.${ident(col.name)}`, col.comment)),
     ...plan.sequences.flatMap((seq) => on(`SEQUENCE ${qualified(plan.schema, seq.name)}`, seq.comment)),
-    ...plan.constraints.flatMap((k) => on(`CONSTRAINT ${ident(k.name)} ON ${twin}`, k.comment)),
+    ...plan.constraints.filter(ownKey).flatMap((k) => on(`CONSTRAINT ${ident(k.name)} ON ${twin}`, k.comment)),
     ...plan.indexes.flatMap((index) => on(`INDEX ${qualified(plan.schema, index.name)}`, index.comment)),
     ...plan.triggers.flatMap((t) => on(`TRIGGER ${ident(t.name)} ON ${twin}`, t.comment)),
     ...plan.policies.flatMap((p) => on(`POLICY ${ident(p.name)} ON ${twin}`, p.comment)),

@@ -7,6 +7,7 @@ import {
   type SetListing,
   type ShardArea,
   type ChangeNotes,
+  type ReferencingTable,
   type ShardRef,
   type ShardReport,
   type StorageArea,
@@ -159,21 +160,46 @@ export class PostgresStorage implements StorageDriver {
   }
 
   /** The live shard table into the trash as the same shard of `into`, an empty twin at its name (postgres-truncate.ts). */
-  async truncateShard(ref: ShardRef, into: number, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<ChangeNotes> {
+  truncateShard(ref: ShardRef, into: number, watch?: Watch, opts: { drainTimeoutMs?: number } = {}): Promise<ChangeNotes> {
+    return this.truncateShards([{ shard: ref, into }], watch, opts);
+  }
+
+  /** Several shard tables of one node truncated in one transaction, each into its entry: tables truncated as one. */
+  async truncateShards(
+    truncates: ReadonlyArray<{ shard: ShardRef; into: number }>,
+    watch?: Watch,
+    opts: { drainTimeoutMs?: number } = {},
+  ): Promise<ChangeNotes> {
+    const first = truncates[0]?.shard;
+    if (!first) return [];
+    if (truncates.some(({ shard }) => shard.node !== first.node))
+      throw new InvalidShardRefError('shards truncated together must be of one node');
     let notes: ChangeNotes = [];
-    await this.guard('truncateShard', ref, async () => {
+    await this.guard('truncateShard', first, async () => {
       checkWatch(watch);
-      const outcome = await (await this.tablesOf(ref)).truncate(this.idOf(ref), into, { watch, ...opts });
-      notes = this.named(ref, outcome.notes);
+      const asked = truncates.map(({ shard, into }) => ({ id: this.idOf(shard), into }));
+      const outcomes = await (await this.tablesOf(first)).truncate(asked, { watch, ...opts });
+      notes = truncates.flatMap(({ shard }, i) => this.named(shard, outcomes[i]!.notes));
     });
     return notes;
   }
 
   /** Refuses what a truncate of the shard would refuse now, changing nothing (postgres-truncate.ts). */
-  checkTruncate(ref: ShardRef, into: number): Promise<void> {
+  checkTruncate(ref: ShardRef, into: number, withTables: readonly number[] = []): Promise<void> {
     return this.guard('checkTruncate', ref, async () => {
-      await (await this.tablesOf(ref)).checkTruncate(this.idOf(ref), into);
+      await (await this.tablesOf(ref)).checkTruncate(this.idOf(ref), into, withTables);
     });
+  }
+
+  /** A cascade truncate's family on one node: the tables whose keys reference the shards' tables (postgres-truncate.ts). */
+  async referencingTables(refs: readonly ShardRef[]): Promise<ReferencingTable[]> {
+    const first = refs[0];
+    if (!first) return [];
+    let found: ReferencingTable[] = [];
+    await this.guard('referencingTables', first, async () => {
+      found = await (await this.tablesOf(first)).referencing(refs.map((ref) => this.idOf(ref)));
+    });
+    return found;
   }
 
   /** A truncate taken back while its twin is empty (postgres-truncate.ts). */

@@ -117,6 +117,26 @@ describe('TRUNCATE with the guard on', () => {
     expect(await count('shop.customers')).toBe(1);
   });
 
+  test("a table other tables' keys reference is refused naming the truncate with cascade, by CASCADE or by naming them; its own key to itself asks none", async () => {
+    await tables.create(shard(7), { schema: 'shop', table: 'accounts' }, { columns: 'id int primary key' });
+    await dba.query('CREATE TABLE shop.entries (id int, account_id int references shop.accounts); INSERT INTO shop.accounts VALUES (1)');
+    await dba.query('INSERT INTO shop.entries VALUES (1, 1)');
+    const cascade =
+      'tablefate: shop.accounts is a live table tablefate manages (table 7, shard 0): the guard refuses this TRUNCATE, which would delete ' +
+      'its rows for good; "tablefate truncate shop.accounts --cascade" (in SQL: CALL tablefate_sql.truncate(\'shop.accounts\', cascade => true)) ' +
+      'moves its rows, and those of the tables whose foreign keys reference it, to the trash instead, leaving each table empty in its place, ' +
+      'and "tablefate recall" brings them back';
+    for (const sql of ['TRUNCATE shop.accounts CASCADE', 'TRUNCATE shop.entries, shop.accounts']) {
+      expect([sql, (await refusal(dba, sql)).message]).toEqual([sql, cascade]);
+    }
+    expect([await count('shop.accounts'), await count('shop.entries')]).toEqual([1, 1]);
+
+    await tables.create(shard(8), { schema: 'shop', table: 'tree' }, { columns: 'id int primary key, parent int references shop.tree' });
+    expect((await refusal(dba, 'TRUNCATE shop.tree CASCADE')).message).toContain(
+      '"tablefate truncate shop.tree" (in SQL: CALL tablefate_sql.truncate(\'shop.tree\')) moves its rows to the trash instead',
+    );
+  });
+
   test('a session in replica mode is refused as well, and so is the owner of the table', async () => {
     const replica = await connect(url);
     try {
@@ -197,7 +217,7 @@ describe("tablefate's own truncate", () => {
   test('passes: the table goes to the trash with its rows and its trigger, and the twin in its place gets the trigger as it is recorded', async () => {
     await tables.create(shard(6), { schema: 'shop', table: 'carts' }, { columns: 'id int primary key' });
     await dba.query('INSERT INTO shop.carts VALUES (1), (2)');
-    await tables.truncate(shard(6), 60);
+    await tables.truncate([{ id: shard(6), into: 60 }]);
     const entry = `tablefate_trash.${parkedName(shard(60))}`;
     expect([await count('shop.carts'), await count(entry)]).toEqual([0, 2]);
     expect(await triggersOf('shop.carts')).toEqual(covered);

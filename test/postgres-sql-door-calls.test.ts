@@ -147,6 +147,25 @@ test('a truncate in SQL: by a role PostgreSQL lets TRUNCATE the table, its rows 
   expect(await h.catalog.getTable(id)).toMatchObject({ state: 'TRASHED' });
 });
 
+test('a truncate with cascade => true asks for the cascade; without it, the request is as it always was', async () => {
+  const alice = await door.sessionOf('alice');
+  const argsOf = async (sql: string) => {
+    // (In a transaction rolled back: the request is written, and never runs.)
+    await alice.query('BEGIN');
+    try {
+      const { request_id: id } = (await firstOf(alice, sql))!;
+      return (await firstOf(alice, 'SELECT args FROM tablefate_sql.requests WHERE id = $1', [id]))?.args;
+    } finally {
+      await alice.query('ROLLBACK');
+    }
+  };
+  expect(await argsOf(`CALL tablefate_sql.truncate('shop.accounts', cascade => true)`)).toEqual({ table: 'shop.accounts', cascade: true });
+  expect(await argsOf(`CALL tablefate_sql.truncate('shop.accounts', retention_seconds => 600)`)).toEqual({
+    table: 'shop.accounts',
+    retentionSeconds: 600,
+  });
+});
+
 test('a name that needs quotes, as psql writes it: dropped and recalled through the door under its exact name', async () => {
   const alice = await door.sessionOf('alice');
   await alice.query(
@@ -184,6 +203,7 @@ test('bad input to the calls is refused with its SQLSTATE, and changes nothing',
     [`CALL tablefate_sql.retention('${id}', NULL)`, '22004'],
     [`CALL tablefate_sql.hold(NULL)`, '22004'],
     [`CALL tablefate_sql.hold('${id}', reason => E'two\\nlines')`, '22023'],
+    [`CALL tablefate_sql.truncate('shop.intact', cascade => 'maybe')`, '22P02'],
   ];
   for (const [sql, code] of refusals) expect([sql, await failureOf(alice, sql)]).toEqual([sql, expect.objectContaining({ code })]);
   const table = await h.catalog.getTable(id);
@@ -432,4 +452,31 @@ test("a door's start waits for no caller: with a call waiting, a door of its ver
   } finally {
     await pool.end();
   }
+});
+
+test('a truncate with cascade => true in SQL: only by a role that may TRUNCATE every table it reaches, as PostgreSQL asks of TRUNCATE ... CASCADE', async () => {
+  const parent = await door.ownedTable('alice', 'accts');
+  const alice = await door.sessionOf('alice');
+  const bob = await door.sessionOf('bob');
+  await alice.query(
+    'CREATE TABLE shop.acct_lines (id int PRIMARY KEY, acct_id int REFERENCES shop.accts); INSERT INTO shop.acct_lines VALUES (1, 1)',
+  );
+  const child = await h.client.adopt({ table: 'shop.acct_lines', node: 'node-0' });
+  await alice.query(`GRANT TRUNCATE ON shop.accts TO ${door.roles.bob!}`);
+  expect(await failureOf(bob, `CALL tablefate_sql.truncate('shop.accts', cascade => true)`)).toMatchObject({
+    code: '42501',
+    message: expect.stringContaining('may not truncate shop.acct_lines, which --cascade would truncate too') as unknown,
+  });
+  expect(
+    await rowsOf(alice, 'SELECT (SELECT count(*)::int FROM shop.accts) AS a, (SELECT count(*)::int FROM shop.acct_lines) AS l'),
+  ).toEqual([{ a: 2, l: 1 }]);
+
+  await alice.query(`GRANT TRUNCATE ON shop.acct_lines TO ${door.roles.bob!}`);
+  const entry = await firstOf(bob, `CALL tablefate_sql.truncate('shop.accts', cascade => true)`);
+  expect(entry).toMatchObject({ table: 'shop.accts', state: 'TRASHED' });
+  expect(await h.catalog.getTable(Number(entry?.table_id))).toMatchObject({ truncatedFrom: parent.id });
+  expect((await h.client.list({ includeTrashed: true })).filter((t) => t.truncatedFrom === child.id)).toHaveLength(1);
+  expect(
+    await rowsOf(alice, 'SELECT (SELECT count(*)::int FROM shop.accts) AS a, (SELECT count(*)::int FROM shop.acct_lines) AS l'),
+  ).toEqual([{ a: 0, l: 0 }]);
 });

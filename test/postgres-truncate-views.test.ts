@@ -171,7 +171,7 @@ describe('what points at the table points at its twin, and back at the table whe
   });
 
   test('truncated: each view dumps and reads in psql as before, reads the empty twin, and is bound to it', async () => {
-    const notes = (await tables.truncate(shard(1), 11)).notes;
+    const { notes } = (await tables.truncate([{ id: shard(1), into: 11 }]))[0]!;
     expect(notes).toContainEqual(
       'pointed at its empty twin: view shop.cheap, view shop.invoked, view shop.items_v, view shop.names, ' +
         'rule items_v_delete of view shop.items_v, policy known_items of shop.orders, default of shop.orders.ref',
@@ -260,7 +260,7 @@ describe('what cannot point at the twin: refused before anything changes, named'
   const normalised = (text: string) => text.replace(/^\\(un)?restrict .*$/gm, '');
 
   test('a materialized view, a view of the row type, views the worker may not make again: each named, with why', async () => {
-    const refused = tables.truncate(shard(2), 21);
+    const refused = tables.truncate([{ id: shard(2), into: 21 }]);
     await expect(refused).rejects.toThrow(HasDependentsError);
     await expect(refused).rejects.toThrow(
       'shop.stock cannot be truncated into the trash while others depend on it: ' +
@@ -281,7 +281,7 @@ describe('what cannot point at the twin: refused before anything changes, named'
     await session.connect();
     try {
       await session.query('CREATE TEMPORARY VIEW stock_now AS SELECT id FROM shop.stock');
-      const refused = tables.truncate(shard(2), 21);
+      const refused = tables.truncate([{ id: shard(2), into: 21 }]);
       await expect(refused).rejects.toThrow(HasDependentsError);
       await expect(refused).rejects.toThrow(
         /; view pg_temp_\d+\.stock_now is a temporary view of a session: no other session can make it again; view reports\.stock/,
@@ -292,12 +292,12 @@ describe('what cannot point at the twin: refused before anything changes, named'
   });
 
   test("another table's foreign key: refused in PostgreSQL's words, as its own TRUNCATE refuses it", async () => {
-    const refused = tables.truncate(shard(3), 31);
+    const refused = tables.truncate([{ id: shard(3), into: 31 }]);
     await expect(refused).rejects.toThrow(HasDependentsError);
     await expect(refused).rejects.toThrow(
       'shop.parents cannot be truncated into the trash: cannot truncate a table referenced in a foreign key constraint ' +
         "(foreign key children_parent_fk of shop.children references it), as PostgreSQL's own TRUNCATE says: it truncates a table " +
-        'others reference only together with them (TRUNCATE ... CASCADE)',
+        'others reference only together with them (TRUNCATE ... CASCADE): truncate it with --cascade to truncate them too',
     );
     // PostgreSQL's own, for the same table (its check of keys comes before the guard's trigger).
     await dba.query('BEGIN');

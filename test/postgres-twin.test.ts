@@ -7,7 +7,7 @@ import { postgresProgram } from '../servers/local-postgres';
 import { STORAGE_SESSION } from '../storage/postgres';
 import { companionsOfAll } from '../storage/postgres-names';
 import { parkedName, qualified, TRASH_SCHEMA } from '../storage/postgres-record';
-import { makeTwin, planTwin, type TwinPlan } from '../storage/postgres-twin';
+import { makeTwins, planTwin, type TwinPlan } from '../storage/postgres-twin';
 import { sharedPostgres, type TestPostgres } from './support/postgres';
 
 /*
@@ -117,7 +117,7 @@ async function truncateIntoTrash(schema: string, table: string, parked: string):
     }
     await c.query(`ALTER TABLE ${qualified(schema, table)} RENAME TO ${ident(parked)}`);
     await c.query(`ALTER TABLE ${qualified(schema, parked)} SET SCHEMA ${TRASH_SCHEMA}`);
-    await makeTwin(c, JSON.parse(JSON.stringify(plan)) as TwinPlan, { schema: TRASH_SCHEMA, table: parked });
+    await makeTwins(c, [{ plan: JSON.parse(JSON.stringify(plan)) as TwinPlan, original: { schema: TRASH_SCHEMA, table: parked } }]);
     return names;
   });
 }

@@ -7,6 +7,7 @@ import { isDomainErrorType, isOperationFailureType, TableFateError } from '../do
 import { POSTGRES_OWN_SCHEMAS } from '../domain/deployment';
 import { DOOR_CALLER_ROLE, DOOR_CHANNEL, DOOR_SCHEMA, prepareDoor } from '../storage/postgres-door-sql';
 import { STORAGE_SESSION } from '../storage/postgres';
+import { REFERENCING } from '../storage/postgres-truncate';
 import type { TableInfo, TableRecord } from '../domain/table';
 import type { RecallInPlaceInput } from '../domain/operation-inputs';
 import { TrashCopy } from './sql-door-trash';
@@ -58,12 +59,14 @@ type TableArgs = {
   reason?: string;
   retentionSeconds?: number;
   drainTimeoutSeconds?: number;
+  cascade?: boolean;
 };
 const SDK_REQUEST: Record<Exclude<DoorCall, 'trash'>, (args: TableArgs) => unknown> = {
-  truncate: ({ table, retentionSeconds, drainTimeoutSeconds }) => ({
+  truncate: ({ table, retentionSeconds, drainTimeoutSeconds, cascade }) => ({
     table,
     ...(retentionSeconds === undefined ? {} : { retentionSeconds }),
     ...(drainTimeoutSeconds === undefined ? {} : { drainTimeoutSeconds }),
+    ...(cascade ? { cascade } : {}),
   }),
   undelete: ({ table, newName, inPlace }) => ({ table, ...(newName ? { newName } : {}), ...(inPlace ? { inPlace } : {}) }),
   purge: ({ table }) => ({ tableId: Number(table) }),
@@ -372,6 +375,20 @@ export class SqlDoor {
       return { answer: notAllowed(`role ${request.requester_name} may not ${request.op} table ${plan.tableId}: only ${who} may`) };
     }
     if (!shard!.may_create) return { answer: notAllowed(`role ${request.requester_name} may not create tables in schema ${into}`) };
+    if (call === 'truncate' && (request.args as TableArgs).cascade) {
+      // As PostgreSQL's TRUNCATE ... CASCADE: the TRUNCATE privilege on every table it reaches.
+      const { rows: barred } = await session.query<{ name: string }>(
+        `WITH RECURSIVE asked(table_oid) AS (SELECT $1::pg_catalog.oid), ${REFERENCING}
+         SELECT DISTINCT pg_catalog.format('%I.%I', n.nspname, c.relname) AS name
+           FROM family f JOIN pg_catalog.pg_class c ON c.oid = f.child JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+          WHERE NOT pg_catalog.has_table_privilege($2::oid, f.child, 'TRUNCATE') ORDER BY 1`,
+        [shard!.oid, request.requester],
+      );
+      if (barred.length > 0) {
+        const names = barred.map((row) => row.name).join(', ');
+        return { answer: notAllowed(`role ${request.requester_name} may not truncate ${names}, which --cascade would truncate too`) };
+      }
+    }
     await session.query(`UPDATE ${OWN}.sql_requests SET table_oid = $2 WHERE id = $1`, [request.id, shard!.oid]);
     return { plan: asked };
   }

@@ -15,7 +15,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ShardChange, ShardRef } from '../domain/contracts';
+import type { ShardChange, ShardRef, TruncateEntries } from '../domain/contracts';
 import { lockFor, storageQueue } from '../domain/operations';
 import { type OperationScope } from '../domain/operation-inputs';
 import { SEARCH_ATTRIBUTES } from '../domain/search-attributes';
@@ -283,11 +283,16 @@ export function describeShardChange(change: ShardChange, shards: readonly ShardR
     unmarkGarbage: `take back the garbage mark of ${which}`,
     deleteGarbage: `delete ${which} (purge)`,
     moveShard: change.method !== 'moveShard' ? '' : change.from === change.to ? `rename ${which}` : `move ${which} to ${change.to}`,
-    truncateShard: change.method !== 'truncateShard' ? '' : `truncate ${which} into the trash as table ${change.into}`,
-    untruncateShard: change.method !== 'untruncateShard' ? '' : `take back the truncate of ${which} (table ${change.into} live again)`,
+    truncateShard: change.method !== 'truncateShard' ? '' : `truncate ${which} into the trash as ${entries(change.into)}`,
+    untruncateShard: change.method !== 'untruncateShard' ? '' : `take back the truncate of ${which} (${entries(change.into)} live again)`,
     checkTruncateShard: `check that ${which} can be truncated into the trash`,
   }[change.method];
   return `${doing} on ${node}`;
+}
+
+/** A truncate's trash entries, as a person reads them: "table 57", "tables 57, 58". */
+function entries(into: TruncateEntries): string {
+  return typeof into === 'number' ? `table ${into}` : `tables ${Object.values(into).join(', ')}`;
 }
 
 /** The shards grouped by the node that holds them, in placement order. */

@@ -4,8 +4,8 @@ import type { ShardRef } from '../domain/contracts';
 import type { Activities } from '../activities';
 import { domainFailure } from './failures';
 
-/** How long a node's worker has to pick the question up: one that is down fails the dry run rather than hold it. */
-const PICK_UP = '5 seconds';
+/** How long a node's worker has to pick a question up: one that is down fails the read rather than hold it. */
+export const PICK_UP = '5 seconds';
 
 /**
  * A drop's dry run (`drop --dry-run`): each node that holds a shard of the table is asked, on its own queue, what a drop
@@ -54,15 +54,15 @@ export function nothingElse(shards: number): string {
 }
 
 /**
- * A node's failure as the dry run's: its refusal with the refusal's own type (the drop's); a node whose worker did not
+ * A node's failure as the read's: its refusal with the refusal's own type (the drop's); a node whose worker did not
  * pick the question up, or did not answer, a StorageFault naming it.
  */
-function unanswered(err: unknown, node: string): unknown {
+export function unanswered(err: unknown, node: string): unknown {
   const failure = domainFailure(err);
   if (failure !== err) return failure;
   if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
     return ApplicationFailure.create({
-      message: `storage node ${node} did not answer the dry run (${err.cause.message}): is its worker running?`,
+      message: `storage node ${node} did not answer (${err.cause.message}): is its worker running?`,
       type: 'StorageFault',
       nonRetryable: true,
       cause: err,

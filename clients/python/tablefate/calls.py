@@ -98,10 +98,14 @@ class Calls:
         return await self.call("trash", req, request_id=request_id)
 
     async def truncate(self, table: TableRef, *, retention_seconds: Optional[int] = None,
-                       drain_timeout_seconds: Optional[int] = None, request_id: Optional[str] = None) -> TableInfo:
+                       drain_timeout_seconds: Optional[int] = None, cascade: Optional[bool] = None,
+                       request_id: Optional[str] = None) -> TableInfo:
         """Empties a READY table into the trash: its rows become a trash entry of their own (a new id under the table's
-        name, `truncated_from` naming the table), which this answers; the table stays live under its id, empty."""
-        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds)
+        name, `truncated_from` naming the table), which this answers; the table stays live under its id, empty. With
+        `cascade` (PostgreSQL, as TRUNCATE ... CASCADE): the tables whose foreign keys reference it, and theirs in turn,
+        are truncated with it, each into an entry of its own."""
+        req = request(table=table, retention_seconds=retention_seconds, drain_timeout_seconds=drain_timeout_seconds,
+                      cascade=cascade)
         return await self.call("truncate", req, request_id=request_id)
 
     async def undelete(self, table: TableRef, *, new_name: Optional[str] = None, new_namespace: Optional[str] = None,
