@@ -17,6 +17,7 @@ module.exports = {
     '<rootDir>/test/lifecycle.test.ts',
     '<rootDir>/test/crash-points.test.ts',
     '<rootDir>/test/truncate-crash.test.ts',
+    '<rootDir>/test/truncate-cascade-crash.test.ts',
     '<rootDir>/test/cluster/**/*.test.ts',
   ],
   globalSetup: '<rootDir>/test/support/cluster-setup.ts',

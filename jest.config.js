@@ -35,7 +35,12 @@ if (memory) process.env.TMPDIR = memory;
  * (`npm run test:cluster`, jest.cluster.config.js) and the chaos runner's short forms (`npm run test:chaos`,
  * jest.chaos.config.js).
  */
-const ELSEWHERE = ['<rootDir>/test/crash-points.test.ts', '<rootDir>/test/truncate-crash.test.ts', '<rootDir>/test/chaos.test.ts'];
+const ELSEWHERE = [
+  '<rootDir>/test/crash-points.test.ts',
+  '<rootDir>/test/truncate-crash.test.ts',
+  '<rootDir>/test/truncate-cascade-crash.test.ts',
+  '<rootDir>/test/chaos.test.ts',
+];
 
 const shared = {
   testEnvironment: 'node',

@@ -567,6 +567,16 @@ async function main(): Promise<void> {
       await save('drop-cascade', workflowIdFor.trash(parent.id, adopter.catalog.id));
       await adopter.client.undelete({ table: parent.id });
       await save('undelete-family', workflowIdFor.undelete(parent.id, adopter.catalog.id));
+      // (since v23) a truncate with cascade: the tables whose keys reference it found on the node (one read on its queue),
+      // then all of them truncated as one, each into an entry of its own
+      await withClient(node, (c) =>
+        c.query(`CREATE TABLE legacy.orders (id int PRIMARY KEY); CREATE TABLE legacy.lines (order_id int REFERENCES legacy.orders (id));
+                 INSERT INTO legacy.orders VALUES (1); INSERT INTO legacy.lines VALUES (1)`),
+      );
+      const orders = await adopter.client.adopt({ table: 'legacy.orders' });
+      await adopter.client.adopt({ table: 'legacy.lines' });
+      await adopter.client.truncate({ table: 'legacy.orders', cascade: true, retentionSeconds: 3600 });
+      await save('truncate-cascade', workflowIdFor.truncate(orders.id, adopter.catalog.id));
       // (since v21) a drop's dry run: one read-only activity per node, on the node's queue
       const planId = OPERATIONS.planDrop.workflowId('rec', adopter.catalog.id);
       await adopter.temporal.workflow.execute(OPERATIONS.planDrop.workflowType, {
