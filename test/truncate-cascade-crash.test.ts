@@ -67,7 +67,10 @@ async function expectTruncated(schema: string, tables: readonly TableInfo[]): Pr
     tables.map((t) => [t.id, 'TRASHED']).sort((a, b) => Number(a[0]) - Number(b[0])),
   );
   const keys = await user.query<{ key: string }>(
-    `SELECT k.conrelid::regclass || ' -> ' || k.confrelid::regclass AS key FROM pg_constraint k WHERE k.conname = 'lines_order_fk'`,
+    `SELECT k.conrelid::regclass || ' -> ' || k.confrelid::regclass AS key FROM pg_constraint k
+       JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE k.conname = 'lines_order_fk' AND n.nspname = $1`,
+    [schema],
   );
   expect(keys.rows).toEqual([{ key: `${schema}.lines -> ${schema}.orders` }]);
   expect(await h.catalog.listLocks()).toEqual([]);
