@@ -287,7 +287,7 @@ async function trashBySize(client: TableFateClient, url: string): Promise<Lifecy
 }
 
 /** Trashes of each size measured (bench's PostgreSQL trash by size). */
-const SIZE_ROUNDS = 11;
+const SIZE_ROUNDS = 21;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -144,3 +144,40 @@ test('keys in a circle: both tables truncated, the twins keyed to each other bot
   expect(await keysOf('ring')).toEqual(keysBefore);
   await expect(user.query('INSERT INTO ring.b VALUES (2, 1)')).rejects.toThrow(/b_a_fk/);
 });
+
+test('recalled in place, the referencing table first: each table its rows again, the keys between them back, what was written since in the trash', async () => {
+  const parent = await h.client.create({ table: 'inv.parts', shards: 1, columns: 'id int primary key' });
+  const child = await h.client.create({
+    table: 'inv.bins',
+    shards: 1,
+    columns: 'part_id int not null constraint bins_part_fk references inv.parts, qty int',
+  });
+  await user.query(
+    'INSERT INTO inv.parts SELECT generate_series(1, 4); INSERT INTO inv.bins SELECT g, 10 * g FROM generate_series(1, 4) g',
+  );
+  const entry = await h.client.truncate({ table: 'inv.parts', cascade: true });
+  const childEntry = (await h.client.list({ includeTrashed: true })).find((t) => t.truncatedFrom === child.id && t.state === 'TRASHED')!;
+  await user.query('INSERT INTO inv.parts VALUES (9); INSERT INTO inv.bins VALUES (9, 90)');
+
+  // The parent first is refused as its drop would be: the live table's key on it is named; nothing changes.
+  const refused = await h.client.undelete({ table: entry.id, inPlace: true }).catch((err: unknown) => err);
+  expect(refused).toBeInstanceOf(HasDependentsError);
+  expect((refused as Error).message).toMatch(/bins_part_fk/);
+  expect([await count('inv.parts'), await count('inv.bins')]).toEqual([1, 1]);
+
+  await h.client.undelete({ table: childEntry.id, inPlace: true });
+  await h.client.undelete({ table: entry.id, inPlace: true });
+  expect((await user.query('SELECT part_id, qty FROM inv.bins ORDER BY 1')).rows).toEqual(
+    [1, 2, 3, 4].map((g) => ({ part_id: g, qty: 10 * g })),
+  );
+  expect(await count('inv.parts')).toBe(4);
+  expect(await keysOf('inv')).toEqual(['bins_part_fk: inv.bins -> inv.parts']);
+  await expect(user.query('INSERT INTO inv.bins VALUES (7, 1)')).rejects.toThrow(/bins_part_fk/);
+  // What was written to the twins since waits in the trash, as the tables they were.
+  expect(await h.client.describe({ table: parent.id })).toMatchObject({ state: 'TRASHED' });
+  expect(await h.client.describe({ table: child.id })).toMatchObject({ state: 'TRASHED' });
+  await h.client.undelete({ table: child.id, newName: 'inv.bins_since' });
+  await h.client.undelete({ table: parent.id, newName: 'inv.parts_since' });
+  expect((await user.query('SELECT part_id, qty FROM inv.bins_since')).rows).toEqual([{ part_id: 9, qty: 90 }]);
+  expect(await keysOf('inv')).toEqual(['bins_part_fk: inv.bins -> inv.parts', 'bins_part_fk: inv.bins_since -> inv.parts_since']);
+});
