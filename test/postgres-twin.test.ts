@@ -389,7 +389,7 @@ describe('what an empty twin cannot stand in for', () => {
     [
       'parent',
       HasDependentsError,
-      /: cannot truncate a table referenced in a foreign key constraint \(foreign key child_parent_fk of refuse\.child references it\), .* \(TRUNCATE \.\.\. CASCADE\)$/,
+      /: cannot truncate a table referenced in a foreign key constraint \(foreign key child_parent_fk of refuse\.child references it\), .* \(TRUNCATE \.\.\. CASCADE\): truncate it with --cascade to truncate them too$/,
     ],
     ['counted', HasDependentsError, /function refuse\.how_many\(\)/],
   ])('%s: refused, named, nothing changed', async (table, type, message) => {
