@@ -4,6 +4,7 @@ import { startCrashingWorker } from './support/crashing-worker';
 import { workflowIdFor } from '../domain/operations';
 import type { trashExpiry, trashTable } from '../workflows';
 import { toTableInfo } from '../domain/table';
+import { OperationFailedError } from '../domain/errors';
 import { untilPast, waitFor } from './support/wait';
 
 // A worker killed right after a local activity did its work, before the workflow task that ran it completed:
@@ -64,6 +65,24 @@ test('a create whose worker dies after its prepare made the first shards in one 
   await h.startWorker();
   expect(await created).toMatchObject({ id: table!.id, state: 'READY' });
   expect(await h.shardAreas(toTableInfo(table!))).toEqual(['live', 'live', 'live']);
+  expect(await h.catalog.listLocks()).toEqual([]);
+  await h.stopWorker();
+});
+
+test('a create cancelled while its first task, whose call made the shards, is lost: the next worker takes the shards back', async () => {
+  const worker = await crashingWorker(...afterCall(1));
+  const created = h.client.create({ table: 'crash.cancelled', shards: 3 }).catch((err: unknown) => err);
+  expect(await worker.exited).toBe('SIGKILL');
+  const table = await h.catalog.findByName({ namespace: 'crash', name: 'cancelled' });
+  expect(table?.state).toBe('CREATING');
+  await h.temporal.workflow.getHandle(workflowIdFor.create({ namespace: 'crash', name: 'cancelled' }, h.catalog.id)).cancel();
+
+  await h.startWorker();
+  // The cancel is taken once the first call is made again (its journal answers it): the prepare and the shards taken back.
+  expect(await created).toBeInstanceOf(OperationFailedError);
+  expect(await created).toMatchObject({ type: 'WorkflowCancelled' });
+  expect(await h.catalog.getTable(table!.id)).toMatchObject({ state: 'CREATE_FAILED' });
+  expect(await h.shardAreas(toTableInfo(table!))).toEqual([null, null, null]);
   expect(await h.catalog.listLocks()).toEqual([]);
   await h.stopWorker();
 });

@@ -26,6 +26,7 @@ import { nextCall, RETRY, said } from './catalog-calls';
 import { applicationFailureOf, domainFailure } from './failures';
 import { enterStep, stepProgress, tookBack, undoingStep } from './observe';
 import { untilFree, type Waiting } from './wait-turn';
+import { takes } from './patches';
 
 /** How many shards of a step one call changes: a long change (256 shards, a slow disk) is seen to progress between calls. */
 const SHARDS_PER_CALL = 16;
@@ -81,6 +82,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   let progress = startOf(Date.now());
   const notes: string[] = [];
   const waiting = options.waiting ?? { policy: input.lockWait, input };
+  let madeCall = false;
 
   /** One call to the worker, from where the run stands. */
   const call = async (direction: StepsCall['direction']): Promise<StepsAnswer> => {
@@ -98,6 +100,7 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
     const answer = await CancellationScope.nonCancellable(() =>
       here.runStepsHere.executeWithOptions(said(describeCall(operation, progress, direction)), [request]),
     );
+    madeCall = true;
     progress = answer.progress;
     notes.push(...answer.notes);
     observe(direction);
@@ -135,8 +138,9 @@ export function operationRun<I extends OperationScope>(operation: Operation<I>, 
   /** Forward through the steps until the operation ends. */
   const forward = async (): Promise<TableRecord> => {
     for (;;) {
-      // (Past the point of no return a cancel is not taken: the operation goes on to its end, as it would after a crash.)
-      if (!progress.forwardOnly && CancellationScope.current().consideredCancelled) {
+      // (Past the point of no return a cancel is not taken: the operation goes on to its end, as it would after a crash.
+      // Nor before the first call: a workflow task lost after it ran would leave its work undone and untaken back.)
+      if (!progress.forwardOnly && CancellationScope.current().consideredCancelled && (madeCall || !takes('firstCallBeforeCancel'))) {
         throw new CancelledFailure('the operation was cancelled');
       }
       const answer = await untilFree(

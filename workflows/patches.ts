@@ -21,6 +21,13 @@ export const PATCHES = {
    * (workflows/index.ts) and where the reconciler starts a trash's run (workflows/reconcile.ts).
    */
   dropEndsAtTrashed: { id: 'drop-ends-at-trashed', since: 20 },
+  /**
+   * A cancel found before the run's first call is taken only once that call is made: the call may have run already in a
+   * workflow task that was lost (its journal answers it again), and what it did is then taken back rather than left to
+   * the reconciler, which would finish it. Runs started before it took the cancel at once. Asked in the executor
+   * (workflows/execute.ts), only when a cancel is there before the first call.
+   */
+  firstCallBeforeCancel: { id: 'first-call-before-cancel', since: 20 },
 } as const satisfies Record<string, { id: string; since: number }>;
 
 /** Whether this run takes the patch's new branch (every run started on its release or later does). */

@@ -178,6 +178,17 @@ async function main(): Promise<void> {
     await h.startWorker();
     await lost;
     await save('create-lost-task', workflowIdFor.create({ namespace: 'rec', name: 'lost' }, h.catalog.id));
+    // (since v23) a create cancelled while its first task, whose call prepared it and made its shards, was lost: the next
+    // worker makes the first call again (the journal answers it), then takes the cancel, and takes it all back
+    await h.stopWorker();
+    const crashingFirst = await startCrashingWorker({ on: h, bundleFile, activity: 'runStepsHere', env: { CRASH_ON_CALL: '1' } });
+    const cancelled = h.client.create({ table: 'rec.cancelled_lost', shards: 2 }).catch(() => undefined);
+    await crashingFirst.exited;
+    const cancelledId = workflowIdFor.create({ namespace: 'rec', name: 'cancelled_lost' }, h.catalog.id);
+    await h.temporal.workflow.getHandle(cancelledId).cancel();
+    await h.startWorker();
+    await cancelled;
+    await save('create-cancelled-lost-task', cancelledId);
 
     // a trash whose move fails: compensated back to READY
     const failing = await h.client.create({ table: 'rec.failing', shards: 2 });
