@@ -182,12 +182,12 @@ async function main(): Promise<void> {
     // worker makes the first call again (the journal answers it), then takes the cancel, and takes it all back
     await h.stopWorker();
     const crashingFirst = await startCrashingWorker({ on: h, bundleFile, activity: 'runStepsHere', env: { CRASH_ON_CALL: '1' } });
-    const cancelled = h.client.create({ table: 'rec.cancelled_lost', shards: 2 }).catch(() => undefined);
+    const cancelledLost = h.client.create({ table: 'rec.cancelled_lost', shards: 2 }).catch(() => undefined);
     await crashingFirst.exited;
     const cancelledId = workflowIdFor.create({ namespace: 'rec', name: 'cancelled_lost' }, h.catalog.id);
     await h.temporal.workflow.getHandle(cancelledId).cancel();
     await h.startWorker();
-    await cancelled;
+    await cancelledLost;
     await save('create-cancelled-lost-task', cancelledId);
 
     // a trash whose move fails: compensated back to READY
