@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,7 +9,17 @@ import { ensureNexusEndpoint } from './nexus-endpoint';
 import { NEXUS_ENDPOINT } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
 import { findTemporalCli } from './go-tools';
-import { assertPortFree, freePorts, HOST, logTail, LOG_TAIL_LINES, tcpAccepts } from './local-host';
+import {
+  assertPortFree,
+  describeExit,
+  freePorts,
+  HOST,
+  logTail,
+  LOG_TAIL_LINES,
+  spawnServer,
+  tcpAccepts,
+  type ServerExit,
+} from './local-host';
 
 const STOP_GRACE_MS = 10_000;
 
@@ -82,17 +92,6 @@ export async function taskQueuePartitions(dbFile: string): Promise<1 | 4> {
 /** The server could not bind a port: another process took it. */
 class PortInUseError extends Error {}
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  error?: Error;
-}
-
-function describeExit(exit: Exit): string {
-  if (exit.error) return `could not be run (${exit.error.message})`;
-  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${String(exit.code)}`;
-}
-
 /** A Temporal dev server (`temporal server start-dev`) run as a child process. */
 export class DevServer {
   /** `127.0.0.1:<port>`, the gRPC address clients and workers connect to. */
@@ -107,7 +106,7 @@ export class DevServer {
   readonly startMs: number;
 
   private readonly child: ChildProcess;
-  private readonly exited: Promise<Exit>;
+  private readonly exited: Promise<ServerExit>;
   private stopping: Promise<void> | null = null;
   private readonly killOnExit: () => void;
 
@@ -118,7 +117,7 @@ export class DevServer {
     logFile: string;
     namespace: string;
     child: ChildProcess;
-    exited: Promise<Exit>;
+    exited: Promise<ServerExit>;
     killOnExit: () => void;
     startMs: number;
   }) {
@@ -188,30 +187,9 @@ export class DevServer {
       () => 0,
     );
     await fs.promises.appendFile(logFile, `--- ${new Date().toISOString()} ${cli} ${args.join(' ')}\n`);
-    const fd = fs.openSync(logFile, 'a');
-    let child: ChildProcess;
-    try {
-      child = spawn(cli, args, { stdio: ['ignore', fd, fd] });
-    } finally {
-      fs.closeSync(fd);
-    }
-    // The server must not outlive us: killed on any exit of this process that runs 'exit' handlers.
-    const killOnExit = () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    };
-    process.on('exit', killOnExit);
-    const exited = new Promise<Exit>((resolve) => {
-      child.once('exit', (code, signal) => resolve({ code, signal }));
-      child.once('error', (error) => resolve({ code: null, signal: null, error }));
-    });
-    exited.then(
-      () => process.off('exit', killOnExit),
-      () => undefined,
-    );
-    // Our event loop may end while the server runs; the 'exit' handler then kills it.
-    child.unref();
+    const { child, exited, killOnExit } = spawnServer(cli, args, logFile);
 
-    const fail = async (reason: string, exit: Exit | null): Promise<never> => {
+    const fail = async (reason: string, exit: ServerExit | null): Promise<never> => {
       if (!exit) {
         child.kill('SIGKILL');
         await exited;
@@ -228,7 +206,7 @@ export class DevServer {
       throw /address already in use/i.test(written) && exit ? new PortInUseError(message) : new Error(message);
     };
 
-    const state: { exit: Exit | null } = { exit: null };
+    const state: { exit: ServerExit | null } = { exit: null };
     void exited.then((e) => (state.exit = e));
     const deadline = started + readyTimeoutMs;
     let lastError = 'no answer';

@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 
@@ -102,4 +103,47 @@ function canBind(port: number): Promise<boolean> {
     server.once('error', () => resolve(false));
     server.listen(port, HOST, () => server.close(() => resolve(true)));
   });
+}
+
+/** How a server process ended. */
+export interface ServerExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  error?: Error;
+}
+
+/** How a server process ended, as an error says it. */
+export function describeExit(exit: ServerExit): string {
+  if (exit.error) return `could not be run (${exit.error.message})`;
+  return exit.signal ? `was killed by ${exit.signal}` : `exited with code ${String(exit.code)}`;
+}
+
+/**
+ * Runs a local server program, its output appended to `logFile`. The server must not outlive us: it is killed on any exit
+ * of this process that runs 'exit' handlers (`killOnExit`, to take off once it is stopped on purpose). It does not hold
+ * our event loop open: a test file's last test may end while it runs, and the 'exit' handler then kills it.
+ */
+export function spawnServer(
+  program: string,
+  args: readonly string[],
+  logFile: string,
+): { child: ChildProcess; exited: Promise<ServerExit>; killOnExit: () => void } {
+  const fd = fs.openSync(logFile, 'a');
+  let child: ChildProcess;
+  try {
+    child = spawn(program, args, { stdio: ['ignore', fd, fd] });
+  } finally {
+    fs.closeSync(fd);
+  }
+  const killOnExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  };
+  process.on('exit', killOnExit);
+  const exited = new Promise<ServerExit>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('error', (error) => resolve({ code: null, signal: null, error }));
+  });
+  void exited.then(() => process.off('exit', killOnExit));
+  child.unref();
+  return { child, exited, killOnExit };
 }
