@@ -1,8 +1,7 @@
 import { formatTableName } from '../domain/names';
 import { tablesOf, TRUNCATED_WITH_IT, type TruncateInput } from '../domain/operation-inputs';
-import { trashChangedSignal, type TruncateEntries } from '../domain/contracts';
+import { trashChangedSignal, type ShardChange, type TruncateEntries } from '../domain/contracts';
 import { transition, type Operation, type StepContext } from '../domain/steps';
-import type { ShardChange } from '../domain/contracts';
 import type { TableInfo } from '../domain/table';
 import { operationRun, wokenBy } from './execute';
 import { commitTrashed, drainDeadline, drained, keptOrPurged, withNotes } from './trash';
@@ -13,7 +12,8 @@ import { truncateFamily } from './truncate-family';
  * recalled, held, purged and expiring as a dropped table is), and the table stays live and empty, with its id, name,
  * definition and leases to come. Like a drop, it takes no new lease and waits for those held (TRUNCATING), then each
  * shard's rows go to the entry and an empty shard takes their place (PostgreSQL: in one transaction, after the drop's
- * drain), then the entry is committed TRASHED and its expiry started.
+ * drain), then the entry is committed TRASHED and its expiry started. Several tables truncated as one (a cascade's:
+ * `together`) go through the same steps side by side, each into an entry of its own, all of them or none.
  */
 export const truncate: Operation<TruncateInput> = {
   name: 'truncate',
