@@ -1,11 +1,6 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, TimeoutFailure, workflowInfo } from '@temporalio/workflow';
-import { storageQueue, type PlanDropInput } from '../domain/operations';
+import type { PlanDropInput } from '../domain/operations';
 import type { ShardRef } from '../domain/contracts';
-import type { Activities } from '../activities';
-import { domainFailure } from './failures';
-
-/** How long a node's worker has to pick a question up: one that is down fails the read rather than hold it. */
-export const PICK_UP = '5 seconds';
+import { askNode } from './node-reads';
 
 /**
  * A drop's dry run (`drop --dry-run`): each node that holds a shard of the table is asked, on its own queue, what a drop
@@ -22,18 +17,10 @@ export async function planDrop(input: PlanDropInput): Promise<string[]> {
   }
   const answers = await Promise.allSettled(
     [...byNode].map(async ([node, shards]) => {
-      const { dependentsOfShards } = proxyActivities<Pick<Activities, 'dependentsOfShards'>>({
-        taskQueue: storageQueue(workflowInfo().taskQueue, node),
-        scheduleToStartTimeout: PICK_UP,
-        startToCloseTimeout: '10 seconds',
-        retry: { maximumAttempts: 2, initialInterval: '200ms' },
-      });
-      try {
-        const notes = await dependentsOfShards({ catalogId: input.catalogId, shards, ...(input.cascade ? { cascade: true } : {}) });
-        return shards.map((shard, i) => ({ shard: shard.shard, notes: notes[i] ?? [] }));
-      } catch (err) {
-        throw unanswered(err, node);
-      }
+      const notes = await askNode(node, (reads) =>
+        reads.dependentsOfShards({ catalogId: input.catalogId, shards, ...(input.cascade ? { cascade: true } : {}) }),
+      );
+      return shards.map((shard, i) => ({ shard: shard.shard, notes: notes[i] ?? [] }));
     }),
   );
   const said: Array<{ shard: number; notes: string[] }> = [];
@@ -51,22 +38,4 @@ export async function planDrop(input: PlanDropInput): Promise<string[]> {
 /** What a dry run says of a drop that would move the table's shards and nothing else. */
 export function nothingElse(shards: number): string {
   return `would move its ${shards} shard${shards === 1 ? '' : 's'} into the trash, and nothing else`;
-}
-
-/**
- * A node's failure as the read's: its refusal with the refusal's own type (the drop's); a node whose worker did not
- * pick the question up, or did not answer, a StorageFault naming it.
- */
-export function unanswered(err: unknown, node: string): unknown {
-  const failure = domainFailure(err);
-  if (failure !== err) return failure;
-  if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure) {
-    return ApplicationFailure.create({
-      message: `storage node ${node} did not answer (${err.cause.message}): is its worker running?`,
-      type: 'StorageFault',
-      nonRetryable: true,
-      cause: err,
-    });
-  }
-  return err;
 }

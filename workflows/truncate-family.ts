@@ -1,13 +1,11 @@
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
 import { formatTableName } from '../domain/names';
-import { storageQueue } from '../domain/operations';
 import type { TruncateInput } from '../domain/operation-inputs';
 import type { ShardRef } from '../domain/contracts';
 import type { TableRecord } from '../domain/table';
-import type { Activities } from '../activities';
 import type { ReferencingTable } from '../storage/driver';
 import { catalogCalls } from './catalog-calls';
-import { PICK_UP, unanswered } from './plan-drop';
+import { askNode } from './node-reads';
 
 /**
  * A cascade truncate's family (`truncate --cascade`, as `TRUNCATE ... CASCADE`): the tables whose foreign keys reference
@@ -67,17 +65,8 @@ async function referencing(
   for (const shard of shards) byNode.set(shard.node, [...(byNode.get(shard.node) ?? []), shard]);
   const answers = await Promise.all(
     [...byNode].map(async ([node, held]) => {
-      const { referencingTables } = proxyActivities<Pick<Activities, 'referencingTables'>>({
-        taskQueue: storageQueue(workflowInfo().taskQueue, node),
-        scheduleToStartTimeout: PICK_UP,
-        startToCloseTimeout: '10 seconds',
-        retry: { maximumAttempts: 2, initialInterval: '200ms' },
-      });
-      try {
-        return (await referencingTables({ catalogId, shards: held })).map((table) => ({ node, table }));
-      } catch (err) {
-        throw unanswered(err, node);
-      }
+      const found = await askNode(node, (reads) => reads.referencingTables({ catalogId, shards: held }));
+      return found.map((table) => ({ node, table }));
     }),
   );
   return answers.flat();
