@@ -143,6 +143,8 @@ async function trash(
   const record = OPERATIONS.trash;
   // Times this call met a drop without cascade of the same id running, and started again after it (a bound).
   let joinedPlain = 0;
+  // The run whose answer this call takes (started, or joined), where the server said which.
+  let answeredBy: string | undefined;
   const trashed = await startAndWait<typeof trashTable, TableInfo>(ctx, {
     ...onTable(ctx, record, table.id, `trash of ${label} (id ${table.id})`, timeoutMs, opts),
     run: async (attempt) => {
@@ -175,6 +177,7 @@ async function trash(
       };
     },
     again: async (outcome) => {
+      answeredBy = outcome.runId;
       // Joined a drop of the table without cascade (the run that answered did not ask it), refused for what cascade
       // takes: once it has closed, this one starts again, and runs, or joins the drop running then.
       if ('error' in outcome && cascade && isHasDependents(outcome.error)) {
@@ -196,10 +199,9 @@ async function trash(
   if (trashed.state === 'TRASHED' && retentionSeconds !== undefined && kept !== retentionSeconds) {
     throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with a retention of ${kept} s`);
   }
-  // And its cascade: a drop asked without it must not pass for one that took the table's family along.
-  if (!cascade && trashed.family && (await askedCascade(ctx, record.workflowId(trashed.id, ctx.catalog.id), undefined))) {
-    throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with cascade: ${trashed.family.join('; ')}`);
-  }
+  // What the run that answered was asked, read of its start only when the answer leaves it open.
+  let answeredAsk: Promise<AskedOfRun | undefined> | undefined;
+  const answeredRun = () => (answeredAsk ??= askedOfRun(ctx, record.workflowId(trashed.id, ctx.catalog.id), answeredBy));
   // And its tables: a drop of one must not pass for a drop of several, nor the other way round.
   const others = group.slice(1).map((member) => member.table.id);
   const withThose = trashed.droppedWith ?? [];
@@ -208,6 +210,25 @@ async function trash(
       `table ${formatTableName(trashed)} (id ${trashed.id}) was trashed meanwhile by another request, ` +
         (withThose.length > 0 ? `with tables ${withThose.join(', ')}` : 'alone'),
     );
+  }
+  // And its namespace: a drop of a whole namespace must not pass for one of its tables that left the schema behind, nor
+  // the other way round. (Taking a schema along, a run says so in its notes: one without notes took none.)
+  const answered = namespace !== undefined || (trashed.notes ?? []).length > 0 ? await answeredRun() : undefined;
+  if (namespace !== undefined && answered && answered.wholeNamespace !== namespace) {
+    throw new WrongStateError(
+      `table ${formatTableName(trashed)} (id ${trashed.id}) was trashed meanwhile by another request, alone: ` +
+        `namespace ${quotePart(namespace)} stays, with what else it holds`,
+    );
+  }
+  if (namespace === undefined && answered?.wholeNamespace !== undefined) {
+    throw new WrongStateError(
+      `table ${label} was trashed meanwhile by another request, with its whole namespace ${quotePart(answered.wholeNamespace)}: ` +
+        (trashed.notes ?? []).join('; '),
+    );
+  }
+  // And its cascade: a drop asked without it must not pass for one that took the table's family along.
+  if (!cascade && trashed.family && (await answeredRun())?.cascade === true) {
+    throw new WrongStateError(`table ${label} was trashed meanwhile by another request, with cascade: ${trashed.family.join('; ')}`);
   }
   // (The answer is of the table asked first, with what the run's moves said of them all.)
   if (trashed.id === plan.table.id) return trashed;
@@ -255,20 +276,29 @@ async function droppedAsOne(ctx: ClientContext, names: readonly TableName[]): Pr
 /** How many drops without cascade a drop with it starts again after (each one it met running refused it). */
 export const MAX_PLAIN_JOINED = 3;
 
+/** What a drop (or truncate) run was asked beyond its table, as its start says. */
+interface AskedOfRun {
+  cascade?: boolean;
+  wholeNamespace?: string;
+}
+
 /**
- * Whether the drop (or truncate) run at `workflowId` (`runId`: that run; else its latest) was asked for cascade, as its
- * start says;
- * false when unreadable.
+ * What the drop (or truncate) run at `workflowId` (`runId`: that run; else its latest) was asked; when its history cannot
+ * be read, nothing, and the answer passes as it did before these checks.
  */
-export async function askedCascade(ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<boolean> {
+async function askedOfRun(ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<AskedOfRun | undefined> {
   try {
     const history = await ctx.client.workflow.getHandle(workflowId, runId).fetchHistory();
     const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-    return payload ? temporalCommon().defaultPayloadConverter.fromPayload<{ cascade?: boolean }>(payload).cascade === true : false;
+    return payload ? temporalCommon().defaultPayloadConverter.fromPayload<AskedOfRun>(payload) : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
+
+/** Whether the drop (or truncate) run at `workflowId` (`runId`: that run; else its latest) was asked for cascade. */
+export const askedCascade = async (ctx: ClientContext, workflowId: string, runId: string | undefined): Promise<boolean> =>
+  (await askedOfRun(ctx, workflowId, runId))?.cascade === true;
 
 export const isHasDependents = (err: unknown) =>
   (err instanceof TableFateError ? err.type : applicationFailureOf(err)?.type) === 'HasDependents';

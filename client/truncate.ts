@@ -55,6 +55,8 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
     const record = OPERATIONS.truncate;
     const workflowId = record.workflowId(tableId, ctx.catalog.id);
     let joinedPlain = 0;
+    // The run whose answer this call takes (started, or joined), where the server said which.
+    let answeredBy: string | undefined;
     const entry = await startAndWait<typeof truncateTable>(ctx, {
       ...onTable(ctx, record, tableId, `truncate of ${label} (id ${tableId})`, drainingTimeout(ctx, plan, opts), opts),
       run: {
@@ -72,6 +74,7 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
         summary: `truncate ${label} (id ${tableId}) into the trash`,
       },
       again: async (outcome) => {
+        answeredBy = outcome.runId;
         // Joined a truncate of the table without cascade, refused for a table cascade would take: once it has closed, this
         // one starts again, and runs, or joins the truncate running then.
         if ('error' in outcome && cascade && isHasDependents(outcome.error)) {
@@ -97,7 +100,7 @@ export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> 
     if (
       !cascade &&
       (entry.notes ?? []).some((note) => note.startsWith(TRUNCATED_WITH_IT)) &&
-      (await askedCascade(ctx, workflowId, undefined))
+      (await askedCascade(ctx, workflowId, answeredBy))
     ) {
       throw new WrongStateError(`table ${label} was truncated meanwhile by another request, with cascade: ${entry.notes!.join('; ')}`);
     }

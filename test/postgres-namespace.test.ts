@@ -131,3 +131,49 @@ test('a schema of that name made meanwhile refuses the recall; the whole of it s
   await h.client.purge({ tableId: items.id });
   expect(await schemaOf(oid)).toBeNull();
 });
+
+test("two drops of a namespace's one table at once, one of the whole namespace: each is answered as it asked, or refused", async () => {
+  const table = await h.client.create({ table: 'both.items', columns: 'id int' });
+  const oid = await schemaOid('both');
+  const untilDraining = async () => {
+    while ((await h.catalog.getTable(table.id))?.state !== 'DRAINING') await new Promise((resolve) => setTimeout(resolve, 50));
+  };
+  const settled = <T>(call: Promise<T>) =>
+    call.then(
+      (answer) => ({ answer }),
+      (error: Error & { type?: string }) => ({ error }),
+    );
+
+  // A drop of the table waits for a lease; the namespace's drop joins its run, which leaves the schema where it is.
+  let lease = await h.client.acquireLease(table.id, { ttlSeconds: 60, holder: 'test' });
+  const plain = h.client.trash({ table: 'both.items', retentionSeconds: 3600 });
+  await untilDraining();
+  const whole = settled(h.client.trash({ namespace: 'both', retentionSeconds: 3600 }));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await h.client.releaseLease(lease.id);
+  expect(await plain).toMatchObject({ state: 'TRASHED' });
+  expect(await whole).toMatchObject({
+    error: {
+      type: 'WrongState',
+      message: expect.stringContaining('trashed meanwhile by another request, alone: namespace both stays') as unknown,
+    },
+  });
+  expect(await schemaOf(oid)).toBe('both');
+  await h.client.undelete({ table: table.id });
+
+  // The other way round: the table's drop joins the namespace's, and is told that the schema went too.
+  lease = await h.client.acquireLease(table.id, { ttlSeconds: 60, holder: 'test' });
+  const first = h.client.trash({ namespace: 'both', retentionSeconds: 3600 });
+  await untilDraining();
+  const second = settled(h.client.trash({ table: 'both.items', retentionSeconds: 3600 }));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await h.client.releaseLease(lease.id);
+  expect(await first).toMatchObject({ state: 'TRASHED', notes: [expect.stringContaining('schema both moved into the trash with them')] });
+  expect(await second).toMatchObject({
+    error: {
+      type: 'WrongState',
+      message: expect.stringContaining('trashed meanwhile by another request, with its whole namespace both') as unknown,
+    },
+  });
+  expect(await schemaOf(oid)).not.toBe('both');
+});
