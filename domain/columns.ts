@@ -92,7 +92,7 @@ function wordBefore(text: string, at: number): string {
 }
 
 /** The index of the quote that closes the one at `open`, or -1. A doubled quote (and, with `escapes`, \') is inside. */
-function closingQuote(text: string, open: number, quote: string, escapes: boolean): number {
+export function closingQuote(text: string, open: number, quote: string, escapes: boolean): number {
   for (let i = open + 1; i < text.length; i++) {
     const c = text[i];
     if (escapes && c === '\\') {
@@ -117,4 +117,4 @@ function continuation(text: string, close: number): number {
   return lineBreak && text[i] === "'" ? i : -1;
 }
 
-const refuse = (why: string): ColumnCheck => ({ ok: false, reason: `the column definitions ${why}` });
+export const refuse = (why: string): ColumnCheck => ({ ok: false, reason: `the column definitions ${why}` });

@@ -23,7 +23,7 @@ export function catalogPath(home: string): string {
 }
 
 /** The storage drivers: a shard as files under the state directory, or as a real PostgreSQL table. */
-export const STORAGE_DRIVERS = ['files', 'postgres'] as const;
+export const STORAGE_DRIVERS = ['files', 'postgres', 'mariadb'] as const;
 export type StorageDriverName = (typeof STORAGE_DRIVERS)[number];
 
 /**
@@ -39,6 +39,20 @@ export const POSTGRES_OWN_SCHEMAS = {
   /** The SQL door's procedures and views, the one schema of tablefate's a caller is granted (storage/postgres-door-sql.ts). */
   door: 'tablefate_sql',
 } as const;
+
+/**
+ * The databases the MariaDB driver keeps for itself on every node: its record of the tables it placed, the trash, and the
+ * garbage a purge drops. No tablefate namespace may be one of them, nor one of MariaDB's own.
+ */
+export const MARIADB_OWN_DATABASES = { own: 'tablefate', trash: 'tablefate_trash', garbage: 'tablefate_garbage' } as const;
+const MARIADB_SYSTEM_DATABASES = new Set(['mysql', 'information_schema', 'performance_schema', 'sys']);
+
+/** Why a namespace cannot be a database of live tables with the MariaDB driver, or undefined if it can. */
+export function reservedDatabaseReason(namespace: string): string | undefined {
+  if ((Object.values(MARIADB_OWN_DATABASES) as string[]).includes(namespace)) return `database ${namespace} is tablefate's own`;
+  if (MARIADB_SYSTEM_DATABASES.has(namespace.toLowerCase())) return `database ${namespace} is MariaDB's own`;
+  return undefined;
+}
 
 /**
  * Why a namespace cannot be a schema of live tables with the PostgreSQL driver, or undefined if it can: tablefate's

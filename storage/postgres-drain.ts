@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { TableBusyError } from '../domain/errors';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { checkWatch, type Watch } from './driver';
+import { pauseUnlessAborted } from './pause';
 import { locate } from './postgres-audit';
 import { inNodeTransaction } from './postgres-node';
 import { describeShard, type ShardTableId } from './postgres-record';
@@ -152,19 +153,4 @@ function tableBusy(table: string, drainTimeoutMs: number, holders: readonly Tabl
     `${table} is still in use after ${drainTimeoutMs} ms of waiting: ` +
       (named.length > 0 ? `held by ${named.join(', ')}` : 'its holders had just let it go'),
   );
-}
-
-/** Waits `ms`, or less if `signal` aborts meanwhile (the next checkWatch says why). */
-function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  // An abort that came during the last try has fired already: no event would wake us.
-  if (signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }

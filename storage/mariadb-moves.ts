@@ -1,0 +1,150 @@
+import type { Pool, PoolConnection } from 'mariadb';
+import { PermanentStorageError } from './errors';
+import { ensureDatabase, refuseTaken } from './mariadb-create';
+import { briefly, drainOf, NOWAIT, type Drain, type MoveOptions } from './mariadb-drain';
+import { keepsAnything, putBack, readKept, refuseComingBack, refuseReferences, takeOff } from './mariadb-kept';
+import {
+  AREA_DATABASES,
+  forget,
+  hiddenName,
+  locate,
+  markKept,
+  missing,
+  parkedName,
+  withShardTurn,
+  type Destination,
+  type Located,
+  type Place,
+  type ShardTableId,
+  type TableArea,
+} from './mariadb-record';
+import { renameTo } from './mariadb-rename';
+import { qualified } from './mariadb-session';
+
+/**
+ * The moves of the MariaDB driver, on one node: a shard is a real InnoDB table that services query while it is live
+ * (`<namespace>.<name>`, or `<name>_<shard>`) and that waits in tablefate's own databases while it is in the trash or
+ * garbage, under a name of its identity only. A move is a `RENAME TABLE`, which InnoDB makes without touching a row
+ * (the same few milliseconds for a gigabyte as for a kilobyte), preceded, for a table with triggers or foreign keys, by
+ * what mariadb-kept.ts takes off (on the way out) or puts back (on the way in) while the table waits under its hidden
+ * name in its live database. Each step is recorded first and finds itself done when run again (mariadb-record.ts).
+ */
+
+/** Moves the shard's table to `to` (to the live area: to `live`), after draining it; answers what it said. */
+export function moveTable(
+  pool: Pool,
+  id: ShardTableId,
+  to: TableArea,
+  live: Place | undefined,
+  options: MoveOptions = {},
+): Promise<string[]> {
+  return withShardTurn(pool, id, async (c) => {
+    const at = await located(c, pool, id);
+    const drain = drainOf(options);
+    if (to === 'live') {
+      if (!live) throw new PermanentStorageError(`a move of ${id.tableId} into the live area needs its live name`);
+      return intoLive(c, id, at, live, drain);
+    }
+    if (at.area === 'live') return outOfLive(c, id, at, to, options.cascade === true, drain);
+    if (at.area !== to) await renameTo(c, id, at, { area: to, database: AREA_DATABASES[to], table: parkedName(id) }, drain);
+    return [];
+  });
+}
+
+/** Drops the shard's table and forgets it (a create taken back, a purge's last step); gone already, only forgotten. */
+export function dropTable(pool: Pool, id: ShardTableId, options: MoveOptions = {}): Promise<void> {
+  return withShardTurn(pool, id, async (c) => {
+    const at = await locate(c, pool, id);
+    if (!at) return;
+    // (Gone or moved by someone else, its record is forgotten and nothing else is touched.)
+    if (at.drift === undefined) await briefly(c, `DROP TABLE ${qualified(at.database, at.table)} ${NOWAIT}`, at, drainOf(options));
+    await forget(c, id);
+  });
+}
+
+/** The shard's table where its record says, or ShardMissing (no record; changed outside tablefate). */
+export async function located(c: PoolConnection, pool: Pool, id: ShardTableId): Promise<Located> {
+  const at = await locate(c, pool, id);
+  if (!at) throw missing(id, 'tablefate placed no table for it on this node');
+  if (at.drift !== undefined) throw missing(id, at.drift);
+  return at;
+}
+
+/**
+ * Out of the live area (a drop, a purge's compensation never): at its live name, what must not follow it is read and
+ * written down, the drop refused if a live table's key needs it (without cascade); with anything to take off, the table
+ * waits under its hidden name while it is taken off; then it is renamed into the area.
+ */
+async function outOfLive(
+  c: PoolConnection,
+  id: ShardTableId,
+  at: Located,
+  to: 'trash' | 'garbage',
+  cascade: boolean,
+  drain: Drain,
+): Promise<string[]> {
+  const destination: Destination = { area: to, database: AREA_DATABASES[to], table: parkedName(id) };
+  const hidden = hiddenName(id);
+  let now: Place = at;
+  let kept = at.kept;
+  if (at.table !== hidden) {
+    // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
+    kept = await readKept(c, at);
+    refuseReferences(kept, at, cascade, []);
+    if (!keepsAnything(kept)) {
+      await renameTo(c, id, at, destination, drain);
+      return [];
+    }
+    await markKept(c, id, kept);
+    now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain);
+  }
+  // (Hidden with nothing written down: what is on it now is what there is to take off.)
+  if (kept === null) {
+    kept = await readKept(c, now);
+    await markKept(c, id, kept);
+  }
+  const notes = keepsAnything(kept) ? await takeOff(c, kept, now, drain) : [];
+  await renameTo(c, id, now, destination, drain);
+  return notes;
+}
+
+/**
+ * Into the live area at `live`: a recall (from the trash), a drop taken back, or a rename. What was taken off goes back
+ * on under the hidden name, before the table takes its name; what cannot come back refuses the move before it starts.
+ */
+async function intoLive(c: PoolConnection, id: ShardTableId, at: Located, live: Place, drain: Drain): Promise<string[]> {
+  const target: Destination = { area: 'live', ...live };
+  const hidden = hiddenName(id);
+  if (at.area === 'live' && at.database === live.database && at.table === live.table) {
+    if (at.kept) await markKept(c, id, null);
+    return [];
+  }
+  if (at.area === 'live' && at.table !== hidden) return renameLive(c, id, at, target, drain);
+  const kept = keepsAnything(at.kept) ? at.kept : null;
+  const stage: Place = kept ? { database: live.database, table: hidden } : live;
+  await refuseTaken(c, live);
+  if (kept) await refuseComingBack(c, kept, live, stage);
+  await ensureDatabase(c, live.database);
+  let now: Place = at;
+  if (at.area !== 'live' || at.database !== stage.database) now = await renameTo(c, id, at, { area: 'live', ...stage }, drain);
+  const notes = kept ? await putBack(c, kept, now, live, drain) : [];
+  if (now.table !== live.table || now.database !== live.database) await renameTo(c, id, now, target, drain);
+  if (at.kept) await markKept(c, id, null);
+  return notes;
+}
+
+/** A live table renamed (tablefate rename): its triggers and keys follow a rename within its database; not out of it with triggers. */
+async function renameLive(c: PoolConnection, id: ShardTableId, at: Located, target: Destination, drain: Drain): Promise<string[]> {
+  await refuseTaken(c, target);
+  if (at.database !== target.database) {
+    const kept = await readKept(c, at);
+    if (kept.triggers.length > 0) {
+      throw new PermanentStorageError(
+        `${at.database}.${at.table} has triggers (${kept.triggers.map((t) => t.name).join(', ')}), which MariaDB does not let change database: rename it within ${at.database}`,
+      );
+    }
+    await ensureDatabase(c, target.database);
+  }
+  await renameTo(c, id, at, target, drain);
+  return [];
+}
