@@ -58,20 +58,23 @@ export const worker: CommandRecord = {
 export const storageNode: CommandRecord = {
   name: 'storage-node',
   usage: `  storage-node <node> --dir <path>            the worker of one storage node (node-<k>), its files under
-               | --postgres <url>             <path>/<node>, or its tables in that database; needs the catalog
-                                              (TABLEFATE_CATALOG_URL)`,
+               | --postgres <url>             <path>/<node>, or its tables in that database (or MariaDB
+               | --mariadb <url>              server); needs the catalog (TABLEFATE_CATALOG_URL)`,
   exits: EXIT_70,
   spec: {
-    options: { dir: { type: 'string' }, postgres: { type: 'string' }, ...METRICS_ADDRESS },
+    options: { dir: { type: 'string' }, postgres: { type: 'string' }, mariadb: { type: 'string' }, ...METRICS_ADDRESS },
     args: { min: 1, max: 1 },
     run: async ({ values: v, args: [node], env, exit }) => {
       const dir = typeof v.dir === 'string' && v.dir !== '' ? v.dir : undefined;
       const postgres = typeof v.postgres === 'string' && v.postgres !== '' ? v.postgres : undefined;
-      if ((dir === undefined) === (postgres === undefined))
+      const mariadb = typeof v.mariadb === 'string' && v.mariadb !== '' ? v.mariadb : undefined;
+      const given = [dir, postgres, mariadb].filter((x) => x !== undefined).length;
+      if (given !== 1)
         throw new UsageError(
-          'storage-node: give --dir <path> (the node keeps its files under <path>/<node>) or --postgres <url> (its tables in that database)',
+          'storage-node: give --dir <path> (the node keeps its files under <path>/<node>), --postgres <url> (its tables in that database) or --mariadb <url> (its tables on that server)',
         );
-      exit(await workerMain().storageNodeCommand(workerConfig(env, v), node!, dir !== undefined ? { dir } : { postgres: postgres! }));
+      const store = dir !== undefined ? { dir } : mariadb !== undefined ? { mariadb } : { postgres: postgres! };
+      exit(await workerMain().storageNodeCommand(workerConfig(env, v), node!, store));
     },
   },
 };

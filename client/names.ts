@@ -1,5 +1,5 @@
 import type { CatalogReader } from '../catalog/catalog';
-import { reservedSchemaReason, type StorageDriverName } from '../domain/deployment';
+import { reservedDatabaseReason, reservedSchemaReason, type StorageDriverName } from '../domain/deployment';
 import { InvalidInputError, TableInTrashError, TableNotFoundError } from '../domain/errors';
 import { tableNotFound } from '../domain/refusals';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
@@ -62,8 +62,9 @@ export function checkForDriver(
   create: { table: TableName; shards: number; columns?: string; like?: string },
 ): void {
   if (driver === 'files' && (create.columns !== undefined || create.like !== undefined)) {
-    throw new InvalidInputError('columns and like are for the postgres storage driver; this deployment keeps its tables as files');
+    throw new InvalidInputError('columns and like are for the postgres and mariadb storage drivers; this deployment keeps its tables as files');
   }
+  if (driver === 'mariadb') return checkDatabaseFor(create);
   if (driver === 'postgres') checkSchemaFor(create.table);
   // PostgreSQL cuts a longer identifier short without a word: two shards' tables would then share a name.
   const longest = create.shards === 1 ? create.table.name : `${create.table.name}_${create.shards - 1}`;
@@ -71,6 +72,23 @@ export function checkForDriver(
     throw new InvalidInputError(
       `name "${create.table.name}" is too long for ${create.shards} PostgreSQL shard tables (${longest}: over 63 bytes)`,
     );
+  }
+}
+
+/**
+ * MariaDB driver: a live table's namespace is its database, not one tablefate or MariaDB keeps for itself; each name at
+ * most 64 characters (a shard's `<name>_<shard>` too), none of four bytes in UTF-8, which MariaDB's names cannot hold.
+ */
+function checkDatabaseFor(create: { table: TableName; shards: number }): void {
+  const { table, shards } = create;
+  const reason = reservedDatabaseReason(table.namespace);
+  if (reason) throw new InvalidInputError(`${formatTableName(table)}: ${reason}; a table's namespace must be a database of live tables`);
+  const longest = shards === 1 ? table.name : `${table.name}_${shards - 1}`;
+  for (const name of [table.namespace, longest]) {
+    if ([...name].length > 64) throw new InvalidInputError(`name "${name}" is over MariaDB's 64 characters`);
+    if ([...name].some((ch) => ch.codePointAt(0)! > 0xffff)) {
+      throw new InvalidInputError(`name "${name}" has a character MariaDB's names cannot hold (four bytes in UTF-8)`);
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import { InvalidInputError, TableExistsError } from '../domain/errors';
+import { keepsRealTables } from '../domain/deployment';
 import { formatTableName, type TableName } from '../domain/names';
 import { notRenamable, tableNotFound } from '../domain/refusals';
 import { OPERATIONS } from '../domain/operations';
@@ -42,8 +43,8 @@ interface CreatePlan {
 
 export const createCall: CallRecord<CreateRequest, CreatePlan, TableInfo> = {
   plan(ctx, request) {
-    // A table of PostgreSQL is one real table unless more shards are asked for.
-    const asked = ctx.storageDriver === 'postgres' ? { ...request, shards: request.shards ?? 1 } : request;
+    // A table of PostgreSQL or MariaDB is one real table unless more shards are asked for.
+    const asked = keepsRealTables(ctx.storageDriver) ? { ...request, shards: request.shards ?? 1 } : request;
     const { table, shards, columns, like } = parseRequest(OPERATION_REQUESTS.create, asked);
     checkForDriver(ctx.storageDriver, { table, shards, columns, like });
     return { plan: { op: 'create', table, params: { shards, ...definitionOf({ shards, columns, like }) } } };
@@ -54,8 +55,8 @@ export const createCall: CallRecord<CreateRequest, CreatePlan, TableInfo> = {
 export const adoptCall: CallRecord<AdoptRequest, CreatePlan, TableInfo> = {
   plan(ctx, request) {
     const { table, node } = parseRequest(OPERATION_REQUESTS.adopt, request);
-    if (ctx.storageDriver !== 'postgres') {
-      throw new InvalidInputError('adopt is for the postgres storage driver: it registers a PostgreSQL table that exists already');
+    if (!keepsRealTables(ctx.storageDriver)) {
+      throw new InvalidInputError('adopt is for the postgres and mariadb storage drivers: it registers a table that exists already');
     }
     checkForDriver(ctx.storageDriver, { table, shards: 1 });
     return { plan: { op: 'adopt', table, params: { shards: 1, adopt: { node } } } };

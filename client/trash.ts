@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { keepsRealTables } from '../domain/deployment';
 import { InvalidInputError, TableFateError, TableNotFoundError, WrongStateError } from '../domain/errors';
 import { retentionUpdate } from '../domain/contracts';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS, MAX_TABLES_DROPPED_TOGETHER } from '../domain/limits';
@@ -54,8 +55,8 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
       node,
       dryRun,
     } = parseRequest(OPERATION_REQUESTS.trash, request);
-    if (cascade && ctx.storageDriver !== 'postgres') {
-      throw new InvalidInputError('cascade is for the postgres storage driver: a table kept as files has nothing that depends on it');
+    if (cascade && !keepsRealTables(ctx.storageDriver)) {
+      throw new InvalidInputError('cascade is for the postgres and mariadb storage drivers: a table kept as files has nothing that depends on it');
     }
     const settings = { retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}) };
     if (namespace !== undefined) return { plan: await namespacePlan(ctx, namespace, settings) };
@@ -67,8 +68,8 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
       return { plan: { name, table: tables[0]!, together, ...settings } };
     }
     if (node !== undefined) {
-      if (ctx.storageDriver !== 'postgres') {
-        throw new InvalidInputError('a drop names a node only with the postgres storage driver, to adopt the table it drops');
+      if (!keepsRealTables(ctx.storageDriver)) {
+        throw new InvalidInputError('a drop names a node only with the postgres and mariadb storage drivers, to adopt the table it drops');
       }
       const found = await ctx.catalog.findByName(name);
       // Not kept yet, or an adopt of it that failed or stopped half way (the run resumes that record).
@@ -252,7 +253,7 @@ async function namespacePlan(ctx: ClientContext, namespace: string, settings: Dr
   const [first, ...rest] = tables.map((t): TableName => ({ namespace: t.namespace, name: t.name }));
   return {
     ...settings,
-    ...(ctx.storageDriver === 'postgres' ? { cascade: true } : {}),
+    ...(keepsRealTables(ctx.storageDriver) ? { cascade: true } : {}),
     name: first!,
     table: tables[0]!,
     ...(rest.length > 0 ? { together: rest } : {}),

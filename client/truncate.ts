@@ -31,6 +31,9 @@ interface TruncatePlan {
 export const truncateCall: CallRecord<TruncateRequest, TruncatePlan, TableInfo> = {
   async plan(ctx, request) {
     const { table: ref, retentionSeconds, drainTimeoutSeconds, cascade } = parseRequest(OPERATION_REQUESTS.truncate, request);
+    if (ctx.storageDriver === 'mariadb') {
+      throw new InvalidInputError('truncate is not available with the mariadb storage driver yet: nothing was changed');
+    }
     if (cascade && ctx.storageDriver !== 'postgres') {
       throw new InvalidInputError('cascade is for the postgres storage driver: no foreign key references a table kept as files');
     }

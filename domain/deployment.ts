@@ -26,6 +26,9 @@ export function catalogPath(home: string): string {
 export const STORAGE_DRIVERS = ['files', 'postgres', 'mariadb'] as const;
 export type StorageDriverName = (typeof STORAGE_DRIVERS)[number];
 
+/** Whether the driver's shards are real tables of a database (PostgreSQL, MariaDB): a definition of columns, adopt, cascade. */
+export const keepsRealTables = (driver: StorageDriverName) => driver !== 'files';
+
 /**
  * The schemas the PostgreSQL driver keeps for itself on every node: its record of the tables it placed, the trash, and
  * the garbage a purge drops. No tablefate namespace may be one of them (a table made there would pass for trashed).
@@ -71,9 +74,12 @@ export const connectionEnvSchema = z.object({
   TABLEFATE_CATALOG_URL: z.string().min(1).optional(),
   TEMPORAL_ADDRESS: z.string().min(1).default(DEFAULT_TEMPORAL_ADDRESS),
   TEMPORAL_NAMESPACE: z.string().min(1).default(DEFAULT_TEMPORAL_NAMESPACE),
-  /** What a shard is: a set of files under the home (`files`), or a real table in a PostgreSQL database (`postgres`). */
+  /**
+   * What a shard is: a set of files under the home (`files`), a real table in a PostgreSQL database (`postgres`), or a
+   * real InnoDB table of a MariaDB server (`mariadb`).
+   */
   TABLEFATE_STORAGE_DRIVER: z.enum(STORAGE_DRIVERS).default('files'),
-  /** postgres driver: one connection url per storage node, node-0 first, comma-separated (never echoed: passwords). */
+  /** postgres and mariadb drivers: one connection url per storage node, node-0 first, comma-separated (never echoed: passwords). */
   TABLEFATE_STORAGE_URLS: z
     .string()
     .optional()
@@ -81,7 +87,9 @@ export const connectionEnvSchema = z.object({
       if (raw === undefined) return [];
       const urls = raw.split(',').map((u) => u.trim());
       urls.forEach((url, i) => {
-        if (!/^postgres(ql)?:\/\/[^\s]+$/.test(url)) ctx.addIssue({ code: 'custom', message: `entry ${i + 1} is not a postgres:// url` });
+        if (!/^(postgres(ql)?|mariadb|mysql):\/\/[^\s]+$/.test(url)) {
+          ctx.addIssue({ code: 'custom', message: `entry ${i + 1} is not a postgres:// or mariadb:// url` });
+        }
       });
       return urls;
     }),
@@ -111,12 +119,19 @@ export function storageOf(e: { TABLEFATE_STORAGE_DRIVER: StorageDriverName; TABL
   urls: string[];
 } {
   const { TABLEFATE_STORAGE_DRIVER: driver, TABLEFATE_STORAGE_URLS: urls } = e;
-  if (driver === 'postgres' && urls.length === 0) {
-    throw new InvalidInputError('invalid configuration: TABLEFATE_STORAGE_URLS: the postgres driver needs one url per storage node');
+  if (driver !== 'files' && urls.length === 0) {
+    throw new InvalidInputError(`invalid configuration: TABLEFATE_STORAGE_URLS: the ${driver} driver needs one url per storage node`);
   }
   if (driver === 'files' && urls.length > 0) {
     throw new InvalidInputError(
-      'invalid configuration: TABLEFATE_STORAGE_URLS: is for the postgres driver (TABLEFATE_STORAGE_DRIVER=postgres)',
+      'invalid configuration: TABLEFATE_STORAGE_URLS: is for the postgres and mariadb drivers (TABLEFATE_STORAGE_DRIVER=postgres or mariadb)',
+    );
+  }
+  const scheme = driver === 'mariadb' ? /^(mariadb|mysql):/ : /^postgres(ql)?:/;
+  const stranger = urls.findIndex((url) => !scheme.test(url));
+  if (driver !== 'files' && stranger >= 0) {
+    throw new InvalidInputError(
+      `invalid configuration: TABLEFATE_STORAGE_URLS: entry ${stranger + 1} is not a ${driver === 'mariadb' ? 'mariadb://' : 'postgres://'} url, as the ${driver} driver needs`,
     );
   }
   return { driver, urls };

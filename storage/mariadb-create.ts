@@ -4,7 +4,7 @@ import { checkMariadbColumnDefinitions } from '../domain/mariadb-columns';
 import { parseNameParts } from '../domain/names';
 import { identityAt } from './mariadb-identity';
 import { hiddenName, locate, missing, OWN_DATABASE, record, type Place, type ShardTableId } from './mariadb-record';
-import { ident, qualified } from './mariadb-session';
+import { errnoOf, ident, isPermanentMariadbErrno, PRIVILEGE_ERRNOS, qualified } from './mariadb-session';
 import { renameTo } from './mariadb-rename';
 import { drainOf } from './mariadb-drain';
 
@@ -26,6 +26,7 @@ export async function createTable(
   id: ShardTableId,
   live: Place,
   definition: TableDefinition,
+  node: string,
 ): Promise<void> {
   if ('columns' in definition && definition.columns !== '') {
     const check = checkMariadbColumnDefinitions(definition.columns);
@@ -40,7 +41,15 @@ export async function createTable(
     // (A table at the shard's hidden name is this create's, cut short before its record: made again.)
     await c.query(`DROP TABLE IF EXISTS ${qualified(stage.database, stage.table)}`);
     const body = 'columns' in definition ? `(${definition.columns})` : `LIKE ${likeSource(definition.like, live.database)}`;
-    await c.query(`CREATE TABLE ${qualified(stage.database, stage.table)} ${body}`);
+    try {
+      await c.query(`CREATE TABLE ${qualified(stage.database, stage.table)} ${body}`);
+    } catch (err) {
+      // A definition MariaDB refuses (a type it does not know, a --like table this node lacks) is the request's fault.
+      const errno = errnoOf(err);
+      if (errno === undefined || errno >= 45000 || !isPermanentMariadbErrno(errno) || PRIVILEGE_ERRNOS.has(errno)) throw err;
+      const what = 'like' in definition ? `like ${definition.like}` : 'the column definitions';
+      throw new InvalidInputError(`${what}: ${(err as { sqlMessage?: string }).sqlMessage ?? (err as Error).message} (on ${node})`);
+    }
     const identity = await identityAt(c, pool, OWN_DATABASE, stage.database, stage.table);
     if (identity === null) {
       await c.query(`DROP TABLE IF EXISTS ${qualified(stage.database, stage.table)}`);

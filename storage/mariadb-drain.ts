@@ -3,7 +3,7 @@ import { TableBusyError } from '../domain/errors';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { checkWatch, type Watch } from './driver';
 import { errnoOf } from './mariadb-session';
-import type { Place } from './mariadb-record';
+import type { Place } from './mariadb-place';
 import { pauseUnlessAborted } from './pause';
 
 /**

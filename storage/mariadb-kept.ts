@@ -2,7 +2,7 @@ import type { PoolConnection } from 'mariadb';
 import { HasDependentsError, NameTakenError } from '../domain/errors';
 import { briefly, NOWAIT, type Drain } from './mariadb-drain';
 import { ident, MARIADB_SESSION_SQL, qualified } from './mariadb-session';
-import type { Place } from './mariadb-record';
+import type { Place } from './mariadb-place';
 
 /**
  * What a MariaDB table cannot take out of its live database, and what must not follow it there (docs/mariadb.md):

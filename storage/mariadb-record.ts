@@ -5,6 +5,7 @@ import { MARIADB_OWN_DATABASES } from '../domain/deployment';
 import { identityAt, innodbNameOf } from './mariadb-identity';
 import { ident, qualified } from './mariadb-session';
 import type { KeptObjects } from './mariadb-kept';
+import type { Place } from './mariadb-place';
 
 /**
  * The record of a MariaDB storage node: which shard each table tablefate placed there is, what it is (its identity,
@@ -28,11 +29,7 @@ export interface ShardTableId {
   shard: number;
 }
 
-/** A table's place: its database and name. */
-export interface Place {
-  database: string;
-  table: string;
-}
+export type { Place };
 
 /** Where a move is going, written before its rename. */
 export interface Destination extends Place {

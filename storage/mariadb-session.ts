@@ -76,6 +76,12 @@ const TRANSIENT = new Set([
   2013, // lost connection during query
 ]);
 
+/** Whether a server error (not the client's own 45xxx) is one another attempt cannot fix. */
+export const isPermanentMariadbErrno = (errno: number) => !TRANSIENT.has(errno);
+
+/** Server errors that refuse the worker a privilege: its own configuration's fault, never a request's. */
+export const PRIVILEGE_ERRNOS = new Set([1044, 1045, 1142, 1143, 1227, 1370]);
+
 /**
  * A MariaDB error as storage/errors.ts classifies storage's: a server error that is not one of TRANSIENT (a privilege
  * refused, a table not there, a syntax error, a key's refusal) ends the operation, compensated; a transient one or a
@@ -85,7 +91,7 @@ const TRANSIENT = new Set([
 export function classifiedMariadb(err: unknown, op: string, ref: ShardRef): unknown {
   if (err instanceof TableFateError) return err;
   const errno = errnoOf(err);
-  if (errno !== undefined && errno < 45000 && !TRANSIENT.has(errno)) {
+  if (errno !== undefined && errno < 45000 && isPermanentMariadbErrno(errno)) {
     return new PermanentStorageError(`${op} of ${describeRef(ref)} failed: ${(err as Error).message}`, { cause: err });
   }
   return new StorageIoError(op, `shard ${ref.shard} of table ${ref.tableId}`, ref.node, err);

@@ -67,18 +67,7 @@ export class MariadbStorage implements StorageDriver {
           });
           return;
         }
-        try {
-          await createTable(c, pool, this.idOf(ref), live, definitionOf(ref));
-        } catch (err) {
-          // A definition MariaDB refuses (a type it does not know, a --like table this node lacks) is the request's fault.
-          const errno = (err as { errno?: number }).errno;
-          if (errno !== undefined && REQUEST_ERRNOS.has(errno)) {
-            const definition = definitionOf(ref);
-            const what = 'like' in definition ? `like ${definition.like}` : 'the column definitions';
-            throw new InvalidInputError(`${what}: ${(err as Error).message} (on ${ref.node})`);
-          }
-          throw err;
-        }
+        await createTable(c, pool, this.idOf(ref), live, definitionOf(ref), ref.node);
       });
     });
   }
@@ -266,11 +255,6 @@ export class MariadbStorage implements StorageDriver {
     return found.pool;
   }
 }
-
-/** Server errors that say the definition asked for is wrong: syntax, a type or table unknown, a bad default or key. */
-const REQUEST_ERRNOS = new Set([
-  1064, 1146, 1049, 1054, 1067, 1068, 1072, 1074, 1075, 1101, 1113, 1166, 1170, 1171, 1215, 1239, 1280, 1286, 1291, 1797, 3780,
-]);
 
 /** The shard's live table (domain/names.ts's rule), as a database and a name. */
 export function liveNameOf(ref: ShardRef): Place {

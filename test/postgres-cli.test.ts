@@ -120,7 +120,7 @@ test('the configuration is checked before anything starts, and never echoes a ur
     env: { ...env, TABLEFATE_STORAGE_DRIVER: 'files', TABLEFATE_STORAGE_URLS: undefined },
   });
   expect(files.code).toBe(2);
-  expect(files.stderr).toContain('columns and like are for the postgres storage driver');
+  expect(files.stderr).toContain('columns and like are for the postgres and mariadb storage drivers');
 });
 
 test('`tablefate doctor` surveys the PostgreSQL nodes: healthy exits 0; a table moved or recorded behind its back is named with its node, exit 1', async () => {

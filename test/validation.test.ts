@@ -156,7 +156,17 @@ describe("the SDK's configuration", () => {
     expect(() => loadConfig({ ...env, TABLEFATE_STORAGE_NODES: '3' })).toThrow(
       /TABLEFATE_STORAGE_NODES: is 3, but TABLEFATE_STORAGE_URLS names 2/,
     );
-    expect(() => loadConfig({ TABLEFATE_STORAGE_URLS: 'postgres://tf:pw@db0/app' })).toThrow(/is for the postgres driver/);
+    expect(() => loadConfig({ TABLEFATE_STORAGE_URLS: 'postgres://tf:pw@db0/app' })).toThrow(/is for the postgres and mariadb drivers/);
+    // MariaDB: a node per server url, of its own scheme.
+    const mariadb = loadConfig({
+      TABLEFATE_STORAGE_DRIVER: 'mariadb',
+      TABLEFATE_STORAGE_URLS: 'mariadb://tf:pw@db0:3306/,mysql://tf:pw@db1/',
+    });
+    expect(mariadb).toMatchObject({ storageDriver: 'mariadb', storageNodes: 2 });
+    expect(() =>
+      loadConfig({ TABLEFATE_STORAGE_DRIVER: 'mariadb', TABLEFATE_STORAGE_URLS: 'mariadb://a@db0/,postgres://tf:pw@db1/app' }),
+    ).toThrow(/entry 2 is not a mariadb:\/\/ url, as the mariadb driver needs/);
+    expect(() => loadConfig({ TABLEFATE_STORAGE_DRIVER: 'mariadb' })).toThrow(/the mariadb driver needs one url per storage node/);
     expect(() => loadConfig({ TABLEFATE_STORAGE_DRIVER: 'oracle' })).toThrow(/TABLEFATE_STORAGE_DRIVER/);
     expect(loadClientConfig({})).toEqual(expect.objectContaining({ home: loadConfig({}).home }) as unknown);
   });

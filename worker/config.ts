@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { z } from 'zod';
 import type { ClientConfig } from '../config/client';
-import { parseEnv } from '../domain/deployment';
+import { keepsRealTables, parseEnv } from '../domain/deployment';
 import { statePaths } from '../config/paths';
 
 export { statePaths };
@@ -107,9 +107,9 @@ export interface Config extends ClientConfig {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const e = parseEnv(envSchema, env);
   const client = clientConfigOf(e);
-  // With PostgreSQL, a node is a database: as many nodes as urls, and a count that says otherwise is a mistake.
+  // With PostgreSQL (a database) or MariaDB (a server), a node is a url: as many nodes as urls, and a count that says otherwise is a mistake.
   if (
-    client.storageDriver === 'postgres' &&
+    keepsRealTables(client.storageDriver) &&
     env.TABLEFATE_STORAGE_NODES !== undefined &&
     e.TABLEFATE_STORAGE_NODES !== client.storageUrls.length
   ) {
@@ -120,7 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     ...client,
     defaultRetentionSeconds: e.TABLEFATE_DEFAULT_RETENTION_SECONDS,
-    storageNodes: client.storageDriver === 'postgres' ? client.storageUrls.length : e.TABLEFATE_STORAGE_NODES,
+    storageNodes: keepsRealTables(client.storageDriver) ? client.storageUrls.length : e.TABLEFATE_STORAGE_NODES,
     storageRetryAttempts: e.TABLEFATE_STORAGE_RETRY_ATTEMPTS,
     reconcileSeconds: e.TABLEFATE_RECONCILE_SECONDS,
     orphanGraceSeconds: e.TABLEFATE_ORPHAN_GRACE_SECONDS,

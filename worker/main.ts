@@ -6,6 +6,7 @@ import { catalogLocation, describeLocation, openCatalog, type CatalogLocation } 
 import type { Catalog } from '../catalog/catalog';
 import { LocalFileStorage } from '../storage/local-files';
 import { PostgresStorage } from '../storage/postgres';
+import { MariadbStorage } from '../storage/mariadb';
 import type { StorageDriver } from '../storage/driver';
 import { assertNodesHoldAllShards, byNodeNumber, nodeName, nodeNumber } from '../storage/nodes';
 import { statePaths, TASK_QUEUE, type Config } from './config';
@@ -18,7 +19,7 @@ import { startCatalogGauges, startTrashBytesGauge } from './gauges';
 import { createStorageNodeWorker, createTableFateWorker, type TableFateWorker } from './worker';
 import { withWorkflowBundle } from './workflow-bundle';
 import { InvalidInputError } from '../domain/errors';
-import { redactUrl } from '../domain/deployment';
+import { redactUrl, type StorageDriverName } from '../domain/deployment';
 import { storageQueue } from '../domain/operations';
 import { catalogNotReady, temporalNotUp, untilAvailable } from './waiting';
 
@@ -125,7 +126,8 @@ export async function runWorker(
     logger.info({ catalog: describeLocation(location), id: catalog.id }, 'catalog open');
     if (mode === 'remote') await checkPlacements(catalog, config);
     if (!storage) {
-      const tables = new PostgresStorage(
+      const tables = tableStorage(
+        config.storageDriver,
         config.storageUrls.map((url, k) => ({ node: nodeName(k), url })),
         catalog.id,
       );
@@ -251,8 +253,13 @@ function exitAfter(fatal: Error | undefined, logger: Logger): number {
   return EXIT_FATAL;
 }
 
-/** Where a storage node's shards are: files under a directory, or tables in a PostgreSQL database. */
-export type NodeStore = { dir: string } | { postgres: string };
+/** Where a storage node's shards are: files under a directory, tables in a PostgreSQL database, or in a MariaDB server. */
+export type NodeStore = { dir: string } | { postgres: string } | { mariadb: string };
+
+/** The storage of a driver whose shards are real tables, one node per url. */
+function tableStorage(driver: StorageDriverName, urls: ReadonlyArray<{ node: string; url: string }>, catalogId: string) {
+  return driver === 'mariadb' ? new MariadbStorage(urls, catalogId) : new PostgresStorage(urls, catalogId);
+}
 
 /**
  * `tablefate storage-node <node> --dir <root>` (or `--postgres <url>`): the worker that owns one storage node, its
@@ -282,7 +289,10 @@ export async function storageNodeCommand(config: Config, node: string, store: No
     if (files) {
       storage = files;
     } else {
-      const tables = new PostgresStorage([{ node, url: (store as { postgres: string }).postgres }], catalog.id);
+      const tables =
+        'mariadb' in store
+          ? new MariadbStorage([{ node, url: store.mariadb }], catalog.id)
+          : new PostgresStorage([{ node, url: (store as { postgres: string }).postgres }], catalog.id);
       atClose(() => tables.close());
       storage = tables;
     }
@@ -306,7 +316,11 @@ export async function storageNodeCommand(config: Config, node: string, store: No
         {
           address: server.address,
           namespace: config.temporalNamespace,
-          ...(files ? { dir: path.join(files.root, node) } : { postgres: redactUrl((store as { postgres: string }).postgres) }),
+          ...(files
+            ? { dir: path.join(files.root, node) }
+            : 'mariadb' in store
+              ? { mariadb: redactUrl(store.mariadb) }
+              : { postgres: redactUrl((store as { postgres: string }).postgres) }),
           queue: storageQueue(TASK_QUEUE, node),
           catalog: describeLocation(location),
         },

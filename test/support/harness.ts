@@ -12,6 +12,7 @@ import { LocalFileStorage } from '../../storage/local-files';
 import type { RenameOps } from '../../storage/rename-set';
 import type { ShardReport, StorageDriver } from '../../storage/driver';
 import { PostgresStorage } from '../../storage/postgres';
+import { MariadbStorage } from '../../storage/mariadb';
 import { nodeName } from '../../storage/nodes';
 import type { TableInfo } from '../../domain/table';
 import type { Backoff, LockWaitPolicy } from '../../domain/backoff';
@@ -85,12 +86,17 @@ export interface HarnessOptions {
    * all in-process; `storage` must stay `local`).
    */
   postgresNodes?: string[];
+  /** The MariaDB storage driver instead of files: each node's server url, node-0 first (in-process, as postgresNodes). */
+  mariadbNodes?: string[];
   /**
    * The workflow task timeout, in ms, of every workflow this harness's clients start (the server's 10 s when
    * absent): for tests that wait for a task to expire or to hand over. Changeable later: `workflowTaskTimeoutMs`.
    */
   workflowTaskTimeoutMs?: number;
 }
+
+/** The storage driver a harness's worker and clients serve. */
+const driverOf = (opts: HarnessOptions) => (opts.postgresNodes ? 'postgres' : opts.mariadbNodes ? 'mariadb' : 'files');
 
 /** Each activity does its work twice and answers the second time: what a retry after a lost answer does. */
 function twice(activities: Activities): Activities {
@@ -132,19 +138,19 @@ export class Harness {
     private readonly opts: HarnessOptions,
   ) {
     this.workflowTaskTimeoutMs = opts.workflowTaskTimeoutMs;
+    const nodesOf = (urls: string[]) => urls.map((url, i) => ({ node: nodeName(i), url }));
     this.driver = opts.postgresNodes
-      ? new PostgresStorage(
-          opts.postgresNodes.map((url, i) => ({ node: nodeName(i), url })),
-          catalog.id,
-        )
-      : storage;
+      ? new PostgresStorage(nodesOf(opts.postgresNodes), catalog.id)
+      : opts.mariadbNodes
+        ? new MariadbStorage(nodesOf(opts.mariadbNodes), catalog.id)
+        : storage;
     this.client = new TableFateClient({
       client: this.temporalClient(connection),
       catalog,
       taskQueue,
       lockWait: opts.lockWait,
       expiryRetry: opts.expiryRetry,
-      storageDriver: opts.postgresNodes ? 'postgres' : 'files',
+      storageDriver: driverOf(opts),
     });
   }
 
@@ -199,7 +205,7 @@ export class Harness {
       now: this.opts.activityClock,
       orphanGraceSeconds: this.opts.orphanGraceSeconds,
       wrapActivities: this.opts.everyCallTwice ? twice : undefined,
-      storageDriver: this.opts.postgresNodes ? 'postgres' : 'files',
+      storageDriver: driverOf(this.opts),
     });
     this.worker = worker;
     this.running = worker.run().finally(() => connection.close());
@@ -279,7 +285,7 @@ export class Harness {
     for (const node of [...this.nodeWorkers.keys()]) await this.stopNode(node);
     await this.connection.close();
     await this.catalog.close();
-    if (this.driver instanceof PostgresStorage) await this.driver.close();
+    if (this.driver instanceof PostgresStorage || this.driver instanceof MariadbStorage) await this.driver.close();
     if (this.ownsHome) await fs.promises.rm(this.home, { recursive: true, force: true });
   }
 }
