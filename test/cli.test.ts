@@ -324,7 +324,7 @@ test('bad input exits 2 with one line on stderr, starts no workflow and changes 
     [['drop', 'cli.keep', '--drain-timeout', '0'], 'InvalidInput', /drainTimeoutSeconds/],
     [['create', 'cli.cols', '--columns', 'id int'], 'InvalidInput', /columns and like are for the postgres and mariadb storage drivers/],
     [['create', 'cli.both', '--columns', 'id int', '--like', 'a.b'], 'InvalidInput', /columns or like, not both/],
-    [['adopt', 'cli.legacy'], 'InvalidInput', /adopt is for the postgres storage driver/],
+    [['adopt', 'cli.legacy'], 'InvalidInput', /adopt is for the postgres and mariadb storage drivers/],
     [['adopt', 'cli.legacy', '--node', 'one'], 'InvalidInput', /node: a storage node is node-<k>/],
     [['adopt'], 'Usage', /adopt: expected 1 argument/],
     [['trash', '../x'], 'InvalidInput'],
