@@ -2,6 +2,7 @@ import type { PoolConnection } from 'mariadb';
 import { HasDependentsError, NameTakenError } from '../domain/errors';
 import { briefly, NOWAIT, type Drain } from './mariadb-drain';
 import { ident, MARIADB_SESSION_SQL, qualified } from './mariadb-session';
+import { readGrants, type KeptGrant } from './mariadb-grants';
 import type { Place } from './mariadb-place';
 
 /**
@@ -47,10 +48,17 @@ export interface KeptObjects {
   keys: KeptKey[];
   /** Other tables' foreign keys to it. */
   referencing: KeptKey[];
+  /** The grants on it, given again where it comes back under another name (mariadb-grants.ts). */
+  grants: KeptGrant[] | 'unreadable';
 }
 
-export const keepsAnything = (kept: KeptObjects | null): kept is KeptObjects =>
+/** Whether anything must come off the table before it leaves its database (then it waits under its hidden name). */
+export const takesAnythingOff = (kept: KeptObjects | null): kept is KeptObjects =>
   kept !== null && kept.triggers.length + kept.keys.length + kept.referencing.length > 0;
+
+/** Whether the record must keep anything of the table while it is away: what comes off, or grants to give elsewhere. */
+export const remembersAnything = (kept: KeptObjects): boolean =>
+  kept.triggers.length + kept.keys.length + kept.referencing.length > 0 || kept.grants === 'unreadable' || kept.grants.length > 0;
 
 /** What must be taken off the table at `at` before it leaves its database (see above). */
 export async function readKept(c: PoolConnection, at: Place): Promise<KeptObjects> {
@@ -78,6 +86,7 @@ export async function readKept(c: PoolConnection, at: Place): Promise<KeptObject
     triggers: triggers.map(({ order: _order, ...t }) => t),
     keys: keys.map((k) => (sameTable(k.references, at) ? { ...k, references: null } : k)),
     referencing,
+    grants: await readGrants(c, at),
   };
 }
 

@@ -2,7 +2,17 @@ import type { Pool, PoolConnection } from 'mariadb';
 import { PermanentStorageError } from './errors';
 import { ensureDatabase, refuseTaken } from './mariadb-create';
 import { briefly, drainOf, NOWAIT, type Drain, type MoveOptions } from './mariadb-drain';
-import { keepsAnything, putBack, readKept, refuseComingBack, refuseReferences, takeOff } from './mariadb-kept';
+import {
+  putBack,
+  readKept,
+  refuseComingBack,
+  refuseReferences,
+  remembersAnything,
+  takeOff,
+  takesAnythingOff,
+  type KeptObjects,
+} from './mariadb-kept';
+import { putGrants } from './mariadb-grants';
 import {
   AREA_DATABASES,
   forget,
@@ -91,11 +101,11 @@ async function outOfLive(
     // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
     kept = await readKept(c, at);
     refuseReferences(kept, at, cascade, []);
-    if (!keepsAnything(kept)) {
+    await markKept(c, id, remembersAnything(kept) ? kept : null);
+    if (!takesAnythingOff(kept)) {
       await renameTo(c, id, at, destination, drain);
       return [];
     }
-    await markKept(c, id, kept);
     now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain);
   }
   // (Hidden with nothing written down: what is on it now is what there is to take off.)
@@ -103,7 +113,7 @@ async function outOfLive(
     kept = await readKept(c, now);
     await markKept(c, id, kept);
   }
-  const notes = keepsAnything(kept) ? await takeOff(c, kept, now, drain) : [];
+  const notes = takesAnythingOff(kept) ? await takeOff(c, kept, now, drain) : [];
   await renameTo(c, id, now, destination, drain);
   return notes;
 }
@@ -115,12 +125,9 @@ async function outOfLive(
 async function intoLive(c: PoolConnection, id: ShardTableId, at: Located, live: Place, drain: Drain): Promise<string[]> {
   const target: Destination = { area: 'live', ...live };
   const hidden = hiddenName(id);
-  if (at.area === 'live' && at.database === live.database && at.table === live.table) {
-    if (at.kept) await markKept(c, id, null);
-    return [];
-  }
+  if (at.area === 'live' && at.database === live.database && at.table === live.table) return comeBack(c, id, at, live, []);
   if (at.area === 'live' && at.table !== hidden) return renameLive(c, id, at, target, drain);
-  const kept = keepsAnything(at.kept) ? at.kept : null;
+  const kept = takesAnythingOff(at.kept) ? at.kept : null;
   const stage: Place = kept ? { database: live.database, table: hidden } : live;
   await refuseTaken(c, live);
   if (kept) await refuseComingBack(c, kept, live, stage);
@@ -129,15 +136,26 @@ async function intoLive(c: PoolConnection, id: ShardTableId, at: Located, live: 
   if (at.area !== 'live' || at.database !== stage.database) now = await renameTo(c, id, at, { area: 'live', ...stage }, drain);
   const notes = kept ? await putBack(c, kept, now, live, drain) : [];
   if (now.table !== live.table || now.database !== live.database) await renameTo(c, id, now, target, drain);
-  if (at.kept) await markKept(c, id, null);
-  return notes;
+  return comeBack(c, id, at, live, notes);
+}
+
+/**
+ * The last step into the live area, at `live`: its grants given there if it left another name (run again after a crash,
+ * GRANT gives nothing twice), and the record's memory of it while away forgotten.
+ */
+async function comeBack(c: PoolConnection, id: ShardTableId, at: Located, live: Place, notes: string[]): Promise<string[]> {
+  if (!at.kept) return notes;
+  const { from, grants } = at.kept;
+  const granted = from.database === live.database && from.table === live.table ? [] : await putGrants(c, grants, live, from);
+  await markKept(c, id, null);
+  return [...notes, ...granted];
 }
 
 /** A live table renamed (tablefate rename): its triggers and keys follow a rename within its database; not out of it with triggers. */
 async function renameLive(c: PoolConnection, id: ShardTableId, at: Located, target: Destination, drain: Drain): Promise<string[]> {
   await refuseTaken(c, target);
+  const kept = await readKept(c, at);
   if (at.database !== target.database) {
-    const kept = await readKept(c, at);
     if (kept.triggers.length > 0) {
       throw new PermanentStorageError(
         `${at.database}.${at.table} has triggers (${kept.triggers.map((t) => t.name).join(', ')}), which MariaDB does not let change database: rename it within ${at.database}`,
@@ -145,6 +163,9 @@ async function renameLive(c: PoolConnection, id: ShardTableId, at: Located, targ
     }
     await ensureDatabase(c, target.database);
   }
+  // (Its grants, remembered first: a rename cut short after it gives them at its next attempt.)
+  const grantsOnly: KeptObjects = { ...kept, triggers: [], keys: [], referencing: [] };
+  await markKept(c, id, remembersAnything(grantsOnly) ? grantsOnly : null);
   await renameTo(c, id, at, target, drain);
-  return [];
+  return comeBack(c, id, { ...at, kept: remembersAnything(grantsOnly) ? grantsOnly : null }, target, []);
 }

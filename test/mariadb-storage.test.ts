@@ -255,3 +255,47 @@ test('a drop waits for an open transaction without queueing readers, and names i
   await storage.moveShard(ref, 'live', 'trash', undefined, { drainTimeoutMs: 5000 });
   expect(await tableThere('busy', 't')).toBe(false);
 });
+
+test("grants: back by themselves under the table's own name; given again under another name, and on a rename", async () => {
+  const ref = shardOf('gr', 'accounts', { columns: 'id INT PRIMARY KEY, balance INT' });
+  await storage.createShard(ref);
+  await sql(`CREATE ROLE IF NOT EXISTS gr_reader; CREATE USER IF NOT EXISTS 'gr_app'@'%';
+    GRANT SELECT, INSERT ON gr.accounts TO 'gr_app'@'%' WITH GRANT OPTION; GRANT UPDATE (balance) ON gr.accounts TO 'gr_app'@'%';
+    GRANT SELECT ON gr.accounts TO gr_reader`);
+  const grantsOn = async (table: string) =>
+    (await sql("SHOW GRANTS FOR 'gr_app'@'%'")).map((r) => r[0]!).filter((g) => g.includes(`\`${table}\``));
+  const before = await grantsOn('accounts');
+  expect(before).toEqual(['GRANT SELECT, INSERT, UPDATE (`balance`) ON `gr`.`accounts` TO `gr_app`@`%` WITH GRANT OPTION']);
+
+  await storage.moveShard(ref, 'live', 'trash');
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await grantsOn('accounts')).toEqual(before);
+
+  await storage.moveShard(ref, 'live', 'trash');
+  const moved = { ...ref, table: { ...ref.table!, name: 'accounts_old' } };
+  expect(await storage.moveShard(moved, 'trash', 'live')).toEqual([]);
+  expect(await grantsOn('accounts_old')).toEqual([before[0]!.replace('`accounts`', '`accounts_old`')]);
+  expect((await sql('SHOW GRANTS FOR gr_reader')).map((r) => r[0])).toContain('GRANT SELECT ON `gr`.`accounts_old` TO `gr_reader`');
+
+  const renamed = { ...ref, table: { ...ref.table!, name: 'ledger' } };
+  await storage.moveShard(renamed, 'live', 'live');
+  expect(await grantsOn('ledger')).toEqual([before[0]!.replace('`accounts`', '`ledger`')]);
+});
+
+test('a partitioned table, adopted: its partitions leave and come back whole, its identity its first partition', async () => {
+  await sql(`CREATE DATABASE IF NOT EXISTS part; CREATE TABLE part.events (id INT, at DATE, PRIMARY KEY (id, at))
+      PARTITION BY RANGE (YEAR(at)) (PARTITION p2024 VALUES LESS THAN (2025), PARTITION p2025 VALUES LESS THAN (2026), PARTITION pmax VALUES LESS THAN MAXVALUE);
+    INSERT INTO part.events VALUES (1, '2024-05-01'), (2, '2025-05-01'), (3, '2030-01-01')`);
+  const ref = shardOf('part', 'events', { adopt: { node: 'node-0' } });
+  await storage.createShard(ref);
+  const before = await sql('SHOW CREATE TABLE part.events');
+  await storage.moveShard(ref, 'live', 'trash');
+  expect(await tableThere('part', 'events')).toBe(false);
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await sql('SHOW CREATE TABLE part.events')).toEqual(before);
+  expect(
+    await sql(
+      'SELECT (SELECT id FROM part.events PARTITION (p2024)), (SELECT id FROM part.events PARTITION (p2025)), (SELECT id FROM part.events PARTITION (pmax))',
+    ),
+  ).toEqual([['1', '2', '3']]);
+});
