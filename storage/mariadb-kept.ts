@@ -158,6 +158,26 @@ export function refuseReferences(kept: KeptObjects, at: Place, cascade: boolean,
   );
 }
 
+/**
+ * Refuses, before anything moves, a drop whose triggers the worker could not make again: one defined by another user
+ * needs SET USER (or SUPER) to be made with that definer, and a trigger made by the worker instead would run with the
+ * worker's rights, not its definer's.
+ */
+export async function refuseTriggersNotRemade(c: PoolConnection, kept: KeptObjects, at: Place): Promise<void> {
+  const [me] = await c.query<Array<{ me: string }>>('SELECT CURRENT_USER() AS me');
+  const others = kept.triggers.filter((t) => t.definer !== me!.me);
+  if (others.length === 0) return;
+  const [may] = await c.query<Array<{ n: number }>>(
+    `SELECT COUNT(*) AS n FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE IN ('SET USER', 'SUPER')
+        AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')`,
+  );
+  if (Number(may!.n) > 0) return;
+  throw new HasDependentsError(
+    `${at.database}.${at.table} has triggers defined by other users (${others.map((t) => `${t.name}, by ${t.definer}`).join('; ')}), ` +
+      `which the worker (${me!.me}) could not make again on its recall without the SET USER privilege: grant it, or drop the triggers first`,
+  );
+}
+
 /** Takes the kept triggers and keys off the table, now at `at` (under its hidden name when it has triggers). */
 export async function takeOff(c: PoolConnection, kept: KeptObjects, at: Place, drain: Drain): Promise<string[]> {
   const notes: string[] = [];

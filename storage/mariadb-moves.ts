@@ -7,6 +7,7 @@ import {
   readKept,
   refuseComingBack,
   refuseReferences,
+  refuseTriggersNotRemade,
   remembersAnything,
   takeOff,
   takesAnythingOff,
@@ -101,6 +102,7 @@ async function outOfLive(
     // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
     kept = await readKept(c, at);
     refuseReferences(kept, at, cascade, []);
+    await refuseTriggersNotRemade(c, kept, at);
     await markKept(c, id, remembersAnything(kept) ? kept : null);
     if (!takesAnythingOff(kept)) {
       await renameTo(c, id, at, destination, drain);
