@@ -18,6 +18,7 @@ module.exports = {
     '<rootDir>/test/crash-points.test.ts',
     '<rootDir>/test/truncate-crash.test.ts',
     '<rootDir>/test/truncate-cascade-crash.test.ts',
+    '<rootDir>/test/mariadb-crash.test.ts',
     '<rootDir>/test/cluster/**/*.test.ts',
   ],
   globalSetup: '<rootDir>/test/support/cluster-setup.ts',

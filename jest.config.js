@@ -39,6 +39,7 @@ const ELSEWHERE = [
   '<rootDir>/test/crash-points.test.ts',
   '<rootDir>/test/truncate-crash.test.ts',
   '<rootDir>/test/truncate-cascade-crash.test.ts',
+  '<rootDir>/test/mariadb-crash.test.ts',
   '<rootDir>/test/chaos.test.ts',
 ];
 

@@ -6,7 +6,7 @@ import { identityAt } from './mariadb-identity';
 import { hiddenName, locate, missing, OWN_DATABASE, record, type Place, type ShardTableId } from './mariadb-record';
 import { errnoOf, ident, isPermanentMariadbErrno, PRIVILEGE_ERRNOS, qualified } from './mariadb-session';
 import { renameTo } from './mariadb-rename';
-import { drainOf } from './mariadb-drain';
+import { drainOf, type MoveOptions } from './mariadb-drain';
 
 /**
  * How a MariaDB table comes to be tablefate's: made from a definition (a create), or found at its name and recorded (an
@@ -27,6 +27,7 @@ export async function createTable(
   live: Place,
   definition: TableDefinition,
   node: string,
+  options: MoveOptions = {},
 ): Promise<void> {
   if ('columns' in definition && definition.columns !== '') {
     const check = checkMariadbColumnDefinitions(definition.columns);
@@ -56,12 +57,12 @@ export async function createTable(
       throw new InvalidInputError(`${live.database}.${live.table}: the definition did not make an InnoDB table; nothing was kept`);
     }
     await record(c, id, { area: 'live', ...stage }, identity, false);
-    await renameTo(c, id, stage, { area: 'live', ...live }, drainOf({}));
+    await renameTo(c, id, stage, { area: 'live', ...live }, drainOf(options));
     return;
   }
   if (found.area === 'live' && found.database === stage.database && found.table === stage.table) {
     await refuseTaken(c, live);
-    await renameTo(c, id, stage, { area: 'live', ...live }, drainOf({}));
+    await renameTo(c, id, stage, { area: 'live', ...live }, drainOf(options));
   }
 }
 

@@ -21,6 +21,8 @@ export interface MoveOptions {
   watch?: Watch;
   /** Out of the live area: other tables' foreign keys to it detached until its recall, rather than refused. */
   cascade?: boolean;
+  /** Hears each statement a move has made, once the server took it (the crash-point tests stop a worker there). */
+  afterStatement?: (statement: string) => void;
 }
 
 const DEFAULT_DRAIN_TIMEOUT_MS = DEFAULT_DRAIN_TIMEOUT_SECONDS * 1000;
@@ -36,12 +38,13 @@ export interface Drain {
   deadline: number;
   timeoutMs: number;
   watch?: Watch;
+  afterStatement?: (statement: string) => void;
 }
 
 /** The drain of a move that starts now. */
 export function drainOf(options: MoveOptions): Drain {
   const timeoutMs = options.drainTimeoutMs ?? DEFAULT_DRAIN_TIMEOUT_MS;
-  return { deadline: Date.now() + timeoutMs, timeoutMs, watch: options.watch };
+  return { deadline: Date.now() + timeoutMs, timeoutMs, watch: options.watch, afterStatement: options.afterStatement };
 }
 
 /**
@@ -54,6 +57,7 @@ export async function briefly(c: PoolConnection, statement: string, table: Place
     checkWatch(watch);
     try {
       await c.query(statement);
+      drain.afterStatement?.(statement);
       return;
     } catch (err) {
       if (errnoOf(err) !== LOCK_WAIT_TIMEOUT) throw err;

@@ -44,10 +44,14 @@ export class MariadbStorage implements StorageDriver {
   readonly nodes: readonly string[];
   private readonly byNode = new Map<string, { pool: Pool; ready?: Promise<void> }>();
 
-  /** `urls`: each node's server (`mariadb://user:password@host:port/`); `catalogId`: whose shards these are. */
+  /**
+   * `urls`: each node's server (`mariadb://user:password@host:port/`); `catalogId`: whose shards these are;
+   * `afterStatement`: hears each statement of a move once the server took it (crash-point tests).
+   */
   constructor(
     readonly urls: ReadonlyArray<{ node: string; url: string }>,
     private readonly catalogId: string,
+    private readonly afterStatement?: (statement: string) => void,
   ) {
     this.nodes = urls.map((u) => u.node);
     for (const { node, url } of urls) this.byNode.set(node, { pool: mariadbPool(url, node) });
@@ -67,7 +71,7 @@ export class MariadbStorage implements StorageDriver {
           });
           return;
         }
-        await createTable(c, pool, this.idOf(ref), live, definitionOf(ref), ref.node);
+        await createTable(c, pool, this.idOf(ref), live, definitionOf(ref), ref.node, this.heard());
       });
     });
   }
@@ -78,7 +82,7 @@ export class MariadbStorage implements StorageDriver {
       checkWatch(watch);
       if (!(await hasRecord(pool))) return;
       if (ref.table?.params.adopt) await forget(pool, this.idOf(ref));
-      else await dropTable(pool, this.idOf(ref), { watch });
+      else await dropTable(pool, this.idOf(ref), { watch, ...this.heard() });
     });
   }
 
@@ -93,7 +97,7 @@ export class MariadbStorage implements StorageDriver {
     await this.guard('moveShard', ref, async (pool) => {
       checkWatch(watch);
       const live = to === 'live' ? liveNameOf(ref) : undefined;
-      notes = this.named(ref, await moveTable(pool, this.idOf(ref), to, live, { watch, ...opts }), live);
+      notes = this.named(ref, await moveTable(pool, this.idOf(ref), to, live, { watch, ...opts, ...this.heard() }), live);
     });
     return notes;
   }
@@ -114,14 +118,14 @@ export class MariadbStorage implements StorageDriver {
   markGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('markGarbage', ref, async (pool) => {
       checkWatch(watch);
-      await moveTable(pool, this.idOf(ref), 'garbage', undefined, { watch });
+      await moveTable(pool, this.idOf(ref), 'garbage', undefined, { watch, ...this.heard() });
     });
   }
 
   unmarkGarbage(ref: ShardRef, watch?: Watch): Promise<void> {
     return this.guard('unmarkGarbage', ref, async (pool) => {
       checkWatch(watch);
-      await moveTable(pool, this.idOf(ref), 'trash', undefined, { watch });
+      await moveTable(pool, this.idOf(ref), 'trash', undefined, { watch, ...this.heard() });
     });
   }
 
@@ -133,7 +137,7 @@ export class MariadbStorage implements StorageDriver {
       if (at && at.drift === undefined && at.area !== 'garbage') {
         throw new InvalidShardRefError(`${describeRef(ref)} is in the ${at.area} area, not garbage: not deleted`);
       }
-      await dropTable(pool, this.idOf(ref), { watch });
+      await dropTable(pool, this.idOf(ref), { watch, ...this.heard() });
     });
   }
 
@@ -205,8 +209,8 @@ export class MariadbStorage implements StorageDriver {
       checkWatch(watch);
       const at = await this.where(pool, ref);
       if (!at || at.drift !== undefined || at.area !== area) return;
-      if (area !== 'garbage') await moveTable(pool, this.idOf(ref), 'garbage', undefined, { watch });
-      await dropTable(pool, this.idOf(ref), { watch });
+      if (area !== 'garbage') await moveTable(pool, this.idOf(ref), 'garbage', undefined, { watch, ...this.heard() });
+      await dropTable(pool, this.idOf(ref), { watch, ...this.heard() });
     });
   }
 
@@ -237,6 +241,11 @@ export class MariadbStorage implements StorageDriver {
   private named(ref: ShardRef, notes: readonly string[], live?: Place): ChangeNotes {
     const named = live ?? (ref.table ? liveNameOf(ref) : undefined);
     return notes.map((note) => `${named ? `${named.database}.${named.table}` : describeRef(ref)}: ${note}`);
+  }
+
+  /** The move options that let `afterStatement` hear a move. */
+  private heard(): { afterStatement?: (statement: string) => void } {
+    return this.afterStatement ? { afterStatement: this.afterStatement } : {};
   }
 
   private idOf(ref: ShardRef): ShardTableId {

@@ -7,6 +7,9 @@
  *   state change that rides with a shard call, say; unset: never), CRASH_ON_CALL (default 1), CRASH_FAULT (optional
  *   `op:shard:kind`),
  *   CRASH_POSTGRES_URLS (optional: the PostgreSQL storage driver on these nodes' databases, comma-separated),
+ *   CRASH_MARIADB_URLS (optional: the MariaDB storage driver on these nodes' servers, comma-separated), with
+ *   CRASH_AFTER_STATEMENT (optional: a pattern; the worker dies right after the CRASH_ON_CALL-th statement of a move
+ *   that matches it, in the middle of the move),
  *   CRASH_NODE_WORKERS=1 (optional: each node served by a storage-node worker of its own in this process, as with
  *   `--storage remote`, rather than in the workflow task of the orchestrating worker).
  */
@@ -15,6 +18,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { SqliteCatalog } from '../../catalog/sqlite';
 import { LocalFileStorage } from '../../storage/local-files';
 import { PostgresStorage } from '../../storage/postgres';
+import { MariadbStorage } from '../../storage/mariadb';
 import { nodeName } from '../../storage/nodes';
 import type { StorageOp } from '../../storage/faults';
 import { createStorageNodeWorker, createTableFateWorker, TableFateWorker } from '../../worker/worker';
@@ -35,12 +39,17 @@ async function main(): Promise<void> {
   const onCall = Number(process.env.CRASH_ON_CALL ?? '1');
   const catalog = new SqliteCatalog(path.join(home, 'catalog.sqlite'));
   const files = new LocalFileStorage({ root: path.join(home, 'storage') });
+  const nodesOf = (urls: string) => urls.split(',').map((url, k) => ({ node: nodeName(k), url }));
+  const statement = process.env.CRASH_AFTER_STATEMENT ? new RegExp(process.env.CRASH_AFTER_STATEMENT) : undefined;
+  let statements = 0;
+  const afterStatement = (sql: string) => {
+    if (statement?.test(sql) && ++statements === onCall) process.kill(process.pid, 'SIGKILL');
+  };
   const storage = process.env.CRASH_POSTGRES_URLS
-    ? new PostgresStorage(
-        process.env.CRASH_POSTGRES_URLS.split(',').map((url, k) => ({ node: nodeName(k), url })),
-        catalog.id,
-      )
-    : files;
+    ? new PostgresStorage(nodesOf(process.env.CRASH_POSTGRES_URLS), catalog.id)
+    : process.env.CRASH_MARIADB_URLS
+      ? new MariadbStorage(nodesOf(process.env.CRASH_MARIADB_URLS), catalog.id, afterStatement)
+      : files;
   if (process.env.CRASH_FAULT) {
     const [op, shard, kind] = process.env.CRASH_FAULT.split(':');
     files.faults.inject({ op: op as StorageOp, shard: Number(shard), kind: kind as 'permanent' | 'transient' });
