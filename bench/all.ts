@@ -4,6 +4,7 @@
  * - the lifecycle against the floor (bench/lifecycle.ts) on the embedded default (files, dev server), with the
  *   command line's times (bench/cli.ts) and the worker's start (bench/worker-start.ts);
  * - the same with the PostgreSQL driver, and the trash of a table of 1 MB against one of 1 GB;
+ * - the same with the MariaDB driver (no truncate), and its trash of a table of 1 MB against one of 1 GB;
  * - a family's cost with the PostgreSQL driver (bench/family.ts): `drop --cascade` of a table with 3 views and 2 keys on
  *   it against a single table's drop, its recall, both by size, and the SQL statements each sends to the node;
  * - a whole namespace of 20 tables dropped and recalled as one against one table (bench/namespace.ts);
@@ -12,7 +13,7 @@
  *   worker's memory meanwhile (bench/timers.ts).
  *
  *   npm run bench
- *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, family, namespace, cluster, timers)
+ *   npm run bench -- --rounds 10 --expiring 100 --skip cluster      (shorter; --skip any of: postgres, mariadb, family, namespace, cluster, timers)
  */
 import { parseArgs } from 'node:util';
 import { benchLifecycle, OPERATION_NAMES, printLifecycle, type LifecycleReport } from './lifecycle';
@@ -21,7 +22,7 @@ import { benchTimers, type TimersReport } from './timers';
 import { benchFamily, printFamily, summarizeFamily, type FamilyReport } from './family';
 import { benchNamespace, printNamespace, summarizeNamespace, type NamespaceReport } from './namespace';
 
-const PARTS = ['postgres', 'family', 'namespace', 'cluster', 'timers'] as const;
+const PARTS = ['postgres', 'mariadb', 'family', 'namespace', 'cluster', 'timers'] as const;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
   };
   await run('files, dev server', { driver: 'files', temporal: 'dev' }, true);
   if (!skip.has('postgres')) await run('postgres, dev server', { driver: 'postgres', temporal: 'dev' });
+  if (!skip.has('mariadb')) await run('mariadb, dev server', { driver: 'mariadb', temporal: 'dev' });
   let family: FamilyReport | undefined;
   if (!skip.has('family')) {
     console.log('\n== a family (postgres, dev server): drop --cascade against a single drop');
@@ -77,8 +79,8 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
   console.log("\n== side by side: p50 / the floor's p50 (throughput: creates / floors, 32 at once)");
   console.log(`${'op'.padEnd(12)}${reports.map((r) => r.label.padStart(width)).join('')}   goal`);
   const goals: Record<string, string> = {
-    create: '<= 1.0x',
-    trash: '<= 1.0x (postgres <= 1.1x)',
+    create: '<= 1.0x (mariadb <= 1.1x)',
+    trash: '<= 1.0x (postgres, mariadb <= 1.1x)',
     undelete: '<= 1.3x',
     truncate: '(against trash: the same drain and move, and a table made)',
     purge: '<= 1.3x',
@@ -86,7 +88,9 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
     nexus: '(a create through Nexus; no goal)',
   };
   for (const op of OPERATION_NAMES) {
-    const cells = reports.map(({ report }) => `${(report.p50[op] / report.p50.floor).toFixed(2)}x`.padStart(width));
+    const cells = reports.map(({ report }) =>
+      (report.p50[op] === undefined ? 'n/a' : `${(report.p50[op] / report.p50.floor).toFixed(2)}x`).padStart(width),
+    );
     console.log(`${op.padEnd(12)}${cells.join('')}   ${goals[op] ?? ''}`);
   }
   const floors = reports.map(({ report }) => `${report.p50.floor.toFixed(0)} ms`.padStart(width));
@@ -97,9 +101,10 @@ function printSummary(reports: ReadonlyArray<{ label: string; report: LifecycleR
     const [small, big] = report.bySize;
     if (!small || !big) continue;
     for (const op of ['trash', 'truncate'] as const) {
+      if (small[`${op}Ms`].length === 0) continue;
       const [a, b] = [percentile(small[`${op}Ms`], 50), percentile(big[`${op}Ms`], 50)];
       console.log(
-        `postgres ${op} by size: ${small.label} ${a.toFixed(0)} ms, ${big.label} ${b.toFixed(0)} ms (${(((b - a) / a) * 100).toFixed(0)} %; goal within 10 %)`,
+        `${report.setting.driver} ${op} by size: ${small.label} ${a.toFixed(0)} ms, ${big.label} ${b.toFixed(0)} ms (${(((b - a) / a) * 100).toFixed(0)} %; goal within 10 %)`,
       );
     }
   }

@@ -14,6 +14,8 @@
  *                                                     PostgreSQL it starts, instead of the dev server)
  *   npm run bench:lifecycle -- --driver postgres     (shards as PostgreSQL tables, on a PostgreSQL it starts; then the
  *                                                     trash and truncate of a table of 1 GB against one of 1 MB)
+ *   npm run bench:lifecycle -- --driver mariadb      (shards as MariaDB tables, on a MariaDB server it starts; then
+ *                                                     the trash of a table of 1 GB against one of 1 MB)
  */
 import os from 'node:os';
 import { parseArgs } from 'node:util';
@@ -29,6 +31,7 @@ import { benchCli, printCliRows, type CliRow } from './cli';
 import { benchWorkerStart } from './worker-start';
 import { benchSqlDoor, type DoorReport } from './sql-door';
 import { percentile, timed } from './samples';
+import { mariadbTrashBySize } from './mariadb-size';
 
 const OPS = [
   'create',
@@ -51,7 +54,7 @@ const CONCURRENCY = 32;
 
 /** Where a lifecycle bench runs: the Temporal server, its dynamic config, and the storage driver. */
 export interface LifecycleSetting {
-  driver: 'files' | 'postgres';
+  driver: 'files' | 'postgres' | 'mariadb';
   temporal: 'dev' | 'cluster';
   /** Temporal's own dynamic config instead of tablefate's (dev server only). */
   serverDefaults?: boolean;
@@ -92,8 +95,10 @@ export async function benchLifecycle(
     driver,
     temporal: temporalKind,
   });
-  // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL table with two columns.
-  const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
+  // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL or MariaDB table with two columns.
+  const shape = driver === 'files' ? { shards: 4 } : { shards: 1, columns: 'id bigint primary key, payload text' };
+  // (MariaDB's driver does not truncate yet: its row reads n/a.)
+  const truncates = driver !== 'mariadb';
   const { client, temporal } = bench;
   const runFloor = await startFloor(bench, FLOOR_QUEUE);
   const floor = () => runFloor(`floor-${randomUUID()}`);
@@ -138,7 +143,7 @@ export async function benchLifecycle(
       await timed(sink('floor'), floor);
       await timed(sink('undelete'), () => client.undelete({ table: table.id }));
       await timed(sink('floor'), floor);
-      await timed(sink('truncate'), () => client.truncate({ table: name }));
+      if (truncates) await timed(sink('truncate'), () => client.truncate({ table: name }));
       // The trash's policies: a legal hold and its release, a lease taken and released, a trashed table's retention.
       await timed(sink('floor'), floor);
       await timed(sink('hold'), () => client.hold({ table: table.id, reason: 'bench' }));
@@ -164,6 +169,7 @@ export async function benchLifecycle(
       );
     }
     if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
+    if (bench.mariadbUrl) bySize = await mariadbTrashBySize(bench.client, bench.mariadbUrl, SIZE_ROUNDS);
     if (bench.nodeUrl) door = await benchSqlDoor(bench.client, bench.nodeUrl, rounds);
     // The command line's start and its commands (bench/cli.ts), on the embedded default.
     if (opts.withCli && driver === 'files' && temporalKind === 'dev') {
@@ -205,6 +211,10 @@ export function printLifecycle(report: LifecycleReport): void {
   );
   console.log('op          p50 ms   p90 ms   p50/floor   p90/floor');
   for (const op of ['floor', ...OPS] as const) {
+    if (p50[op] === undefined) {
+      console.log(`${op.padEnd(9)} ${'n/a'.padStart(8)}`);
+      continue;
+    }
     console.log(
       `${op.padEnd(9)} ${p50[op].toFixed(0).padStart(8)} ${p90[op].toFixed(0).padStart(8)} ${`${(p50[op] / p50.floor).toFixed(2)}x`.padStart(11)} ${`${(p90[op] / p90.floor).toFixed(2)}x`.padStart(11)}`,
     );
@@ -218,9 +228,10 @@ export function printLifecycle(report: LifecycleReport): void {
       ['trash', trashMs],
       ['truncate', truncateMs],
     ] as const) {
+      if (samples.length === 0) continue;
       const ms = samples.map((t) => t.toFixed(0)).join(', ');
       console.log(
-        `${op} of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as PostgreSQL counts it): ${ms} ms (${(percentile(samples, 50) / p50.floor).toFixed(2)}x the floor)`,
+        `${op} of a table of ${label} (${(bytes / 2 ** 20).toFixed(1)} MiB as ${report.setting.driver === 'mariadb' ? 'MariaDB' : 'PostgreSQL'} counts it): ${ms} ms (${(percentile(samples, 50) / p50.floor).toFixed(2)}x the floor)`,
       );
     }
   }
@@ -301,10 +312,10 @@ async function main(): Promise<void> {
   });
   if (values.temporal !== undefined && values.temporal !== 'dev' && values.temporal !== 'cluster')
     throw new Error('--temporal: dev or cluster');
-  if (values.driver !== undefined && values.driver !== 'files' && values.driver !== 'postgres')
-    throw new Error('--driver: files or postgres');
+  if (values.driver !== undefined && values.driver !== 'files' && values.driver !== 'postgres' && values.driver !== 'mariadb')
+    throw new Error('--driver: files, postgres or mariadb');
   const setting: LifecycleSetting = {
-    driver: values.driver === 'postgres' ? 'postgres' : 'files',
+    driver: values.driver === 'postgres' || values.driver === 'mariadb' ? values.driver : 'files',
     temporal: values.temporal === 'cluster' ? 'cluster' : 'dev',
     serverDefaults: values['server-defaults'] === true,
   };

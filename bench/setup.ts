@@ -6,6 +6,9 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { SqliteCatalog } from '../catalog/sqlite';
 import { LocalFileStorage } from '../storage/local-files';
 import { PostgresStorage } from '../storage/postgres';
+import { MariadbStorage } from '../storage/mariadb';
+import { startLocalMariadb } from '../servers/local-mariadb';
+import { HOST } from '../servers/local-host';
 import { nodeName } from '../storage/nodes';
 import type { StorageDriverName } from '../domain/deployment';
 import { startPostgres } from '../test/support/postgres';
@@ -26,6 +29,8 @@ export interface Bench {
   alsoRun(extra: Worker): void;
   /** With the PostgreSQL driver: the url of its one storage node's database, for the benchmark's own rows. */
   nodeUrl?: string;
+  /** With the MariaDB driver: the url of its one storage node's server, for the benchmark's own rows. */
+  mariadbUrl?: string;
   /** The environment a `tablefate` command needs to use this bench's server and state (TABLEFATE_HOME, TEMPORAL_ADDRESS). */
   cliEnv: NodeJS.ProcessEnv;
   close(): Promise<void>;
@@ -91,9 +96,14 @@ export async function startBench(
   // The PostgreSQL driver on a server of its own (one node: the moves, not the placement, are what is measured).
   const postgres = opts.driver === 'postgres' ? await startPostgres() : undefined;
   const nodeUrl = postgres ? await postgres.freshDatabase('bench') : undefined;
+  // The MariaDB driver on a server of its own, as the tests start one (servers/local-mariadb.ts), under the run's directory.
+  const mariadb = opts.driver === 'mariadb' ? await startLocalMariadb({ parent: dir }) : undefined;
+  const mariadbUrl = mariadb ? `mariadb://root@${HOST}:${mariadb.port}/` : undefined;
   const storage = nodeUrl
     ? new PostgresStorage([{ node: nodeName(0), url: nodeUrl }], catalog.id)
-    : new LocalFileStorage({ root: path.join(dir, 'storage') });
+    : mariadbUrl
+      ? new MariadbStorage([{ node: nodeName(0), url: mariadbUrl }], catalog.id)
+      : new LocalFileStorage({ root: path.join(dir, 'storage') });
   const workerConnection = await NativeConnection.connect({ address: server.address });
   const worker = await createTableFateWorker({
     connection: workerConnection,
@@ -113,6 +123,7 @@ export async function startBench(
     temporal,
     client: new TableFateClient({ client: temporal, catalog, storageDriver: opts.driver }),
     nodeUrl,
+    mariadbUrl,
     cliEnv: { ...process.env, TABLEFATE_HOME: dir, TEMPORAL_ADDRESS: server.address },
     catalog,
     workerConnection,
@@ -126,8 +137,9 @@ export async function startBench(
       await workerConnection.close();
       await connection.close();
       await catalog.close();
-      if (storage instanceof PostgresStorage) await storage.close();
+      if (storage instanceof PostgresStorage || storage instanceof MariadbStorage) await storage.close();
       await postgres?.stop();
+      await mariadb?.stop();
       await server.stop();
       await fs.promises.rm(dir, { recursive: true, force: true });
     },

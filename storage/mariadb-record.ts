@@ -204,7 +204,9 @@ export async function driftOf(c: PoolConnection | Pool, identity: number, record
   const now = await innodbNameOf(c, identity);
   const was = `${recorded.database}.${recorded.table}`;
   if (now === null) return `${was} was dropped, or replaced or rebuilt (its InnoDB table id ${identity} is gone), outside tablefate`;
-  return `${was} was renamed outside tablefate: its InnoDB table id ${identity} is now ${now} (as InnoDB names it)`;
+  // (A name of letters, digits and _ only is as InnoDB keeps it; another is shown in InnoDB's file-name encoding.)
+  const named = now.includes('@') ? `${now} (as InnoDB names it)` : now.replace('/', '.');
+  return `${was} was renamed outside tablefate: its InnoDB table id ${identity} is now ${named}`;
 }
 
 /** Every record row of `catalogId` on the node, as it was written (the reconciler's and the doctor's look). */

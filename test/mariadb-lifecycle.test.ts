@@ -108,3 +108,27 @@ test('adopt and drop a table made by hand, with its trigger and a key to it; rec
   expect(await on('node-0', 'SELECT what FROM legacy.log')).toEqual([['ann'], ['bob']]);
   await expect(on('node-0', 'INSERT INTO legacy.logins VALUES (2, 99)')).rejects.toThrow(/foreign key constraint fails/);
 });
+
+test("doctor sees what a DBA did behind tablefate's back (a bare DROP, a rename, a table replaced) and touches none of it", async () => {
+  const [dropped, renamed, replaced] = [
+    await h.client.create({ table: 'behind.dropped', columns: 'id INT' }),
+    await h.client.create({ table: 'behind.renamed', columns: 'id INT' }),
+    await h.client.create({ table: 'behind.replaced', columns: 'id INT' }),
+  ];
+  const node = (t: { placement: Array<{ node: string }> }) => t.placement[0]!.node;
+  await on(node(dropped), 'DROP TABLE behind.dropped');
+  await on(node(renamed), 'RENAME TABLE behind.renamed TO behind.moved_by_hand');
+  await on(
+    node(replaced),
+    'DROP TABLE behind.replaced; CREATE TABLE behind.replaced (id INT, other INT); INSERT INTO behind.replaced VALUES (1, 2)',
+  );
+  const report = await h.client.health();
+  const about = (id: number) => report.findings.flatMap((f) => (f.kind === 'outside-change' && f.table.id === id ? f.differences : []));
+  expect(about(dropped.id)).toEqual([expect.stringMatching(/behind\.dropped was dropped, or replaced or rebuilt .*outside tablefate/)]);
+  expect(about(renamed.id)).toEqual([expect.stringContaining('behind.renamed was renamed outside tablefate: its InnoDB table id')]);
+  expect(about(renamed.id)[0]).toMatch(/is now behind\.moved_by_hand$/);
+  expect(about(replaced.id)).toEqual([expect.stringMatching(/behind\.replaced was dropped, or replaced or rebuilt/)]);
+  // A drop of one refuses, naming the difference, and leaves the user's table as it is.
+  await expect(h.client.trash({ table: 'behind.replaced', retentionSeconds: 3600 })).rejects.toMatchObject({ type: 'ShardMissing' });
+  expect(await on(node(replaced), 'SELECT id, other FROM behind.replaced')).toEqual([['1', '2']]);
+});
