@@ -1,9 +1,9 @@
 import type { Pool, PoolConnection } from 'mariadb';
-import { InvalidInputError, NameTakenError } from '../domain/errors';
+import { InvalidInputError, NameTakenError, TableExistsError, TableNotFoundError } from '../domain/errors';
 import { checkMariadbColumnDefinitions } from '../domain/mariadb-columns';
 import { parseNameParts } from '../domain/names';
 import { identityAt } from './mariadb-identity';
-import { hiddenName, locate, missing, OWN_DATABASE, record, type Place, type ShardTableId } from './mariadb-record';
+import { hiddenName, locate, missing, OWN_DATABASE, record, SHARDS, type Place, type ShardTableId } from './mariadb-record';
 import { errnoOf, ident, isPermanentMariadbErrno, PRIVILEGE_ERRNOS, qualified } from './mariadb-session';
 import { renameTo } from './mariadb-rename';
 import { drainOf, type MoveOptions } from './mariadb-drain';
@@ -78,10 +78,18 @@ export async function adoptTable(c: PoolConnection, pool: Pool, id: ShardTableId
       [live.database, live.table],
     );
     const what = kind[0];
+    if (what === undefined) throw new TableNotFoundError(`${live.database}.${live.table} is not there: nothing to adopt`);
     throw new InvalidInputError(
-      what === undefined
-        ? `${live.database}.${live.table} is not there: nothing to adopt`
-        : `${live.database}.${live.table} is a ${what.type === 'VIEW' ? 'view' : `table of engine ${what.engine ?? '?'}`}: tablefate keeps InnoDB tables only`,
+      `${live.database}.${live.table} is a ${what.type === 'VIEW' ? 'view' : `table of engine ${what.engine ?? '?'}`}: tablefate keeps InnoDB tables only`,
+    );
+  }
+  const kept = await c.execute<Array<{ catalog_id: string; table_id: number }>>(
+    `SELECT catalog_id, table_id FROM ${SHARDS} WHERE identity = ?`,
+    [identity],
+  );
+  if (kept[0]) {
+    throw new TableExistsError(
+      `${live.database}.${live.table} is a table tablefate keeps already (table ${kept[0].table_id} of catalog ${kept[0].catalog_id})`,
     );
   }
   await record(c, id, { area: 'live', ...live }, identity, true);

@@ -201,6 +201,19 @@ test('adopt: a table made by hand is kept and moved; taken back, it is only forg
   await storage.moveShard(ref, 'trash', 'live');
   await storage.dropShard(ref);
   expect(await sql('SELECT id FROM legacy.users')).toEqual([['1']]);
+  // Kept by another catalog on the same server: not adopted twice. Not there: TableNotFound.
+  const other = new MariadbStorage([{ node: 'node-0', url: server.url }], 'othercatalog');
+  try {
+    await expect(other.createShard(shardOf('legacy', 'users', { adopt: { node: 'node-0' } }))).resolves.toBeUndefined();
+    await expect(storage.createShard(shardOf('legacy', 'users', { adopt: { node: 'node-0' } }))).rejects.toMatchObject({
+      type: 'TableExists',
+    });
+  } finally {
+    await other.close();
+  }
+  await expect(storage.createShard(shardOf('legacy', 'nosuch', { adopt: { node: 'node-0' } }))).rejects.toMatchObject({
+    type: 'TableNotFound',
+  });
   await sql('CREATE TABLE legacy.flat (id INT) ENGINE=MyISAM');
   await expect(storage.createShard(shardOf('legacy', 'flat', { adopt: { node: 'node-0' } }))).rejects.toMatchObject({
     type: 'InvalidInput',
