@@ -13,6 +13,9 @@ export async function mariadbTrashBySize(
   url: string,
   rounds: number,
 ): Promise<Array<{ label: string; bytes: number; trashMs: number[]; truncateMs: number[] }>> {
+  // (The Sequence engine's tables need a default database: the bench's own.)
+  const inBench = new URL(url);
+  inBench.pathname = '/bench';
   const sizes = [];
   for (const [label, rows] of [
     ['1 MB', 1_000],
@@ -22,9 +25,10 @@ export async function mariadbTrashBySize(
     const table = await client.create({ table: `bench.${name}`, columns: 'id BIGINT PRIMARY KEY, payload TEXT' });
     // About 1 kB a row (30 MD5s of its id and a counter), not compressible.
     await mariadbQuery(
-      url,
+      inBench.toString(),
       `INSERT INTO bench.${name} SELECT s.seq, (SELECT GROUP_CONCAT(MD5(CONCAT(s.seq, '/', k.seq)) SEPARATOR '') FROM seq_1_to_30 k) FROM seq_1_to_${rows} s;
        ANALYZE TABLE bench.${name}`,
+      { timeoutMs: 30 * 60_000 },
     );
     const [[bytes]] = (await mariadbQuery(
       url,

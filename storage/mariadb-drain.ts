@@ -21,6 +21,8 @@ export interface MoveOptions {
   watch?: Watch;
   /** Out of the live area: other tables' foreign keys to it detached until its recall, rather than refused. */
   cascade?: boolean;
+  /** Out of the live area: the live tables that leave with it (a drop of several as one), whose keys to it refuse nothing. */
+  with?: readonly Place[];
   /** Hears each statement a move has made, once the server took it (the crash-point tests stop a worker there). */
   afterStatement?: (statement: string) => void;
 }

@@ -56,7 +56,7 @@ export function moveTable(
       if (!live) throw new PermanentStorageError(`a move of ${id.tableId} into the live area needs its live name`);
       return intoLive(c, id, at, live, drain);
     }
-    if (at.area === 'live') return outOfLive(c, id, at, to, options.cascade === true, drain);
+    if (at.area === 'live') return outOfLive(c, id, at, to, { cascade: options.cascade === true, with: options.with ?? [] }, drain);
     if (at.area !== to) await renameTo(c, id, at, { area: to, database: AREA_DATABASES[to], table: parkedName(id) }, drain);
     return [];
   });
@@ -91,7 +91,7 @@ async function outOfLive(
   id: ShardTableId,
   at: Located,
   to: 'trash' | 'garbage',
-  cascade: boolean,
+  { cascade, with: others }: { cascade: boolean; with: readonly Place[] },
   drain: Drain,
 ): Promise<string[]> {
   const destination: Destination = { area: to, database: AREA_DATABASES[to], table: parkedName(id) };
@@ -101,7 +101,7 @@ async function outOfLive(
   if (at.table !== hidden) {
     // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
     kept = await readKept(c, at);
-    refuseReferences(kept, at, cascade, []);
+    refuseReferences(kept, at, cascade, others);
     await refuseTriggersNotRemade(c, kept, at);
     await markKept(c, id, remembersAnything(kept) ? kept : null);
     if (!takesAnythingOff(kept)) {

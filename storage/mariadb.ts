@@ -86,12 +86,21 @@ export class MariadbStorage implements StorageDriver {
     });
   }
 
-  async moveShard(
+  moveShard(
     ref: ShardRef,
     _from: ShardArea,
     to: ShardArea,
     watch?: Watch,
     opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
+  ): Promise<ChangeNotes> {
+    return this.moveOne(ref, to, watch, opts);
+  }
+
+  private async moveOne(
+    ref: ShardRef,
+    to: ShardArea,
+    watch: Watch | undefined,
+    opts: { drainTimeoutMs?: number; cascade?: boolean; with?: readonly Place[] },
   ): Promise<ChangeNotes> {
     let notes: ChangeNotes = [];
     await this.guard('moveShard', ref, async (pool) => {
@@ -100,6 +109,55 @@ export class MariadbStorage implements StorageDriver {
       notes = this.named(ref, await moveTable(pool, this.idOf(ref), to, live, { watch, ...opts, ...this.heard() }), live);
     });
     return notes;
+  }
+
+  /**
+   * Several shard tables of one node, as one drop or recall: moved one after another (MariaDB has no transaction for
+   * DDL), the keys among them refusing nothing. A crash between two leaves some moved, which the next attempt finds.
+   */
+  async moveShards(
+    refs: readonly ShardRef[],
+    _from: ShardArea,
+    to: ShardArea,
+    watch?: Watch,
+    opts: { drainTimeoutMs?: number; cascade?: boolean } = {},
+  ): Promise<ChangeNotes> {
+    const places = refs.flatMap((ref) => (ref.table ? [liveNameOf(ref)] : []));
+    const notes: ChangeNotes = [];
+    for (const ref of to === 'live' ? await this.inRecallOrder(refs) : refs) {
+      const own = ref.table ? liveNameOf(ref) : undefined;
+      const others = places.filter((p) => p.database !== own?.database || p.table !== own?.table);
+      notes.push(...(await this.moveOne(ref, to, watch, { ...opts, with: others })));
+    }
+    return notes;
+  }
+
+  /**
+   * The tables of a recall of several, each after the tables its kept keys name: a key between two tables dropped as
+   * one was taken off by whichever left first, and is put back by it, so that one comes back once the other is there.
+   */
+  private async inRecallOrder(refs: readonly ShardRef[]): Promise<ShardRef[]> {
+    const found = await Promise.all(
+      refs.map(async (ref) => {
+        const at = await this.where(await this.ready(ref.node), ref);
+        const kept = at && at.drift === undefined ? at.kept : null;
+        const from = kept?.from ?? (ref.table ? liveNameOf(ref) : undefined);
+        const names = new Set([
+          ...(kept?.keys ?? []).flatMap((k) => (k.references ? [placeKey(k.references)] : [])),
+          ...(kept?.referencing ?? []).map((k) => placeKey(k.on)),
+        ]);
+        return { ref, from: from ? placeKey(from) : undefined, names };
+      }),
+    );
+    const ordered: ShardRef[] = [];
+    const left = [...found];
+    while (left.length > 0) {
+      // The first whose named tables have all come back (or are none of these); in a circle, the first left.
+      const waiting = new Set(left.flatMap((t) => (t.from ? [t.from] : [])));
+      const next = left.findIndex((t) => ![...t.names].some((name) => name !== t.from && waiting.has(name)));
+      ordered.push(left.splice(next < 0 ? 0 : next, 1)[0]!.ref);
+    }
+    return ordered;
   }
 
   /** Not made by this driver yet: refused before anything changes (docs/mariadb.md). */
@@ -278,6 +336,8 @@ export function liveNameOf(ref: ShardRef): Place {
   }
   return { database: live.schema, table: live.table };
 }
+
+const placeKey = (place: Place) => `${place.database}\u0000${place.table}`;
 
 function definitionOf(ref: ShardRef): TableDefinition {
   const params = ref.table?.params;

@@ -132,3 +132,24 @@ test("doctor sees what a DBA did behind tablefate's back (a bare DROP, a rename,
   await expect(h.client.trash({ table: 'behind.replaced', retentionSeconds: 3600 })).rejects.toMatchObject({ type: 'ShardMissing' });
   expect(await on(node(replaced), 'SELECT id, other FROM behind.replaced')).toEqual([['1', '2']]);
 });
+
+test('a parent and its child dropped as one need no cascade: the key between them leaves and comes back with them', async () => {
+  const parent = await h.client.create({ table: 'pair.parents', columns: 'id INT PRIMARY KEY' });
+  const node = parent.placement[0]!.node;
+  // (Both on the parent's node: the child is adopted there.)
+  await on(
+    node,
+    `CREATE TABLE pair.children (id INT PRIMARY KEY, parent INT, CONSTRAINT children_parent_fk FOREIGN KEY (parent) REFERENCES pair.parents (id) ON DELETE CASCADE);
+     INSERT INTO pair.parents VALUES (1); INSERT INTO pair.children VALUES (1, 1)`,
+  );
+  await h.client.adopt({ table: 'pair.children', node });
+  const dropped = await h.client.trash({ table: 'pair.parents', together: ['pair.children'], retentionSeconds: 3600 });
+  expect(dropped).toMatchObject({ state: 'TRASHED', droppedWith: [expect.any(Number)] });
+  expect(await on(node, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'pair'")).toEqual([['0']]);
+  await h.client.undelete({ table: dropped.id });
+  expect(
+    await on(node, "SELECT CONSTRAINT_NAME, DELETE_RULE FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = 'pair'"),
+  ).toEqual([['children_parent_fk', 'CASCADE']]);
+  await on(node, 'DELETE FROM pair.parents WHERE id = 1');
+  expect(await on(node, 'SELECT COUNT(*) FROM pair.children')).toEqual([['0']]);
+});

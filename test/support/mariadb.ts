@@ -64,9 +64,11 @@ export async function createMariadbDatabase(serverUrl: string, name: string): Pr
  * Runs `sql` (one or more statements) through the `mariadb` command-line client on the database `url` names (or
  * none), and returns the rows of its results, in order, each a list of its columns as text (NULL as `NULL`; a tab,
  * newline or backslash escaped, as the client's batch mode writes them). A client of the tests' own, so that a test
- * checks what the server holds by another way than the code it tests.
+ * checks what the server holds by another way than the code it tests. `timeoutMs`: a longer wait than a test's
+ * statements need (a bench's load of a gigabyte).
  */
-export async function mariadbQuery(url: string, sql: string): Promise<string[][]> {
+export async function mariadbQuery(url: string, sql: string, opts: { timeoutMs?: number } = {}): Promise<string[][]> {
+  const timeout = opts.timeoutMs ?? CLIENT_TIMEOUT_MS;
   const { hostname, port, username, password, pathname } = new URL(url);
   const database = decodeURIComponent(pathname.replace(/^\//, ''));
   const args = [
@@ -84,15 +86,13 @@ export async function mariadbQuery(url: string, sql: string): Promise<string[][]
   try {
     // (The password in the environment, where another user's `ps` does not see it.)
     const env = password ? { ...process.env, MYSQL_PWD: decodeURIComponent(password) } : process.env;
-    const { stdout } = await run(findMariadbProgram('mariadb'), args, { env, timeout: CLIENT_TIMEOUT_MS, killSignal: 'SIGKILL' });
+    const { stdout } = await run(findMariadbProgram('mariadb'), args, { env, timeout, killSignal: 'SIGKILL' });
     return stdout
       .split('\n')
       .filter((line) => line !== '')
       .map((line) => line.split('\t'));
   } catch (err) {
     const { stderr = '', killed } = err as { stderr?: string; killed?: boolean };
-    throw new Error(
-      `mariadb on ${url}: ${killed ? `no answer within ${CLIENT_TIMEOUT_MS} ms` : stderr.trim() || (err as Error).message}\n${sql}`,
-    );
+    throw new Error(`mariadb on ${url}: ${killed ? `no answer within ${timeout} ms` : stderr.trim() || (err as Error).message}\n${sql}`);
   }
 }
