@@ -312,3 +312,23 @@ test('a partitioned table, adopted: its partitions leave and come back whole, it
     ),
   ).toEqual([['1', '2', '3']]);
 });
+
+test('a view on a trashed table answers as after a real DROP TABLE, and again after the recall; nothing of it changes', async () => {
+  const ref = shardOf('vw', 'sales', { columns: 'id INT PRIMARY KEY, amount INT' });
+  await storage.createShard(ref);
+  await sql(`INSERT INTO vw.sales VALUES (1, 10), (2, 20); CREATE VIEW vw.big_sales AS SELECT id FROM vw.sales WHERE amount > 15;
+    CREATE TABLE vw.other (id INT); CREATE VIEW vw.gone_for_real AS SELECT id FROM vw.other; DROP TABLE vw.other`);
+  const definition = await sql("SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_NAME = 'big_sales'");
+  await storage.moveShard(ref, 'live', 'trash');
+  // (The client's ERROR line, the view's name in it made alike.)
+  const asAfterDrop = async (view: string) =>
+    sql(`SELECT * FROM vw.${view}`).then(
+      () => 'answered',
+      (err: Error) => (/ERROR \d+ \(\w+\)[^\n]*/.exec(err.message)?.[0] ?? err.message).replaceAll(view, '<view>'),
+    );
+  expect(await asAfterDrop('big_sales')).toEqual(await asAfterDrop('gone_for_real'));
+  expect(await asAfterDrop('big_sales')).toMatch(/ERROR 1356/);
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await sql('SELECT id FROM vw.big_sales')).toEqual([['2']]);
+  expect(await sql("SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_NAME = 'big_sales'")).toEqual(definition);
+});
