@@ -227,7 +227,7 @@ describe('tablefate storage-node refuses what it cannot serve', () => {
       env: env(),
     });
     expect(both.code).toBe(2);
-    expect(both.stderr).toContain('or --postgres <url>');
+    expect(both.stderr).toContain('--postgres <url> (its tables in that database) or --mariadb <url>');
     const badMode = await runCliInProcess(['worker', '--storage', 'nfs'], { env: env() });
     expect(badMode.code).toBe(2);
     expect(badMode.stderr).toContain('--storage is local or remote, got "nfs"');
