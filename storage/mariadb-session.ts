@@ -57,10 +57,13 @@ export async function withSession<T>(pool: Pool, work: (c: PoolConnection) => Pr
   }
 }
 
-/** A server error number, if `err` is one the server (or the client, 45xxx) answered. */
+/**
+ * A server error number, if `err` is one the server (or the client, 45xxx) answered. Not a socket's error that the client
+ * passes on as Node raised it (`write EPIPE`, `read ECONNRESET`: a connection lost), whose errno is the system's, negative.
+ */
 export const errnoOf = (err: unknown): number | undefined => {
   const errno = (err as Partial<SqlError> | null)?.errno;
-  return typeof errno === 'number' ? errno : undefined;
+  return typeof errno === 'number' && errno > 0 ? errno : undefined;
 };
 
 /** Server errors another attempt can fix: a lock not had, a deadlock, a statement interrupted, the server going away. */

@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import type { ShardRef } from '../storage/driver';
+import { PermanentStorageError, StorageIoError } from '../storage/errors';
 import { MariadbStorage } from '../storage/mariadb';
+import { classifiedMariadb, errnoOf } from '../storage/mariadb-session';
 import { mariadbQuery, startMariadb, type TestMariadb } from './support/mariadb';
 
 /*
@@ -331,4 +334,25 @@ test('a view on a trashed table answers as after a real DROP TABLE, and again af
   await storage.moveShard(ref, 'trash', 'live');
   expect(await sql('SELECT id FROM vw.big_sales')).toEqual([['2']]);
   expect(await sql("SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_NAME = 'big_sales'")).toEqual(definition);
+});
+
+test('a connection lost under a statement, as Node reports it (write EPIPE), is tried again, not taken for a refusal', async () => {
+  // A real lost connection: the server closes a session whose handshake it refuses, and the writes after meet the
+  // closed socket. The client passes such an error on as Node raised it, with the system's errno (negative), which
+  // once passed for a server's error number no retry could fix (chaos --driver mariadb: a drop's undo failed for good).
+  const socket = net.connect({ host: '127.0.0.1', port: Number(new URL(server.url).port), allowHalfOpen: true });
+  const lost = await new Promise<NodeJS.ErrnoException>((resolve) => {
+    socket.on('error', resolve);
+    socket.once('data', () => {
+      const write = () => {
+        if (!socket.destroyed) socket.write(Buffer.from([1, 0, 0, 1, 0xff]), () => setTimeout(write, 10));
+      };
+      write();
+    });
+  });
+  expect(lost).toMatchObject({ code: 'EPIPE', message: 'write EPIPE' });
+  expect(errnoOf(lost)).toBeUndefined();
+  const classified = classifiedMariadb(lost, 'moveShard', shardOf('lost', 'connection'));
+  expect(classified).toBeInstanceOf(StorageIoError);
+  expect(classified).not.toBeInstanceOf(PermanentStorageError);
 });
