@@ -122,6 +122,15 @@ async function installDataDirectory(installDb: string, dir: string): Promise<voi
   }
 }
 
+/**
+ * Starts mariadbd again on the data directory of a server of startLocalMariadb's, on the same port, after that server
+ * was killed (a crash, as a chaos run makes one): InnoDB recovers, and clients find it where it was. Its `stop` stops
+ * this process and removes the directory.
+ */
+export function restartLocalMariadb(dir: string, port: number): Promise<Omit<LocalMariadb, 'port' | 'dir' | 'socket' | 'installMs'>> {
+  return startServer(findMariadbProgram('mariadbd'), dir, port);
+}
+
 class PortTakenError extends Error {}
 
 /** Starts mariadbd on the data directory in `dir`, and waits until it greets a client on its socket. */
