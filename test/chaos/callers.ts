@@ -253,8 +253,8 @@ export class CommandLineCaller implements Caller {
       TEMPORAL_ADDRESS: config.temporalAddress,
       TEMPORAL_NAMESPACE: config.temporalNamespace,
       // The operator knows which storage the deployment has, as the workers do (a create's --columns needs it).
-      ...(config.storageDriver === 'postgres'
-        ? { TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: (config.storageUrls ?? []).join(',') }
+      ...(config.storageDriver === 'postgres' || config.storageDriver === 'mariadb'
+        ? { TABLEFATE_STORAGE_DRIVER: config.storageDriver, TABLEFATE_STORAGE_URLS: (config.storageUrls ?? []).join(',') }
         : {}),
     };
   }

@@ -52,8 +52,11 @@ export interface Evidence {
   workerExits: readonly WorkerExit[];
   /** The user's own tables hold some of the scenario's names (postgres driver): a create may find its name taken. */
   userTables?: boolean;
-  /** The run's storage driver (files when absent): with postgres a drop may be TableBusy for sessions, not leases. */
-  driver?: 'files' | 'postgres';
+  /**
+   * The run's storage driver (files when absent): with postgres or mariadb a drop may be TableBusy for sessions, not
+   * leases, and HasDependents for what the user made on the table (views, keys, ...).
+   */
+  driver?: 'files' | 'postgres' | 'mariadb';
   /** The releases of every hold the run made before the last wait for rest: from then on no table is held. */
   finalReleases?: readonly FinalRelease[];
 }
@@ -195,7 +198,7 @@ export async function checkInvariants(world: World, evidence: Evidence): Promise
     });
   }
 
-  const answers = checkAnswers(evidence.ops, byId, { userTables: evidence.userTables, families: evidence.driver === 'postgres' });
+  const answers = checkAnswers(evidence.ops, byId, { userTables: evidence.userTables, families: (evidence.driver ?? 'files') !== 'files' });
   problems.push(...answers.problems);
   notes.push(...answers.notes);
   const policies = checkPolicyAnswers(evidence.ops, byId, { driver: evidence.driver ?? 'files' });

@@ -18,11 +18,14 @@ export class AnswerChecks {
       truncatedSets?: TruncatedSets;
       families?: FamilyMaker;
       rowsOnAnswer?: RowsOnAnswer;
+      /** Hears every answer first (the mariadb driver's user makes a trigger or a key on a new table). */
+      heard?: (record: OpRecord) => void;
     },
   ) {}
 
   async onAnswer(record: OpRecord): Promise<void> {
     const { fingerprints, truncatedSets, families, rowsOnAnswer } = this.o;
+    this.o.heard?.(record);
     if (record.outcome.kind !== 'ok') return;
     const table = record.outcome.table;
     const { kind } = record.request;

@@ -1,6 +1,10 @@
 import type { LeaseInfo } from '../../domain/leases';
+import type { Catalog } from '../../catalog/catalog';
+import type { TableFateClient } from '../../client/client';
 import type { TableInfo, TableRecord } from '../../domain/table';
 import { couldActAfter, describeOp, explainers, namesOf } from './answers';
+import { classify } from './callers';
+import { allTables } from './observe';
 import type { Problem } from './problems';
 import type { OpRecord, Outcome } from './ops';
 import { entriesOf, lineageOf } from './truncate-lineage';
@@ -13,7 +17,7 @@ import { entriesOf, lineageOf } from './truncate-lineage';
  * The rule for holds at the end of a run: once the operations are over and the product is at rest (a held table past
  * its expiry counts as at rest: it must stay in the trash), `checkHolds` looks at the catalog while every hold the run
  * placed is still on, and a table held with no release since is never PURGED then. The run then releases every hold
- * (`releaseEveryHold` in runner.ts) and waits for rest again: from there on no table is held, so every trash whose
+ * (`releaseEveryHold` below) and waits for rest again: from there on no table is held, so every trash whose
  * expiry passed must be PURGED at the end, the released ones included (invariants.ts, `expiry` and `holds`).
  */
 
@@ -205,8 +209,8 @@ function busyTableOf(op: OpRecord & { outcome: { kind: 'rejected' } }): number |
 }
 
 export interface PolicyOptions {
-  /** With the postgres driver a drop also waits for the sessions using the table: TableBusy needs no lease then. */
-  driver: 'files' | 'postgres';
+  /** With the postgres or mariadb driver a drop also waits for the sessions using the table: TableBusy needs no lease then. */
+  driver: 'files' | 'postgres' | 'mariadb';
 }
 
 /** The answers of the policies' calls, and what they promised, against the catalog at rest at the end. */
@@ -380,3 +384,33 @@ export function checkPolicyAnswers(
 /** The table as a final release answered it, or undefined. */
 export const releasedTable = (release: FinalRelease): TableInfo | undefined =>
   release.outcome.kind === 'ok' ? release.outcome.table : undefined;
+
+/**
+ * Releases every hold the catalog holds (only the run places holds), as an operator would at the end of a case: a
+ * table whose expiry passed while it was held is purged right after. Looked at again until none is left (a round or
+ * two: a hold call that had no answer may land late).
+ */
+export async function releaseEveryHold(
+  sdk: TableFateClient,
+  catalog: Catalog,
+  knownIds: () => Iterable<number>,
+  log: (line: string) => void,
+): Promise<FinalRelease[]> {
+  const releases: FinalRelease[] = [];
+  for (let round = 0; round < 3; round++) {
+    const held = (await allTables(catalog, knownIds())).filter((t) => t.hold !== null);
+    if (held.length === 0) break;
+    log(`releasing the holds of ${held.length} table(s): ${held.map((t) => `${t.id} (${t.state})`).join(', ')}`);
+    for (const table of held) {
+      const at = Date.now();
+      let outcome: Outcome;
+      try {
+        outcome = { kind: 'ok', table: await sdk.release({ table: table.id }, { timeoutMs: 30_000 }) };
+      } catch (err) {
+        outcome = classify(err);
+      }
+      releases.push({ tableId: table.id, state: table.state, expireAt: table.expireAt, at, outcome });
+    }
+  }
+  return releases;
+}

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import { mariadbLines } from './mariadb-report';
 import type { ChaosReport } from './run-options';
 import type { OpKind, OpRecord } from './ops';
 
@@ -267,6 +268,7 @@ export function formatReport(report: ChaosReport): string {
     );
   }
   lines.push(...doorLines(report));
+  lines.push(...mariadbLines(report));
   if (report.postgres) {
     const { inserts, rowsCommitted, connectionCuts, userTables, shardsCheckedOnAnswer } = report.postgres;
     const others = [...inserts.otherErrors.values()].reduce((sum, n) => sum + n, 0);
@@ -315,7 +317,8 @@ export function formatReport(report: ChaosReport): string {
       (options.temporal === 'dev' ? '' : ` --temporal ${options.temporal}`) +
       (options.catalog === 'sqlite' ? '' : ` --catalog ${options.catalog}`) +
       (options.driver === 'files' ? '' : ` --driver ${options.driver}`) +
-      (options.driver === 'postgres' && !options.connectionCuts ? ' --connection-cuts off' : '') +
+      (options.driver !== 'files' && !options.connectionCuts ? ' --connection-cuts off' : '') +
+      (options.driver === 'mariadb' && options.mariadbRestarts !== 2 ? ` --mariadb-restarts ${options.mariadbRestarts}` : '') +
       (options.workers === 1 ? '' : ` --workers ${options.workers}`) +
       (options.storage === 'local' ? '' : ` --storage ${options.storage} --kill-nodes ${options.killNodes}`) +
       (options.killWorkers === options.workers ? '' : ` --kill-workers ${options.killWorkers}`) +

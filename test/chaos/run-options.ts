@@ -4,6 +4,7 @@ import type { DoorSummary } from './invariants';
 import type { MonkeyStats } from './monkey';
 import type { LockWait } from './observe';
 import type { OpRecord } from './ops';
+import type { MariadbSummary } from './mariadb-load';
 import type { FinalRelease } from './policies';
 import type { Problem } from './problems';
 import type { InsertStats } from './rows';
@@ -26,11 +27,17 @@ export interface ChaosOptions {
   /**
    * What a shard is: files under the storage nodes' directories (default), or a real PostgreSQL table, each node a
    * database of its own on a throwaway server (the catalog's, with `catalog: 'postgres'`), into whose live tables
-   * the run inserts rows while the operations go on.
+   * the run inserts rows while the operations go on; or a real MariaDB table, each node a throwaway MariaDB server of
+   * its own (the worker with an account of its own, of least privilege), rows inserted likewise.
    */
-  driver?: 'files' | 'postgres';
-  /** postgres driver: how often tablefate's storage connections are cut (pg_terminate_backend); false: never. Default 3 to 8 s. */
+  driver?: 'files' | 'postgres' | 'mariadb';
+  /**
+   * postgres and mariadb drivers: how often tablefate's storage connections are cut (pg_terminate_backend; KILL
+   * CONNECTION of the worker account's sessions); false: never. Default 3 to 8 s.
+   */
   connectionCutsEveryMs?: readonly [number, number] | false;
+  /** mariadb driver: how many times a node's server is SIGKILLed and started again on its data directory. Default 2. */
+  mariadbRestarts?: number;
   /** How many orchestrating `tablefate worker` processes run at once (same home, same catalog). Default 1. */
   workers?: number;
   /**
@@ -82,9 +89,10 @@ export interface ChaosReport {
       | 'callTimeoutMs'
       | 'opsTimeLimitMs'
       | 'convergenceTimeoutMs'
+      | 'mariadbRestarts'
     >
   > & {
-    /** postgres driver: whether tablefate's storage connections were cut during the operations. */
+    /** postgres and mariadb drivers: whether tablefate's storage connections were cut during the operations. */
     connectionCuts: boolean;
   };
   ops: OpRecord[];
@@ -117,6 +125,8 @@ export interface ChaosReport {
     /** The views, keys and policies the user made on the tables (families.ts). */
     families: FamilyStats;
   };
+  /** mariadb driver: the user's service's inserts, the connections cut, the servers restarted, the user's tables and objects. */
+  mariadb?: MariadbSummary;
   opsPhaseMs: number;
   durationMs: number;
   aborted: boolean;

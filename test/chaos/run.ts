@@ -5,7 +5,7 @@ import { runChaos } from './runner';
 
 /**
  * `npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N] [--catalog sqlite|postgres]
- *                   [--temporal dev|cluster] [--driver files|postgres] [--connection-cuts on|off] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli|sql] [--keep]`
+ *                   [--temporal dev|cluster] [--driver files|postgres|mariadb] [--connection-cuts on|off] [--mariadb-restarts N] [--workers N] [--storage local|remote] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli|sql] [--keep]`
  *
  * Exit codes: 0 no problem found; 1 problems found (listed); 2 the run itself could not be carried out;
  * 130 interrupted (Ctrl-C; a second one exits at once, still killing the processes it started).
@@ -13,9 +13,10 @@ import { runChaos } from './runner';
 
 const USAGE =
   'usage: npm run chaos -- [--seed N] [--ops N] [--clients N] [--server-restarts N] [--converge-seconds N]\n' +
-  '                        [--temporal dev|cluster] [--catalog sqlite|postgres] [--driver files|postgres] [--workers N]\n' +
+  '                        [--temporal dev|cluster] [--catalog sqlite|postgres] [--driver files|postgres|mariadb] [--workers N]\n' +
   '                        [--storage local|remote]\n' +
-  '                        [--connection-cuts on|off] [--kill-workers N] [--kill-nodes N] [--caller sdk|cli|sql] [--keep]\n' +
+  '                        [--connection-cuts on|off] [--mariadb-restarts N] [--kill-workers N] [--kill-nodes N]\n' +
+  '                        [--caller sdk|cli|sql] [--keep]\n' +
   '  --temporal: dev (default: a dev server of the run, crashed whole by --server-restarts) or cluster (a cluster of the\n' +
   '             run on its PostgreSQL, as `tablefate cluster up` makes it: --server-restarts SIGKILLs a history process)\n' +
   '  --converge-seconds: how long to wait for the system to come to rest after the operations (default 180)\n' +
@@ -26,8 +27,14 @@ const USAGE =
   "             into the live tables meanwhile, some names are taken by tables a user made by hand, tablefate's storage\n" +
   '             connections are cut now and then; at the end every row seen committed is looked for, each trashed table\n' +
   "             is recalled, and the user's tables must be untouched)\n" +
-  "  --connection-cuts: postgres driver: on (default: tablefate's storage connections are cut every 3 to 8 s with\n" +
-  '             pg_terminate_backend, as a lost connection) or off\n' +
+  '             or mariadb (a shard is a real InnoDB table, each storage node a throwaway MariaDB server of the run;\n' +
+  "             the worker has an account of its own with the driver's least privileges; rows are inserted as with\n" +
+  '             postgres, a hand-made table is adopted, triggers and keys from other tables are made on the tables and\n' +
+  '             must be back after each recall; no truncate, which the driver refuses)\n' +
+  "  --connection-cuts: postgres and mariadb drivers: on (default: tablefate's storage connections are cut every 3 to\n" +
+  "             8 s, with pg_terminate_backend, or KILL CONNECTION of the worker account's sessions) or off\n" +
+  "  --mariadb-restarts: mariadb driver: how many times a node's mariadbd is SIGKILLed and started again on its data\n" +
+  '             directory and port during the operations (default 2, the nodes in turn)\n' +
   '  --workers: how many `tablefate worker` processes run at once, sharing home and catalog, each killed and\n' +
   '             restarted by the monkey (default 1)\n' +
   '  --storage: local (default: the workers serve the storage nodes) or remote (a `tablefate storage-node` process\n' +
@@ -69,6 +76,7 @@ async function main(): Promise<number> {
         catalog: { type: 'string' },
         driver: { type: 'string' },
         'connection-cuts': { type: 'string' },
+        'mariadb-restarts': { type: 'string' },
         workers: { type: 'string' },
         storage: { type: 'string' },
         'kill-workers': { type: 'string' },
@@ -91,9 +99,10 @@ async function main(): Promise<number> {
       temporal: oneOf(values.temporal, ['dev', 'cluster'] as const, 'temporal'),
       convergenceTimeoutMs: count(values['converge-seconds'], 180, 'converge-seconds', 1) * 1000,
       catalog: oneOf(values.catalog, ['sqlite', 'postgres'] as const, 'catalog'),
-      driver: oneOf(values.driver, ['files', 'postgres'] as const, 'driver'),
+      driver: oneOf(values.driver, ['files', 'postgres', 'mariadb'] as const, 'driver'),
       connectionCutsEveryMs:
         oneOf(values['connection-cuts'], ['on', 'off'] as const, 'connection-cuts') === 'off' ? (false as const) : undefined,
+      mariadbRestarts: count(values['mariadb-restarts'], 2, 'mariadb-restarts', 0),
       workers: count(values.workers, 1, 'workers', 1),
       storage: oneOf(values.storage, ['local', 'remote'] as const, 'storage'),
       killWorkers: values['kill-workers'] === undefined ? undefined : count(values['kill-workers'], 0, 'kill-workers', 0),
@@ -102,7 +111,14 @@ async function main(): Promise<number> {
       keepState: values.keep ?? false,
     };
     if (options.caller === 'sql' && options.driver !== 'postgres') {
-      throw new Error('--caller sql calls the SQL door of PostgreSQL storage nodes: it needs --driver postgres');
+      throw new Error(
+        options.driver === 'mariadb'
+          ? '--caller sql calls the SQL door of PostgreSQL storage nodes, which the mariadb driver has not: it needs --driver postgres'
+          : '--caller sql calls the SQL door of PostgreSQL storage nodes: it needs --driver postgres',
+      );
+    }
+    if (values['mariadb-restarts'] !== undefined && options.driver !== 'mariadb') {
+      throw new Error('--mariadb-restarts restarts the MariaDB servers of the storage nodes: it needs --driver mariadb');
     }
   } catch (err) {
     process.stderr.write(`${(err as Error).message}\n${USAGE}\n`);

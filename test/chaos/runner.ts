@@ -22,12 +22,11 @@ import { summarizeWorkerLog } from './report';
 import { ChaosCluster, ChaosServer, type ChaosTemporal } from './processes';
 import { Random } from './random';
 import { runScenario } from './scenario';
-import { idsMentioned, type Outcome } from './ops';
-import { classify } from './callers';
-import { checkHolds, type FinalRelease } from './policies';
+import { idsMentioned } from './ops';
+import { checkHolds, releaseEveryHold } from './policies';
+import { MariadbRun } from './mariadb-load';
 import { allTables, LockWaitWatch } from './observe';
 import { countDoorAnswers, DOOR_COUNT_SCHEMA, makeDoorCallerRole, urlAs } from './sql-caller';
-import type { Catalog } from '../../catalog/catalog';
 import { unitHints } from './units';
 import { AnswerChecks } from './on-answer';
 import { TruncatedSets } from './truncate-files';
@@ -39,15 +38,20 @@ import { TruncatedSets } from './truncate-files';
  */
 
 const NAMESPACE = 'default';
-/** postgres driver: how often tablefate's storage connections are cut, by default. */
+/** postgres and mariadb drivers: how often tablefate's storage connections are cut, by default. */
 export const DEFAULT_CUTS_EVERY_MS: readonly [number, number] = [3000, 8000];
 const NODES = ['node-0', 'node-1', 'node-2'];
 
 /**
- * The processes of the run: the workers, then (remote storage) a storage node each, serving its directory or (postgres
- * driver) its database; the first `kill*` are killed.
+ * The processes of the run: the workers, then (remote storage) a storage node each, serving its directory, (postgres
+ * driver) its database or (mariadb driver) its server; the first `kill*` are killed.
  */
-function processesOf(settings: ChaosReport['options'], nodeRoots: readonly string[], nodeDbs: readonly NodeDatabase[]): ProcessSpec[] {
+function processesOf(
+  settings: ChaosReport['options'],
+  nodeRoots: readonly string[],
+  nodeDbs: readonly NodeDatabase[],
+  mariadb: MariadbRun | undefined,
+): ProcessSpec[] {
   const remote = settings.storage === 'remote';
   const workers = workerSpecs(settings.workers, remote ? ['worker', '--storage', 'remote'] : ['worker']).map((spec, i) => ({
     ...spec,
@@ -56,7 +60,15 @@ function processesOf(settings: ChaosReport['options'], nodeRoots: readonly strin
   if (!remote) return workers;
   const nodes = NODES.map((node, k): ProcessSpec => ({
     name: node,
-    args: ['storage-node', node, ...(settings.driver === 'postgres' ? ['--postgres', nodeDbs[k]!.url] : ['--dir', nodeRoots[k]!])],
+    args: [
+      'storage-node',
+      node,
+      ...(settings.driver === 'postgres'
+        ? ['--postgres', nodeDbs[k]!.url]
+        : mariadb
+          ? ['--mariadb', mariadb.workerUrls[k]!]
+          : ['--dir', nodeRoots[k]!]),
+    ],
     queue: { name: storageQueue(TASK_QUEUE, node), kind: 'activity' },
     killable: k < settings.killNodes,
     orchestrates: false,
@@ -98,36 +110,6 @@ function emptyReport(seed: number, options: ChaosReport['options'], dir: string)
   };
 }
 
-/**
- * Releases every hold the catalog holds (only the run places holds), as an operator would at the end of a case: a
- * table whose expiry passed while it was held is purged right after. Looked at again until none is left (a round or
- * two: a hold call that had no answer may land late).
- */
-async function releaseEveryHold(
-  sdk: TableFateClient,
-  catalog: Catalog,
-  knownIds: () => Iterable<number>,
-  log: (line: string) => void,
-): Promise<FinalRelease[]> {
-  const releases: FinalRelease[] = [];
-  for (let round = 0; round < 3; round++) {
-    const held = (await allTables(catalog, knownIds())).filter((t) => t.hold !== null);
-    if (held.length === 0) break;
-    log(`releasing the holds of ${held.length} table(s): ${held.map((t) => `${t.id} (${t.state})`).join(', ')}`);
-    for (const table of held) {
-      const at = Date.now();
-      let outcome: Outcome;
-      try {
-        outcome = { kind: 'ok', table: await sdk.release({ table: table.id }, { timeoutMs: 30_000 }) };
-      } catch (err) {
-        outcome = classify(err);
-      }
-      releases.push({ tableId: table.id, state: table.state, expireAt: table.expireAt, at, outcome });
-    }
-  }
-  return releases;
-}
-
 /** How many times the log shows a process ended by an 'error' event nobody listened to, emitted by a pg Client. */
 function uncaughtPgErrors(logFile: string): number {
   let text: string;
@@ -150,7 +132,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     temporal: options.temporal ?? 'dev',
     catalog: options.catalog ?? 'sqlite',
     driver: options.driver ?? 'files',
-    connectionCuts: (options.driver ?? 'files') === 'postgres' && options.connectionCutsEveryMs !== false,
+    connectionCuts: (options.driver ?? 'files') !== 'files' && options.connectionCutsEveryMs !== false,
+    mariadbRestarts: options.driver === 'mariadb' ? (options.mariadbRestarts ?? 2) : 0,
     workers: options.workers ?? 1,
     storage: options.storage ?? 'local',
     killWorkers: options.killWorkers ?? options.workers ?? 1,
@@ -196,6 +179,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       userTables = await makeUserTables(nodeDbs);
       log(`the user's own tables, made by hand: ${userTables.map((u) => `${u.node} ${u.schema}.${u.table}`).join(', ')}`);
     }
+    // A MariaDB server per node, the worker's own account on each, and the user's tables, before any worker starts.
+    const mariadb = settings.driver === 'mariadb' ? await MariadbRun.start(NODES, log) : undefined;
+    if (mariadb) cleanups.push(() => mariadb.close());
     // The SQL caller's role, made as a DBA would before the workers prepare the nodes (they grant the door to
     // tablefate_caller as they install it): a member of the worker's role, which owns the tables.
     let doorCallerRole: string | undefined;
@@ -234,6 +220,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...(settings.driver === 'postgres'
         ? { TABLEFATE_STORAGE_DRIVER: 'postgres', TABLEFATE_STORAGE_URLS: nodeDbs.map((n) => n.url).join(',') }
         : {}),
+      ...(mariadb ? { TABLEFATE_STORAGE_DRIVER: 'mariadb', TABLEFATE_STORAGE_URLS: mariadb.workerUrls.join(',') } : {}),
     };
     const monkey = new ChaosMonkey({
       rng: rng.fork('monkey'),
@@ -242,7 +229,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       namespace: NAMESPACE,
       workerEnv: env,
       workerLog,
-      processes: processesOf(settings, nodeRoots, nodeDbs),
+      processes: processesOf(settings, nodeRoots, nodeDbs, mariadb),
       killAfterReadyMs: options.killAfterReadyMs ?? [1500, 5000],
       restartPauseMs: [200, 1500],
       killOnOpStartChance: 0.2,
@@ -287,16 +274,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           })
         : undefined;
     const { inserter, cutter, rowsOnAnswer, families, unitKeys, partitions, namespaces } = load ?? {};
+    await mariadb?.prepare({
+      catalog,
+      sdk: new TableFateClient({ client: temporal, catalog, storageDriver: settings.driver }),
+      rng,
+      cutEveryMs: settings.connectionCuts ? (options.connectionCutsEveryMs ?? DEFAULT_CUTS_EVERY_MS) : false,
+      log,
+    });
     const truncatedSets = files && fingerprints ? new TruncatedSets(files, fingerprints, catalog) : undefined;
-    const answerChecks = new AnswerChecks({ fingerprints, truncatedSets, families, rowsOnAnswer });
-    const stopLoad = async () => load?.stop();
+    const answerChecks = new AnswerChecks({ fingerprints, truncatedSets, families, rowsOnAnswer, heard: (r) => mariadb?.onAnswer(r) });
+    const stopLoad = async () => {
+      await load?.stop();
+      await mariadb?.stop();
+    };
     cleanups.push(stopLoad);
 
     monkey.unleash();
     lockWatch?.start();
     load?.start();
+    mariadb?.start();
     const progress = new Progress();
     const restarts = restartServerDuringOps(monkey, progress, settings.ops, settings.serverRestarts, signal);
+    const storageRestarts = mariadb?.restartsDuringOps(progress, settings.ops, settings.mariadbRestarts, signal);
     const opsStarted = Date.now();
     try {
       report.ops = await runScenario({
@@ -304,8 +303,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ops: settings.ops,
         clients: settings.clients,
         config: loadConfig(env),
-        columns: settings.driver === 'postgres' ? CHAOS_COLUMNS : undefined,
-        userNames: settings.driver === 'postgres' ? USER_TABLE_TABLEFATE_NAMES : undefined,
+        columns: settings.driver === 'files' ? undefined : CHAOS_COLUMNS,
+        userNames: settings.driver === 'files' ? undefined : USER_TABLE_TABLEFATE_NAMES,
+        truncates: settings.driver !== 'mariadb',
         caller:
           settings.caller === 'cli'
             ? { kind: 'cli', cwd: await fs.promises.mkdtemp(path.join(dir, 'elsewhere-')) }
@@ -349,8 +349,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       };
       log(`${inserter.ledger.size} rows seen committed; ${cutter?.cuts ?? 0} storage connections cut`);
     }
-    const restartError = await restarts;
+    const restartError = (await restarts) ?? (await storageRestarts);
     if (restartError) throw restartError;
+    if (mariadb) {
+      report.mariadb = mariadb.summary();
+      log(`${report.mariadb.rowsCommitted} rows seen committed; ${report.mariadb.connectionCuts} worker sessions cut`);
+    }
     if (report.ops.length < settings.ops && !signal.aborted) {
       report.notes.push(
         `only ${report.ops.length} of ${settings.ops} operations started within the time limit of ${settings.opsTimeLimitMs / 1000} s`,
@@ -429,35 +433,37 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       });
     }
     const checkStorage = (tables: Parameters<typeof checkFiles>[1]): Promise<StorageFindings> =>
-      checkStorageAtRest(
-        {
-          ops: report.ops,
-          catalog,
-          sdk,
-          ...(files && fingerprints ? { files: { files, fingerprints } } : {}),
-          ...(inserter
-            ? {
-                postgres: {
-                  nodes: nodeDbs,
-                  userTables,
-                  inserter,
-                  families: families!,
-                  unitKeys: unitKeys!,
-                  partitions: partitions!,
-                  namespaces: namespaces!,
-                },
-              }
-            : {}),
-        },
-        tables,
-      );
+      mariadb
+        ? mariadb.checkAtRest({ ops: report.ops, catalog, sdk }, tables)
+        : checkStorageAtRest(
+            {
+              ops: report.ops,
+              catalog,
+              sdk,
+              ...(files && fingerprints ? { files: { files, fingerprints } } : {}),
+              ...(inserter
+                ? {
+                    postgres: {
+                      nodes: nodeDbs,
+                      userTables,
+                      inserter,
+                      families: families!,
+                      unitKeys: unitKeys!,
+                      partitions: partitions!,
+                      namespaces: namespaces!,
+                    },
+                  }
+                : {}),
+            },
+            tables,
+          );
     const findings = await checkInvariants(
       { catalog, temporal, checkStorage, ...(doorCallerRole === undefined ? {} : { doorNodes: nodeDbs }) },
       {
         ops: report.ops,
         convergence: report.convergence,
         workerExits: monkey.stats.workerExits,
-        userTables: userTables.length > 0,
+        userTables: userTables.length > 0 || mariadb !== undefined,
         driver: settings.driver,
         finalReleases: released,
       },

@@ -56,6 +56,8 @@ export interface ScenarioOptions {
    * (HasDependents, as PostgreSQL refuses TRUNCATE of a table a key references; InvalidInput). Absent: every table is.
    */
   truncatable?: (table: TableRecord) => boolean;
+  /** False: no truncate is drawn, neither alone nor after a lease or a create (the mariadb driver refuses them). */
+  truncates?: boolean;
   callTimeoutMs: number;
   /**
    * Absent: SDK clients. `cli`: each call is a `tablefate` command run from `cwd` (a directory with nothing in it) with
@@ -142,6 +144,8 @@ const OP_WEIGHTS: Readonly<Record<OpKind, number>> = {
   renewLease: 3,
   releaseLease: 3,
 };
+/** The same without truncates, for a driver that refuses them (mariadb). */
+const OP_WEIGHTS_WITHOUT_TRUNCATE: Readonly<Record<OpKind, number>> = { ...OP_WEIGHTS, truncate: 0 };
 
 /** Short retentions expire during and right after the run; long ones outlive it (and must keep their timers). */
 const SHORT_RETENTION_S: readonly [number, number] = [2, 6];
@@ -176,6 +180,7 @@ const AFTER_LEASE: Readonly<Record<'drop' | 'truncate' | 'release' | 'renew' | '
   renew: 10,
   nothing: 15,
 };
+const AFTER_LEASE_WITHOUT_TRUNCATE: Readonly<Record<keyof typeof AFTER_LEASE, number>> = { ...AFTER_LEASE, truncate: 0 };
 /** How often a truncate names its table by name rather than by id. */
 const TRUNCATE_BY_NAME_CHANCE = 0.3;
 /**
@@ -224,6 +229,7 @@ async function pickOperation(
   shared: Shared,
   units?: UnitHints,
   truncatable?: (table: TableRecord) => boolean,
+  truncates = true,
 ): Promise<{ request: OpRequest; before: TableRecord | undefined }> {
   const names = columns === undefined ? FILES_NAMES : POSTGRES_NAMES;
   // Only tables of real PostgreSQL tables have families (the files driver refuses a cascade).
@@ -248,7 +254,7 @@ async function pickOperation(
     return { request, before: await catalog.getTable(lease.tableId) };
   };
 
-  let kind = rng.weighted(OP_WEIGHTS);
+  let kind = rng.weighted(truncates ? OP_WEIGHTS : OP_WEIGHTS_WITHOUT_TRUNCATE);
   if (kind !== 'create' && kind !== 'trash' && tables.length === 0) kind = 'create';
   if ((kind === 'renewLease' || kind === 'releaseLease') && shared.leases.length === 0) kind = 'lease';
   switch (kind) {
@@ -371,8 +377,14 @@ function truncateOf(
  * (the operation waits in DRAINING or TRUNCATING for the lease: it ends released, expired, or the operation is
  * TableBusy), or release or renew it.
  */
-function followUpOfLease(rng: Random, lease: LeaseInfo, table: TableRecord | undefined, cascades: boolean): OpRequest | undefined {
-  switch (rng.weighted(AFTER_LEASE)) {
+function followUpOfLease(
+  rng: Random,
+  lease: LeaseInfo,
+  table: TableRecord | undefined,
+  cascades: boolean,
+  truncates: boolean,
+): OpRequest | undefined {
+  switch (rng.weighted(truncates ? AFTER_LEASE : AFTER_LEASE_WITHOUT_TRUNCATE)) {
     case 'drop':
       return table ? trashOf(rng, nameOf(table), rng.int(...DRAIN_TIMEOUT_S), cascades) : undefined;
     case 'truncate':
@@ -430,7 +442,17 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       const seq = issued++;
       const { request, before } = planned
         ? { request: planned, before: await targetNow(opts.catalog, planned) }
-        : await pickOperation(rng, opts.catalog, opts.columns, opts.userNames ?? [], holder, shared, opts.units, opts.truncatable);
+        : await pickOperation(
+            rng,
+            opts.catalog,
+            opts.columns,
+            opts.userNames ?? [],
+            holder,
+            shared,
+            opts.units,
+            opts.truncatable,
+            opts.truncates !== false,
+          );
       planned = undefined;
       opts.onOpStarted(request);
       const startedAt = Date.now();
@@ -451,9 +473,9 @@ export async function runScenario(opts: ScenarioOptions): Promise<OpRecord[]> {
       records.push(record);
       if (outcome.kind === 'leased' && request.kind === 'lease') {
         shared.leases.push(outcome.lease);
-        planned = followUpOfLease(rng, outcome.lease, before, opts.columns !== undefined);
+        planned = followUpOfLease(rng, outcome.lease, before, opts.columns !== undefined, opts.truncates !== false);
       }
-      if (outcome.kind === 'ok' && request.kind === 'create' && rng.chance(TRUNCATE_AFTER_CREATE_CHANCE)) {
+      if (outcome.kind === 'ok' && request.kind === 'create' && opts.truncates !== false && rng.chance(TRUNCATE_AFTER_CREATE_CHANCE)) {
         planned = truncateOf(rng, outcome.table, undefined);
       }
       await opts.onAnswer(record);

@@ -49,7 +49,7 @@ interface TableLook {
  * placed on node-2 succeeds and makes it an ordinary tablefate name), and `chaos.users_1`, the name shard 1 of
  * `chaos.users` has when a create asks for several shards (usually it asks for one).
  */
-const USER_TABLE_NAMES: ReadonlyArray<{ node: string; schema: string; table: string }> = [
+export const USER_TABLE_NAMES: ReadonlyArray<{ node: string; schema: string; table: string }> = [
   { node: 'node-0', schema: 'chaos', table: 'legacy' },
   { node: 'node-1', schema: 'chaos', table: 'legacy' },
   { node: 'node-1', schema: 'chaos', table: 'users_1' },
