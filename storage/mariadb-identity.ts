@@ -31,11 +31,11 @@ const TABLED_RANGES: ReadonlyArray<readonly [number, number]> = [
 const tabledCodes = new Map<string, string>();
 
 /** The name of `database`.`table` as InnoDB keeps it (see above); `ownDatabase` is where a character's code is asked. */
-export async function innodbName(pool: Pool, ownDatabase: string, database: string, table: string): Promise<string> {
+export async function innodbName(pool: Pool | PoolConnection, ownDatabase: string, database: string, table: string): Promise<string> {
   return `${await encoded(pool, ownDatabase, database)}/${await encoded(pool, ownDatabase, table)}`;
 }
 
-async function encoded(pool: Pool, ownDatabase: string, name: string): Promise<string> {
+async function encoded(pool: Pool | PoolConnection, ownDatabase: string, name: string): Promise<string> {
   let out = '';
   for (const ch of name) {
     const code = ch.codePointAt(0)!;
@@ -47,12 +47,14 @@ async function encoded(pool: Pool, ownDatabase: string, name: string): Promise<s
 }
 
 /** The server's code for a tabled character, from a table it names so (made with a name of this process's own, and dropped). */
-async function tabledCode(pool: Pool, ownDatabase: string, ch: string): Promise<string> {
+async function tabledCode(pool: Pool | PoolConnection, ownDatabase: string, ch: string): Promise<string> {
   const known = tabledCodes.get(ch);
   if (known !== undefined) return known;
   const prefix = `probe_${randomBytes(6).toString('hex')}_`;
   const probe = qualified(ownDatabase, `${prefix}${ch}`);
-  const c = await pool.getConnection();
+  // (A session of the caller's, or one of the pool's, given back after.)
+  const own = 'getConnection' in pool;
+  const c = own ? await pool.getConnection() : pool;
   try {
     await c.query(`CREATE TABLE ${probe} (x int) ENGINE=InnoDB`);
     try {
@@ -69,7 +71,7 @@ async function tabledCode(pool: Pool, ownDatabase: string, ch: string): Promise<
       await c.query(`DROP TABLE IF EXISTS ${probe}`);
     }
   } finally {
-    await c.release();
+    if (own) await c.release();
   }
 }
 

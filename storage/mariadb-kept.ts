@@ -3,6 +3,8 @@ import { HasDependentsError, NameTakenError } from '../domain/errors';
 import { briefly, NOWAIT, type Drain } from './mariadb-drain';
 import { ident, MARIADB_SESSION_SQL, qualified } from './mariadb-session';
 import { readGrants, type KeptGrant } from './mariadb-grants';
+import { innodbName } from './mariadb-identity';
+import { MARIADB_OWN_DATABASES } from '../domain/deployment';
 import type { Place } from './mariadb-place';
 
 /**
@@ -76,11 +78,21 @@ export async function readKept(c: PoolConnection, at: Place): Promise<KeptObject
     );
   }
   const keys = await keysWhere(c, 'k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?', [at.database, at.table]);
-  const referencing = await keysWhere(
-    c,
-    'k.REFERENCED_TABLE_SCHEMA = ? AND k.REFERENCED_TABLE_NAME = ? AND NOT (k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?)',
-    [at.database, at.table, at.database, at.table],
+  // Other tables' keys to it, asked of InnoDB's own list of keys first: information_schema finds them only by opening
+  // every table of the server (some 100 ms with 2,000 tables), which a table no key references need not pay.
+  const name = await innodbName(c, MARIADB_OWN_DATABASES.own, at.database, at.table);
+  const referenced = await c.execute<unknown[]>(
+    'SELECT 1 FROM information_schema.INNODB_SYS_FOREIGN WHERE REF_NAME = ? AND FOR_NAME <> REF_NAME LIMIT 1',
+    [name],
   );
+  const referencing =
+    referenced.length === 0
+      ? []
+      : await keysWhere(
+          c,
+          'k.REFERENCED_TABLE_SCHEMA = ? AND k.REFERENCED_TABLE_NAME = ? AND NOT (k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?)',
+          [at.database, at.table, at.database, at.table],
+        );
   return {
     from: { database: at.database, table: at.table },
     triggers: triggers.map(({ order: _order, ...t }) => t),
