@@ -5,6 +5,7 @@ import type { StorageFindings } from './invariants';
 import { checkMariadbAtRest } from './mariadb-at-rest';
 import { ObjectMaker, type ObjectStats } from './mariadb-objects';
 import { ObjectsOnRecall } from './mariadb-recalls';
+import { MariadbRowsOnAnswer } from './mariadb-rows-on-answer';
 import { MariadbConnectionCutter, MariadbRowInserter } from './mariadb-rows';
 import { ChaosMariadb, restartMariadbDuringOps } from './mariadb-servers';
 import { adoptHandMadeTable, ADOPTED_DATABASE, makeMariadbUserTables, type MariadbUserTable } from './mariadb-user';
@@ -36,6 +37,8 @@ export interface MariadbSummary {
   objects: ObjectStats;
   /** The run's triggers and keys looked at right after a recall of their table answered. */
   objectsLookedOnRecall: number;
+  /** Shards whose rows were compared right after a drop, recall or purge of their table answered. */
+  shardsCheckedOnAnswer: number;
 }
 
 export class MariadbRun {
@@ -43,6 +46,7 @@ export class MariadbRun {
   private cutter: MariadbConnectionCutter | undefined;
   private objects: ObjectMaker | undefined;
   private onRecall: ObjectsOnRecall | undefined;
+  private rowsOnAnswer: MariadbRowsOnAnswer | undefined;
 
   private constructor(
     readonly servers: ChaosMariadb,
@@ -84,6 +88,7 @@ export class MariadbRun {
     this.objects = new ObjectMaker({ nodes, catalog: o.catalog, catalogId, rng: o.rng.fork('objects') });
     const objects = this.objects;
     this.onRecall = new ObjectsOnRecall(nodes, objects.objects);
+    this.rowsOnAnswer = new MariadbRowsOnAnswer(nodes, catalogId, this.inserter.ledger);
     const adopted = await adoptHandMadeTable({ nodes, sdk: o.sdk, inserter: this.inserter, nextObject: () => objects.nextNumber() });
     objects.objects.push(...adopted.objects);
     this.adopted = `${adopted.name} (table ${adopted.tableId}, with a trigger and a key to it)`;
@@ -99,6 +104,7 @@ export class MariadbRun {
 
   async stop(): Promise<void> {
     await this.onRecall?.settle();
+    await this.rowsOnAnswer?.settle();
     await this.objects?.stop();
     await this.inserter?.stop();
     await this.cutter?.stop();
@@ -110,6 +116,7 @@ export class MariadbRun {
     const table: TableInfo = record.outcome.table;
     if (record.request.kind === 'create') this.objects?.afterCreate(table);
     if (record.request.kind === 'undelete') this.onRecall?.afterRecall(record, table);
+    if (['trash', 'undelete', 'purge'].includes(record.request.kind)) this.rowsOnAnswer?.afterAnswer(record, table);
   }
 
   /** Crashes and restarts the nodes' servers `count` times during the operations. */
@@ -127,6 +134,7 @@ export class MariadbRun {
       adopted: this.adopted,
       objects: this.objects!.stats,
       objectsLookedOnRecall: this.onRecall!.looked,
+      shardsCheckedOnAnswer: this.rowsOnAnswer!.checked,
     };
   }
 
@@ -138,7 +146,7 @@ export class MariadbRun {
       { ...o, nodes: this.servers.nodes, userTables: this.userTables, ledger: this.inserter!.ledger, objects: this.objects!.objects },
       tables,
     );
-    return { ...found, problems: [...this.onRecall!.problems(o.ops), ...found.problems] };
+    return { ...found, problems: [...this.rowsOnAnswer!.problems, ...this.onRecall!.problems(o.ops), ...found.problems] };
   }
 
   async close(): Promise<void> {

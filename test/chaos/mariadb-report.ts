@@ -25,6 +25,7 @@ export function mariadbLines(report: ChaosReport): string[] {
   for (const [message, n] of [...inserts.otherErrors.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3)) {
     lines.push(`    insert failed x${n}: ${message.slice(0, 160)}`);
   }
+  lines.push(`  rows compared for ${m.shardsCheckedOnAnswer} shards right after a drop, recall or purge of their table answered`);
   lines.push(
     `  the user's objects: ${objects.made.trigger} triggers and ${objects.made['foreign key']} keys from tables of theirs made; ` +
       `${m.objectsLookedOnRecall} looked at right after a recall of their table answered; ` +
