@@ -1,4 +1,4 @@
-import { createPool, type Pool, type PoolConnection, type SqlError } from 'mariadb';
+import { createPool, type Pool, type SqlError } from 'mariadb';
 import { TableFateError } from '../domain/errors';
 import type { ShardRef } from './driver';
 import { PermanentStorageError, StorageIoError } from './errors';
@@ -46,16 +46,6 @@ export function mariadbPool(url: string, node: string): Pool {
 /** A name quoted as MariaDB reads it: in backticks, a backtick inside doubled. */
 export const ident = (name: string) => `\`${name.replace(/`/g, '``')}\``;
 export const qualified = (db: string, table: string) => `${ident(db)}.${ident(table)}`;
-
-/** Runs `work` on one session of the pool, given back after. */
-export async function withSession<T>(pool: Pool, work: (c: PoolConnection) => Promise<T>): Promise<T> {
-  const c = await pool.getConnection();
-  try {
-    return await work(c);
-  } finally {
-    await c.release();
-  }
-}
 
 /**
  * A server error number, if `err` is one the server (or the client, 45xxx) answered. Not a socket's error that the client
