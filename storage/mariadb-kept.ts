@@ -5,7 +5,7 @@ import { ident, MARIADB_SESSION_SQL, qualified } from './mariadb-session';
 import { readGrants, type KeptGrant } from './mariadb-grants';
 import { innodbName } from './mariadb-identity';
 import { MARIADB_OWN_DATABASES } from '../domain/deployment';
-import type { Place } from './mariadb-place';
+import { HIDDEN_PREFIX, type Place } from './mariadb-place';
 
 /**
  * What a MariaDB table cannot take out of its live database, and what must not follow it there (docs/mariadb.md):
@@ -169,6 +169,37 @@ export function refuseReferences(kept: KeptObjects, at: Place, cascade: boolean,
       'drop with --cascade to detach them until its recall, or drop those tables with it',
   );
 }
+
+/**
+ * What `there` (read under the table's hidden name) holds that `kept` (read at its live name, before the drop hid it)
+ * does not: a trigger, a key of its own, or a live table's key to it, that a user added by its name while the drop
+ * drained it. Keys of tables on the move (`moving`, those that leave with it; any in tablefate's own databases or under
+ * a hidden name) are theirs to carry, not added. The rest of `kept` stays as it is.
+ */
+export function addedMeanwhile(kept: KeptObjects, there: KeptObjects, moving: readonly Place[]): KeptObjects {
+  const known = (list: readonly { name: string }[], name: string) => list.some((x) => x.name === name);
+  const onTheMove = (on: Place) =>
+    moving.some((m) => sameTable(m, on)) ||
+    (Object.values(MARIADB_OWN_DATABASES) as string[]).includes(on.database) ||
+    on.table.startsWith(HIDDEN_PREFIX);
+  return {
+    ...kept,
+    triggers: there.triggers.filter((t) => !known(kept.triggers, t.name)),
+    keys: there.keys.filter((k) => !known(kept.keys, k.name)),
+    referencing: there.referencing
+      .filter((k) => !onTheMove(k.on) && !kept.referencing.some((r) => r.name === k.name && sameTable(r.on, k.on)))
+      // (Named as they reference the table by its live name, as those read there are.)
+      .map((k) => ({ ...k, references: kept.from })),
+  };
+}
+
+/** `kept` with `added` (addedMeanwhile's) after it. */
+export const withAdded = (kept: KeptObjects, added: KeptObjects): KeptObjects => ({
+  ...kept,
+  triggers: [...kept.triggers, ...added.triggers],
+  keys: [...kept.keys, ...added.keys],
+  referencing: [...kept.referencing, ...added.referencing],
+});
 
 /**
  * Refuses, before anything moves, a drop whose triggers the worker could not make again: one defined by another user

@@ -3,6 +3,7 @@ import { PermanentStorageError } from './errors';
 import { ensureDatabase, refuseTaken } from './mariadb-create';
 import { briefly, drainOf, NOWAIT, type Drain, type MoveOptions } from './mariadb-drain';
 import {
+  addedMeanwhile,
   putBack,
   readKept,
   refuseComingBack,
@@ -11,6 +12,7 @@ import {
   remembersAnything,
   takeOff,
   takesAnythingOff,
+  withAdded,
   type KeptObjects,
 } from './mariadb-kept';
 import { putGrants } from './mariadb-grants';
@@ -104,17 +106,22 @@ async function outOfLive(
     refuseReferences(kept, at, cascade, others);
     await refuseTriggersNotRemade(c, kept, at);
     await markKept(c, id, remembersAnything(kept) ? kept : null);
-    if (!takesAnythingOff(kept)) {
-      await renameTo(c, id, at, destination, drain);
-      return [];
-    }
+    // Hidden first, always, even with nothing to take off: a trigger or a key a user adds by its name while the drop
+    // drains it (read above, renamed below) comes along, and is found under the hidden name, where no one adds more.
     now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain);
   }
-  // (Hidden with nothing written down: what is on it now is what there is to take off.)
+  const there = await readKept(c, now);
   if (kept === null) {
-    kept = await readKept(c, now);
-    await markKept(c, id, kept);
+    // (Hidden with nothing written down: what is on it now is what there is to take off.)
+    kept = there;
+  } else {
+    // Added meanwhile: refused as it would have been before the drop (a live table's key, without cascade), or taken off too.
+    const added = addedMeanwhile(kept, there, others);
+    refuseReferences(added, at, cascade, others);
+    await refuseTriggersNotRemade(c, added, at);
+    kept = withAdded(kept, added);
   }
+  await markKept(c, id, remembersAnything(kept) ? kept : null);
   const notes = takesAnythingOff(kept) ? await takeOff(c, kept, now, drain) : [];
   await renameTo(c, id, now, destination, drain);
   return notes;

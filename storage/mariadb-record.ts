@@ -5,7 +5,7 @@ import { MARIADB_OWN_DATABASES } from '../domain/deployment';
 import { identityAt, innodbNameOf } from './mariadb-identity';
 import { ident, qualified } from './mariadb-session';
 import type { KeptObjects } from './mariadb-kept';
-import type { Place } from './mariadb-place';
+import { HIDDEN_PREFIX, type Place } from './mariadb-place';
 
 /**
  * The record of a MariaDB storage node: which shard each table tablefate placed there is, what it is (its identity,
@@ -51,7 +51,7 @@ export function parkedName(id: ShardTableId): string {
 
 /** The name a table takes in its live database for the moment its triggers and keys are taken off or put back. */
 export function hiddenName(id: ShardTableId): string {
-  return `tablefate_moving_${parkedName(id)}`;
+  return `${HIDDEN_PREFIX}${parkedName(id)}`;
 }
 
 export const describeShard = (id: ShardTableId) => `table ${id.tableId} shard ${id.shard} of catalog ${id.catalogId}`;

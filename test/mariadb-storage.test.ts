@@ -272,6 +272,113 @@ test('a drop waits for an open transaction without queueing readers, and names i
   expect(await tableThere('busy', 't')).toBe(false);
 });
 
+/**
+ * Starts a drop of `ref` (its table held meanwhile by a session's open transaction for 2 s), and once the drop has read
+ * what is on the table and tries its rename (its record says where it is going), runs the user's `ddl` by the table's
+ * name, which waits for that session and goes in before the drop's next try. Answers the drop's outcome.
+ */
+async function dropWhileUserAdds(ref: ShardRef, db: string, table: string, ddl: string, cascade: boolean, rowId: number) {
+  const { spawn } = await import('node:child_process');
+  const { hostname, port } = new URL(server.url);
+  const holder = spawn('mariadb', [
+    '--no-defaults',
+    '--protocol=TCP',
+    `-h${hostname}`,
+    `-P${port}`,
+    '-uroot',
+    '-e',
+    `BEGIN; INSERT INTO ${db}.${table} (id) VALUES (${rowId}); SELECT SLEEP(2); COMMIT`,
+  ]);
+  const held = new Promise((resolve) => holder.on('exit', resolve));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const drop = storage.moveShard(ref, 'live', 'trash', undefined, { drainTimeoutMs: 15_000, cascade }).then(
+    (notes) => ({ notes }),
+    (err: unknown) => ({ err: err as Error & { type?: string } }),
+  );
+  const trying = `SELECT COUNT(*) FROM tablefate.shards WHERE table_id = ${ref.tableId} AND catalog_id = '${catalogId}' AND moving_to IS NOT NULL`;
+  for (const until = Date.now() + 5000; (await sql(trying))[0]![0] !== '1';) {
+    if (Date.now() > until) throw new Error(`the drop of ${db}.${table} never tried its rename: ${JSON.stringify(await drop)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await sql(ddl);
+  await held;
+  return drop;
+}
+
+test("a trigger and a key added by the table's name while a drop drains it leave with it, and come back on the recall", async () => {
+  const ref = shardOf('race', 'parent', { columns: 'id INT PRIMARY KEY, v TEXT' });
+  await storage.createShard(ref);
+  await sql('CREATE TABLE race.child (id INT PRIMARY KEY, parent INT)');
+  // Nothing on the table when the drop reads it: a trigger comes while it drains (once, MariaDB refused the rename into
+  // the trash for it, 1435, and the drop failed), then a key (once, the key followed the table into the trash).
+  const withTrigger = await dropWhileUserAdds(
+    ref,
+    'race',
+    'parent',
+    "CREATE TRIGGER race.parent_bi BEFORE INSERT ON race.parent FOR EACH ROW SET NEW.v = 'by trigger'",
+    true,
+    1,
+  );
+  expect(withTrigger).toEqual({ notes: ['race.parent: triggers kept until its recall: parent_bi'] });
+  await storage.moveShard(ref, 'trash', 'live');
+  const withKey = await dropWhileUserAdds(
+    ref,
+    'race',
+    'parent',
+    'ALTER TABLE race.child ADD CONSTRAINT child_parent_fk FOREIGN KEY (parent) REFERENCES race.parent (id)',
+    true,
+    2,
+  );
+  expect(withKey).toEqual({
+    notes: [
+      'race.parent: triggers kept until its recall: parent_bi',
+      'race.parent: detached until its recall: foreign key child_parent_fk of race.child (references race.parent)',
+    ],
+  });
+  expect(await sql("SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = 'tablefate_trash'")).toEqual([
+    ['0'],
+  ]);
+  await storage.moveShard(ref, 'trash', 'live');
+  // (Row 1 went in before the trigger was made; row 2 with it, and row 3 after the recall.)
+  await sql('INSERT INTO race.parent (id) VALUES (3)');
+  expect(await sql('SELECT id, v FROM race.parent ORDER BY id')).toEqual([
+    ['1', 'NULL'],
+    ['2', 'by trigger'],
+    ['3', 'by trigger'],
+  ]);
+  expect(
+    await sql(
+      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race' AND CONSTRAINT_NAME = 'child_parent_fk'",
+    ),
+  ).toEqual([['race', 'parent']]);
+});
+
+test("a key added by the table's name while a drop without cascade drains it refuses the drop, as one there before would", async () => {
+  const ref = shardOf('race2', 'parent', { columns: 'id INT PRIMARY KEY' });
+  await storage.createShard(ref);
+  await sql('CREATE TABLE race2.child (id INT PRIMARY KEY, parent INT)');
+  const refused = await dropWhileUserAdds(
+    ref,
+    'race2',
+    'parent',
+    'ALTER TABLE race2.child ADD CONSTRAINT child_parent_fk FOREIGN KEY (parent) REFERENCES race2.parent (id)',
+    false,
+    1,
+  );
+  expect(refused).toMatchObject({
+    err: { type: 'HasDependents', message: expect.stringContaining('foreign key child_parent_fk of race2.child') as unknown },
+  });
+  // The drop taken back, as the workflow does: the table live under its name again, its key on it.
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await tableThere('race2', 'parent')).toBe(true);
+  expect(
+    await sql(
+      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race2' AND CONSTRAINT_NAME = 'child_parent_fk'",
+    ),
+  ).toEqual([['race2', 'parent']]);
+  expect(await sql("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME LIKE 'tablefate_moving%'")).toEqual([['0']]);
+});
+
 test("grants: back by themselves under the table's own name; given again under another name, and on a rename", async () => {
   const ref = shardOf('gr', 'accounts', { columns: 'id INT PRIMARY KEY, balance INT' });
   await storage.createShard(ref);
