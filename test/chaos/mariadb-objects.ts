@@ -15,7 +15,8 @@ import { liveTableOf } from './rows';
  * MariaDB's own objects on the tables under chaos (`--driver mariadb`): while the operations run, the user gives some
  * live tables, by plain SQL as root, a trigger (BEFORE INSERT, defined as the worker's account so that the worker may
  * make it again: mariadb-kept.ts) or another table's foreign key to it (a table of the user's own in the same database,
- * `chaos_ref_<n>`). Right after a create answers, and at random points on a READY table. The table's metadata lock is
+ * `chaos_ref_<n>`). Right after a create answers, and at random points on a READY table, or on one a drop is taking out of
+ * the live area (its name still holds it while the drop drains it). The table's metadata lock is
  * held (LOCK TABLES ... WRITE) while it is made, and the table's InnoDB id read under it, so that the run knows which
  * of tablefate's tables (tablefate.shards) it is on.
  *
@@ -59,6 +60,11 @@ const AFTER_CREATE_CHANCE = 0.5;
 /** A table's shard has at most one trigger of the run's and two keys to it: simple families, many of them. */
 const MOST: Record<ObjectKind, number> = { trigger: 1, 'foreign key': 2 };
 const TRIGGER_CHANCE = 0.5;
+/**
+ * How often a turn aims at a table a drop is taking out of the live area (DRAINING, TRASHING), when there is one: its
+ * name holds the live table until the drop renames it, and a user who does not know adds a trigger or a key just then.
+ */
+const LEAVING_CHANCE = 0.4;
 /** Server errors that end the session under a statement (killed, shut down): whether it was made is not known. */
 const SESSION_ENDED = new Set([1053, 1927]);
 
@@ -112,9 +118,12 @@ export class ObjectMaker {
     while (!this.stopped) {
       await sleep(this.o.rng.int(...GROW_EVERY_MS));
       if (this.stopped) return;
-      const ready = (await this.o.catalog.listTables({ includeTrashed: false }).catch(() => [])).filter((t) => t.state === 'READY');
-      if (ready.length === 0) continue;
-      const table = this.o.rng.pick(ready);
+      const tables = await this.o.catalog.listTables({ includeTrashed: false }).catch(() => []);
+      const ready = tables.filter((t) => t.state === 'READY');
+      const leaving = tables.filter((t) => t.state === 'DRAINING' || t.state === 'TRASHING');
+      const aim = leaving.length > 0 && this.o.rng.chance(LEAVING_CHANCE) ? leaving : ready;
+      if (aim.length === 0) continue;
+      const table = this.o.rng.pick(aim);
       await this.serially(() => this.grow({ ...table, shards: table.params.shards }));
     }
   }
