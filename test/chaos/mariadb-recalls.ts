@@ -10,7 +10,7 @@ import { liveTableOf } from './rows';
  * The run's triggers and keys looked at right after a recall of their table answered (most trashed tables expire
  * during the run, so the checker's recalls at rest see few): each one made before the recall began must be back on the
  * table where the answer says it is live, a trigger firing. What was wrong is judged at the end, with every call of the
- * run: a drop of the table that may have acted after the recall answered (and before the look) excuses it.
+ * run: a drop of the table that may have acted after the recall began (and began before the look ended) excuses it.
  */
 
 interface Look {
@@ -70,7 +70,10 @@ export class ObjectsOnRecall {
     for (const look of this.looks) {
       if (look.wrong.length === 0) continue;
       const names = namesOf(ops, look.table.id, undefined);
-      const since = explainers(ops, 'trash', look.table.id, names, look.op.endedAt).filter((d) => d.startedAt < look.endedAt);
+      // (From the recall's start: it may have put the table back long before its answer came, and a drop taken it since.)
+      const since = explainers(ops, 'trash', look.table.id, names, look.op.startedAt).filter(
+        (d) => d !== look.op && d.startedAt < look.endedAt,
+      );
       if (since.length > 0) continue;
       problems.push({
         invariant: 'objects',
