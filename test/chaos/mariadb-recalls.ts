@@ -71,9 +71,7 @@ export class ObjectsOnRecall {
       if (look.wrong.length === 0) continue;
       const names = namesOf(ops, look.table.id, undefined);
       // (From the recall's start: it may have put the table back long before its answer came, and a drop taken it since.)
-      const since = explainers(ops, 'trash', look.table.id, names, look.op.startedAt).filter(
-        (d) => d !== look.op && d.startedAt < look.endedAt,
-      );
+      const since = explainers(ops, 'trash', look.table.id, names, look.op.startedAt).filter((d) => d.startedAt < look.endedAt);
       if (since.length > 0) continue;
       problems.push({
         invariant: 'objects',
