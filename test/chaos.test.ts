@@ -64,7 +64,7 @@ test('with the postgres driver, under worker kills and cut connections, every ro
 test('with the mariadb driver, under worker kills, cut sessions and a server crash, every row seen committed stays with its table', async () => {
   const report = await runChaosInTest({
     seed: SEED,
-    ops: 24,
+    ops: 20,
     clients: 4,
     serverRestarts: 0,
     driver: 'mariadb',
