@@ -62,7 +62,9 @@ export function checkForDriver(
   create: { table: TableName; shards: number; columns?: string; like?: string },
 ): void {
   if (driver === 'files' && (create.columns !== undefined || create.like !== undefined)) {
-    throw new InvalidInputError('columns and like are for the postgres and mariadb storage drivers; this deployment keeps its tables as files');
+    throw new InvalidInputError(
+      'columns and like are for the postgres and mariadb storage drivers; this deployment keeps its tables as files',
+    );
   }
   if (driver === 'mariadb') return checkDatabaseFor(create);
   if (driver === 'postgres') checkSchemaFor(create.table);

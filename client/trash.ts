@@ -56,7 +56,9 @@ export const trashCall: CallRecord<TrashRequest, TrashPlan, TableInfo> = {
       dryRun,
     } = parseRequest(OPERATION_REQUESTS.trash, request);
     if (cascade && !keepsRealTables(ctx.storageDriver)) {
-      throw new InvalidInputError('cascade is for the postgres and mariadb storage drivers: a table kept as files has nothing that depends on it');
+      throw new InvalidInputError(
+        'cascade is for the postgres and mariadb storage drivers: a table kept as files has nothing that depends on it',
+      );
     }
     const settings = { retentionSeconds, drainTimeoutSeconds, ...(cascade ? { cascade } : {}) };
     if (namespace !== undefined) return { plan: await namespacePlan(ctx, namespace, settings) };
