@@ -1,6 +1,6 @@
 import type { PoolConnection } from 'mariadb';
 import type { Place } from './mariadb-place';
-import { errnoOf, ident, qualified } from './mariadb-session';
+import { errnoOf, ident, isPermanentMariadbErrno, qualified } from './mariadb-session';
 
 /**
  * Grants on a MariaDB table are kept by name, not by table (docs/next/mariadb-facts.md §6): a table renamed leaves them
@@ -76,7 +76,9 @@ export async function putGrants(c: PoolConnection, grants: KeptGrant[] | 'unread
         `GRANT ${privileges.length > 0 ? privileges.join(', ') : 'USAGE'} ON ${qualified(to.database, to.table)} TO ${who}${withGrant ? ' WITH GRANT OPTION' : ''}`,
       );
     } catch (err) {
-      if (errnoOf(err) === undefined) throw err;
+      // (A lost connection or a lock not had is tried again, as any step's; only the server's refusal is a note.)
+      const errno = errnoOf(err);
+      if (errno === undefined || errno >= 45000 || !isPermanentMariadbErrno(errno)) throw err;
       notes.push(
         `grants of ${who} not given on ${to.database}.${to.table}: ${(err as { sqlMessage?: string }).sqlMessage ?? (err as Error).message}`,
       );
