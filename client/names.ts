@@ -1,5 +1,5 @@
 import type { CatalogReader } from '../catalog/catalog';
-import { reservedDatabaseReason, reservedSchemaReason, type StorageDriverName } from '../domain/deployment';
+import { mariadbNameProblem, reservedDatabaseReason, reservedSchemaReason, type StorageDriverName } from '../domain/deployment';
 import { InvalidInputError, TableInTrashError, TableNotFoundError } from '../domain/errors';
 import { tableNotFound } from '../domain/refusals';
 import { formatTableName, type TableName, type TableRef } from '../domain/names';
@@ -87,10 +87,8 @@ function checkDatabaseFor(create: { table: TableName; shards: number }): void {
   if (reason) throw new InvalidInputError(`${formatTableName(table)}: ${reason}; a table's namespace must be a database of live tables`);
   const longest = shards === 1 ? table.name : `${table.name}_${shards - 1}`;
   for (const name of [table.namespace, longest]) {
-    if ([...name].length > 64) throw new InvalidInputError(`name "${name}" is over MariaDB's 64 characters`);
-    if ([...name].some((ch) => ch.codePointAt(0)! > 0xffff)) {
-      throw new InvalidInputError(`name "${name}" has a character MariaDB's names cannot hold (four bytes in UTF-8)`);
-    }
+    const problem = mariadbNameProblem(name);
+    if (problem) throw new InvalidInputError(problem);
   }
 }
 

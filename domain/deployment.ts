@@ -50,6 +50,18 @@ export const POSTGRES_OWN_SCHEMAS = {
 export const MARIADB_OWN_DATABASES = { own: 'tablefate', trash: 'tablefate_trash', garbage: 'tablefate_garbage' } as const;
 const MARIADB_SYSTEM_DATABASES = new Set(['mysql', 'information_schema', 'performance_schema', 'sys']);
 
+/** MariaDB's longest name of a database or table, in characters. */
+export const MARIADB_MAX_NAME_CHARS = 64;
+
+/** Why MariaDB cannot hold `name` as a database's or a table's name (too long, a character of four UTF-8 bytes), or undefined. */
+export function mariadbNameProblem(name: string): string | undefined {
+  const chars = [...name];
+  if (chars.length > MARIADB_MAX_NAME_CHARS) return `name "${name}" is over MariaDB's ${MARIADB_MAX_NAME_CHARS} characters`;
+  if (chars.some((ch) => ch.codePointAt(0)! > 0xffff))
+    return `name "${name}" has a character MariaDB's names cannot hold (four bytes in UTF-8)`;
+  return undefined;
+}
+
 /** Why a namespace cannot be a database of live tables with the MariaDB driver, or undefined if it can. */
 export function reservedDatabaseReason(namespace: string): string | undefined {
   if ((Object.values(MARIADB_OWN_DATABASES) as string[]).includes(namespace)) return `database ${namespace} is tablefate's own`;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Pool } from 'mariadb';
 import { InvalidInputError, TableFateError, domainError, isDomainErrorType } from '../domain/errors';
 import { liveShardName } from '../domain/names';
+import { mariadbNameProblem } from '../domain/deployment';
 import {
   checkWatch,
   type ChangeNotes,
@@ -30,9 +31,6 @@ import {
 import { identityAt } from './mariadb-identity';
 import { classifiedMariadb, describeRef, mariadbPool, qualified } from './mariadb-session';
 import { OWN_DATABASE } from './mariadb-record';
-
-/** MariaDB's longest name of a database or table, in characters. */
-const MAX_NAME_CHARS = 64;
 
 /**
  * The MariaDB storage driver: each storage node is a MariaDB server, a namespace is a database there, and a shard is a
@@ -328,12 +326,10 @@ export function liveNameOf(ref: ShardRef): Place {
   if (!ref.table) throw new InvalidShardRefError(`${describeRef(ref)}: the MariaDB driver needs the table's name`);
   const live = liveShardName(ref.table, ref.shard);
   for (const name of [live.schema, live.table]) {
-    if ([...name].length > MAX_NAME_CHARS)
-      throw new InvalidShardRefError(`${describeRef(ref)}: "${name}" is over MariaDB's ${MAX_NAME_CHARS} characters`);
-    if ([...name].some((ch) => ch.codePointAt(0)! > 0xffff)) {
-      throw new InvalidShardRefError(`${describeRef(ref)}: "${name}" has a character beyond MariaDB's names (one of four bytes in UTF-8)`);
-    }
+    const problem = mariadbNameProblem(name);
+    if (problem) throw new InvalidShardRefError(`${describeRef(ref)}: ${problem}`);
   }
+
   return { database: live.schema, table: live.table };
 }
 
