@@ -40,8 +40,8 @@ import { randomBytes } from 'node:crypto';
 import { Client, Pool, types, type CustomTypesConfig } from 'pg';
 import { CatalogNotFoundError, TableFateError } from '../domain/errors';
 import { redactUrl } from '../domain/deployment';
-import { assertCurrent } from './migrations';
-import { MIGRATIONS } from './postgres-schema';
+import { assertCurrent, CatalogBehindError } from './migrations';
+import { MIGRATIONS, SCHEMA_VERSION } from './postgres-schema';
 import { pgCode, PgTx, tablesIn, type CatalogTables } from './postgres-tx';
 import { appliedVersion, migrate, type PgMigrations } from './pg-migrations';
 import { inPgTransaction, newPool } from './pg-session';
@@ -69,8 +69,9 @@ export interface PostgresCatalogOptions {
   /** Seeds the id counter of a new catalog (default 1). */
   firstTableId?: number;
   /**
-   * For readers (the SDK and the command line): never create nor migrate a catalog. A database without
-   * tablefate's schema is a CatalogNotFoundError, one whose schema is behind this code an error.
+   * For readers (the SDK, the command line, a storage node's worker): never create nor migrate a catalog. A database
+   * without tablefate's catalog, or with one a worker is still making, is a CatalogNotFoundError; one whose schema is
+   * behind this code a CatalogBehindError (both time cures: a worker makes it, or migrates it).
    */
   mustExist?: boolean;
   /** Connections in the pool (default 10). */
@@ -148,9 +149,13 @@ export class PostgresCatalog extends TransactionalCatalog {
       options: '-c search_path=pg_catalog,pg_temp -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
     });
     try {
-      if (opts.mustExist) await checkSchema(pool, where, tables);
-      else await migrate(pool, catalogMigrations(tables));
-      const id = await identity(pool, where, opts.mustExist ?? false, tables);
+      let id: string;
+      if (opts.mustExist) {
+        id = await madeCatalog(pool, where, tables);
+      } else {
+        await migrate(pool, catalogMigrations(tables));
+        id = await identity(pool, where, tables);
+      }
       return new PostgresCatalog(pool, id, where, opts.firstTableId ?? 1, tables);
     } catch (err) {
       await pool.end().catch(() => undefined);
@@ -189,28 +194,38 @@ const catalogMigrations = (t: CatalogTables): PgMigrations => ({
   lock: (c) => c.query(`SELECT pg_catalog.pg_advisory_xact_lock($1)`, [MIGRATION_LOCK_KEY]),
 });
 
-/** For readers: the schema must be there, at this code's version; nothing is created or changed. */
-async function checkSchema(pool: Pool, where: string, t: CatalogTables): Promise<void> {
+/**
+ * For readers: the catalog must be there, made, and at this code's version; nothing is created or changed. Returns its
+ * identity. A worker makes a catalog one migration per transaction, then writes its identity: a reader that meets it
+ * in between (some versions applied, no identity yet) finds a catalog not made yet, one to wait for, not one behind.
+ */
+async function madeCatalog(pool: Pool, where: string, t: CatalogTables): Promise<string> {
   const { rows } = await pool.query<{ found: boolean }>(
     `SELECT pg_catalog.to_regclass($1) IS NOT NULL AND pg_catalog.to_regclass($2) IS NOT NULL AS found`,
     [t.schema_migrations, t.meta],
   );
   if (!rows[0]?.found) throw notFound(where);
   const version = await appliedVersion(pool, t.schema_migrations);
-  if (version === 0) throw notFound(where);
+  const id = version === 0 ? undefined : await storedIdentity(pool, t);
+  // A version newer than this code is refused all the same: no worker of this code will make it one to read.
+  if (id === undefined && version <= SCHEMA_VERSION) throw notFound(where);
   assertCurrent(version, MIGRATIONS);
+  return id!;
 }
 
 /** The catalog's identity: made once, with the catalog, and kept (8 hex digits, as SqliteCatalog's). */
-async function identity(pool: Pool, where: string, mustExist: boolean, t: CatalogTables): Promise<string> {
-  if (!mustExist) {
-    await pool.query(`INSERT INTO ${t.meta} (key, value) VALUES ('catalog_id', $1) ON CONFLICT (key) DO NOTHING`, [
-      randomBytes(4).toString('hex'),
-    ]);
-  }
+async function identity(pool: Pool, where: string, t: CatalogTables): Promise<string> {
+  await pool.query(`INSERT INTO ${t.meta} (key, value) VALUES ('catalog_id', $1) ON CONFLICT (key) DO NOTHING`, [
+    randomBytes(4).toString('hex'),
+  ]);
+  const id = await storedIdentity(pool, t);
+  if (id === undefined) throw notFound(where);
+  return id;
+}
+
+async function storedIdentity(pool: Pool, t: CatalogTables): Promise<string | undefined> {
   const { rows } = await pool.query<{ value: string }>(`SELECT value FROM ${t.meta} WHERE key = 'catalog_id'`);
-  if (!rows[0]) throw notFound(where);
-  return rows[0].value;
+  return rows[0]?.value;
 }
 
 function notFound(where: string): CatalogNotFoundError {
@@ -224,6 +239,8 @@ function notFound(where: string): CatalogNotFoundError {
 function openError(err: unknown, url: string, where: string): Error {
   let message = describe(err);
   for (const secret of passwordsOf(url)) message = message.split(secret).join('***');
+  // A catalog behind this code stays one: a worker of this version is migrating it, or will, and a reader waits for it.
+  if (err instanceof CatalogBehindError) return new CatalogBehindError(`cannot open the catalog at ${where}: ${message}`);
   const code = pgCode(err);
   return Object.assign(new Error(`cannot open the catalog at ${where}: ${message}`), typeof code === 'string' ? { code } : {});
 }
