@@ -24,7 +24,7 @@ import { Worker } from '@temporalio/worker';
 import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
 import { Client as PgClient } from 'pg';
 import type { TableFateClient } from '../client/client';
-import { startBench, startFloor } from './setup';
+import { benchShapeOf, startBench, startFloor } from './setup';
 import { contractWorkflowType } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
 import { benchCli, printCliRows, type CliRow } from './cli';
@@ -95,8 +95,7 @@ export async function benchLifecycle(
     driver,
     temporal: temporalKind,
   });
-  // A table as each driver makes it by default: 4 shards of files, or one PostgreSQL or MariaDB table with two columns.
-  const shape = driver === 'files' ? { shards: 4 } : { shards: 1, columns: 'id bigint primary key, payload text' };
+  const shape = benchShapeOf(driver);
   // (MariaDB's driver does not truncate yet: its row reads n/a.)
   const truncates = driver !== 'mariadb';
   const { client, temporal } = bench;

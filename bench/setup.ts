@@ -19,6 +19,10 @@ import { TemporalCluster } from '../servers/cluster';
 import { createLogger } from '../worker/logger';
 
 /** What a benchmark runs against: its own dev server and state directory, a worker in this process, a client. */
+/** A table as each driver makes it by default in a bench: 4 shards of files, or one PostgreSQL or MariaDB table with two columns. */
+export const benchShapeOf = (driver: StorageDriverName): { shards: number; columns?: string } =>
+  driver === 'files' ? { shards: 4 } : { shards: 1, columns: 'id bigint primary key, payload text' };
+
 export interface Bench {
   temporal: Client;
   client: TableFateClient;

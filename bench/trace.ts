@@ -15,7 +15,7 @@ import { Context } from '@temporalio/activity';
 import type { temporal } from '@temporalio/proto';
 import type { StorageDriverName } from '../domain/deployment';
 import { OPERATIONS } from '../domain/operations';
-import { startBench, startFloor } from './setup';
+import { benchShapeOf, startBench, startFloor } from './setup';
 
 const FLOOR_QUEUE = 'bench-trace-floor';
 
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
   });
   const runFloor = await startFloor(bench, FLOOR_QUEUE);
   const { client, temporal } = bench;
-  const shape = driver === 'postgres' ? { shards: 1, columns: 'id bigint primary key, payload text' } : { shards: 4 };
+  const shape = benchShapeOf(driver);
   const parts = Object.fromEntries(OPS.map((op) => [op, [] as RunParts[]])) as Record<Op, RunParts[]>;
   const runsOf = Object.fromEntries(OPS.map((op) => [op, 0])) as Record<Op, number>;
 

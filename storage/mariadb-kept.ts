@@ -41,7 +41,8 @@ export interface KeptKey {
   onUpdate: string;
 }
 
-export interface KeptObjects {
+/** What is on a table that cannot leave its database with it, as read where it stands. */
+export interface OnTable {
   /** Where the table was when they were read: its triggers' database. */
   from: Place;
   /** Its triggers, in the order they fire. */
@@ -50,6 +51,9 @@ export interface KeptObjects {
   keys: KeptKey[];
   /** Other tables' foreign keys to it. */
   referencing: KeptKey[];
+}
+
+export interface KeptObjects extends OnTable {
   /** The grants on it, given again where it comes back under another name (mariadb-grants.ts). */
   grants: KeptGrant[] | 'unreadable';
 }
@@ -62,8 +66,13 @@ export const takesAnythingOff = (kept: KeptObjects | null): kept is KeptObjects 
 export const remembersAnything = (kept: KeptObjects): boolean =>
   kept.triggers.length + kept.keys.length + kept.referencing.length > 0 || kept.grants === 'unreadable' || kept.grants.length > 0;
 
-/** What must be taken off the table at `at` before it leaves its database (see above). */
+/** What must be taken off the table at `at` before it leaves its database (see above), and the grants on its name. */
 export async function readKept(c: PoolConnection, at: Place): Promise<KeptObjects> {
+  return { ...(await readOnTable(c, at)), grants: await readGrants(c, at) };
+}
+
+/** The triggers and foreign keys, both ways, of the table at `at`. */
+export async function readOnTable(c: PoolConnection, at: Place): Promise<OnTable> {
   const triggers = await c.execute<Array<KeptTrigger & { order: number }>>(
     `SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS statement,
             DEFINER AS definer, SQL_MODE AS sqlMode, ACTION_ORDER AS \`order\`
@@ -77,58 +86,53 @@ export async function readKept(c: PoolConnection, at: Place): Promise<KeptObject
       `trigger ${at.database}.${unreadable.name} of ${at.database}.${at.table} cannot be read whole (the worker lacks the TRIGGER privilege on it): it would be lost`,
     );
   }
-  const keys = await keysWhere(c, 'k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?', [at.database, at.table]);
-  // Other tables' keys to it, asked of InnoDB's own list of keys first: information_schema finds them only by opening
-  // every table of the server (some 100 ms with 2,000 tables), which a table no key references need not pay.
+  // Whether it has keys, either way, is asked of InnoDB's own list of keys first: information_schema finds them only by
+  // opening tables (every table of the server, for the keys that reference it), some 10 ms on a server of a few
+  // tables and 100 ms with 2,000, which a table with no key need not pay. (Its names compare without case here: a
+  // near miss costs only the full read.)
   const name = await innodbName(c, MARIADB_OWN_DATABASES.own, at.database, at.table);
-  const referenced = await c.execute<unknown[]>(
-    'SELECT 1 FROM information_schema.INNODB_SYS_FOREIGN WHERE REF_NAME = ? AND FOR_NAME <> REF_NAME LIMIT 1',
-    [name],
+  const [has] = await c.execute<Array<{ own: number | null; others: number | null }>>(
+    `SELECT SUM(FOR_NAME = ?) AS own, SUM(REF_NAME = ? AND FOR_NAME <> REF_NAME) AS others
+       FROM information_schema.INNODB_SYS_FOREIGN WHERE FOR_NAME = ? OR REF_NAME = ?`,
+    [name, name, name, name],
   );
+  const keys = Number(has?.own ?? 0) === 0 ? [] : await keysWhere(c, 'TABLE_SCHEMA = ? AND TABLE_NAME = ?', [at.database, at.table]);
   const referencing =
-    referenced.length === 0
+    Number(has?.others ?? 0) === 0
       ? []
-      : await keysWhere(
-          c,
-          'k.REFERENCED_TABLE_SCHEMA = ? AND k.REFERENCED_TABLE_NAME = ? AND NOT (k.TABLE_SCHEMA = ? AND k.TABLE_NAME = ?)',
-          [at.database, at.table, at.database, at.table],
-        );
+      : await keysWhere(c, 'REFERENCED_TABLE_SCHEMA = ? AND REFERENCED_TABLE_NAME = ? AND NOT (TABLE_SCHEMA = ? AND TABLE_NAME = ?)', [
+          at.database,
+          at.table,
+          at.database,
+          at.table,
+        ]);
   return {
     from: { database: at.database, table: at.table },
     triggers: triggers.map(({ order: _order, ...t }) => t),
     keys: keys.map((k) => (sameTable(k.references, at) ? { ...k, references: null } : k)),
     referencing,
-    grants: await readGrants(c, at),
   };
 }
 
+/**
+ * The foreign keys `where` selects of KEY_COLUMN_USAGE, with their rules. The rules are asked table by table, by
+ * database and name: joined instead, information_schema would open every table of the server to find them.
+ */
 async function keysWhere(c: PoolConnection, where: string, params: unknown[]): Promise<KeptKey[]> {
   const rows = await c.execute<
-    Array<{
-      name: string;
-      db: string;
-      tbl: string;
-      col: string;
-      ref_db: string;
-      ref_tbl: string;
-      ref_col: string;
-      on_delete: string;
-      on_update: string;
-    }>
+    Array<{ name: string; db: string; tbl: string; col: string; ref_db: string; ref_tbl: string; ref_col: string }>
   >(
-    `SELECT k.CONSTRAINT_NAME AS name, k.TABLE_SCHEMA AS db, k.TABLE_NAME AS tbl, k.COLUMN_NAME AS col,
-            k.REFERENCED_TABLE_SCHEMA AS ref_db, k.REFERENCED_TABLE_NAME AS ref_tbl, k.REFERENCED_COLUMN_NAME AS ref_col,
-            r.DELETE_RULE AS on_delete, r.UPDATE_RULE AS on_update
-       FROM information_schema.KEY_COLUMN_USAGE k
-       JOIN information_schema.REFERENTIAL_CONSTRAINTS r
-         ON r.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND r.CONSTRAINT_NAME = k.CONSTRAINT_NAME AND r.TABLE_NAME = k.TABLE_NAME
-      WHERE k.REFERENCED_TABLE_NAME IS NOT NULL AND ${where}
-      ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION`,
+    `SELECT CONSTRAINT_NAME AS name, TABLE_SCHEMA AS db, TABLE_NAME AS tbl, COLUMN_NAME AS col,
+            REFERENCED_TABLE_SCHEMA AS ref_db, REFERENCED_TABLE_NAME AS ref_tbl, REFERENCED_COLUMN_NAME AS ref_col
+       FROM information_schema.KEY_COLUMN_USAGE
+      WHERE REFERENCED_TABLE_NAME IS NOT NULL AND ${where}
+      ORDER BY TABLE_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, ORDINAL_POSITION`,
     params,
   );
   const keys = new Map<string, KeptKey>();
+  const idOf = (db: string, tbl: string, name: string) => `${db}\u0000${tbl}\u0000${name}`;
   for (const r of rows) {
-    const id = `${r.db}\u0000${r.tbl}\u0000${r.name}`;
+    const id = idOf(r.db, r.tbl, r.name);
     let key = keys.get(id);
     if (!key) {
       key = {
@@ -137,13 +141,25 @@ async function keysWhere(c: PoolConnection, where: string, params: unknown[]): P
         columns: [],
         references: { database: r.ref_db, table: r.ref_tbl },
         referencedColumns: [],
-        onDelete: r.on_delete,
-        onUpdate: r.on_update,
+        onDelete: '',
+        onUpdate: '',
       };
       keys.set(id, key);
     }
     key.columns.push(r.col);
     key.referencedColumns.push(r.ref_col);
+  }
+  const tables = new Map([...keys.values()].map((k) => [idOf(k.on.database, k.on.table, ''), k.on]));
+  for (const on of tables.values()) {
+    const rules = await c.execute<Array<{ name: string; on_delete: string; on_update: string }>>(
+      `SELECT CONSTRAINT_NAME AS name, DELETE_RULE AS on_delete, UPDATE_RULE AS on_update
+         FROM information_schema.REFERENTIAL_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`,
+      [on.database, on.table],
+    );
+    for (const rule of rules) {
+      const key = keys.get(idOf(on.database, on.table, rule.name));
+      if (key) Object.assign(key, { onDelete: rule.on_delete, onUpdate: rule.on_update });
+    }
   }
   return [...keys.values()];
 }
@@ -176,7 +192,7 @@ export function refuseReferences(kept: KeptObjects, at: Place, cascade: boolean,
  * drained it. Keys of tables on the move (`moving`, those that leave with it; any in tablefate's own databases or under
  * a hidden name) are theirs to carry, not added. The rest of `kept` stays as it is.
  */
-export function addedMeanwhile(kept: KeptObjects, there: KeptObjects, moving: readonly Place[]): KeptObjects {
+export function addedMeanwhile(kept: KeptObjects, there: OnTable, moving: readonly Place[]): KeptObjects {
   const known = (list: readonly { name: string }[], name: string) => list.some((x) => x.name === name);
   const onTheMove = (on: Place) =>
     moving.some((m) => sameTable(m, on)) ||
@@ -206,7 +222,8 @@ export const withAdded = (kept: KeptObjects, added: KeptObjects): KeptObjects =>
  * needs SET USER (or SUPER) to be made with that definer, and a trigger made by the worker instead would run with the
  * worker's rights, not its definer's.
  */
-export async function refuseTriggersNotRemade(c: PoolConnection, kept: KeptObjects, at: Place): Promise<void> {
+export async function refuseTriggersNotRemade(c: PoolConnection, kept: OnTable, at: Place): Promise<void> {
+  if (kept.triggers.length === 0) return;
   const [me] = await c.query<Array<{ me: string }>>('SELECT CURRENT_USER() AS me');
   const others = kept.triggers.filter((t) => t.definer !== me!.me);
   if (others.length === 0) return;

@@ -6,6 +6,7 @@ import {
   addedMeanwhile,
   putBack,
   readKept,
+  readOnTable,
   refuseComingBack,
   refuseReferences,
   refuseTriggersNotRemade,
@@ -21,7 +22,7 @@ import {
   forget,
   hiddenName,
   locate,
-  markKept,
+  writeRecord,
   missing,
   parkedName,
   withShardTurn,
@@ -85,8 +86,8 @@ export async function located(c: PoolConnection, pool: Pool, id: ShardTableId): 
 
 /**
  * Out of the live area (a drop, a purge's compensation never): at its live name, what must not follow it is read and
- * written down, the drop refused if a live table's key needs it (without cascade); with anything to take off, the table
- * waits under its hidden name while it is taken off; then it is renamed into the area.
+ * written down, the drop refused if a live table's key needs it (without cascade); then the table waits under its
+ * hidden name while what is on it is read again and taken off; then it is renamed into the area.
  */
 async function outOfLive(
   c: PoolConnection,
@@ -99,29 +100,29 @@ async function outOfLive(
   const destination: Destination = { area: to, database: AREA_DATABASES[to], table: parkedName(id) };
   const hidden = hiddenName(id);
   let now: Place = at;
-  let kept = at.kept;
+  // What was on it at its live name, and what the record says of it.
+  let before = at.kept;
+  let written = at.kept;
   if (at.table !== hidden) {
     // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
-    kept = await readKept(c, at);
-    refuseReferences(kept, at, cascade, others);
-    await refuseTriggersNotRemade(c, kept, at);
-    await markKept(c, id, remembersAnything(kept) ? kept : null);
+    before = await readKept(c, at);
+    refuseReferences(before, at, cascade, others);
+    await refuseTriggersNotRemade(c, before, at);
+    written = remembersAnything(before) ? before : null;
     // Hidden first, always, even with nothing to take off: a trigger or a key a user adds by its name while the drop
     // drains it (read above, renamed below) comes along, and is found under the hidden name, where no one adds more.
-    now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain);
+    now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain, { kept: written });
   }
-  const there = await readKept(c, now);
-  if (kept === null) {
-    // (Hidden with nothing written down: what is on it now is what there is to take off.)
-    kept = there;
-  } else {
-    // Added meanwhile: refused as it would have been before the drop (a live table's key, without cascade), or taken off too.
-    const added = addedMeanwhile(kept, there, others);
-    refuseReferences(added, at, cascade, others);
-    await refuseTriggersNotRemade(c, added, at);
-    kept = withAdded(kept, added);
-  }
-  await markKept(c, id, remembersAnything(kept) ? kept : null);
+  // Added meanwhile: refused as it would have been before the drop (a live table's key, without cascade), or taken off
+  // too. (Grants stay with the live name: only what came along is read here. Hidden with nothing written down, all of
+  // it came along.)
+  const known = before ?? { from: { database: at.database, table: at.table }, triggers: [], keys: [], referencing: [], grants: [] };
+  const added = addedMeanwhile(known, await readOnTable(c, now), others);
+  refuseReferences(added, at, cascade, others);
+  await refuseTriggersNotRemade(c, added, at);
+  const kept = withAdded(known, added);
+  const keeps = remembersAnything(kept) ? kept : null;
+  if (JSON.stringify(keeps) !== JSON.stringify(written)) await writeRecord(c, id, { kept: keeps });
   const notes = takesAnythingOff(kept) ? await takeOff(c, kept, now, drain) : [];
   await renameTo(c, id, now, destination, drain);
   return notes;
@@ -156,7 +157,7 @@ async function comeBack(c: PoolConnection, id: ShardTableId, at: Located, live: 
   if (!at.kept) return notes;
   const { from, grants } = at.kept;
   const granted = from.database === live.database && from.table === live.table ? [] : await putGrants(c, grants, live, from);
-  await markKept(c, id, null);
+  await writeRecord(c, id, { kept: null });
   return [...notes, ...granted];
 }
 
@@ -174,7 +175,6 @@ async function renameLive(c: PoolConnection, id: ShardTableId, at: Located, targ
   }
   // (Its grants, remembered first: a rename cut short after it gives them at its next attempt.)
   const grantsOnly: KeptObjects = { ...kept, triggers: [], keys: [], referencing: [] };
-  await markKept(c, id, remembersAnything(grantsOnly) ? grantsOnly : null);
-  await renameTo(c, id, at, target, drain);
+  await renameTo(c, id, at, target, drain, { kept: remembersAnything(grantsOnly) ? grantsOnly : null });
   return comeBack(c, id, { ...at, kept: remembersAnything(grantsOnly) ? grantsOnly : null }, target, []);
 }

@@ -139,22 +139,34 @@ export async function forget(c: PoolConnection | Pool, id: ShardTableId): Promis
   await c.execute(`DELETE FROM ${SHARDS} WHERE ${KEY}`, keyOf(id));
 }
 
-/** Says, before its rename, where the shard's table is going. */
-export async function markMoving(c: PoolConnection, id: ShardTableId, to: Destination): Promise<void> {
-  await c.execute(`UPDATE ${SHARDS} SET moving_to = ? WHERE ${KEY}`, [JSON.stringify(to), ...keyOf(id)]);
+/**
+ * A change of the shard's record, in one statement: where its table is now (`at`), where it is going (`movingTo`, said
+ * before each rename; null once there) and what was taken off it (`kept`; null: nothing is).
+ */
+export interface RecordChange {
+  at?: Destination;
+  movingTo?: Destination | null;
+  kept?: KeptObjects | null;
 }
 
-/** Says the shard's table is at `at` now. */
-export async function markAt(c: PoolConnection, id: ShardTableId, at: Destination): Promise<void> {
-  await c.execute(
-    `UPDATE ${SHARDS} SET area = ?, database_name = ?, table_name = ?, moving_to = NULL, changed_at = CURRENT_TIMESTAMP(3) WHERE ${KEY}`,
-    [at.area, at.database, at.table, ...keyOf(id)],
-  );
-}
-
-/** Keeps (or, null, forgets) what was taken off the shard's table. */
-export async function markKept(c: PoolConnection, id: ShardTableId, kept: KeptObjects | null): Promise<void> {
-  await c.execute(`UPDATE ${SHARDS} SET kept = ? WHERE ${KEY}`, [kept === null ? null : JSON.stringify(kept), ...keyOf(id)]);
+export async function writeRecord(c: PoolConnection, id: ShardTableId, change: RecordChange): Promise<void> {
+  const sets: string[] = [];
+  const values: unknown[] = [];
+  const json = (value: object | null) => (value === null ? null : JSON.stringify(value));
+  if (change.at) {
+    sets.push('area = ?, database_name = ?, table_name = ?, changed_at = CURRENT_TIMESTAMP(3)');
+    values.push(change.at.area, change.at.database, change.at.table);
+  }
+  if (change.movingTo !== undefined) {
+    sets.push('moving_to = ?');
+    values.push(json(change.movingTo));
+  }
+  if (change.kept !== undefined) {
+    sets.push('kept = ?');
+    values.push(json(change.kept));
+  }
+  if (sets.length === 0) return;
+  await c.execute(`UPDATE ${SHARDS} SET ${sets.join(', ')} WHERE ${KEY}`, [...values, ...keyOf(id)]);
 }
 
 /** Keeps what a move said, where the doctor reads it, until the next move. */
@@ -192,7 +204,7 @@ export async function locate(
   if (row.moving_to !== null) {
     const to = JSON.parse(row.moving_to) as Destination;
     if ((await identityAt(c, pool, OWN_DATABASE, to.database, to.table)) === row.identity) {
-      await markAt(c, id, to);
+      await writeRecord(c, id, { at: to, movingTo: null });
       return located(to);
     }
   }
