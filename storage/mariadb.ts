@@ -15,6 +15,7 @@ import {
   type Watch,
 } from './driver';
 import { InvalidShardRefError } from './errors';
+import { ServerNodes } from './server-nodes';
 import { adoptTable, createTable, type TableDefinition } from './mariadb-create';
 import { dropTable, moveTable } from './mariadb-moves';
 import {
@@ -40,7 +41,7 @@ import { OWN_DATABASE } from './mariadb-record';
  */
 export class MariadbStorage implements StorageDriver {
   readonly nodes: readonly string[];
-  private readonly byNode = new Map<string, { pool: Pool; ready?: Promise<void> }>();
+  private readonly servers: ServerNodes<Pool>;
 
   /**
    * `urls`: each node's server (`mariadb://user:password@host:port/`); `catalogId`: whose shards these are;
@@ -52,7 +53,10 @@ export class MariadbStorage implements StorageDriver {
     private readonly afterStatement?: (statement: string) => void,
   ) {
     this.nodes = urls.map((u) => u.node);
-    for (const { node, url } of urls) this.byNode.set(node, { pool: mariadbPool(url, node) });
+    this.servers = new ServerNodes(
+      urls.map(({ node, url }) => ({ node, handle: mariadbPool(url, node) })),
+      prepareRecord,
+    );
   }
 
   /** Makes the shard's table from its definition, or, for an adopted table, records the table already at its name. */
@@ -271,7 +275,7 @@ export class MariadbStorage implements StorageDriver {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.byNode.values()].map((n) => n.pool.end()));
+    await Promise.all(this.servers.all().map((pool) => pool.end()));
   }
 
   /** Makes tablefate's databases and record on `node` (idempotent), as its first use would. */
@@ -309,15 +313,8 @@ export class MariadbStorage implements StorageDriver {
   }
 
   /** The node's pool, tablefate's databases and record made on first use. */
-  private async ready(node: string): Promise<Pool> {
-    const found = this.byNode.get(node);
-    if (!found) throw new InvalidShardRefError(`node ${node} is not one of this driver's (${this.nodes.join(', ')})`);
-    found.ready ??= prepareRecord(found.pool).catch((err: unknown) => {
-      found.ready = undefined;
-      throw err;
-    });
-    await found.ready;
-    return found.pool;
+  private ready(node: string): Promise<Pool> {
+    return this.servers.ready(node);
   }
 }
 

@@ -14,6 +14,7 @@ import {
   type StorageDriver,
   type Watch,
 } from './driver';
+import { ServerNodes } from './server-nodes';
 import { InvalidShardRefError, PermanentStorageError, StorageIoError } from './errors';
 import { domainError, InvalidInputError, isDomainErrorType, TableFateError } from '../domain/errors';
 import type { TableDefinition } from './postgres-create';
@@ -74,7 +75,7 @@ export const STORAGE_SESSION = {
 
 export class PostgresStorage implements StorageDriver {
   readonly nodes: readonly string[];
-  private readonly byNode = new Map<string, { pool: Pool; tables: PostgresTables; ready?: Promise<void> }>();
+  private readonly servers: ServerNodes<{ pool: Pool; tables: PostgresTables }>;
 
   /** `urls`: each node's connection url; `catalogId`: whose shards these are (two catalogs may share a database). */
   constructor(
@@ -82,10 +83,13 @@ export class PostgresStorage implements StorageDriver {
     private readonly catalogId: string,
   ) {
     this.nodes = urls.map((u) => u.node);
-    for (const { node, url } of urls) {
-      const pool = newPool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}`, ...STORAGE_SESSION });
-      this.byNode.set(node, { pool, tables: new PostgresTables(pool) });
-    }
+    this.servers = new ServerNodes(
+      urls.map(({ node, url }) => {
+        const pool = newPool({ connectionString: url, max: 4, application_name: `tablefate storage ${node}`, ...STORAGE_SESSION });
+        return { node, handle: { pool, tables: new PostgresTables(pool) } };
+      }),
+      (node) => node.tables.prepare(),
+    );
   }
 
   /** Makes the shard's table from its definition, or, for an adopted table, records the table already at its name. */
@@ -120,7 +124,7 @@ export class PostgresStorage implements StorageDriver {
       checkWatch(watch);
       // A node without tablefate's record holds no shard table of it (a create refused there, say, for want of CREATE
       // on the database): nothing to drop or forget, and no need to be able to make the record first.
-      const pool = this.byNode.get(ref.node)?.pool;
+      const pool = this.servers.handleOf(ref.node)?.pool;
       if (pool && !(await hasRecord(pool))) return;
       const tables = await this.tablesOf(ref);
       if (ref.table?.params.adopt) await tables.release(this.idOf(ref));
@@ -225,7 +229,7 @@ export class PostgresStorage implements StorageDriver {
       if (!at) throw missing(id, 'tablefate placed no table for it on this node');
       if (at.drift) throw missing(id, at.drift);
       if (at.area !== 'live') return;
-      const client = await this.byNode.get(ref.node)!.pool.connect();
+      const client = await this.servers.handleOf(ref.node)!.pool.connect();
       try {
         const found = await dependentsOf(client, at.oid);
         admitLeaving(found, `${at.schema}.${at.table}`, opts.cascade === true, 'trashed');
@@ -270,7 +274,7 @@ export class PostgresStorage implements StorageDriver {
     const at = await tables.locate(this.idOf(ref));
     const report = { tableId: ref.tableId, shard: ref.shard, node: ref.node };
     if (!at || at.drift) return { ...report, area: null, bytes: 0, checksum: createHash('sha256').digest('hex') };
-    const pool = this.byNode.get(ref.node)!.pool;
+    const pool = this.servers.handleOf(ref.node)!.pool;
     // The rows' content, in an order that does not depend on where they sit: the same rows give the same sum.
     const { rows } = await pool.query<{ sum: string | null }>(
       `SELECT string_agg(md5(t::text), '' ORDER BY md5(t::text)) AS sum FROM ${qualifiedOf(at)} t`,
@@ -337,7 +341,7 @@ export class PostgresStorage implements StorageDriver {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.byNode.values()].map((n) => n.pool.end()));
+    await Promise.all(this.servers.all().map((n) => n.pool.end()));
   }
 
   /** Each note naming the table as its users know it: where it is live (`live`, a move's way back in), or was. */
@@ -361,14 +365,7 @@ export class PostgresStorage implements StorageDriver {
 
   /** The node's tables, its own schemas made on first use. */
   private async ready(node: string): Promise<PostgresTables> {
-    const found = this.byNode.get(node);
-    if (!found) throw new InvalidShardRefError(`node ${node} is not one of this driver's (${this.nodes.join(', ')})`);
-    found.ready ??= found.tables.prepare().catch((err: unknown) => {
-      found.ready = undefined;
-      throw err;
-    });
-    await found.ready;
-    return found.tables;
+    return (await this.servers.ready(node)).tables;
   }
 }
 
