@@ -22,8 +22,6 @@ import { parseArgs } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { Worker } from '@temporalio/worker';
 import { EMBEDDED_DYNAMIC_CONFIG } from '../servers/dev-server';
-import { Client as PgClient } from 'pg';
-import type { TableFateClient } from '../client/client';
 import { benchShapeOf, startBench, startFloor } from './setup';
 import { contractWorkflowType } from '../domain/contract';
 import { TASK_QUEUE } from '../domain/deployment';
@@ -31,7 +29,7 @@ import { benchCli, printCliRows, type CliRow } from './cli';
 import { benchWorkerStart } from './worker-start';
 import { benchSqlDoor, type DoorReport } from './sql-door';
 import { percentile, timed } from './samples';
-import { mariadbTrashBySize } from './mariadb-size';
+import { mariadbLoader, postgresLoader, trashBySize, type SizeSamples } from './by-size';
 
 const OPS = [
   'create',
@@ -68,7 +66,7 @@ export interface LifecycleReport {
   p90: Record<Op | 'floor', number>;
   /** Per second, 32 at once (median of 3 batches). */
   throughput: { floor: number; create: number };
-  bySize: Array<{ label: string; bytes: number; trashMs: number[]; truncateMs: number[] }>;
+  bySize: SizeSamples[];
   /** PostgreSQL: a drop through the SQL door beside the SDK's and a bare move. */
   door?: DoorReport;
   cliRows: CliRow[];
@@ -167,8 +165,10 @@ export async function benchLifecycle(
         Promise.all(Array.from({ length: CONCURRENCY }, (_, i) => client.create({ table: `bench.c${batch}_${i}`, ...shape }))),
       );
     }
-    if (bench.nodeUrl) bySize = await trashBySize(bench.client, bench.nodeUrl);
-    if (bench.mariadbUrl) bySize = await mariadbTrashBySize(bench.client, bench.mariadbUrl, SIZE_ROUNDS);
+    if (bench.nodeUrl) bySize = await trashBySize(bench.client, postgresLoader(bench.nodeUrl), { rounds: SIZE_ROUNDS, truncates: true });
+    // (MariaDB's driver does not truncate.)
+    if (bench.mariadbUrl)
+      bySize = await trashBySize(bench.client, mariadbLoader(bench.mariadbUrl), { rounds: SIZE_ROUNDS, truncates: false });
     if (bench.nodeUrl) door = await benchSqlDoor(bench.client, bench.nodeUrl, rounds);
     // The command line's start and its commands (bench/cli.ts), on the embedded default.
     if (opts.withCli && driver === 'files' && temporalKind === 'dev') {
@@ -248,55 +248,7 @@ export function printLifecycle(report: LifecycleReport): void {
     console.log(`tablefate worker, start to polling (median of 5): ${(report.workerStartMs / 1000).toFixed(2)} s`);
 }
 
-/**
- * The trash of a PostgreSQL table of about 1 MB against one of about 1 GB (trash, then recall), and its truncate (then
- * the empty table dropped, and its rows recalled in its place, as the table of that name): a move is renames in one
- * transaction, and a truncate a move and an empty twin made from the catalog, so neither's time may grow with the rows.
- */
-async function trashBySize(client: TableFateClient, url: string): Promise<LifecycleReport['bySize']> {
-  const db = new PgClient({ connectionString: url });
-  await db.connect();
-  try {
-    const sizes = [];
-    for (const [label, rows] of [
-      ['1 MB', 1_000],
-      ['1 GB', 1_000_000],
-    ] as const) {
-      const name = `size_${rows}`;
-      const table = await client.create({ table: `bench.${name}`, shards: 1, columns: 'id bigint primary key, payload text' });
-      // About 1 kB a row, not compressible (TOAST would shrink a repeated string).
-      await db.query(
-        `INSERT INTO bench.${name} SELECT g, (SELECT string_agg(md5(g::text || k::text), '') FROM generate_series(1, 30) k) FROM generate_series(1, $1) g`,
-        [rows],
-      );
-      // As a DBA ends a bulk load: its table vacuumed and analyzed, its WAL checkpointed. Otherwise the first trash meets
-      // the load's own after-effects (autovacuum starting on the new table, the WAL of a gigabyte being flushed), which
-      // are the load's cost, not the move's.
-      await db.query(`VACUUM (ANALYZE) bench.${name}`);
-      await db.query('CHECKPOINT');
-      const bytes = Number((await db.query<{ b: string }>(`SELECT pg_total_relation_size('bench.${name}') AS b`)).rows[0]!.b);
-      sizes.push({ label, bytes, table, name, trashMs: [] as number[], truncateMs: [] as number[] });
-    }
-    // The two sizes in turn, as the operations and the floor are, so that the machine's drift hits both alike; one round
-    // to warm up, then SIZE_ROUNDS.
-    for (let round = -1; round < SIZE_ROUNDS; round++) {
-      for (const size of sizes) {
-        const table = `bench.${size.name}`;
-        await timed(round < 0 ? [] : size.trashMs, () => client.trash({ table, retentionSeconds: 3600 }));
-        await client.undelete({ table: size.table.id });
-        const entry = await timed(round < 0 ? [] : size.truncateMs, () => client.truncate({ table, retentionSeconds: 3600 }));
-        const emptied = await client.trash({ table, retentionSeconds: 3600 });
-        size.table = await client.undelete({ table: entry.id });
-        await client.purge({ tableId: emptied.id });
-      }
-    }
-    return sizes.map(({ label, bytes, trashMs, truncateMs }) => ({ label, bytes, trashMs, truncateMs }));
-  } finally {
-    await db.end();
-  }
-}
-
-/** Trashes of each size measured (bench's PostgreSQL trash by size). */
+/** Trashes of each size measured (trashBySize). */
 const SIZE_ROUNDS = 21;
 
 async function main(): Promise<void> {
