@@ -175,6 +175,7 @@ async function renameLive(c: PoolConnection, id: ShardTableId, at: Located, targ
   }
   // (Its grants, remembered first: a rename cut short after it gives them at its next attempt.)
   const grantsOnly: KeptObjects = { ...kept, triggers: [], keys: [], referencing: [] };
-  await renameTo(c, id, at, target, drain, { kept: remembersAnything(grantsOnly) ? grantsOnly : null });
-  return comeBack(c, id, { ...at, kept: remembersAnything(grantsOnly) ? grantsOnly : null }, target, []);
+  const remembered = remembersAnything(grantsOnly) ? grantsOnly : null;
+  await renameTo(c, id, at, target, drain, { kept: remembered });
+  return comeBack(c, id, { ...at, kept: remembered }, target, []);
 }

@@ -198,7 +198,7 @@ export async function locate(
   });
   const recorded: Destination = { area: row.area, database: row.database_name, table: row.table_name };
   if ((await identityAt(c, pool, OWN_DATABASE, recorded.database, recorded.table)) === row.identity) {
-    if (row.moving_to !== null) await c.execute(`UPDATE ${SHARDS} SET moving_to = NULL WHERE ${KEY}`, keyOf(id));
+    if (row.moving_to !== null) await writeRecord(c, id, { movingTo: null });
     return located(recorded);
   }
   if (row.moving_to !== null) {
