@@ -60,6 +60,24 @@ function waitingReader(url: string) {
   return { opened, said };
 }
 
+/**
+ * A reader started now waits, saying only `says`; once the gate opens, the worker's catalog and the reader's are opened.
+ * Answers both ids (both closed).
+ */
+async function readerWaitsThenOpens(url: string, gate: { open: () => Promise<void> }, worker: Promise<PostgresCatalog>, says: string) {
+  const reader = waitingReader(url);
+  await waitFor(
+    () => Promise.resolve(reader.said),
+    (said) => said.length > 0,
+    { what: 'the reader to say it waits' },
+  );
+  expect(reader.said).toEqual([says]);
+  await gate.open();
+  const [made, read] = await Promise.all([worker, reader.opened]);
+  await Promise.all([made.close(), read?.close()]);
+  return [made.id, read?.id];
+}
+
 test("a reader that meets a new catalog between its first worker's migrations waits for it to be made, then opens it", async () => {
   const url = await pg.freshDatabase('being_made');
   const where = redactUrl(url);
@@ -79,20 +97,13 @@ test("a reader that meets a new catalog between its first worker's migrations wa
     expect(err).toBeInstanceOf(CatalogNotFoundError);
     expect(catalogNotReady(where)(err)).toBe(`the catalog at ${where}, which the first \`tablefate worker\` makes`);
 
-    const reader = waitingReader(url);
-    await waitFor(
-      () => Promise.resolve(reader.said),
-      (said) => said.length > 0,
-      { what: 'the reader to say it waits' },
+    const [made, read] = await readerWaitsThenOpens(
+      url,
+      gate,
+      worker,
+      `waiting for the catalog at ${where}, which the first \`tablefate worker\` makes`,
     );
-    expect(reader.said).toEqual([`waiting for the catalog at ${where}, which the first \`tablefate worker\` makes`]);
-    await gate.open();
-    const [made, read] = await Promise.all([worker, reader.opened]);
-    try {
-      expect(read?.id).toBe(made.id);
-    } finally {
-      await Promise.all([made.close(), read?.close()]);
-    }
+    expect(read).toBe(made);
   } finally {
     await gate.open().catch(() => undefined);
     await worker?.then((c) => c.close()).catch(() => undefined);
@@ -119,20 +130,13 @@ test('a reader that meets a catalog a worker of this version is migrating waits 
       `cannot open the catalog at ${where}: its schema lacks migrations 2, 3, 4, 5, 6: start a worker of this tablefate version to apply them`,
     );
 
-    const reader = waitingReader(url);
-    await waitFor(
-      () => Promise.resolve(reader.said),
-      (said) => said.length > 0,
-      { what: 'the reader to say it waits' },
+    const ids = await readerWaitsThenOpens(
+      url,
+      gate,
+      worker,
+      `waiting for the catalog at ${where} to be migrated by a \`tablefate worker\` of this version`,
     );
-    expect(reader.said).toEqual([`waiting for the catalog at ${where} to be migrated by a \`tablefate worker\` of this version`]);
-    await gate.open();
-    const [migrated, read] = await Promise.all([worker, reader.opened]);
-    try {
-      expect([migrated.id, read?.id]).toEqual(['c0ffee01', 'c0ffee01']);
-    } finally {
-      await Promise.all([migrated.close(), read?.close()]);
-    }
+    expect(ids).toEqual(['c0ffee01', 'c0ffee01']);
   } finally {
     await gate.open().catch(() => undefined);
     await worker?.then((c) => c.close()).catch(() => undefined);
