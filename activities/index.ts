@@ -401,11 +401,10 @@ export function createActivities(deps: ActivityDeps) {
   };
 
   /** The trash policy in force for a table's namespace, from the settings read under `step`. */
-  const policyOf = async (tableId: number, step: StepKey | undefined): Promise<TrashPolicy> => {
-    const table = await catalog.getTable(tableId);
-    const rows = await catalog.listSettings(step);
-    return trashPolicy(rows, table?.namespace ?? '', defaultSettings(deps.defaultRetentionSeconds));
-  };
+  const policyWhere = async (namespace: string, step?: StepKey): Promise<TrashPolicy> =>
+    trashPolicy(await catalog.listSettings(step), namespace, defaultSettings(deps.defaultRetentionSeconds));
+  const policyOf = async (tableId: number, step: StepKey | undefined): Promise<TrashPolicy> =>
+    policyWhere((await catalog.getTable(tableId))?.namespace ?? '', step);
   /**
    * A drop's commit as the catalog makes it: TRASHING to TRASHED with the retention asked, else the one in force where
    * the table is (its policy read under the call's `step`, so that a repeated call answers the same policy).
@@ -448,6 +447,9 @@ export function createActivities(deps: ActivityDeps) {
   const { runStepsHere } = createStepsHere({
     operations: deps.operations,
     served: deps.storage?.nodes ?? [],
+    // (The policy where the table lives says whether a space cap's run is to look at the trash once the table is in it.)
+    beginTrash: async (table, { droppedAt, lockWait, expiryRetry }, catalogId) =>
+      startExpiryOf(catalog, { ...table, droppedAt, policy: await policyWhere(table.namespace) }, { lockWait, expiryRetry, catalogId }),
     endTrash: endTrashTimer,
     parts: deps.wrapStepParts ? deps.wrapStepParts(parts) : parts,
   });
@@ -465,8 +467,9 @@ export type OrchestrationActivities = ReturnType<typeof createActivities>;
 export type Activities = OrchestrationActivities & StorageActivities;
 
 /**
- * Starts the expiry run of the trash just committed (trash-runs.ts). The table is TRASHED by then: its drop is never taken
- * back, so every failure of the start is one to try again (the local activity's retries), never the step's.
+ * Starts the expiry run of the trash the table is in (trash-runs.ts): just committed, or entered by a move still going on.
+ * Every failure of the start is one to try again (the local activity's retries), never the step's: a move taken back
+ * leaves a run that finds its trash ended and closes.
  */
 async function startExpiryOf(
   catalog: Catalog,

@@ -19,6 +19,7 @@ import {
   type StepContext,
   type StepsAnswer,
   type StepsCall,
+  type TrashBegun,
   type Verdict,
 } from '../domain/steps';
 import type { TableRecord } from '../domain/table';
@@ -82,9 +83,14 @@ export interface StepsHereDeps {
   parts: StepParts;
   /** The storage nodes this worker serves (their shards are changed in the call; the others' on their nodes' queues). */
   served: readonly string[];
+  /** Starts the expiry run of the trash a table has just entered (activities/trash-runs.ts): starting twice is harmless. */
+  beginTrash: (table: TableRecord, begun: TrashBegun, catalogId: string | undefined) => Promise<unknown>;
   /** Tells the expiry run of a table's trash that the trash is over (activities/trash-runs.ts): telling twice is harmless. */
   endTrash: (tableId: number, end: EndOfTrash, catalogId: string | undefined) => Promise<unknown>;
 }
+
+/** The calls to the runs that wait on a table's trash (`beginsTrash`, `endsTrash`). */
+type TrashRuns = Pick<StepsHereDeps, 'beginTrash' | 'endTrash'>;
 
 /** What a catalog change answered: the table, a busy lock, or (a create found made) the end of the operation. */
 type Changed = { table: TableRecord; locked?: true; leases?: Lease[] } | { busy: string } | { finished: TableRecord };
@@ -102,14 +108,14 @@ type Changed = { table: TableRecord; locked?: true; leases?: Lease[] } | { busy:
  * time and changes nothing twice. A failure for good is answered rather than thrown, with where the run stands, so that
  * the workflow knows what to take back.
  */
-export function createStepsHere({ operations, parts, served, endTrash }: StepsHereDeps) {
+export function createStepsHere({ operations, parts, served, beginTrash, endTrash }: StepsHereDeps) {
   const servedHere = new Set(served);
 
   async function runStepsHere(call: StepsCall): Promise<StepsAnswer> {
     // (The registry holds operations of every input type; each is handed the input its own workflow was started with.)
     const operation = operations[call.operation] as unknown as Operation<unknown> | undefined;
     if (!operation) throw ApplicationFailure.nonRetryable(`this worker runs no operation named ${call.operation}`, 'UnknownOperation');
-    const run = new RunHere(operation, call, parts, servedHere, endTrash);
+    const run = new RunHere(operation, call, parts, servedHere, { beginTrash, endTrash });
     let answer: StepsAnswer;
     try {
       answer = call.direction === 'forward' ? await run.forward() : await run.back();
@@ -130,15 +136,15 @@ class RunHere {
   private progress: Progress;
   private readonly notes: string[] = [];
   private readonly scope: CallScope;
-  /** The messages the call sent (`endsTrash`), on their way while the call goes on. */
-  private readonly sent: Array<Promise<unknown>> = [];
+  /** What the call asked of the trash's runs (`beginsTrash`, `endsTrash`), on its way while the call goes on. */
+  private readonly sent: Array<{ what: string; sending: Promise<unknown> }> = [];
 
   constructor(
     private readonly operation: Operation<unknown>,
     private readonly call: StepsCall,
     private readonly parts: StepParts,
     private readonly served: ReadonlySet<string>,
-    private readonly endTrash: StepsHereDeps['endTrash'],
+    private readonly trashRuns: TrashRuns,
   ) {
     this.progress = structuredClone(call.progress);
     this.scope = { catalogId: call.catalogId };
@@ -183,15 +189,17 @@ class RunHere {
   }
 
   /**
-   * Waits for the messages the call sent: the call answers once they are delivered, and one that failed fails the call,
-   * which is made again (its parts journaled, the message sent again).
+   * Waits for what the call asked of the trash's runs: the call answers once each is done, and one that failed fails the
+   * call, which is made again (its parts journaled, the start or the message made again).
    */
   async delivered(): Promise<void> {
-    try {
-      await Promise.all(this.sent);
-    } catch (err) {
-      throw new Error(`telling the trash's expiry that its trash is over: ${String(err)}`);
-    }
+    await Promise.all(
+      this.sent.map(({ what, sending }) =>
+        sending.catch((err: unknown) => {
+          throw new Error(`${what}: ${String(err)}`);
+        }),
+      ),
+    );
   }
 
   answer(outcome: StepsAnswer['outcome']): StepsAnswer {
@@ -293,10 +301,7 @@ class RunHere {
         this.progress.changed = true;
         ranSomething = true;
         if (undoable(step) && !this.progress.forwardOnly && !this.progress.begun.includes(index)) this.progress.begun.push(index);
-        for (const member of members) {
-          const ends = step.endsTrash?.(this.context(member));
-          if (ends) this.send(this.tableId(member), ends);
-        }
+        for (const member of members) this.tellTrashRuns(step, member);
       }
       // (A step's reads of its shards, `checkShards`, go the way its changes would: a call's share at a time, each node's
       // on its queue when this worker does not serve it.)
@@ -345,12 +350,28 @@ class RunHere {
     return this.end({ kind: 'done' });
   }
 
-  /** Tells the expiry of a table's trash that the trash is over, on its way while the call goes on. */
-  private send(tableId: number, ends: EndOfTrash): void {
-    const sending = this.endTrash(tableId, ends, this.call.catalogId);
-    // (Awaited by `delivered`; a call that fails before then is made again, and sends it again.)
+  /**
+   * Once a step's change is made on a table: starts the expiry of the trash the step began (`beginsTrash`), or tells the
+   * expiry that its trash is over (`endsTrash`), on its way while the call goes on (its shards change meanwhile).
+   */
+  private tellTrashRuns(step: Step<unknown>, member: GroupMember | undefined): void {
+    const context = this.context(member);
+    const { catalogId } = this.call;
+    const begun = step.beginsTrash?.(context);
+    if (begun)
+      this.send(
+        `starting the expiry of table ${this.tableId(member)}'s trash`,
+        this.trashRuns.beginTrash(context.table!, begun, catalogId),
+      );
+    const ends = step.endsTrash?.(context);
+    if (ends)
+      this.send("telling the trash's expiry that its trash is over", this.trashRuns.endTrash(this.tableId(member), ends, catalogId));
+  }
+
+  private send(what: string, sending: Promise<unknown>): void {
+    // (Awaited by `delivered`; a call that fails before then is made again, and makes it again.)
     sending.catch(() => undefined);
-    this.sent.push(sending);
+    this.sent.push({ what, sending });
   }
 
   private moveTo(step: number): void {
@@ -462,10 +483,7 @@ class RunHere {
       member.changed = [...(member.changed ?? []), index];
       if (member === this.progress.group![0]) this.progress.table = tables[i]!;
     });
-    for (const { member } of made) {
-      const ends = this.steps[index]!.endsTrash?.(this.context(member));
-      if (ends) this.send(this.tableId(member), ends);
-    }
+    for (const { member } of made) this.tellTrashRuns(this.steps[index]!, member);
     return true;
   }
 

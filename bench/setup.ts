@@ -91,6 +91,8 @@ export async function startBench(
     temporal?: 'dev' | 'cluster';
     /** The worker's activities wrapped (bench/trace.ts times each call). */
     wrapActivities?: Parameters<typeof createTableFateWorker>[0]['wrapActivities'];
+    /** The parts of the worker's step calls wrapped (bench/trace.ts times each catalog and shard call inside them). */
+    wrapStepParts?: Parameters<typeof createTableFateWorker>[0]['wrapStepParts'];
   } = {},
 ): Promise<Bench> {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -118,6 +120,7 @@ export async function startBench(
     logger: createLogger('error'),
     storageDriver: opts.driver ?? 'files',
     wrapActivities: opts.wrapActivities,
+    wrapStepParts: opts.wrapStepParts,
   });
   const workers: Array<{ shutdown(): void }> = [worker];
   const running: Array<Promise<void>> = [worker.run()];

@@ -3,7 +3,8 @@
  * its history read back, and the medians of its parts printed. From the history: the wait before the first workflow
  * task was started (the server's and the task queue's share), the time the worker held workflow tasks, the time
  * between them (activities and the server), and the client's own share (the answer after the run closed). From the
- * worker: every activity call (local or not) timed where it runs, by name, with how many calls an operation makes.
+ * worker: every activity call (local or not) timed where it runs, by name, with how many calls an operation makes, and
+ * inside a step call (runStepsHere) each catalog and shard call it made (indented).
  *
  *   npm run bench:trace                               (files, dev server, 20 rounds)
  *   npm run bench:trace -- --driver postgres --rounds 30
@@ -53,30 +54,29 @@ async function main(): Promise<void> {
   /** Activity call durations by name and operation: the workflow id of each call says which run made it. */
   const calls = new Map<Op, Map<string, number[]>>();
   const opOf = new Map<string, Op>();
-  const bench = await startBench({
-    driver,
-    wrapActivities: (activities) =>
-      Object.fromEntries(
-        Object.entries(activities).map(([name, fn]) => [
-          name,
-          async (...args: unknown[]) => {
-            const began = performance.now();
-            try {
-              return await (fn as (...a: unknown[]) => Promise<unknown>)(...args);
-            } finally {
-              const op = opOf.get(Context.current().info.workflowExecution!.workflowId);
-              if (op) {
-                const byName = calls.get(op) ?? new Map<string, number[]>();
-                calls.set(op, byName);
-                const durations = byName.get(name) ?? [];
-                byName.set(name, durations);
-                durations.push(performance.now() - began);
-              }
+  /** `fns`, each timed where it runs and counted under the operation whose run called it. */
+  const timed = <T extends object>(fns: T, prefix = ''): T =>
+    Object.fromEntries(
+      Object.entries(fns).map(([name, fn]) => [
+        name,
+        async (...args: unknown[]) => {
+          const began = performance.now();
+          try {
+            return await (fn as (...a: unknown[]) => Promise<unknown>)(...args);
+          } finally {
+            const op = opOf.get(Context.current().info.workflowExecution!.workflowId);
+            if (op) {
+              const byName = calls.get(op) ?? new Map<string, number[]>();
+              calls.set(op, byName);
+              const durations = byName.get(prefix + name) ?? [];
+              byName.set(prefix + name, durations);
+              durations.push(performance.now() - began);
             }
-          },
-        ]),
-      ) as typeof activities,
-  });
+          }
+        },
+      ]),
+    ) as T;
+  const bench = await startBench({ driver, wrapActivities: (activities) => timed(activities), wrapStepParts: (p) => timed(p, '  ') });
   const runFloor = await startFloor(bench, FLOOR_QUEUE);
   const { client, temporal } = bench;
   const shape = benchShapeOf(driver);

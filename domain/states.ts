@@ -69,15 +69,27 @@ export interface StateColumns {
 
 /**
  * What moving from `from` to `to` at time `at` stamps on the row, beside the transition table so that the
- * rules of a state live in one place: a trash stamps its drop time, who dropped it (null: the drop did not say) and
- * the expiry its timer waits for (a table going back to the trash from a failed recall or purge keeps all three); a
- * table back from the trash has none of them any more; a truncate names the trash entry its rows go to until it ends; a purge leaves its time on the tombstone, beside the drop's.
+ * rules of a state live in one place: a drop stamps its drop time as the table goes to the trash (TRASHING), so that
+ * the trash has its identity while its shards move and the trash's expiry can be started beside the move; its commit
+ * (TRASHED) keeps that time (`droppedAt`; the commit's own time for a table made TRASHING unstamped, by an older worker)
+ * and adds who dropped it (null: the drop did not say) and the expiry its timer waits for (a table going back to the
+ * trash from a failed recall or purge keeps all three); a table back from the trash, or from a move to it taken back,
+ * has none of them any more; a truncate names the trash entry its rows go to until it ends; a purge leaves its time on
+ * the tombstone, beside the drop's.
  */
 export function columnsOnEntering(
   from: TableState,
   to: TableState,
   at: number,
-  opts: { retentionSeconds?: number; droppedBy?: string; family?: string[]; droppedWith?: number[]; truncateInto?: number } = {},
+  opts: {
+    retentionSeconds?: number;
+    droppedBy?: string;
+    family?: string[];
+    droppedWith?: number[];
+    truncateInto?: number;
+    /** The drop time the row bears (stamped when it entered TRASHING). */
+    droppedAt?: number | null;
+  } = {},
 ): StateColumns {
   switch (to) {
     case 'TRASHED': {
@@ -85,10 +97,14 @@ export function columnsOnEntering(
       if (opts.retentionSeconds === undefined) throw new Error('entering TRASHED needs a retention');
       const family = opts.family && opts.family.length > 0 ? opts.family : null;
       const droppedWith = opts.droppedWith && opts.droppedWith.length > 0 ? opts.droppedWith : null;
-      return { droppedAt: at, expireAt: at + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family, droppedWith };
+      const droppedAt = opts.droppedAt ?? at;
+      return { droppedAt, expireAt: droppedAt + opts.retentionSeconds * 1000, droppedBy: opts.droppedBy ?? null, family, droppedWith };
     }
     case 'READY':
       return { droppedAt: null, expireAt: null, droppedBy: null, family: null, droppedWith: null, truncateInto: null };
+    case 'CREATING':
+      // (An adopt-and-drop's move taken back: the table is the adopt's again, in no trash.)
+      return from === 'TRASHING' ? { droppedAt: null } : {};
     case 'TRUNCATING':
       if (opts.truncateInto === undefined) throw new Error('entering TRUNCATING needs the id of the trash entry its rows go to');
       // (A truncate of several as one, a cascade's, names the others from its start: resumed, it takes them all.)
@@ -97,9 +113,11 @@ export function columnsOnEntering(
         ...(opts.droppedWith && opts.droppedWith.length > 0 ? { droppedWith: opts.droppedWith } : {}),
       };
     case 'DRAINING':
-    case 'TRASHING':
+    case 'TRASHING': {
       // (A drop of several as one names the others from its start: a drop resumed by the reconciler takes them all.)
-      return from === 'READY' && opts.droppedWith && opts.droppedWith.length > 0 ? { droppedWith: opts.droppedWith } : {};
+      const others = from === 'READY' && opts.droppedWith && opts.droppedWith.length > 0 ? { droppedWith: opts.droppedWith } : {};
+      return to === 'TRASHING' ? { ...others, droppedAt: at } : others;
+    }
     case 'PURGED':
       return { purgedAt: at };
     default:

@@ -90,6 +90,16 @@ export type CatalogChange =
 
 type Of<I, T> = T | ((context: StepContext<I>) => T);
 
+/**
+ * A trash begun: the drop time its table was stamped with on entering TRASHING, and how its expiry's purge waits and tries
+ * again, for the expiry's run (`trash:<id>`) started beside the move.
+ */
+export interface TrashBegun {
+  droppedAt: number;
+  lockWait?: LockWaitPolicy;
+  expiryRetry?: Backoff;
+}
+
 /** How the trash made at `droppedAt` ended, as its expiry run is told (a recall, a purge by hand). */
 export interface EndOfTrash {
   reason: 'restored' | 'purged';
@@ -116,6 +126,14 @@ export interface Step<I> {
   undo?: { shards?: Of<I, ShardChange>; change?: Of<I, CatalogChange> };
   /** From this step on the operation only goes forward: nothing before it is undone, and it has no undo itself. */
   pointOfNoReturn?: true;
+  /**
+   * The trash's expiry run (`trash:<id>`) is started, once the step's change is made (the table TRASHING, stamped with
+   * its drop time), while its shards move: the start costs a write of the Temporal server's, made beside the move rather
+   * than after the commit. The call answers once the run is started. The run waits for the commit (and, the move taken
+   * back, finds its trash ended and closes). Undefined: no trash to begin (a table made TRASHING by an older worker,
+   * unstamped, whose commit starts it).
+   */
+  beginsTrash?: (context: StepContext<I>) => TrashBegun | undefined;
   /**
    * The trash's expiry run (`trash:<id>`) is told its trash is over, once the step's change is made, while its shards
    * change; the call answers once the message is delivered. Only on a step the run never takes back: its point of no

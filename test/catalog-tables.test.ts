@@ -167,10 +167,11 @@ describeEachCatalog(
       expect((await catalog.getTable(table.id))?.state).toBe('READY');
     });
 
-    test('the trash stamps drop time and expiry from the time it is given; going back to the trash keeps them', async () => {
+    test('the trash stamps its drop time as the table goes to it, its expiry from that at the commit; going back to the trash keeps them', async () => {
       const table = await readyTable('t');
       const op = await locked(`table:${table.id}`, owner('drop:1'));
-      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3 });
+      const going = await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 3_000 });
+      expect(going).toMatchObject({ state: 'TRASHING', droppedAt: 3_000, expireAt: null });
       const trashed = await catalog.transition({
         tableId: table.id,
         from: ['TRASHING'],
@@ -179,10 +180,28 @@ describeEachCatalog(
         now: 10_000,
         retentionSeconds: 60,
       });
-      expect(trashed).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
+      expect(trashed).toMatchObject({ droppedAt: 3_000, expireAt: 63_000 });
       await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 20_000 });
       const back = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'TRASHED', owner: op, now: 30_000 });
-      expect(back).toMatchObject({ droppedAt: 10_000, expireAt: 70_000 });
+      expect(back).toMatchObject({ droppedAt: 3_000, expireAt: 63_000 });
+    });
+
+    test('a move to the trash taken back leaves no drop time: READY again, and an adopt-and-drop CREATING again', async () => {
+      const table = await readyTable('t');
+      const op = await locked(`table:${table.id}`, owner('drop:1'));
+      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'DRAINING', owner: op, now: 1_000 });
+      expect(await catalog.transition({ tableId: table.id, from: ['DRAINING'], to: 'TRASHING', owner: op, now: 2_000 })).toMatchObject({
+        droppedAt: 2_000,
+      });
+      expect(await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'READY', owner: op, now: 3_000 })).toMatchObject({
+        state: 'READY',
+        droppedAt: null,
+      });
+      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 4_000 });
+      expect(await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'CREATING', owner: op, now: 5_000 })).toMatchObject({
+        state: 'CREATING',
+        droppedAt: null,
+      });
     });
 
     test('the trash records who dropped the table: kept back in the trash and on the tombstone, cleared by a recall', async () => {
@@ -202,7 +221,7 @@ describeEachCatalog(
         });
       };
       const trashed = await trash(10_000, 'alice@test');
-      expect(trashed).toMatchObject({ state: 'TRASHED', droppedAt: 10_001, droppedBy: 'alice@test' });
+      expect(trashed).toMatchObject({ state: 'TRASHED', droppedAt: 10_000, droppedBy: 'alice@test' });
       // Only the commit into the trash writes it; the same commit made again answers the same.
       expect(
         await catalog.transition({ tableId: table.id, from: ['TRASHING'], to: 'TRASHED', owner: op, now: 10_002, retentionSeconds: 60 }),
@@ -213,7 +232,7 @@ describeEachCatalog(
       // A recall taken back leaves it in the trash as it was; a recall made clears it, with the drop time.
       await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 20_000 });
       expect(await catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'TRASHED', owner: op, now: 20_001 })).toMatchObject({
-        droppedAt: 10_001,
+        droppedAt: 10_000,
         droppedBy: 'alice@test',
       });
       await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 20_002 });
@@ -221,13 +240,13 @@ describeEachCatalog(
       expect(recalled).toMatchObject({ state: 'READY', droppedAt: null, droppedBy: null });
 
       // A drop that does not say who records null, not the one before it; a purge keeps the dropper on the tombstone.
-      expect(await trash(30_000)).toMatchObject({ droppedAt: 30_001, droppedBy: null });
+      expect(await trash(30_000)).toMatchObject({ droppedAt: 30_000, droppedBy: null });
       await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'RESTORING', owner: op, now: 30_002 });
       await catalog.transition({ tableId: table.id, from: ['RESTORING'], to: 'READY', owner: op, now: 30_003 });
       await trash(40_000, 'sql:app_owner on node-0');
       await catalog.transition({ tableId: table.id, from: ['TRASHED'], to: 'PURGING', owner: op, now: 40_002 });
       const purged = await catalog.transition({ tableId: table.id, from: ['PURGING'], to: 'PURGED', owner: op, now: 40_003 });
-      expect(purged).toMatchObject({ state: 'PURGED', droppedAt: 40_001, purgedAt: 40_003, droppedBy: 'sql:app_owner on node-0' });
+      expect(purged).toMatchObject({ state: 'PURGED', droppedAt: 40_000, purgedAt: 40_003, droppedBy: 'sql:app_owner on node-0' });
       expect(await catalog.getTable(table.id)).toEqual(purged);
     });
 

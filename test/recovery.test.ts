@@ -5,6 +5,9 @@ import { waitFor } from './support/wait';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { applicationFailureOf } from '../client/errors';
 import type { trashExpiry } from '../workflows';
+import Database from 'better-sqlite3';
+import { catalogPath } from '../domain/deployment';
+import { armedTimer } from './support/trash-runs';
 
 let h: Harness;
 beforeAll(async () => {
@@ -28,6 +31,32 @@ test('when an undo fails too, the table stays TRASHING and the next trash resume
   const trashed = await h.client.trash({ table: 'recover.trash', retentionSeconds: 3600 });
   expect(trashed.state).toBe('TRASHED');
   expect(await h.shardAreas(table)).toEqual(['trash', 'trash']);
+});
+
+test('a table left TRASHING with no drop time (by an older worker) is resumed: its commit stamps one and starts its expiry', async () => {
+  const table = await h.client.create({ table: 'recover.unstamped', shards: 2 });
+  h.storage.faults.inject({ op: 'moveShard', tableId: table.id, shard: 1, kind: 'permanent' });
+  await h.client.trash({ table: 'recover.unstamped', retentionSeconds: 3600 }).catch(() => undefined);
+  expect((await h.catalog.getTable(table.id))?.state).toBe('TRASHING');
+  // As a worker of the release before left it: TRASHING, no drop time on the row, no expiry run started.
+  const expiry = h.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, h.catalog.id));
+  await expiry.terminate('test: an older worker started none');
+  const db = new Database(catalogPath(h.home));
+  try {
+    db.prepare('UPDATE tables SET dropped_at = NULL WHERE id = ?').run(table.id);
+  } finally {
+    db.close();
+  }
+  expect(await h.catalog.getTable(table.id)).toMatchObject({ state: 'TRASHING', droppedAt: null });
+
+  h.storage.faults.clear();
+  const before = Date.now();
+  const trashed = await h.client.trash({ table: 'recover.unstamped', retentionSeconds: 3600 });
+  expect(trashed.state).toBe('TRASHED');
+  expect(Date.parse(trashed.droppedAt!)).toBeGreaterThanOrEqual(before - 1000);
+  const { status, memo } = await expiry.describe();
+  expect({ status: status.name, memo }).toEqual({ status: 'RUNNING', memo: { droppedAt: Date.parse(trashed.droppedAt!) } });
+  expect(await armedTimer(h, table.id)).toEqual({ droppedAt: Date.parse(trashed.droppedAt!), expireAt: trashed.expireAt, ended: null });
 });
 
 test('a purge on expiry that fails is tried again until the table is purged', async () => {

@@ -177,6 +177,71 @@ describe('while shards are moving', () => {
     expect(await slow.catalog.listLocks()).toEqual([]);
   }, 40_000);
 
+  test("a drop whose move outlasts its expiry's first second: the expiry, started with the move, waits for the commit, then for the expiry from the drop time", async () => {
+    const table = await slow.client.create({ table: 'timer.longmove', shards: 2 });
+    const expiry = slow.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, slow.catalog.id));
+    gate.hold();
+    let dropping: Promise<Awaited<ReturnType<typeof slow.client.trash>>>;
+    let moving: Awaited<ReturnType<typeof slow.catalog.getTable>>;
+    let startedRun: string;
+    try {
+      dropping = slow.client.trash({ table: 'timer.longmove', retentionSeconds: 3600 });
+      await gate.someoneWaiting(table.id);
+      // The table is on its way, stamped with its drop time, and its expiry runs already, with that drop time.
+      moving = await slow.catalog.getTable(table.id);
+      expect(moving).toMatchObject({ state: 'TRASHING', expireAt: null });
+      expect(moving!.droppedAt).toEqual(expect.any(Number));
+      const started = await expiry.describe();
+      expect(started.memo).toMatchObject({ droppedAt: moving!.droppedAt });
+      startedRun = started.runId;
+      // Begun (a second after its start), it reads the table still moving and looks again, armed with no expiry.
+      await waitFor(
+        () => expiry.query(trashTimerQuery).catch(() => undefined),
+        (state) => state !== undefined,
+        { what: 'the expiry to begin while the shards move' },
+      );
+      expect(await expiry.query(trashTimerQuery)).toEqual({ droppedAt: moving!.droppedAt, expireAt: null, ended: null });
+    } finally {
+      gate.open();
+    }
+    const trashed = await dropping;
+    // The drop time is the one stamped when the table went to the trash, not the commit's, and the expiry counts from it.
+    expect(Date.parse(trashed.droppedAt!)).toBe(moving!.droppedAt);
+    expect(Date.parse(trashed.expireAt!)).toBe(moving!.droppedAt! + 3600 * 1000);
+    expect(await armedTimer(slow, table.id)).toEqual({ droppedAt: moving!.droppedAt, expireAt: trashed.expireAt, ended: null });
+    // The run started with the move is the one that waits: the commit started none.
+    expect((await expiry.describe()).runId).toBe(startedRun!);
+    await slow.client.undelete({ table: table.id });
+    expect((await expiry.result()).ended).toBe('restored');
+  }, 40_000);
+
+  test('a drop cancelled after its expiry began: the expiry finds the table back and ends, and nothing waits in the trash', async () => {
+    const table = await slow.client.create({ table: 'timer.takenback', shards: 2 });
+    const run = slow.temporal.workflow.getHandle(workflowIdFor.trash(table.id, slow.catalog.id));
+    const expiry = slow.temporal.workflow.getHandle<typeof trashExpiry>(workflowIdFor.expiry(table.id, slow.catalog.id));
+    gate.hold();
+    let call: Promise<unknown>;
+    try {
+      call = failureOf(slow.client.trash({ table: 'timer.takenback', retentionSeconds: 3600 }));
+      await gate.someoneWaiting(table.id);
+      await waitFor(
+        () => expiry.query(trashTimerQuery).catch(() => undefined),
+        (state) => state !== undefined,
+        { what: 'the expiry to begin while the shards move' },
+      );
+      await run.cancel();
+      await cancelHeard(run);
+    } finally {
+      gate.open();
+    }
+    expect(await call).toMatchObject({ type: 'WorkflowCancelled' });
+    expect(await slow.catalog.getTable(table.id)).toMatchObject({ state: 'READY', droppedAt: null, expireAt: null });
+    expect(await slow.shardAreas(table)).toEqual(['live', 'live']);
+    // Its next look finds the table live again: the trash is over, as after a recall.
+    expect((await expiry.result()).ended).toBe('restored');
+    expect(await slow.catalog.listLocks()).toEqual([]);
+  }, 40_000);
+
   test('a hold asked again for its reason while the held table is being recalled waits for the recall and answers it READY', async () => {
     const table = await slow.client.create({ table: 'timer.heldrecall', shards: 2 });
     await slow.client.hold({ table: table.id, reason: 'audit' });

@@ -4,7 +4,7 @@ import { nameOf, SHARDS, transition, type Operation } from '../domain/steps';
 import type { TableInfo } from '../domain/table';
 import type { TrashCommitted } from '../activities';
 import { operationRun } from './execute';
-import { commitTrashed, keptOrPurged, toTrashWithinDrain, withNotes } from './trash';
+import { commitTrashed, keptOrPurged, toTrashWithinDrain, trashBegun, withNotes } from './trash';
 
 /**
  * PostgreSQL driver: a table tablefate does not keep yet, adopted and dropped into the trash in one operation (the SQL
@@ -32,6 +32,7 @@ export const adoptTrash: Operation<AdoptTrashInput> = {
       // The drop's move; undone, the table is back where it was, and CREATING again for the adopt's undo.
       name: 'move shards to trash',
       change: transition('CREATING', 'TRASHING'),
+      beginsTrash: trashBegun,
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash, change: transition('TRASHING', 'CREATING') },
     },

@@ -1,7 +1,7 @@
 import { CancellationScope, condition, allHandlersFinished, ContinueAsNew, log, setHandler } from '@temporalio/workflow';
 import type { CatalogCalls } from './catalog-calls';
 import type { PurgeInput, TrashExpiryInput } from '../domain/operation-inputs';
-import { DEFAULT_EXPIRY_RETRY } from '../domain/backoff';
+import { DEFAULT_EXPIRY_RETRY, type Backoff } from '../domain/backoff';
 import { endTimerSignal, retentionUpdate, trashChangedSignal, trashTimerQuery, type TrashTimerState } from '../domain/contracts';
 import { toTableInfo, type TableInfo, type TableRecord } from '../domain/table';
 import { MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS } from '../domain/limits';
@@ -24,11 +24,18 @@ export interface ExpiryCalls {
 }
 
 /**
- * A trashed table's expiry, a run of its own (`trash:<tableId>`): started when the drop commits, it waits for the expiry
- * of the trash made at `droppedAt` and purges the table then, unless that trash ends first: a recall or a purge by hand
- * ends it (the `endTimer` signal their last step sends), a new retention moves it, a hold keeps the table until it is
- * released. It first reads the table, so that a trash ended before the run began (its signal had nobody to reach) ends
- * it at once.
+ * How an expiry looks again at a trash whose drop is still moving its shards (a long drain of the sessions on a table, a
+ * move of many shards): from a second up to every minute, 30 looks a run.
+ */
+const COMMIT_LOOKS: Backoff = { firstMs: 1_000, maxMs: 60_000, attemptsPerRun: 30 };
+
+/**
+ * A trashed table's expiry, a run of its own (`trash:<tableId>`): started by the drop as its shards move (its commit for
+ * a truncate's entry), it waits for the expiry of the trash made at `droppedAt` and purges the table then, unless that
+ * trash ends first: a recall or a purge by hand ends it (the `endTimer` signal their last step sends), a new retention
+ * moves it, a hold keeps the table until it is released. It first reads the table, so that a trash ended before the
+ * run began (its signal had nobody to reach; or the drop's move taken back) ends it at once, and a drop still moving
+ * is waited for.
  */
 export async function trashExpiry(input: TrashExpiryInput): Promise<TrashTimerState> {
   const calls: ExpiryCalls & CatalogCalls = {
@@ -38,7 +45,18 @@ export async function trashExpiry(input: TrashExpiryInput): Promise<TrashTimerSt
   const timer = trashTimer(calls, input.tableId, input.droppedAt);
   // A cancel request, even one made before the run began, must not end it: waitOutExpiry says why it is ignored.
   const shielded = <T>(fn: () => Promise<T>) => CancellationScope.nonCancellable(fn);
-  const found = await shielded(() => inThatTrash(calls, input.tableId, input.droppedAt));
+  let found = await shielded(() => inThatTrash(calls, input.tableId, input.droppedAt));
+  for (let looks = 1; 'moving' in found; looks++) {
+    waitingFor(`table ${input.tableId} is going to the trash: its expiry begins when its drop commits`);
+    await shielded(() =>
+      pauseOrStartOver(COMMIT_LOOKS, looks, input, {
+        why: "the drop is still moving the table's shards; continuing as new to keep the history short",
+        about: { tableId: input.tableId },
+        summary: `look again at table ${input.tableId}, going to the trash`,
+      }),
+    );
+    found = await shielded(() => inThatTrash(calls, input.tableId, input.droppedAt));
+  }
   if ('ended' in found) {
     log.info('the trash ended before its expiry began', { tableId: input.tableId, ended: found.ended });
     timer.state.ended ??= found.ended;
@@ -238,11 +256,17 @@ async function purgeOnExpiry(calls: ExpiryCalls, trashed: TableRecord, input: Tr
 
 /**
  * The trash at `droppedAt` as the expiry finds it: the table as that trash left it (TRASHED; PURGING from a purge that stopped
- * past its point of no return, which the expiry finishes; RESTORING, a recall under way), or how that trash ended (purged, or recalled: a table
- * trashed again since is in another trash, whose own run waits for it).
+ * past its point of no return, which the expiry finishes; RESTORING, a recall under way), still on its way there (TRASHING
+ * with that drop time: the drop that started this run moves its shards), or how that trash ended (purged, or recalled: a
+ * table trashed again since is in another trash, whose own run waits for it; a move taken back reads as recalled).
  */
-async function inThatTrash(calls: ExpiryCalls, tableId: number, droppedAt: number): Promise<{ table: TableRecord } | { ended: Ending }> {
+async function inThatTrash(
+  calls: ExpiryCalls,
+  tableId: number,
+  droppedAt: number,
+): Promise<{ table: TableRecord } | { moving: TableRecord } | { ended: Ending }> {
   const table = await calls.getTable(tableId);
+  if (table?.state === 'TRASHING' && table.droppedAt === droppedAt) return { moving: table };
   // (RESTORING: a recall under way, which ends this trash if it commits, and leaves it to this run if it is taken back.)
   const stillIn = table && ['TRASHED', 'PURGING', 'RESTORING'].includes(table.state) && table.droppedAt === droppedAt;
   if (stillIn) return { table };

@@ -4,7 +4,7 @@ import { describeLease } from '../domain/leases';
 import { DEFAULT_DRAIN_TIMEOUT_SECONDS } from '../domain/limits';
 import { tablesOf, type TrashInput } from '../domain/operation-inputs';
 import { trashChangedSignal } from '../domain/contracts';
-import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext } from '../domain/steps';
+import { SHARDS, transition, type Operation, type Readiness, type Step, type StepContext, type TrashBegun } from '../domain/steps';
 import type { ShardChange } from '../domain/contracts';
 import type { TableName } from '../domain/names';
 import { toTableInfo, type TableInfo } from '../domain/table';
@@ -14,8 +14,8 @@ import { purge } from './purge';
 
 /**
  * Soft-deletes a table, or several as one (`together`: all of them, or none): new leases stopped (DRAINING while leases
- * are live, waiting for them), TRASHING, shards to the trash area, TRASHED with its expiry, and the expiry's run started.
- * The table is unreachable from the first step on.
+ * are live, waiting for them), TRASHING with its drop time, shards to the trash area while the trash's expiry run is
+ * started, TRASHED with its expiry. The table is unreachable from the first step on.
  */
 export const trash: Operation<TrashInput> = {
   name: 'drop',
@@ -40,6 +40,7 @@ export const trash: Operation<TrashInput> = {
     {
       name: 'move shards to trash',
       change: ({ table }) => (table!.state === 'DRAINING' ? transition('DRAINING', 'TRASHING') : undefined),
+      beginsTrash: trashBegun,
       shards: toTrashWithinDrain,
       undo: { shards: SHARDS.backFromTrash },
     },
@@ -83,17 +84,28 @@ export function toTrashWithinDrain(
 }
 
 /**
+ * The trash a drop's move begins, once its table is TRASHING, stamped with its drop time: its expiry's run is started
+ * beside the move (Step.beginsTrash).
+ */
+export function trashBegun({ table, input }: StepContext<Pick<TrashInput, 'lockWait' | 'expiryRetry'>>): TrashBegun | undefined {
+  if (table?.state !== 'TRASHING' || table.droppedAt === null) return undefined;
+  const { lockWait, expiryRetry } = input;
+  return { droppedAt: table.droppedAt, ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) };
+}
+
+/**
  * A drop's last step: TRASHED, with its retention, who dropped it (the drop's starter; a drop resumed by the
  * reconciler carries its lost run's), what its move took along (its family, as the move said it) and the tables dropped
- * with it as one (`droppedWith`), then the trash's expiry, a run of its own (trash-expiry.ts): what recalls, purges and
- * retention changes address. A truncate's (`truncated`): its rows' trash entry (the table's truncateInto) TRASHED so,
- * and the table READY.
+ * with it as one (`droppedWith`). The trash's expiry, a run of its own (trash-expiry.ts) that recalls, purges and retention
+ * changes address, was started by the move; the commit starts it where nothing did: a truncate's (`truncated`: its rows'
+ * trash entry, the table's truncateInto, TRASHED so, and the table READY), and a table made TRASHING by an older worker,
+ * without a drop time.
  */
 export function commitTrashed<I extends DropSettings>(
   opts: { droppedWith?: (context: StepContext<I>) => number[]; truncated?: true } = {},
 ): Step<I> {
   return {
-    name: 'commit trashed, start its expiry',
+    name: opts.truncated ? 'commit trashed, start its expiry' : 'commit trashed',
     change: (context) => {
       const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
       const others = opts.droppedWith?.(context) ?? [];
@@ -105,7 +117,9 @@ export function commitTrashed<I extends DropSettings>(
         ...(context.said.length > 0 ? { family: context.said } : {}),
         ...(others.length > 0 ? { droppedWith: others } : {}),
         ...(opts.truncated ? { truncateInto: context.table!.truncateInto! } : {}),
-        startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) },
+        ...(context.table!.droppedAt === null
+          ? { startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) } }
+          : {}),
       };
     },
   };

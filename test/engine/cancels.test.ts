@@ -1,5 +1,16 @@
 import { OPERATIONS, runCase } from './cases';
-import { begunAt, eachCase, expectLook, namesOf, outcomeOf, pastNoReturn, shardsPerCallOf, takingBack, forEachOperation } from './expected';
+import {
+  begunAt,
+  eachCase,
+  expectLook,
+  namesOf,
+  outcomeOf,
+  pastNoReturn,
+  shardsPerCallOf,
+  takenBack,
+  takingBack,
+  forEachOperation,
+} from './expected';
 
 // A cancel requested at each part of each operation. A call of the executor runs where a cancel cannot reach it, and
 // the run takes the cancel before its next call: so the cancel is taken at the end of the call under way, and what the
@@ -33,7 +44,7 @@ const engineOfFile = forEachOperation(
         const begun = begunAt(op.operation, last, true);
         expect(namesOf(run.parts.slice(endOfCall + 1))).toEqual(takingBack(op.operation, begun, op.shards, shardsPerCallOf(plain)));
         expect(outcomeOf(run)).toBe('WorkflowCancelled');
-        await expectLook(engine, run, op.before);
+        await expectLook(engine, run, takenBack(op.operation, run.parts, op.before));
       },
       4,
     );

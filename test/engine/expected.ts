@@ -81,6 +81,23 @@ export function outcomeOf(run: Run): string {
   return run.outcome.error.type ?? run.outcome.error.name;
 }
 
+/**
+ * Where a run taken back leaves the table: as before it (`before`), but for the trash's run once the run got past the
+ * change of the step that begins the trash (`beginsTrash`): the expiry it started then finds the table back and ends,
+ * as after a recall.
+ */
+export function takenBack(operation: Operation<never>, parts: readonly PartMade[], before: Look): Look {
+  const begins = operation.steps.findIndex((step) => step.beginsTrash);
+  if (begins < 0 || before.trashRun !== 'ended') return before;
+  const began = parts.some(({ part, injected }) => {
+    const step = stepOf(part);
+    if (step === undefined || part.includes('undo')) return false;
+    // (Its change, when it has one, begins it; a change that failed began nothing. Its shards come after it.)
+    return step > begins || (step === begins && !(part.includes('.change') && injected === 'failure'));
+  });
+  return began ? { ...before, trashRun: 'restored' } : before;
+}
+
 /** Checks the table of `run` looks as `look` says, and that no lock is left on it or its names. */
 export async function expectLook(engine: Engine, run: Run, look: Look): Promise<void> {
   const record = run.tableId === undefined ? undefined : await engine.catalog.getTable(run.tableId);

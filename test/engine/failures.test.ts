@@ -1,5 +1,16 @@
 import { runCase } from './cases';
-import { begunAt, eachCase, expectLook, namesOf, outcomeOf, pastNoReturn, shardsPerCallOf, takingBack, forEachOperation } from './expected';
+import {
+  begunAt,
+  eachCase,
+  expectLook,
+  namesOf,
+  outcomeOf,
+  pastNoReturn,
+  shardsPerCallOf,
+  takenBack,
+  takingBack,
+  forEachOperation,
+} from './expected';
 
 // A failure for good at each part of each operation (the part throws a non-retryable failure, as a refused change or a
 // storage fault does): the run takes back exactly the steps it began, the last first, and the table is as it was before.
@@ -21,7 +32,7 @@ forEachOperation(
         expect(namesOf(run.parts.slice(failed + 1))).toEqual(takingBack(op.operation, begun, op.shards, shardsPerCallOf(plain)));
         expect(outcomeOf(run)).toBe('InjectedFailure');
         if (!pastNoReturn(op.operation, part)) {
-          await expectLook(engine, run, op.before);
+          await expectLook(engine, run, takenBack(op.operation, run.parts, op.before));
           return;
         }
         // Past the point of no return: left as it is, and the same operation run again goes forward to its end.

@@ -1,5 +1,6 @@
 import type { PurgeInput, UndeleteInput } from '../../domain/operation-inputs';
 import { mayJoinCall, startOf, valueOf, type Operation, type StepContext, type Verdict } from '../../domain/steps';
+import { columnsOnEntering } from '../../domain/states';
 import type { TableRecord } from '../../domain/table';
 import { purge } from '../../workflows/purge';
 import { undelete } from '../../workflows/undelete';
@@ -137,6 +138,35 @@ describe('what the steps change, from what the check read', () => {
   test("a recall ends the table's trash with its commit, the trash it was recalled from", () => {
     const commit = undelete.steps.at(-1)!;
     expect(commit.endsTrash!(context<UndeleteInput>({ tableId: 7 }, table()))).toEqual({ reason: 'restored', droppedAt: NOW - 5_000 });
+  });
+
+  test("a drop's move begins the trash it stamped: its expiry is started then, and its commit starts none", () => {
+    const move = trash.steps.find((step) => step.beginsTrash)!;
+    const commit = trash.steps.at(-1)!;
+    expect(move.name).toBe('move shards to trash');
+    const lockWait = { firstMs: 10, maxMs: 20, attemptsPerRun: 3 };
+    const moving = context({ tableId: 7, lockWait }, table({ state: 'TRASHING', droppedAt: NOW - 1_000, expireAt: null }));
+    expect(move.beginsTrash!(moving)).toEqual({ droppedAt: NOW - 1_000, lockWait });
+    expect(valueOf(commit.change!, moving)).not.toHaveProperty('startExpiry');
+    // Still DRAINING when the step is asked (before its change): no trash yet.
+    expect(move.beginsTrash!(context({ tableId: 7 }, table({ state: 'DRAINING', droppedAt: null, expireAt: null })))).toBeUndefined();
+  });
+
+  test('a table made TRASHING without a drop time (by an older worker) begins no trash at its move: its commit starts the expiry', () => {
+    const move = trash.steps.find((step) => step.beginsTrash)!;
+    const commit = trash.steps.at(-1)!;
+    const unstamped = context({ tableId: 7 }, table({ state: 'TRASHING', droppedAt: null, expireAt: null }));
+    expect(move.beginsTrash!(unstamped)).toBeUndefined();
+    expect(valueOf(commit.change!, unstamped)).toMatchObject({ kind: 'commitTrash', startExpiry: {} });
+    // Its commit stamps its own time, as every commit did before the move stamped one.
+    expect(columnsOnEntering('TRASHING', 'TRASHED', NOW, { retentionSeconds: 60, droppedAt: null })).toMatchObject({
+      droppedAt: NOW,
+      expireAt: NOW + 60_000,
+    });
+    expect(columnsOnEntering('TRASHING', 'TRASHED', NOW, { retentionSeconds: 60, droppedAt: NOW - 1_000 })).toMatchObject({
+      droppedAt: NOW - 1_000,
+      expireAt: NOW + 59_000,
+    });
   });
 
   test('only a step the run never takes back ends a trash: a point of no return, or the last step', () => {
