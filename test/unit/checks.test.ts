@@ -147,7 +147,7 @@ describe('what the steps change, from what the check read', () => {
     const lockWait = { firstMs: 10, maxMs: 20, attemptsPerRun: 3 };
     const moving = context({ tableId: 7, lockWait }, table({ state: 'TRASHING', droppedAt: NOW - 1_000, expireAt: null }));
     expect(move.beginsTrash!(moving)).toEqual({ droppedAt: NOW - 1_000, lockWait });
-    expect(valueOf(commit.change!, moving)).not.toHaveProperty('startExpiry');
+    expect(valueOf(commit.change, moving)).not.toHaveProperty('startExpiry');
     // Still DRAINING when the step is asked (before its change): no trash yet.
     expect(move.beginsTrash!(context({ tableId: 7 }, table({ state: 'DRAINING', droppedAt: null, expireAt: null })))).toBeUndefined();
   });
@@ -157,7 +157,7 @@ describe('what the steps change, from what the check read', () => {
     const commit = trash.steps.at(-1)!;
     const unstamped = context({ tableId: 7 }, table({ state: 'TRASHING', droppedAt: null, expireAt: null }));
     expect(move.beginsTrash!(unstamped)).toBeUndefined();
-    expect(valueOf(commit.change!, unstamped)).toMatchObject({ kind: 'commitTrash', startExpiry: {} });
+    expect(valueOf(commit.change, unstamped)).toMatchObject({ kind: 'commitTrash', startExpiry: {} });
     // Its commit stamps its own time, as every commit did before the move stamped one.
     expect(columnsOnEntering('TRASHING', 'TRASHED', NOW, { retentionSeconds: 60, droppedAt: null })).toMatchObject({
       droppedAt: NOW,
