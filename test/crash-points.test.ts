@@ -222,6 +222,10 @@ async function trashKilledAfterMove(
   expect(await worker.exited).toBe('SIGKILL');
   // The shards (a node's, where each node has its own activity) are in the trash already; the history does not know it.
   const areas = await h.shardAreas(table);
+  // So is the trash's expiry, started by the call that moved them, with the drop time stamped on the table.
+  const expiry = h.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, h.catalog.id));
+  const begun = await expiry.describe();
+  expect({ memo: begun.memo }).toEqual({ memo: { droppedAt: (await h.catalog.getTable(table.id))!.droppedAt } });
   if (killedAfter === 'every shard') expect(areas).toEqual(['trash', 'trash', 'trash']);
   else expect(areas).toContain('trash');
   await h.startWorker();
@@ -231,6 +235,9 @@ async function trashKilledAfterMove(
   expect(after.map((report) => report.area)).toEqual(['trash', 'trash', 'trash']);
   expect(after.map(({ bytes, checksum }) => ({ bytes, checksum }))).toEqual(before.map(({ bytes, checksum }) => ({ bytes, checksum })));
   expect(await h.catalog.listLocks()).toEqual([]);
+  // The repeat found that run and started none: it waits for the expiry of the trash the table is in.
+  expect(await armedTimer(h, table.id)).toMatchObject({ droppedAt: begun.memo!.droppedAt, ended: null });
+  expect((await expiry.describe()).runId).toBe(begun.runId);
   const events = (await h.temporal.workflow.getHandle(workflowIdFor.trash(table.id, h.catalog.id)).fetchHistory()).events ?? [];
   expect(events.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
   await h.stopWorker();

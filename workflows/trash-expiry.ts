@@ -25,9 +25,10 @@ export interface ExpiryCalls {
 
 /**
  * How an expiry looks again at a trash whose drop is still moving its shards (a long drain of the sessions on a table, a
- * move of many shards): from a second up to every minute, 30 looks a run.
+ * move of many shards): from a second up to every 5 s, 30 looks a run. Nothing tells it of the commit (that would put a
+ * signal back on the drop's path), so a new retention asked right after such a drop waits for its next look.
  */
-const COMMIT_LOOKS: Backoff = { firstMs: 1_000, maxMs: 60_000, attemptsPerRun: 30 };
+const COMMIT_LOOKS: Backoff = { firstMs: 1_000, maxMs: 5_000, attemptsPerRun: 30 };
 
 /**
  * A trashed table's expiry, a run of its own (`trash:<tableId>`): started by the drop as its shards move (its commit for

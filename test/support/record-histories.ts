@@ -16,6 +16,7 @@ import { DevServer } from '../../servers/dev-server';
 import { findTemporalCli } from '../../servers/go-tools';
 import { OPERATIONS, workflowIdFor } from '../../domain/operations';
 import { contractWorkflowType, type ContractCallName } from '../../domain/contract';
+import { trashTimerQuery } from '../../domain/contracts';
 import { Harness, workflowBundle } from './harness';
 import { BreakingRenames, RenameGate } from './rename-gate';
 import { cancelHeard } from './runs';
@@ -527,6 +528,40 @@ async function main(): Promise<void> {
       gate.open();
       await creating;
       await save('create-cancelled', createRun.workflowId);
+
+      // (since v24) a drop's expiry, started beside its move, begun while the move still waits at the gate: it reads the
+      // table TRASHING with its drop time and looks again until the drop commits; then it waits for the expiry, and a
+      // recall ends it. And one whose drop is cancelled while it looks: the table found READY again ends it.
+      const expiryWhileMoving = async (name: string, then: 'commit' | 'cancel') => {
+        const table = await slow.client.create({ table: `rec.${name}`, shards: 2 });
+        const expiry = slow.temporal.workflow.getHandle(workflowIdFor.expiry(table.id, slow.catalog.id));
+        const drop = slow.temporal.workflow.getHandle(workflowIdFor.trash(table.id, slow.catalog.id));
+        gate.hold();
+        const dropping = slow.client.trash({ table: `rec.${name}`, retentionSeconds: 3600 }).catch(() => undefined);
+        await gate.someoneWaiting(table.id);
+        await waitFor(
+          () => expiry.query(trashTimerQuery).catch(() => undefined),
+          (state) => state !== undefined,
+          { what: `the expiry of ${name} to begin while its shards move` },
+        );
+        if (then === 'cancel') {
+          await drop.cancel();
+          await cancelHeard(drop);
+        }
+        gate.open();
+        await dropping;
+        if (then === 'commit') {
+          await waitFor(
+            () => expiry.query(trashTimerQuery),
+            (state) => state.expireAt !== null,
+            { what: `the expiry of ${name} to arm once its drop committed` },
+          );
+          await slow.client.undelete({ table: table.id });
+        }
+        return expiry.workflowId;
+      };
+      await save('trash-expiry-waits-for-commit', await expiryWhileMoving('longmove', 'commit'));
+      await save('trash-expiry-move-taken-back', await expiryWhileMoving('takenback', 'cancel'));
     } finally {
       gate.open();
       await slow.close();
