@@ -234,7 +234,7 @@ describeEachCatalog(
       expect(await start()).toMatchObject({ outcome: 'busy', holder: { workflowId: 'hold:1' } });
       expect(await catalog.getTable(table.id)).toEqual(table);
       await catalog.releaseLocks(owner('hold:1', 'run-h'));
-      expect(await start()).toEqual({ table: { ...table, state: 'TRASHING', updatedAt: 1_000 }, leases: [] });
+      expect(await start()).toEqual({ table: { ...table, state: 'TRASHING', droppedAt: 1_000, updatedAt: 1_000 }, leases: [] });
       expect((await catalog.listLocks()).map((l) => [l.resource, l.workflowId])).toEqual([[`table:${table.id}`, 'trash:1']]);
       // A table that is not there: refused, and no lock is left behind.
       await catalog.releaseLocks(drop);
@@ -252,7 +252,7 @@ describeEachCatalog(
       const drop = await locked(`table:${table.id}`, owner('drop:1'));
       // A lease that ends at `now` has ended.
       expect(await catalog.startDrain({ tableId: table.id, owner: drop, now: 500 }, never)).toEqual({
-        table: { ...table, state: 'TRASHING', updatedAt: 500 },
+        table: { ...table, state: 'TRASHING', droppedAt: 500, updatedAt: 500 },
         leases: [],
       });
       expect((await catalog.getTable(table.id))?.state).toBe('TRASHING');

@@ -109,13 +109,14 @@ export function catalogCalls(current: () => Catalog) {
   async function trashedTable(name: string, at = 10_000, retentionSeconds = 60) {
     const table = await readyTable(name);
     const op = await locked(`table:${table.id}`, owner(`drop:${table.id}`));
-    await current().transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at - 1 });
+    // (Dropped at `at`: the time the table went to the trash; its commit comes after.)
+    await current().transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: at });
     const trashed = await current().transition({
       tableId: table.id,
       from: ['TRASHING'],
       to: 'TRASHED',
       owner: op,
-      now: at,
+      now: at + 1,
       retentionSeconds,
     });
     await current().releaseLocks(op);
@@ -174,12 +175,13 @@ export function catalogCalls(current: () => Catalog) {
       retentionSeconds: 60,
       droppedBy: 'alice@test',
     });
+    // (Dropped when it went to the trash, at the drain's start; committed later.)
     expect(trashed).toEqual({
       ...OLD_TABLE,
       state: 'TRASHED',
-      droppedAt: 2_000,
+      droppedAt: 1_000,
       droppedBy: 'alice@test',
-      expireAt: 62_000,
+      expireAt: 61_000,
       updatedAt: 2_000,
     });
     return trashed;
