@@ -423,6 +423,7 @@ export function createActivities(deps: ActivityDeps) {
       droppedBy: input.droppedBy,
       family: input.family,
       droppedWith: input.droppedWith,
+      ...(input.restamp ? { restamp: true as const } : {}),
     };
     return { policy, request };
   };

@@ -104,6 +104,11 @@ export interface TransitionRequest {
   expectName?: TableName;
   /** Entering TRUNCATING: the trash entry its rows go to (TableRecord.truncateInto). */
   truncateInto?: number;
+  /**
+   * Entering TRASHED from TRASHING: the drop time `now` stands for instead of the one the table was stamped with on
+   * entering TRASHING (a drop of several as one: one drop time for all its tables, the commit's).
+   */
+  restamp?: true;
   step?: StepKey;
 }
 

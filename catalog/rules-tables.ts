@@ -264,7 +264,7 @@ function planTransition(current: TableRecord, req: TransitionRequest): Transitio
     family: req.family,
     droppedWith: req.droppedWith,
     truncateInto: req.truncateInto,
-    droppedAt: current.droppedAt,
+    droppedAt: req.restamp ? null : current.droppedAt,
   });
   const columns = {
     droppedAt: set.droppedAt !== undefined ? set.droppedAt : current.droppedAt,

@@ -81,6 +81,8 @@ export type CatalogChange =
        * TRASHED as a drop's table would be; the entry is what the commit answers, and whose expiry it starts.
        */
       truncateInto?: number;
+      /** The commit's time is the drop time, not the one stamped on entering TRASHING (a drop of several: one for all). */
+      restamp?: true;
       startExpiry?: { lockWait?: LockWaitPolicy; expiryRetry?: Backoff };
     }
   /** A legal hold placed (`hold`) or released (null). */

@@ -186,6 +186,22 @@ describeEachCatalog(
       expect(back).toMatchObject({ droppedAt: 3_000, expireAt: 63_000 });
     });
 
+    test('a commit that restamps (a drop of several as one) records its own time as the drop time', async () => {
+      const table = await readyTable('t');
+      const op = await locked(`table:${table.id}`, owner('drop:1'));
+      await catalog.transition({ tableId: table.id, from: ['READY'], to: 'TRASHING', owner: op, now: 1_000 });
+      const trashed = await catalog.transition({
+        tableId: table.id,
+        from: ['TRASHING'],
+        to: 'TRASHED',
+        owner: op,
+        now: 5_000,
+        retentionSeconds: 60,
+        restamp: true,
+      });
+      expect(trashed).toMatchObject({ droppedAt: 5_000, expireAt: 65_000 });
+    });
+
     test('a move to the trash taken back leaves no drop time: READY again, and an adopt-and-drop CREATING again', async () => {
       const table = await readyTable('t');
       const op = await locked(`table:${table.id}`, owner('drop:1'));

@@ -85,10 +85,12 @@ export function toTrashWithinDrain(
 
 /**
  * The trash a drop's move begins, once its table is TRASHING, stamped with its drop time: its expiry's run is started
- * beside the move (Step.beginsTrash).
+ * beside the move (Step.beginsTrash). A drop of several as one begins none: its tables may have gone to the trash at
+ * different times (one straight away, another once its leases drained), and the unit they make has one drop time, its
+ * commit's, whose expiries the commit starts.
  */
-export function trashBegun({ table, input }: StepContext<Pick<TrashInput, 'lockWait' | 'expiryRetry'>>): TrashBegun | undefined {
-  if (table?.state !== 'TRASHING' || table.droppedAt === null) return undefined;
+export function trashBegun({ table, input, group }: StepContext<Pick<TrashInput, 'lockWait' | 'expiryRetry'>>): TrashBegun | undefined {
+  if (group !== undefined || table?.state !== 'TRASHING' || table.droppedAt === null) return undefined;
   const { lockWait, expiryRetry } = input;
   return { droppedAt: table.droppedAt, ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) };
 }
@@ -98,8 +100,8 @@ export function trashBegun({ table, input }: StepContext<Pick<TrashInput, 'lockW
  * reconciler carries its lost run's), what its move took along (its family, as the move said it) and the tables dropped
  * with it as one (`droppedWith`). The trash's expiry, a run of its own (trash-expiry.ts) that recalls, purges and retention
  * changes address, was started by the move; the commit starts it where nothing did: a truncate's (`truncated`: its rows'
- * trash entry, the table's truncateInto, TRASHED so, and the table READY), and a table made TRASHING by an older worker,
- * without a drop time.
+ * trash entry, the table's truncateInto, TRASHED so, and the table READY), a drop of several as one (one drop time for
+ * all its tables, the commit's: `restamp`), and a table made TRASHING by an older worker, without a drop time.
  */
 export function commitTrashed<I extends DropSettings>(
   opts: { droppedWith?: (context: StepContext<I>) => number[]; truncated?: true } = {},
@@ -109,6 +111,8 @@ export function commitTrashed<I extends DropSettings>(
     change: (context) => {
       const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
       const others = opts.droppedWith?.(context) ?? [];
+      // (Its move began no trash: a truncate's entry, a drop of several, a table made TRASHING by an older worker.)
+      const begun = trashBegun(context) !== undefined;
       return {
         kind: 'commitTrash',
         tableId: context.table!.id,
@@ -117,9 +121,8 @@ export function commitTrashed<I extends DropSettings>(
         ...(context.said.length > 0 ? { family: context.said } : {}),
         ...(others.length > 0 ? { droppedWith: others } : {}),
         ...(opts.truncated ? { truncateInto: context.table!.truncateInto! } : {}),
-        ...(context.table!.droppedAt === null
-          ? { startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) } }
-          : {}),
+        ...(context.group !== undefined ? { restamp: true as const } : {}),
+        ...(begun ? {} : { startExpiry: { ...(lockWait ? { lockWait } : {}), ...(expiryRetry ? { expiryRetry } : {}) } }),
       };
     },
   };

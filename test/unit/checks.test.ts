@@ -152,6 +152,15 @@ describe('what the steps change, from what the check read', () => {
     expect(move.beginsTrash!(context({ tableId: 7 }, table({ state: 'DRAINING', droppedAt: null, expireAt: null })))).toBeUndefined();
   });
 
+  test('a drop of several as one begins no trash at its move: its commit gives all its tables its own drop time and starts their expiries', () => {
+    const move = trash.steps.find((step) => step.beginsTrash)!;
+    const commit = trash.steps.at(-1)!;
+    const member = table({ state: 'TRASHING', droppedAt: NOW - 1_000, expireAt: null });
+    const together = { ...context({ tableId: 7 }, member), group: [member, table({ id: 8, state: 'TRASHING', droppedAt: NOW - 3_000 })] };
+    expect(move.beginsTrash!(together)).toBeUndefined();
+    expect(valueOf(commit.change, together)).toMatchObject({ kind: 'commitTrash', restamp: true, startExpiry: {} });
+  });
+
   test('a table made TRASHING without a drop time (by an older worker) begins no trash at its move: its commit starts the expiry', () => {
     const move = trash.steps.find((step) => step.beginsTrash)!;
     const commit = trash.steps.at(-1)!;
