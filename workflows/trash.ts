@@ -111,7 +111,8 @@ export function commitTrashed<I extends DropSettings>(
     change: (context) => {
       const { retentionSeconds, lockWait, expiryRetry, droppedBy, startedBy } = context.input;
       const others = opts.droppedWith?.(context) ?? [];
-      // (Its move began no trash: a truncate's entry, a drop of several, a table made TRASHING by an older worker.)
+      // (Whether its move began the trash. Where it did not, the commit starts the expiry: a truncate's entry, a drop of
+      // several, a table made TRASHING by an older worker.)
       const begun = trashBegun(context) !== undefined;
       return {
         kind: 'commitTrash',
