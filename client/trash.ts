@@ -236,7 +236,17 @@ async function trash(
   // (The answer is of the table asked first, with what the run's moves said of them all.)
   if (trashed.id === plan.table.id) return trashed;
   const asked = await ctx.catalog.getTable(plan.table.id);
-  return asked ? { ...toTableInfo(asked), ...(trashed.notes ? { notes: trashed.notes } : {}) } : trashed;
+  if (!asked) return trashed;
+  // (Purged at its expiry before this answer came, a short retention: the drop left it TRASHED, and that is its answer.
+  // Purged before its expiry, it was the drop's own purge, the trash being off where it lives, or one by hand.)
+  const expiredSince =
+    asked.state === 'PURGED' &&
+    asked.droppedAt !== null &&
+    toTableInfo(asked).droppedAt === trashed.droppedAt &&
+    asked.purgedAt !== null &&
+    asked.purgedAt >= asked.expireAt!;
+  const left = expiredSince ? { ...asked, state: 'TRASHED' as const, purgedAt: null } : asked;
+  return { ...toTableInfo(left), ...(trashed.notes ? { notes: trashed.notes } : {}) };
 }
 
 /**
