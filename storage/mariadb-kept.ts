@@ -73,6 +73,11 @@ export async function readKept(c: PoolConnection, at: Place): Promise<KeptObject
 
 /** The triggers and foreign keys, both ways, of the table at `at`. */
 export async function readOnTable(c: PoolConnection, at: Place): Promise<OnTable> {
+  return { from: { database: at.database, table: at.table }, triggers: await readTriggers(c, at), ...(await readKeys(c, at)) };
+}
+
+/** The triggers of the table at `at`, in the order they fire; refused if one cannot be read whole. */
+async function readTriggers(c: PoolConnection, at: Place): Promise<KeptTrigger[]> {
   const triggers = await c.execute<Array<KeptTrigger & { order: number }>>(
     `SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS statement,
             DEFINER AS definer, SQL_MODE AS sqlMode, ACTION_ORDER AS \`order\`
@@ -86,6 +91,11 @@ export async function readOnTable(c: PoolConnection, at: Place): Promise<OnTable
       `trigger ${at.database}.${unreadable.name} of ${at.database}.${at.table} cannot be read whole (the worker lacks the TRIGGER privilege on it): it would be lost`,
     );
   }
+  return triggers.map(({ order: _order, ...t }) => t);
+}
+
+/** The foreign keys of the table at `at`, both ways: its own (a key to itself among them) and other tables' to it. */
+export async function readKeys(c: PoolConnection, at: Place): Promise<Pick<OnTable, 'keys' | 'referencing'>> {
   // Whether it has keys, either way, is asked of InnoDB's own list of keys first: information_schema finds them only by
   // opening tables (every table of the server, for the keys that reference it), some 10 ms on a server of a few
   // tables and 100 ms with 2,000, which a table with no key need not pay. (Its names compare without case here: a
@@ -106,12 +116,7 @@ export async function readOnTable(c: PoolConnection, at: Place): Promise<OnTable
           at.database,
           at.table,
         ]);
-  return {
-    from: { database: at.database, table: at.table },
-    triggers: triggers.map(({ order: _order, ...t }) => t),
-    keys: keys.map((k) => (sameTable(k.references, at) ? { ...k, references: null } : k)),
-    referencing,
-  };
+  return { keys: keys.map((k) => (sameTable(k.references, at) ? { ...k, references: null } : k)), referencing };
 }
 
 /**
@@ -187,10 +192,10 @@ export function refuseReferences(kept: KeptObjects, at: Place, cascade: boolean,
 }
 
 /**
- * What `there` (read under the table's hidden name) holds that `kept` (read at its live name, before the drop hid it)
- * does not: a trigger, a key of its own, or a live table's key to it, that a user added by its name while the drop
- * drained it. Keys of tables on the move (`moving`, those that leave with it; any in tablefate's own databases or under
- * a hidden name) are theirs to carry, not added. The rest of `kept` stays as it is.
+ * What `there` (read under the table's hidden name, or in the area it went to straight) holds that `kept` (read at its
+ * live name, before the drop moved it) does not: a trigger, a key of its own, or a live table's key to it, that a user
+ * added by its name while the drop drained it. Keys of tables on the move (`moving`, those that leave with it; any in
+ * tablefate's own databases or under a hidden name) are theirs to carry, not added. The rest of `kept` stays as it is.
  */
 export function addedMeanwhile(kept: KeptObjects, there: OnTable, moving: readonly Place[]): KeptObjects {
   const known = (list: readonly { name: string }[], name: string) => list.some((x) => x.name === name);

@@ -6,6 +6,7 @@ import {
   addedMeanwhile,
   putBack,
   readKept,
+  readKeys,
   readOnTable,
   refuseComingBack,
   refuseReferences,
@@ -33,7 +34,7 @@ import {
   type TableArea,
 } from './mariadb-record';
 import { renameTo } from './mariadb-rename';
-import { qualified } from './mariadb-session';
+import { errnoOf, qualified } from './mariadb-session';
 
 /**
  * The moves of the MariaDB driver, on one node: a shard is a real InnoDB table that services query while it is live
@@ -59,8 +60,11 @@ export function moveTable(
       if (!live) throw new PermanentStorageError(`a move of ${id.tableId} into the live area needs its live name`);
       return intoLive(c, id, at, live, drain);
     }
-    if (at.area === 'live') return outOfLive(c, id, at, to, { cascade: options.cascade === true, with: options.with ?? [] }, drain);
-    if (at.area !== to) await renameTo(c, id, at, { area: to, database: AREA_DATABASES[to], table: parkedName(id) }, drain);
+    const leaving = { cascade: options.cascade === true, with: options.with ?? [] };
+    if (at.area === 'live') return outOfLive(c, id, at, to, leaving, drain);
+    // (Moved already, straight perhaps, by an attempt cut short before it looked there.)
+    if (at.area === to) return settleKeys(c, id, at, at.kept ?? nothingOn(at), leaving, drain);
+    await renameTo(c, id, at, { area: to, database: AREA_DATABASES[to], table: parkedName(id) }, drain);
     return [];
   });
 }
@@ -84,19 +88,27 @@ export async function located(c: PoolConnection, pool: Pool, id: ShardTableId): 
   return at;
 }
 
+/** How a table leaves the live area: other tables' keys to it detached (cascade) or refusing; the tables that leave with it. */
+interface Leaving {
+  cascade: boolean;
+  with: readonly Place[];
+}
+
 /**
  * Out of the live area (a drop, a purge's compensation never): at its live name, what must not follow it is read and
- * written down, the drop refused if a live table's key needs it (without cascade); then the table waits under its
- * hidden name while what is on it is read again and taken off; then it is renamed into the area.
+ * written down, the drop refused if a live table's key needs it (without cascade). With nothing to take off, it is
+ * renamed straight into the area (see `straightInto`). Otherwise it waits under its hidden name while what is on it is
+ * read again and taken off; then it is renamed into the area.
  */
 async function outOfLive(
   c: PoolConnection,
   id: ShardTableId,
   at: Located,
   to: 'trash' | 'garbage',
-  { cascade, with: others }: { cascade: boolean; with: readonly Place[] },
+  leaving: Leaving,
   drain: Drain,
 ): Promise<string[]> {
+  const { cascade, with: others } = leaving;
   const destination: Destination = { area: to, database: AREA_DATABASES[to], table: parkedName(id) };
   const hidden = hiddenName(id);
   let now: Place = at;
@@ -109,14 +121,17 @@ async function outOfLive(
     refuseReferences(before, at, cascade, others);
     await refuseTriggersNotRemade(c, before, at);
     written = remembersAnything(before) ? before : null;
-    // Hidden first, always, even with nothing to take off: a trigger or a key a user adds by its name while the drop
-    // drains it (read above, renamed below) comes along, and is found under the hidden name, where no one adds more.
+    if (!takesAnythingOff(before) && (await straightInto(c, id, at, destination, drain, written))) {
+      return settleKeys(c, id, destination, before, leaving, drain);
+    }
+    // Hidden first: a trigger or a key a user adds by its name while the drop drains it (read above, renamed below)
+    // comes along, and is found under the hidden name, where no one adds more.
     now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain, { kept: written });
   }
   // Added meanwhile: refused as it would have been before the drop (a live table's key, without cascade), or taken off
   // too. (Grants stay with the live name: only what came along is read here. Hidden with nothing written down, all of
   // it came along.)
-  const known = before ?? { from: { database: at.database, table: at.table }, triggers: [], keys: [], referencing: [], grants: [] };
+  const known = before ?? nothingOn(at);
   const added = addedMeanwhile(known, await readOnTable(c, now), others);
   refuseReferences(added, at, cascade, others);
   await refuseTriggersNotRemade(c, added, at);
@@ -127,6 +142,61 @@ async function outOfLive(
   await renameTo(c, id, now, destination, drain);
   return notes;
 }
+
+/**
+ * A table with nothing on it to take off, renamed from its live name straight into the area: one rename, not two. A
+ * trigger a user added meanwhile cannot come along (MariaDB refuses the rename, 1435): then false, the table still at its
+ * name, and the drop takes the hidden way. A key can come along, and `settleKeys` finds it there.
+ */
+async function straightInto(
+  c: PoolConnection,
+  id: ShardTableId,
+  at: Place,
+  destination: Destination,
+  drain: Drain,
+  written: KeptObjects | null,
+): Promise<boolean> {
+  try {
+    await renameTo(c, id, at, destination, drain, { kept: written });
+    return true;
+  } catch (err) {
+    if (errnoOf(err) === TRIGGER_IN_WRONG_SCHEMA) return false;
+    throw err;
+  }
+}
+
+const TRIGGER_IN_WRONG_SCHEMA = 1435;
+
+/**
+ * A table just come into the trash or garbage, by a straight rename or a move run again: a key a user added by its live
+ * name while the drop drained it followed it there. Refused as it would have been before the drop (a live table's key,
+ * without cascade: the drop's undo brings the table back, with it), or written down and taken off there, where no one
+ * adds more. `known`: what the record says was on it when it left (of a table that left with nothing written down, all
+ * the record has is where it is now, which a refusal then names).
+ */
+async function settleKeys(
+  c: PoolConnection,
+  id: ShardTableId,
+  now: Destination,
+  known: KeptObjects,
+  { cascade, with: others }: Leaving,
+  drain: Drain,
+): Promise<string[]> {
+  const added = addedMeanwhile(known, { from: now, triggers: [], ...(await readKeys(c, now)) }, others);
+  if (!takesAnythingOff(added)) return [];
+  refuseReferences(added, known.from, cascade, others);
+  await writeRecord(c, id, { kept: withAdded(known, added) });
+  return takeOff(c, added, now, drain);
+}
+
+/** What is known of a table of which nothing was written down: nothing on it, at `at`. */
+const nothingOn = (at: Place): KeptObjects => ({
+  from: { database: at.database, table: at.table },
+  triggers: [],
+  keys: [],
+  referencing: [],
+  grants: [],
+});
 
 /**
  * Into the live area at `live`: a recall (from the trash), a drop taken back, or a rename. What was taken off goes back

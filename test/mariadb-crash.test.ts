@@ -95,6 +95,24 @@ test.each([
   expect(await h.catalog.listLocks()).toEqual([]);
 });
 
+test('a drop of a table with nothing to take off, killed right after its one rename (straight into the trash), is finished', async () => {
+  const db = `crash${++made}`;
+  await h.startWorker();
+  const { id } = await h.client.create({ table: `${db}.plain`, columns: 'id INT PRIMARY KEY' });
+  await h.stopWorker();
+  await sql(`INSERT INTO ${db}.plain VALUES (1), (2)`);
+  const trashedBefore = (await seen(db)).trashed;
+  const trashed = await crashDuring('^RENAME TABLE', 1, () => h.client.trash({ table: `${db}.plain`, retentionSeconds: 3600 }));
+  expect(trashed).toMatchObject({ id, state: 'TRASHED' });
+  expect(await seen(db)).toMatchObject({ hidden: 0, trashed: trashedBefore + 1 });
+  expect(await sql(`SELECT area, database_name, moving_to FROM tablefate.shards WHERE table_id = ${id}`)).toEqual([
+    ['trash', 'tablefate_trash', 'NULL'],
+  ]);
+  await crashDuring('^RENAME TABLE', 1, () => h.client.undelete({ table: id }));
+  expect(await sql(`SELECT id FROM ${db}.plain ORDER BY id`)).toEqual([['1'], ['2']]);
+  expect(await h.catalog.listLocks()).toEqual([]);
+});
+
 test('a recall killed right after its key is put back, and a purge after its rename into the garbage, are finished', async () => {
   const { db, id } = await family();
   await h.startWorker();

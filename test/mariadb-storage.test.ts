@@ -242,6 +242,44 @@ test('a move cut short after any rename is finished by its next attempt', async 
   expect(await sql('SELECT id FROM cut.items')).toEqual([['1001']]);
 });
 
+test('a drop cut short after its one rename straight into the trash: a key that came along is refused or detached by its next attempt', async () => {
+  const ref = shardOf('cut2', 'parent', { columns: 'id INT PRIMARY KEY' });
+  await storage.createShard(ref);
+  const parked = `c${catalogId}_t${ref.tableId}_s0`;
+  const referencing = () =>
+    sql(
+      "SELECT TABLE_NAME, REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE CONSTRAINT_NAME = 'child_fk'",
+    );
+  // As a drop that read nothing on the table, and died right after its rename, a key added by the table's name meanwhile.
+  const cutShort = () =>
+    sql(
+      `UPDATE tablefate.shards SET moving_to = JSON_OBJECT('area', 'trash', 'database', 'tablefate_trash', 'table', '${parked}')
+         WHERE catalog_id = '${catalogId}' AND table_id = ${ref.tableId}; RENAME TABLE cut2.parent TO tablefate_trash.${parked}`,
+    );
+  await sql(
+    'CREATE TABLE cut2.child (id INT PRIMARY KEY, parent INT, CONSTRAINT child_fk FOREIGN KEY (parent) REFERENCES cut2.parent (id))',
+  );
+  await cutShort();
+  expect(await referencing()).toEqual([['child', 'tablefate_trash', parked]]);
+
+  // Without cascade, refused; the drop's undo brings the table back with the key.
+  await expect(storage.moveShard(ref, 'live', 'trash')).rejects.toMatchObject({
+    type: 'HasDependents',
+    message: expect.stringContaining('foreign key child_fk of cut2.child') as unknown,
+  });
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await referencing()).toEqual([['child', 'cut2', 'parent']]);
+
+  // With cascade, detached there and written down; the recall puts it back.
+  await cutShort();
+  expect(await storage.moveShard(ref, 'live', 'trash', undefined, { cascade: true })).toEqual([
+    expect.stringContaining('detached until its recall: foreign key child_fk of cut2.child'),
+  ]);
+  expect(await referencing()).toEqual([]);
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(await referencing()).toEqual([['child', 'cut2', 'parent']]);
+});
+
 test('a drop waits for an open transaction without queueing readers, and names it when its drain runs out', async () => {
   const ref = shardOf('busy', 't', { columns: 'id INT' });
   await storage.createShard(ref);
@@ -351,6 +389,32 @@ test("a trigger and a key added by the table's name while a drop drains it leave
       "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race' AND CONSTRAINT_NAME = 'child_parent_fk'",
     ),
   ).toEqual([['race', 'parent']]);
+});
+
+test("a key added by the table's name while a drop with cascade drains a table with nothing on it follows it into the trash, and is detached there", async () => {
+  const ref = shardOf('race3', 'parent', { columns: 'id INT PRIMARY KEY' });
+  await storage.createShard(ref);
+  await sql('CREATE TABLE race3.child (id INT PRIMARY KEY, parent INT)');
+  const dropped = await dropWhileUserAdds(
+    ref,
+    'race3',
+    'parent',
+    'ALTER TABLE race3.child ADD CONSTRAINT child_parent_fk FOREIGN KEY (parent) REFERENCES race3.parent (id)',
+    true,
+    1,
+  );
+  expect(dropped).toEqual({
+    notes: ['race3.parent: detached until its recall: foreign key child_parent_fk of race3.child (references race3.parent)'],
+  });
+  expect(await sql("SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = 'tablefate_trash'")).toEqual([
+    ['0'],
+  ]);
+  await storage.moveShard(ref, 'trash', 'live');
+  expect(
+    await sql(
+      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race3' AND CONSTRAINT_NAME = 'child_parent_fk'",
+    ),
+  ).toEqual([['race3', 'parent']]);
 });
 
 test("a key added by the table's name while a drop without cascade drains it refuses the drop, as one there before would", async () => {
