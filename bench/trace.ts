@@ -3,7 +3,7 @@
  * its history read back, and the medians of its parts printed. From the history: the wait before the first workflow
  * task was started (the server's and the task queue's share), the time the worker held workflow tasks, the time
  * between them (activities and the server), and the client's own share (the answer after the run closed). From the
- * worker: every activity call (local or not) timed where it runs, by name, with how many calls an operation makes, and
+ * worker: every activity call (local or not) timed where it runs, by name and by its order in its run (`#1`, `#2`), and
  * inside a step call (runStepsHere) each catalog and shard call it made (indented).
  *
  *   npm run bench:trace                               (files, dev server, 20 rounds)
@@ -54,6 +54,8 @@ async function main(): Promise<void> {
   /** Activity call durations by name and operation: the workflow id of each call says which run made it. */
   const calls = new Map<Op, Map<string, number[]>>();
   const opOf = new Map<string, Op>();
+  /** How many calls each run has made so far, by workflow id: a run's calls are told apart by their order (`#1`, `#2`). */
+  const callsMade = new Map<string, number>();
   /** `fns`, each timed where it runs and counted under the operation whose run called it. */
   const timed = <T extends object>(fns: T, prefix = ''): T =>
     Object.fromEntries(
@@ -61,15 +63,19 @@ async function main(): Promise<void> {
         name,
         async (...args: unknown[]) => {
           const began = performance.now();
+          const workflowId = Context.current().info.workflowExecution!.workflowId;
+          const nth = prefix === '' ? (callsMade.get(workflowId) ?? 0) + 1 : 0;
+          if (nth > 0) callsMade.set(workflowId, nth);
           try {
             return await (fn as (...a: unknown[]) => Promise<unknown>)(...args);
           } finally {
-            const op = opOf.get(Context.current().info.workflowExecution!.workflowId);
+            const op = opOf.get(workflowId);
             if (op) {
               const byName = calls.get(op) ?? new Map<string, number[]>();
               calls.set(op, byName);
-              const durations = byName.get(prefix + name) ?? [];
-              byName.set(prefix + name, durations);
+              const key = nth > 0 ? `${name} #${nth}` : prefix + name;
+              const durations = byName.get(key) ?? [];
+              byName.set(key, durations);
               durations.push(performance.now() - began);
             }
           }

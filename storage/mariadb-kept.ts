@@ -77,7 +77,7 @@ export async function readOnTable(c: PoolConnection, at: Place): Promise<OnTable
 }
 
 /** The triggers of the table at `at`, in the order they fire; refused if one cannot be read whole. */
-async function readTriggers(c: PoolConnection, at: Place): Promise<KeptTrigger[]> {
+export async function readTriggers(c: PoolConnection, at: Place): Promise<KeptTrigger[]> {
   const triggers = await c.execute<Array<KeptTrigger & { order: number }>>(
     `SELECT TRIGGER_NAME AS name, ACTION_TIMING AS timing, EVENT_MANIPULATION AS event, ACTION_STATEMENT AS statement,
             DEFINER AS definer, SQL_MODE AS sqlMode, ACTION_ORDER AS \`order\`

@@ -8,6 +8,7 @@ import {
   readKept,
   readKeys,
   readOnTable,
+  readTriggers,
   refuseComingBack,
   refuseReferences,
   refuseTriggersNotRemade,
@@ -17,7 +18,7 @@ import {
   withAdded,
   type KeptObjects,
 } from './mariadb-kept';
-import { putGrants } from './mariadb-grants';
+import { putGrants, readGrants } from './mariadb-grants';
 import {
   AREA_DATABASES,
   forget,
@@ -96,9 +97,9 @@ interface Leaving {
 
 /**
  * Out of the live area (a drop, a purge's compensation never): at its live name, what must not follow it is read and
- * written down, the drop refused if a live table's key needs it (without cascade). With nothing to take off, it is
- * renamed straight into the area (see `straightInto`). Otherwise it waits under its hidden name while what is on it is
- * read again and taken off; then it is renamed into the area.
+ * written down, the drop refused if a live table's key needs it (without cascade). With no keys, it is renamed straight
+ * into the area (see `straightInto`). With keys or triggers, it waits under its hidden name while what is on it is read
+ * again and taken off; then it is renamed into the area.
  */
 async function outOfLive(
   c: PoolConnection,
@@ -117,13 +118,16 @@ async function outOfLive(
   let written = at.kept;
   if (at.table !== hidden) {
     // (Nothing is taken off before the table is hidden: read afresh, a drop cut short before that sees it as it is now.)
-    before = await readKept(c, at);
-    refuseReferences(before, at, cascade, others);
+    const keys = await readKeys(c, at);
+    const seen: KeptObjects = { from: { database: at.database, table: at.table }, triggers: [], ...keys, grants: await readGrants(c, at) };
+    refuseReferences(seen, at, cascade, others);
+    if (!takesAnythingOff(seen) && (await straightInto(c, id, at, destination, drain, remembersAnything(seen) ? seen : null))) {
+      return settleKeys(c, id, destination, seen, leaving, drain);
+    }
+    // Keys to take off, or triggers (the rename straight into the area refused them): the hidden way, with its triggers.
+    before = { ...seen, triggers: await readTriggers(c, at) };
     await refuseTriggersNotRemade(c, before, at);
     written = remembersAnything(before) ? before : null;
-    if (!takesAnythingOff(before) && (await straightInto(c, id, at, destination, drain, written))) {
-      return settleKeys(c, id, destination, before, leaving, drain);
-    }
     // Hidden first: a trigger or a key a user adds by its name while the drop drains it (read above, renamed below)
     // comes along, and is found under the hidden name, where no one adds more.
     now = await renameTo(c, id, at, { area: 'live', database: at.database, table: hidden }, drain, { kept: written });
@@ -144,9 +148,9 @@ async function outOfLive(
 }
 
 /**
- * A table with nothing on it to take off, renamed from its live name straight into the area: one rename, not two. A
- * trigger a user added meanwhile cannot come along (MariaDB refuses the rename, 1435): then false, the table still at its
- * name, and the drop takes the hidden way. A key can come along, and `settleKeys` finds it there.
+ * A table with no keys, renamed from its live name straight into the area: one rename, not two. MariaDB refuses it
+ * (1435) if the table has triggers, there before or added meanwhile: then false, the table still at its name, and the
+ * drop takes the hidden way, where it reads them. A key a user added meanwhile can come along: `settleKeys` finds it.
  */
 async function straightInto(
   c: PoolConnection,
