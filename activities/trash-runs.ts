@@ -63,10 +63,10 @@ export async function wakeTrashRuns(table: TableRecord, catalogId: string | unde
 
 /**
  * Starts the expiry of the trash at `droppedAt` (`trash:<tableId>`), once its drop has stamped the table with that drop
- * time (its move begun, or its commit made). A run of this trash found there (a repeat, or the reconciler's re-arm) is it. A run of any other trash is of one that has ended (the table
- * is in this trash now, and in one trash at a time): a recall or a purge ended it, and it may not even have begun (an
- * expiry begins a second after its drop). It is terminated, having nothing left to do, and this trash's started,
- * unless `stillCurrent` says this trash has ended too.
+ * time (its move begun, or its commit made). A run of this trash found there (a repeat, or the reconciler's re-arm) is
+ * it. A run of any other trash is of one that has ended (the table is in this trash now, and in one trash at a time): a
+ * recall or a purge ended it, and it may not even have begun (an expiry begins a second after its drop). It is
+ * terminated, having nothing left to do, and this trash's started, unless `stillCurrent` says this trash has ended too.
  */
 export async function startTrashExpiry(
   input: TrashExpiryInput & { table: TableRecord; taskQueue: string; stillCurrent: () => Promise<boolean> },

@@ -36,6 +36,14 @@ const tableThere = async (db: string, table: string) =>
   (await sql(`SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${db}' AND TABLE_NAME = '${table}'`))[0]![0] === '1';
 const identityOf = async (db: string, table: string) =>
   (await sql(`SELECT TABLE_ID FROM information_schema.INNODB_SYS_TABLES WHERE NAME = '${db}/${table}'`))[0]?.[0] ?? null;
+/** Where the foreign key `name` of a table of `db` points: its referenced database and table. */
+const referencedBy = (db: string, name: string) =>
+  sql(
+    `SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = '${db}' AND CONSTRAINT_NAME = '${name}'`,
+  );
+/** How many foreign keys point into the trash (none may: a trashed table takes no part in live tables' keys). */
+const keysIntoTrash = () =>
+  sql("SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = 'tablefate_trash'");
 
 test('create, fill, drop, recall: the rows, the definition and the auto-increment position come back; the name fails meanwhile', async () => {
   const ref = shardOf('shop', 'orders', {
@@ -373,9 +381,7 @@ test("a trigger and a key added by the table's name while a drop drains it leave
       'race.parent: detached until its recall: foreign key child_parent_fk of race.child (references race.parent)',
     ],
   });
-  expect(await sql("SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = 'tablefate_trash'")).toEqual([
-    ['0'],
-  ]);
+  expect(await keysIntoTrash()).toEqual([['0']]);
   await storage.moveShard(ref, 'trash', 'live');
   // (Row 1 went in before the trigger was made; row 2 with it, and row 3 after the recall.)
   await sql('INSERT INTO race.parent (id) VALUES (3)');
@@ -384,11 +390,7 @@ test("a trigger and a key added by the table's name while a drop drains it leave
     ['2', 'by trigger'],
     ['3', 'by trigger'],
   ]);
-  expect(
-    await sql(
-      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race' AND CONSTRAINT_NAME = 'child_parent_fk'",
-    ),
-  ).toEqual([['race', 'parent']]);
+  expect(await referencedBy('race', 'child_parent_fk')).toEqual([['race', 'parent']]);
 });
 
 test("a key added by the table's name while a drop with cascade drains a table with nothing on it follows it into the trash, and is detached there", async () => {
@@ -406,15 +408,9 @@ test("a key added by the table's name while a drop with cascade drains a table w
   expect(dropped).toEqual({
     notes: ['race3.parent: detached until its recall: foreign key child_parent_fk of race3.child (references race3.parent)'],
   });
-  expect(await sql("SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = 'tablefate_trash'")).toEqual([
-    ['0'],
-  ]);
+  expect(await keysIntoTrash()).toEqual([['0']]);
   await storage.moveShard(ref, 'trash', 'live');
-  expect(
-    await sql(
-      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race3' AND CONSTRAINT_NAME = 'child_parent_fk'",
-    ),
-  ).toEqual([['race3', 'parent']]);
+  expect(await referencedBy('race3', 'child_parent_fk')).toEqual([['race3', 'parent']]);
 });
 
 test("a key added by the table's name while a drop without cascade drains it refuses the drop, as one there before would", async () => {
@@ -435,11 +431,7 @@ test("a key added by the table's name while a drop without cascade drains it ref
   // The drop taken back, as the workflow does: the table live under its name again, its key on it.
   await storage.moveShard(ref, 'trash', 'live');
   expect(await tableThere('race2', 'parent')).toBe(true);
-  expect(
-    await sql(
-      "SELECT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'race2' AND CONSTRAINT_NAME = 'child_parent_fk'",
-    ),
-  ).toEqual([['race2', 'parent']]);
+  expect(await referencedBy('race2', 'child_parent_fk')).toEqual([['race2', 'parent']]);
   expect(await sql("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME LIKE 'tablefate_moving%'")).toEqual([['0']]);
 });
 
